@@ -1,0 +1,505 @@
+"""nccl-tests logs in, rows out; and rows back out as an nccl-tests table.
+
+Owns the row and log records, the stdout parser (every `*_perf` tool, and the PyTorch benchmark
+table), the `-J` JSON parser (document walking in nccl_tests_json), the format dispatcher, and the
+table writer that `clustersim collective` prints with. Pure functions: callers pass text and a name.
+
+How the column layout is recognised (the file says it; the manifest's `format` is not needed):
+1. A header line whose first word is `size` names the columns (`#  size count type redop root time
+   algbw busbw #wrong time algbw busbw #wrong`, with or without `#`; `#wrong`/`wrong`/`error` and
+   `time`/`cputime` are synonyms). The first time/algbw/busbw set is out-of-place, a second set
+   in-place; other columns (#bitdiff, i_min, algo, proto, ...) are skipped by position.
+2. Rows before any header are read by their column count (`_LAYOUTS_BY_COUNT`): 13 standard, 12 old
+   (2019: no root, `error`), 11 old without redop, 9 one column set, 4 trimmed (size time algbw busbw).
+3. A markdown table whose header starts with `payload` or `size` is the PyTorch benchmark: sizes in
+   B/KiB/MiB/GiB/TiB, bandwidths in GBps, no time column: time = size / algbw (so it carries algbw's
+   two-decimal rounding, up to 0.6 % at 0.82 GB/s).
+
+What is a row: inside a table, every line whose first word is an integer (underscores allowed, as in
+1_048_576); elsewhere, a line starting with an integer that has >= 3 numeric words. A row that does
+not fit the layout raises LogParseError naming its line. Skipped: blank lines, `#` comments, known
+noise (NCCL INFO/WARN, UCX/MPI warnings, footers, prompts, `...`); launcher prefixes (`0:`,
+`[1,0]<stdout>:`) are stripped first. Other text between rows is an error; after the last row it is
+trailing junk and ignored. A second table (header or rows after the footer) is an error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from simulator.calibration.nccl_tests_json import (
+    decode_json_log,
+    nccl_version_from_code,
+    record_fields,
+    run_info,
+)
+from simulator.collectives.busbw import COLLECTIVES
+from simulator.core.errors import ConfigError, LogParseError
+from simulator.core.units import GIB, KIB, MIB
+
+TEXT_FORMATS = ("nccl-tests", "nccl-tests-prefixed", "nccl-tests-trimmed", "nccl-tests-old", "torch-bench")
+JSON_FORMATS = ("nccl-tests-json",)
+LOG_FORMATS = TEXT_FORMATS + JSON_FORMATS
+
+# nccl-tests tools that are not simulated collectives still name the log's collective.
+_TOOLS = COLLECTIVES + ("gather", "scatter", "hypercube", "alltoallv")
+_TOOL_ALIASES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter"}
+_LAYOUTS_BY_COUNT = {
+    13: "size count type redop root time algbw busbw wrong time algbw busbw wrong",
+    12: "size count type redop time algbw busbw wrong time algbw busbw wrong",
+    11: "size count type time algbw busbw wrong time algbw busbw wrong",
+    9: "size count type redop root time algbw busbw wrong",
+    4: "size time algbw busbw",
+}
+_COLUMN_ALIASES = {"#wrong": "wrong", "error": "wrong", "cputime": "time", "payload": "size"}
+
+_PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\d+:(?=\s|#|$))")
+_INT = re.compile(r"\d+(?:_\d+)*")
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_VERSION = re.compile(r"\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.]+)*")
+_TOOL = re.compile(r"(?<![A-Za-z0-9])([a-z]+(?:_[a-z]+)*?)_(?:perf|bench)(?:_mpi)?(?![A-Za-z0-9])")
+_RANK = re.compile(
+    r"\bRank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)"
+)
+_FOOTER = re.compile(r"(?:Out of bounds values|Avg bus bandwidth|Collective test concluded)\b")
+_AVG = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)")
+_NOISE = re.compile(
+    r"NCCL (?:INFO|WARN|TRACE|ERROR|version)\b|\b(?:UCX|WARN|WARNING|[Ww]arning)\b"
+    r"|^\[[^\]]*\]|^(?:-{3,}|={3,}|\*{3,}|\.{3,}|…|```)"
+    r"|^(?:Bitwise mismatches|Collective test|nThread\b|Using devices|Rank\s+\d)"
+    r"|^\S+@\S+?[:\s].*?[$#%>](?:\s|$)|^[$>](?:\s|$)|^(?:mpirun|mpiexec|srun|orterun)\b"
+)
+_TORCH_SIZE_UNITS = {"": 1, "B": 1, "KiB": KIB, "MiB": MIB, "GiB": GIB, "TiB": 1024 * GIB}
+_TORCH_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|TiB)?")
+_TORCH_BW = re.compile(r"(\S+?)\s*(?:GBps|GB/s)?")
+
+
+@dataclass(frozen=True)
+class NcclRow:
+    """One size of an nccl-tests run: times in us, bandwidths in GB/s (1e9 B/s), as printed."""
+
+    size_bytes: int
+    count: int | None
+    dtype: str | None
+    redop: str | None
+    root: int | None
+    time_us: float
+    algbw_GBps: float | None
+    busbw_GBps: float | None
+    inplace_time_us: float | None
+    inplace_algbw_GBps: float | None
+    inplace_busbw_GBps: float | None
+    line_no: int
+
+
+@dataclass(frozen=True)
+class NcclLog:
+    """A parsed log: its rows in file order and what the log says about the run."""
+
+    source: str
+    collective: str | None
+    rows: tuple[NcclRow, ...]
+    nranks: int | None
+    hosts: tuple[str, ...]
+    devices: tuple[str, ...]
+    nccl_version: str | None
+    avg_busbw_GBps: float | None
+
+
+@dataclass(frozen=True)
+class _Layout:
+    columns: tuple[str, ...]
+    where: dict[str, int]  # size/count/type/redop/root/time/algbw/busbw and ip_* -> column index
+    torch: bool = False
+
+
+@dataclass
+class _Meta:
+    ranks: dict[int, tuple[str, str]] = field(default_factory=dict)
+    versions: dict[int, str] = field(default_factory=dict)  # priority -> version
+    tools: dict[int, list[str]] = field(default_factory=dict)  # priority -> collective names
+    avg_busbw: float | None = None
+
+
+def _tools_in(text: str) -> list[str]:
+    names = (_TOOL_ALIASES.get(m, m) for m in _TOOL.findall(text))
+    return [name for name in names if name in _TOOLS]
+
+
+def _make_layout(names: Sequence[str], source: str, line_no: int, torch: bool = False) -> _Layout:
+    where: dict[str, int] = {}
+    for i, raw in enumerate(names):
+        name = _COLUMN_ALIASES.get(raw.lower(), raw.lower())
+        if name in ("time", "algbw", "busbw", "wrong"):
+            key = name if name not in where else "ip_" + name
+            if key in where:
+                raise LogParseError(
+                    source, line_no, f"a third '{name}' column; expected out-of-place and in-place"
+                )
+            where[key] = i
+        elif name in ("size", "count", "type", "redop", "root") and name not in where:
+            where[name] = i
+    if "size" not in where or "time" not in where and not (torch and "algbw" in where):
+        raise LogParseError(source, line_no, f"header {' '.join(names)!r} lacks a size or time column")
+    return _Layout(tuple(names), where, torch)
+
+
+def _header_names(tokens: list[str]) -> list[str] | None:
+    """Column names if this is a column header line (first word `size`, and a time/bw column)."""
+    if tokens and tokens[0] == "size" and {"time", "cputime", "algbw", "busbw"} & set(tokens):
+        names: list[str] = []
+        for token in tokens:  # a timestamp column prints as two words
+            names += ["timestamp_date", "timestamp_clock"] if token == "timestamp" else [token]
+        return names
+    return None
+
+
+def _is_decoration(tokens: list[str]) -> bool:
+    """The units line `(B) (elements) (us) ...` or the `out-of-place   in-place` line."""
+    return tokens[0] == "out-of-place" or all(t.startswith("(") and t.endswith(")") for t in tokens)
+
+
+def _number(token: str | None, what: str, required: bool = False) -> float | None:
+    if token is None or token.upper() == "N/A":
+        if required:
+            raise ValueError(f"{what} is {token or 'missing'}; every row needs a number there")
+        return None
+    if not _NUMBER.fullmatch(token) or float(token) < 0:
+        raise ValueError(f"{what} {token!r} is not a number >= 0")
+    return float(token)
+
+
+def _integer(token: str | None, what: str, signed: bool = False) -> int | None:
+    if token is None or token.upper() == "N/A":
+        return None
+    body = token[1:] if signed and token.startswith("-") else token
+    if not _INT.fullmatch(body):
+        raise ValueError(f"{what} {token!r} is not a whole number")
+    return int(token.replace("_", ""))
+
+
+def _word(token: str | None, what: str) -> str | None:
+    if token is None or token.upper() == "N/A":
+        return None
+    if not _NAME.fullmatch(token):
+        raise ValueError(f"{what} {token!r} is not a name")
+    return token
+
+
+def _table_row(tokens: list[str], layout: _Layout, line_no: int) -> NcclRow:
+    """A row of an nccl-tests table; ValueError says what is wrong."""
+    if len(tokens) != len(layout.columns):
+        raise ValueError(
+            f"row has {len(tokens)} columns, expected {len(layout.columns)} ({' '.join(layout.columns)})"
+        )
+
+    def cell(key: str) -> str | None:
+        index = layout.where.get(key)
+        return None if index is None else tokens[index]
+
+    size = _integer(cell("size"), "size")
+    if size is None:
+        raise ValueError("size is N/A")
+    return NcclRow(
+        size_bytes=size,
+        count=_integer(cell("count"), "count"),
+        dtype=_word(cell("type"), "type"),
+        redop=_word(cell("redop"), "redop"),
+        root=_integer(cell("root"), "root", signed=True),
+        time_us=_number(cell("time"), "time", required=True) or 0.0,
+        algbw_GBps=_number(cell("algbw"), "algbw"),
+        busbw_GBps=_number(cell("busbw"), "busbw"),
+        inplace_time_us=_number(cell("ip_time"), "in-place time"),
+        inplace_algbw_GBps=_number(cell("ip_algbw"), "in-place algbw"),
+        inplace_busbw_GBps=_number(cell("ip_busbw"), "in-place busbw"),
+        line_no=line_no,
+    )
+
+
+def _torch_row(cells: list[str], layout: _Layout, line_no: int) -> NcclRow:
+    """A row of the PyTorch benchmark table (`|   32KiB |   1.44GBps |   0.82GBps |`): time = size / algbw."""
+    if len(cells) != len(layout.columns):
+        raise ValueError(
+            f"row has {len(cells)} cells, expected {len(layout.columns)} ({' | '.join(layout.columns)})"
+        )
+    size_cell = cells[layout.where["size"]]
+    size_match = _TORCH_SIZE.fullmatch(size_cell)
+    size = float(size_match.group(1)) * _TORCH_SIZE_UNITS[size_match.group(2) or ""] if size_match else -1.0
+    if size < 0 or size != int(size):
+        raise ValueError(f"size {size_cell!r} is not a whole number of bytes like 512B, 32KiB, 1MiB or 16GiB")
+    bandwidths: list[float | None] = []
+    for key in ("algbw", "busbw"):
+        cell = cells[layout.where[key]] if key in layout.where else None
+        match = _TORCH_BW.fullmatch(cell) if cell is not None else None
+        bandwidths.append(_number(match.group(1) if match else cell, key))
+    algbw, busbw = bandwidths
+    if not algbw:
+        raise ValueError("algbw is 0 or missing, so the time (size / algbw) cannot be derived")
+    time_us = size / (algbw * 1e3)  # bytes / (1e9 B/s) in us
+    return NcclRow(int(size), None, None, None, None, time_us, algbw, busbw, None, None, None, line_no)
+
+
+def _looks_like_row(tokens: list[str]) -> bool:
+    numeric = sum(1 for t in tokens if _NUMBER.fullmatch(t.replace("_", "")) or t.upper() == "N/A")
+    return bool(_INT.fullmatch(tokens[0])) and numeric >= 3
+
+
+class _LogReader:
+    """The state of one pass over a text log: layout, rows, metadata and where the table is."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.rows: list[NcclRow] = []
+        self.meta = _Meta()
+        self.layout: _Layout | None = None
+        self.header_line = 0
+        self.in_table = False  # from a header or first row to a footer
+        self.footer_line = 0
+        self.junk: tuple[int, str] | None = None  # unexplained text after the table began
+
+    def read_line(self, line_no: int, raw: str) -> None:
+        body = _PREFIX.sub("", raw, count=1).strip()
+        if not body:
+            return
+        if body.startswith("#"):
+            content = body.lstrip("#").strip()
+            tokens = content.split()
+            if not self._header(_header_names(tokens), line_no) and not (tokens and _is_decoration(tokens)):
+                self._note(content, line_no, comment=True)
+            return
+        if body.startswith("|"):
+            self._markdown(body, line_no)
+            return
+        tokens = body.split()
+        if self._header(_header_names(tokens), line_no) or _is_decoration(tokens):
+            return
+        if (self.in_table and _INT.fullmatch(tokens[0])) or _looks_like_row(tokens):
+            self._row(tokens, line_no)
+            return
+        self._note(body, line_no, comment=False)
+        if self.in_table and not self.junk and not _NOISE.search(body) and not _FOOTER.match(body):
+            self.junk = (line_no, body)
+
+    def _header(self, names: list[str] | None, line_no: int, torch: bool = False) -> bool:
+        if names is None:
+            return False
+        if self.rows:
+            raise LogParseError(
+                self.source,
+                line_no,
+                f"a second result table after {len(self.rows)} rows; expected one run per log",
+            )
+        self.layout = _make_layout(names, self.source, line_no, torch)
+        self.header_line, self.in_table = line_no, True
+        return True
+
+    def _markdown(self, body: str, line_no: int) -> None:
+        cells = [c.strip() for c in body.strip().strip("|").split("|")]
+        if all(re.fullmatch(r":?-+:?", c) for c in cells):
+            return
+        lowered = [c.lower() for c in cells]
+        if lowered[0] in ("payload", "size") and {"algbw", "busbw"} & set(lowered):
+            self._header(cells, line_no, torch=True)
+        elif self.layout is not None and self.layout.torch:
+            self._row(cells, line_no)
+        elif self.in_table and not self.junk:
+            self.junk = (line_no, body)
+
+    def _row(self, tokens: list[str], line_no: int) -> None:
+        if self.junk:
+            junk_line, text = self.junk
+            raise LogParseError(self.source, junk_line, f"unexpected text {text[:60]!r} among the data rows")
+        if self.footer_line:
+            raise LogParseError(
+                self.source,
+                line_no,
+                f"data row after the table footer (line {self.footer_line}); expected one run per log",
+            )
+        if self.layout is None:
+            columns = _LAYOUTS_BY_COUNT.get(len(tokens))
+            if columns is None:
+                raise LogParseError(
+                    self.source,
+                    line_no,
+                    f"row of {len(tokens)} columns and no header line before it; expected a header"
+                    f" ('# size count type redop root time ...') or {sorted(_LAYOUTS_BY_COUNT)} columns",
+                )
+            self.layout = _make_layout(columns.split(), self.source, line_no)
+        self.in_table = True
+        try:
+            row = (
+                _torch_row(tokens, self.layout, line_no)
+                if self.layout.torch
+                else _table_row(tokens, self.layout, line_no)
+            )
+        except ValueError as exc:
+            raise LogParseError(self.source, line_no, str(exc)) from None
+        self.rows.append(row)
+
+    def _note(self, text: str, line_no: int, comment: bool) -> None:
+        """Metadata from a non-row line: ranks, NCCL version, collective, average busbw, footer."""
+        meta = self.meta
+        if _FOOTER.match(text) and self.in_table:
+            self.in_table, self.footer_line = False, self.footer_line or (line_no if self.rows else 0)
+        if (avg := _AVG.match(text)) and _NUMBER.fullmatch(avg.group(1)):
+            meta.avg_busbw = float(avg.group(1))
+        if rank := _RANK.search(text):
+            meta.ranks[int(rank.group(1))] = (rank.group(2), rank.group(3).strip())
+        version = (
+            re.match(r"NCCL version:?\s+(\S+)", text) if comment else re.search(r"NCCL version\s+(\S+)", text)
+        )
+        if version and _VERSION.fullmatch(version.group(1)):
+            meta.versions.setdefault(1 if comment else 0, version.group(1))
+        if comment and (code := re.search(r"nccl-library=(\d+)", text)):
+            meta.versions.setdefault(2, nccl_version_from_code(int(code.group(1))))
+        if not comment or text.startswith("Collective test"):
+            meta.tools.setdefault(0, []).extend(_tools_in(text))
+        elif named := re.match(r"collective:\s*([A-Za-z_]+)", text):
+            name = _TOOL_ALIASES.get(named.group(1).lower(), named.group(1).lower())
+            meta.tools.setdefault(1, []).extend([name] if name in _TOOLS else [])
+        elif re.match(r"commands?\b", text):
+            meta.tools.setdefault(2, []).extend(_tools_in(text))
+
+    def result(self, line_count: int) -> NcclLog:
+        if not self.rows and self.junk:
+            junk_line, text = self.junk
+            raise LogParseError(
+                self.source, junk_line, f"unexpected text {text[:60]!r} where data rows belong"
+            )
+        if not self.rows:
+            where = f" after the header at line {self.header_line}" if self.header_line else ""
+            raise LogParseError(
+                self.source,
+                max(line_count, 1),
+                f"no data rows{where}; expected an nccl-tests result table ('# size count ...' and rows)",
+            )
+        meta = self.meta
+        ranks = [meta.ranks[r] for r in sorted(meta.ranks)]
+        return NcclLog(
+            source=self.source,
+            collective=next((n[0] for _, n in sorted(meta.tools.items()) if len(set(n)) == 1), None),
+            rows=tuple(self.rows),
+            nranks=max(meta.ranks) + 1 if meta.ranks else None,
+            hosts=tuple(dict.fromkeys(host for host, _ in ranks)),
+            devices=tuple(dict.fromkeys(device for _, device in ranks if device)),
+            nccl_version=next((v for _, v in sorted(meta.versions.items())), None),
+            avg_busbw_GBps=meta.avg_busbw,
+        )
+
+
+def parse_nccl_tests(text: str, source: str = "<string>") -> NcclLog:
+    """Parse nccl-tests stdout (or the PyTorch benchmark table); see the module docstring for layouts.
+
+    `nranks` is the highest `Rank N` in the device list + 1 (lists are often abridged); the collective
+    comes from the program's own output (prompt, `Collective test ...`), else a `# collective:`
+    header, else a `# command:` line naming one `*_perf` tool; the NCCL version from an `NCCL version`
+    output line, else a `# NCCL version:` header, else `nccl-library=` code.
+    """
+    reader = _LogReader(source)
+    lines = text.splitlines()
+    for line_no, raw in enumerate(lines, start=1):
+        reader.read_line(line_no, raw)
+    return reader.result(len(lines))
+
+
+def parse_nccl_tests_json(text: str, source: str = "<string>") -> NcclLog:
+    """Parse the document nccl-tests writes with -J (schema in nccl_tests_json), or a bare record list.
+
+    Every record needs size, count, type, redop, root, out_of_place and in_place (time, alg_bw,
+    bus_bw); a missing or mistyped field raises LogParseError at the record's line.
+    """
+    document = decode_json_log(text, source)
+    rows = tuple(NcclRow(**record_fields(record, source)) for record in document.records)
+    run = run_info(document.top)
+    tools = _tools_in(run.program or "")
+    return NcclLog(
+        source=source,
+        collective=tools[0] if tools else None,
+        rows=rows,
+        nranks=run.nranks,
+        hosts=run.hosts,
+        devices=run.devices,
+        nccl_version=run.nccl_version,
+        avg_busbw_GBps=run.avg_busbw_GBps,
+    )
+
+
+def parse_log(text: str, source: str, fmt: str | None = None) -> NcclLog:
+    """Parse a log in the manifest's `format`, or sniff: JSON when it starts with `{` or `[{`/`[]`.
+
+    (A bare `[` is not enough: `[1,0]<stdout>:` launcher prefixes and `[time] UCX` lines start so.)
+    Raises ConfigError for a format name not in LOG_FORMATS.
+    """
+    if fmt is None:
+        fmt = "nccl-tests-json" if re.match(r"\s*(?:\{|\[\s*[{\]])", text) else "nccl-tests"
+    if fmt in JSON_FORMATS:
+        return parse_nccl_tests_json(text, source)
+    if fmt in TEXT_FORMATS:
+        return parse_nccl_tests(text, source)
+    raise ConfigError(f"{source}: unknown log format {fmt!r}; expected one of {', '.join(LOG_FORMATS)}")
+
+
+def _format_number(value: float | None, decimals: int | None) -> str:
+    if value is None:
+        return "N/A"
+    if decimals is not None:
+        return f"{value:.{decimals}f}"
+    text = f"{value:.2f}"
+    return text if float(text) == value else repr(value)
+
+
+def format_nccl_tests_table(
+    rows: Sequence[NcclRow],
+    collective: str,
+    *,
+    algos: Sequence[str] | None = None,
+    protos: Sequence[str] | None = None,
+    decimals: int | None = 2,
+) -> str:
+    """Rows as an nccl-tests result table (its column widths), which parse_nccl_tests reads back.
+
+    Five header lines (`# Collective test starting: <collective>_perf`, `#`, the out-of-place /
+    in-place line, names, units), then one line per row from line 6; `#wrong` is N/A, missing values
+    are N/A, and the in-place set is left out when no row has one. `algos`/`protos` add `algo` and
+    `proto` columns. `decimals=None` prints each number exactly (2 decimals where that is exact).
+    """
+    if collective not in COLLECTIVES:
+        raise ConfigError(f"unknown collective {collective!r}; expected one of {', '.join(COLLECTIVES)}")
+    extras = [(name, list(col)) for name, col in (("algo", algos), ("proto", protos)) if col is not None]
+    if any(len(col) != len(rows) or not all(re.fullmatch(r"\S+", v) for v in col) for _, col in extras):
+        raise ValueError(f"algos and protos need one non-blank word per row ({len(rows)} rows)")
+    inplace = any(
+        value is not None
+        for r in rows
+        for value in (r.inplace_time_us, r.inplace_algbw_GBps, r.inplace_busbw_GBps)
+    )
+    sets = 2 if inplace else 1
+    names = ["size", "count", "type", "redop", "root"] + ["time", "algbw", "busbw", "#wrong"] * sets
+    units = ["(B)", "(elements)", "", "", ""] + ["(us)", "(GB/s)", "(GB/s)", ""] * sets
+    widths = [12, 12, 8, 6, 6] + [7, 6, 6, 6] * sets + [8] * len(extras)
+    names += [name for name, _ in extras]
+    units += [""] * len(extras)
+
+    def line(cells: Sequence[str], lead: str = "") -> str:
+        first = lead + cells[0].rjust(widths[0] - len(lead))
+        return "  ".join([first] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True)]).rstrip()
+
+    set_width = sum(widths[5:9]) + 2 * 4
+    group = "#" + " " * (sum(widths[:5]) + 2 * 5 - 1) + "out-of-place".center(set_width)
+    group += "in-place".center(set_width) if inplace else ""
+    out = [f"# Collective test starting: {collective}_perf", "#", group.rstrip()]
+    out += [line(names, "# "), line(units, "# ")]
+    for i, row in enumerate(rows):
+        measured: list[float | None] = [row.time_us, row.algbw_GBps, row.busbw_GBps]
+        if inplace:
+            measured += [row.inplace_time_us, row.inplace_algbw_GBps, row.inplace_busbw_GBps]
+        cells = [str(row.size_bytes)]
+        cells += ["N/A" if v is None else str(v) for v in (row.count, row.dtype, row.redop, row.root)]
+        for start in range(0, len(measured), 3):
+            cells += [_format_number(v, decimals) for v in measured[start : start + 3]] + ["N/A"]
+        cells += [column[i] for _, column in extras]
+        out.append(line(cells))
+    return "\n".join(out) + "\n"

@@ -1,0 +1,91 @@
+"""`clustersim collective`: an nccl-tests-style table predicted for a cluster."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from simulator.calibration.nccl_tests import NcclRow, format_nccl_tests_table
+from simulator.cli.common import parse_env, size_option
+from simulator.cli.topology_args import resolve_cluster
+from simulator.collectives.busbw import COLLECTIVES
+from simulator.collectives.comm import comm_view
+from simulator.collectives.predict import collective_table, size_sweep
+from simulator.collectives.select import ALGO_CHOICES, PROTO_CHOICES
+from simulator.core.errors import ConfigError
+from topologies.build import build
+
+REDOP = {"all_reduce": "sum", "reduce_scatter": "sum", "reduce": "sum"}
+ROOT = {"broadcast": 0, "reduce": 0}
+
+HELP = """Predict an NCCL collective over a size sweep, printed like nccl-tests.
+
+Columns: time is one collective's time; algbw = size / time; busbw = algbw x the nccl-tests
+factor (all_reduce 2(n-1)/n; all_gather, reduce_scatter, alltoall (n-1)/n; others 1).
+The algorithm and protocol are NCCL-like choices: the fastest predicted, unless pinned.
+
+Examples:
+
+  clustersim collective                                  # all_reduce on 2 x DGX H100 (NDR)
+
+  clustersim collective --topology dgx-a100 --nodes 4 --op all_gather -b 1M -e 1G
+
+  clustersim collective --gpu H100-SXM5-80GB --gpus-per-node 8 --nodes 2
+      --intra-node nvswitch-nvlink4 --transport efa --nics-per-node 32 --nic-gbps 100
+
+  clustersim collective --topology dgx-h100 --algo ring --proto simple --json
+"""
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `collective` command to the app."""
+    app.command("collective", help=HELP)(collective)
+
+
+def collective(
+    topology: Annotated[str, typer.Option(help="Preset name or topology YAML file.")] = "dgx-h100",
+    nodes: Annotated[int | None, typer.Option(help="Number of nodes (servers). Default: the preset's.")] = None,
+    op: Annotated[str, typer.Option(help=f"Collective: {', '.join(COLLECTIVES)}.")] = "all_reduce",
+    min_bytes: Annotated[str, typer.Option("-b", "--minbytes", help="Smallest size (8, 64K, 1M, 8G).")] = "8",
+    max_bytes: Annotated[str, typer.Option("-e", "--maxbytes", help="Largest size.")] = "8G",
+    factor: Annotated[int, typer.Option("-f", "--stepfactor", help="Size multiplier between rows.")] = 2,
+    algo: Annotated[str, typer.Option(help=f"Pin the algorithm: {', '.join(ALGO_CHOICES)}.")] = "auto",
+    proto: Annotated[str, typer.Option(help=f"Pin the protocol: {', '.join(PROTO_CHOICES)}.")] = "auto",
+    env: Annotated[str | None, typer.Option(help="NCCL environment, e.g. 'NCCL_ALGO=ring NCCL_NVLS_ENABLE=0'.")] = None,
+    dtype: Annotated[str, typer.Option(help="Element type (sets the count column).")] = "float",
+    engine: Annotated[bool, typer.Option(help="Run each size through the SimPy flow engine.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows instead of a table.")] = False,
+    gpu: Annotated[str | None, typer.Option(help="Cluster as flags: GPU model (e.g. H100-SXM5-80GB).")] = None,
+    gpus_per_node: Annotated[int | None, typer.Option(help="Cluster as flags: GPUs per node.")] = None,
+    intra_node: Annotated[str | None, typer.Option(help="Cluster as flags: e.g. nvswitch-nvlink4, pcie4.")] = None,
+    transport: Annotated[
+        str | None, typer.Option(help="Cluster as flags: ib, roce, efa, tcpxo, tcpx, sockets, ethernet.")
+    ] = None,
+    nics_per_node: Annotated[int | None, typer.Option(help="Cluster as flags: NICs per node.")] = None,
+    nic_gbps: Annotated[float | None, typer.Option(help="Cluster as flags: Gbit/s per NIC.")] = None,
+) -> None:
+    if op not in COLLECTIVES:
+        raise ConfigError(f"--op: unknown collective {op!r} (valid: {', '.join(COLLECTIVES)})")
+    sizes = size_sweep(size_option(min_bytes, "-b"), size_option(max_bytes, "-e"), factor)
+    spec = resolve_cluster(topology, nodes, gpu, gpus_per_node, intra_node, transport, nics_per_node, nic_gbps)
+    view = comm_view(build(spec))
+    rows = collective_table(view, op, sizes, algo, proto, parse_env(env), dtype, use_engine=engine)
+    if as_json:
+        payload = {"topology": spec.name, "nodes": spec.nodes, "ranks": view.n_ranks, "op": op,
+                   "rows": [{"size_bytes": r.size_bytes, "time_us": round(r.time_us, 3),
+                             "algbw_GBps": round(r.algbw_GBps, 3), "busbw_GBps": round(r.busbw_GBps, 3),
+                             "algo": r.algo, "proto": r.proto} for r in rows]}
+        typer.echo(json.dumps(payload, indent=2))
+        return
+    table_rows = [
+        NcclRow(size_bytes=r.size_bytes, count=r.count, dtype=r.dtype, redop=REDOP.get(op, "none"),
+                root=ROOT.get(op, -1), time_us=r.time_us, algbw_GBps=r.algbw_GBps, busbw_GBps=r.busbw_GBps,
+                inplace_time_us=None, inplace_algbw_GBps=None, inplace_busbw_GBps=None, line_no=0)
+        for r in rows
+    ]
+    typer.echo(f"# clustersim prediction: {op} on {spec.name or 'cluster'}: {spec.nodes} node(s) x "
+               f"{spec.gpus_per_node} {spec.gpu} ({view.n_ranks} ranks)")
+    typer.echo(format_nccl_tests_table(table_rows, op, algos=[r.algo for r in rows],
+                                       protos=[r.proto for r in rows]), nl=False)

@@ -1,0 +1,37 @@
+"""Helpers shared by CLI commands: reading user files, parsing sizes and environments."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from simulator.core.errors import ConfigError
+from simulator.core.units import parse_size
+
+
+def read_text(path: Path, what: str) -> str:
+    """Read a user file, or raise ConfigError naming it and what it was for."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"{what} not found: {path}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what} {path}: {exc.strerror}") from None
+
+
+def size_option(text: str, flag: str) -> int:
+    """A byte size flag (-b/-e) as nccl-tests takes it; ConfigError names the flag."""
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise ConfigError(f"{flag}: {exc}") from None
+
+
+def parse_env(text: str | None) -> dict[str, str]:
+    """'NCCL_ALGO=ring NCCL_PROTO=simple' -> dict; ConfigError on a token without '='."""
+    env: dict[str, str] = {}
+    for token in (text or "").split():
+        key, sep, value = token.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--env: expected NAME=VALUE, got {token!r}")
+        env[key] = value
+    return env

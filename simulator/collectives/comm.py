@@ -1,0 +1,78 @@
+"""What a collective sees of the cluster: ranks, nodes and the bandwidths that bound it.
+
+`CommView` is derived once from a `Topology` (all ranks of the cluster, one rank per GPU) and is
+all the collective model needs; symmetric ranks make a handful of numbers enough, so the cost of a
+prediction does not grow with the GPU count.
+
+A "node" here is what the network joins: a server, or a multi-server NVLink domain (NVL72).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from topologies.model import Topology
+
+# Achievable fraction of the raw intra-node link rate for NCCL's copy kernels. Facts from
+# published single-node nccl-tests all_reduce (ring) bus bandwidth: DGX A100 ~230 GB/s of
+# 300 GB/s NVLink3 per direction (NVIDIA DGX A100 user guide; NCCL caps A100 at 235 in its tuner);
+# DGX H100 ~370 GB/s of 450 (NVIDIA nccl-tests issue #309 reports 368.8 with NVLS off); PCIe P2P
+# reaches ~80% of the x16 rate through a switch (NVIDIA nccl-tests PCIe reports).
+INTRA_EFFICIENCY = {"nvlink": 0.80, "pcie": 0.78, "shm": 0.55}
+
+# NVLink SHARP (NVLS) reduces in the NVSwitch: its copy engine reaches less of the NVLink rate
+# than a ring (single-node H100: 480 GB/s busbw with NVLS vs 369 ring, issue #309), which with
+# NVLS' per-GPU traffic of (1 + 1/G) x S gives ~0.69 of the raw rate.
+NVLS_EFFICIENCY = 0.69
+
+
+@dataclass(frozen=True)
+class CommView:
+    """The numbers a collective over `n_ranks` GPUs depends on (bandwidths are line rates)."""
+
+    n_ranks: int
+    n_nodes: int
+    ranks_per_node: int
+    arch: str
+    intra_kind: str  # "nvlink", "pcie" (P2P over PCIe) or "shm" (staged through host memory)
+    intra_Bps: float  # per GPU, one direction, to the rest of its node
+    net_Bps: float  # per node, one direction, all NICs together (0 for one node)
+    nics_per_node: int
+    transport: str | None
+    nvls: bool
+    sharp: bool
+    gpudirect_rdma: bool
+
+    @property
+    def multi_node(self) -> bool:
+        return self.n_nodes > 1
+
+    def with_nodes(self, n_nodes: int) -> CommView:
+        """The same hardware with another node count (for scaling curves)."""
+        return replace(self, n_nodes=n_nodes, n_ranks=n_nodes * self.ranks_per_node)
+
+
+def comm_view(topology: Topology) -> CommView:
+    """Derive the view of all GPUs of a topology as one communicator."""
+    per_domain = topology.gpus_per_nvlink_domain
+    n_nodes = max(1, topology.n_gpus // per_domain)
+    if topology.spec.intra_node.startswith(("nvswitch", "nvlink")):
+        kind = "nvlink"
+    else:
+        kind = "pcie" if topology.p2p else "shm"
+    net_Bps = topology.nic_bandwidth_Bps * topology.nics_per_server if n_nodes > 1 else 0.0
+    servers_per_domain = max(1, per_domain // topology.gpus_per_server)
+    return CommView(
+        n_ranks=topology.n_gpus,
+        n_nodes=n_nodes,
+        ranks_per_node=min(per_domain, topology.n_gpus),
+        arch=topology.gpu.arch,
+        intra_kind=kind,
+        intra_Bps=topology.intra_bandwidth_Bps,
+        net_Bps=net_Bps * servers_per_domain,
+        nics_per_node=topology.nics_per_server * servers_per_domain,
+        transport=topology.transport,
+        nvls=topology.nvls,
+        sharp=topology.sharp,
+        gpudirect_rdma=topology.gpudirect_rdma,
+    )

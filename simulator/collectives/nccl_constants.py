@@ -1,0 +1,87 @@
+"""Published NCCL facts the collective model starts from (its prior).
+
+Sources (all NVIDIA/nccl, Apache-2.0 / BSD; numbers only, no code):
+- src/graph/tuning.cc and src/include/tuning constants of NCCL 2.19-2.23: base latencies per
+  (algorithm, protocol) and per-hop hardware latencies per link class (NVLink, PCIe, network), in
+  microseconds; per-channel bandwidth caps of the LL128 and tree paths in GB/s.
+- src/include/device.h / collectives.h: NCCL_STEPS = 8 buffer slots per channel and connection;
+  LL lines are 16 bytes of which 8 carry data (the other 8 are flags); LL128 lines are 128 bytes of
+  which 120 carry data (NCCL_LL128_DATAELEMS 15 of 16 elements).
+- Default buffer sizes (docs: NCCL_BUFFSIZE = 4 MiB for Simple; LL 256 KiB x 2 (lines carry half
+  data); LL128 about 4.6 MiB (NCCL_LL128_ELEMS_PER_THREAD 120 x 640 threads x 8 B... rounded)).
+These are the tuner's constants: clustersim uses them as per-step latencies of its simulated
+chunk pipeline, not as a closed-form answer (see simulator.collectives.cost).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+ALGORITHMS: Final = ("ring", "tree", "nvls", "nvls_tree", "collnet", "pat", "direct")
+PROTOCOLS: Final = ("ll", "ll128", "simple")
+
+NCCL_STEPS: Final = 8
+
+# Fraction of the bytes on the wire that are payload, per protocol (LL: 8 data + 8 flag bytes per
+# 16-byte line; LL128: 120 of 128 bytes; Simple: all).
+WIRE_EFFICIENCY: Final = {"ll": 0.5, "ll128": 120.0 / 128.0, "simple": 1.0}
+
+# Buffer per channel per connection, bytes of payload (NCCL_BUFFSIZE defaults): Simple 4 MiB,
+# LL 256 KiB of payload (512 KiB of lines), LL128 ~ 4.5 MiB of payload.
+BUFFER_BYTES: Final = {"ll": 256 * 1024, "ll128": 4_718_592 * 120 // 128, "simple": 4 * 1024**2}
+
+# Base latency (us) per algorithm and protocol (tuning.cc baseLat, NCCL >= 2.19).
+BASE_LATENCY_US: Final = {
+    "ring": {"ll": 6.6, "ll128": 14.0, "simple": 8.4},
+    "tree": {"ll": 6.8, "ll128": 14.0, "simple": 8.4},
+    "collnet": {"ll": 6.8, "ll128": 14.0, "simple": 10.7},
+    "nvls": {"ll": 0.0, "ll128": 0.0, "simple": 23.0},
+    "nvls_tree": {"ll": 0.0, "ll128": 0.0, "simple": 23.0},
+    "pat": {"ll": 6.6, "ll128": 14.0, "simple": 8.4},
+    "direct": {"ll": 6.6, "ll128": 14.0, "simple": 8.4},
+}
+
+# Per-hop latency (us) by link class and protocol (tuning.cc hwLat; ring row, NCCL >= 2.19).
+# The tree row differs only for Simple on the network (hwLat NET tree simple = 14 in 2.19+).
+HOP_LATENCY_US: Final = {
+    "nvlink": {"ll": 0.6, "ll128": 1.25, "simple": 3.4},
+    "pcie": {"ll": 1.0, "ll128": 1.9, "simple": 5.7},
+    "net": {"ll": 2.7, "ll128": 4.0, "simple": 14.0},
+}
+
+# LL is slower per byte than the wire efficiency alone says: one 8-byte store per line, polled by
+# the receiver. tuning.cc caps LL bandwidth at llMaxBws (GB/s, whole communicator, by GPU family,
+# 1 node): Volta 39.0, Ampere 87.7, Hopper 87.7 (Blackwell: same table as Hopper in 2.23).
+LL_MAX_GBPS: Final = {"volta": 39.0, "turing": 39.0, "ampere": 87.7, "ada": 87.7, "hopper": 87.7,
+                      "blackwell": 87.7}
+
+# LL128 per-channel cap (GB/s): perChMaxRingLL128Bws (Volta/Ampere 20.0, Hopper 36.7).
+LL128_PER_CHANNEL_GBPS: Final = {"volta": 20.0, "turing": 20.0, "ampere": 20.0, "ada": 20.0,
+                                 "hopper": 36.7, "blackwell": 36.7}
+
+# LL128 is enabled by default only where NCCL has validated it: NVLink systems of Volta, Ampere,
+# Hopper and Blackwell (tuning.cc protoEnable, LL128 "2" = auto).
+LL128_ARCHS: Final = frozenset({"volta", "ampere", "hopper", "blackwell"})
+
+# Per-channel bandwidth (GB/s) of the Simple protocol on trees, by GPU family and scale
+# (1 node, 2 nodes, 4+ nodes): tuning.cc perChMaxTreeBws (Volta 26.5/18.5/10.0, Ampere
+# 24.0/23.6/17.8, Hopper 38.7/41.4/36.0). It is what one channel (one SM's copy loop) moves, so it
+# also sets how many channels a given bandwidth needs.
+PER_CHANNEL_GBPS: Final = {
+    "volta": (26.5, 18.5, 10.0),
+    "turing": (26.5, 18.5, 10.0),
+    "ampere": (24.0, 23.6, 17.8),
+    "ada": (24.0, 23.6, 17.8),
+    "hopper": (38.7, 41.4, 36.0),
+    "blackwell": (38.7, 41.4, 36.0),
+}
+
+# NCCL_MAX_NCHANNELS (device.h MAXCHANNELS = 32 up to 2.22, 64 later for NVLS/PAT).
+MAX_CHANNELS: Final = 32
+
+# Channels NCCL gives a small operation: it drops channels while the bytes are fewer than
+# channels x threads x threshold (enqueue.cc; NCCL_{LL,LL128,SIMPLE}_THREAD_THRESHOLD = 8, 8, 64
+# bytes per thread; threads per channel 512, 640 for LL128; the LL threshold of rings is
+# multiplied by the rank count).
+THREADS_PER_CHANNEL: Final = {"ll": 512, "ll128": 640, "simple": 512}
+THREAD_THRESHOLD_BYTES: Final = {"ll": 8, "ll128": 8, "simple": 64}

@@ -1,0 +1,81 @@
+"""Public entry points: predict one collective, or a size sweep as nccl-tests would print it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from simulator.collectives.busbw import busbw_factor
+from simulator.collectives.comm import CommView
+from simulator.collectives.cost import CollectiveEstimate
+from simulator.collectives.flows import collective_flow, collective_resources
+from simulator.collectives.select import allowed_sets, best_estimate, candidate_shapes, view_for_env
+from simulator.core.errors import ConfigError
+from simulator.network.engine import FlowEngine
+
+DTYPE_BYTES = {"float": 4, "half": 2, "bfloat16": 2, "double": 8, "int8": 1, "uint8": 1, "int32": 4}
+
+
+@dataclass(frozen=True)
+class CollectiveRow:
+    """One row of a predicted nccl-tests table."""
+
+    size_bytes: int
+    count: int
+    dtype: str
+    time_us: float
+    algbw_GBps: float
+    busbw_GBps: float
+    algo: str
+    proto: str
+
+
+def size_sweep(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
+    """Sizes as nccl-tests' -b/-e/-f walk them (geometric, max included when reached)."""
+    if min_bytes <= 0 or max_bytes <= 0:
+        raise ConfigError(f"sizes must be positive: -b {min_bytes} -e {max_bytes}")
+    if max_bytes < min_bytes:
+        raise ConfigError(f"-e {max_bytes} is smaller than -b {min_bytes}")
+    if factor < 2:
+        raise ConfigError(f"-f must be >= 2, got {factor}")
+    sizes, size = [], min_bytes
+    while size <= max_bytes:
+        sizes.append(size)
+        size *= factor
+    return sizes
+
+
+def predict_collective(v: CommView, op: str, size_bytes: int, algo: str = "auto", proto: str = "auto",
+                       env: Mapping[str, str] | None = None) -> CollectiveEstimate:
+    """Predicted time of one collective on an idle cluster (closed form)."""
+    if size_bytes < 0:
+        raise ConfigError(f"size must not be negative, got {size_bytes}")
+    algos, protos = allowed_sets(algo, proto, env)
+    view = view_for_env(v, env)
+    return best_estimate(op, size_bytes, candidate_shapes(op, view, algos), view, protos)
+
+
+def simulate_alone(est: CollectiveEstimate, v: CommView) -> float:
+    """Run one collective through the SimPy flow engine on idle links; returns seconds."""
+    engine = FlowEngine(collective_resources(v))
+    done = engine.transfer([collective_flow(est, v)])
+    engine.run(done)
+    return max(record.end_s for record in engine.records)
+
+
+def collective_table(v: CommView, op: str, sizes: list[int], algo: str = "auto", proto: str = "auto",
+                     env: Mapping[str, str] | None = None, dtype: str = "float",
+                     use_engine: bool = False) -> list[CollectiveRow]:
+    """Predict a sweep; busbw uses nccl-tests' factor for the operation."""
+    elem = DTYPE_BYTES.get(dtype)
+    if elem is None:
+        raise ConfigError(f"unknown dtype {dtype!r} (valid: {', '.join(DTYPE_BYTES)})")
+    factor = busbw_factor(op, v.n_ranks)
+    rows = []
+    for size in sizes:
+        est = predict_collective(v, op, size, algo, proto, env)
+        time_s = simulate_alone(est, v) if use_engine else est.time_s
+        algbw = size / time_s / 1e9 if time_s > 0 else 0.0
+        rows.append(CollectiveRow(size, size // elem, dtype, time_s * 1e6, algbw, algbw * factor,
+                                  est.algo, est.proto))
+    return rows

@@ -1,0 +1,45 @@
+"""How each transport behaves beyond its line rate: achievable efficiency and latency floor.
+
+NCCL's tuner knows one "network" hop latency (simulator.collectives.nccl_constants). Real
+transports differ by an order of magnitude, and that is most of the small-message error of the
+tuner on cloud fabrics. Each entry is a fact about the transport with its basis:
+
+- ib: InfiniBand verbs with GPUDirect RDMA. ConnectX-6/7 reach ~96-98% of line rate in
+  ib_write_bw (NVIDIA perftest reports: 48-49 GB/s on NDR 400G); NCCL adds the proxy's per-message
+  cost, already in NCCL's network hop latency, so no extra floor.
+- roce: RoCE v2 on the same NICs: same wire efficiency less Ethernet/IP/UDP headers (~4% on 4 KiB
+  MTU), congestion control margin; a microsecond more per hop through Ethernet switches.
+- efa: AWS Elastic Fabric Adapter (SRD over the AWS network) through aws-ofi-nccl: per-message
+  latency of ~15-20 us (AWS EFA documentation and re:Invent talks quote ~15 us p50), so an extra
+  ~15 us per network hop; sustained 85-90% of line rate (p4d/p5 nccl-tests published by AWS).
+- tcpxo / tcpx: GCP GPUDirect-TCPXO / -TCPX (A3 Mega / A3 High): data moves over TCP with a
+  receive-side datapath; published nccl-tests floors are ~100-120 us for small all_reduce
+  (GCP A3 Mega docs), i.e. tens of microseconds per network hop; ~90% of line rate at large sizes.
+- sockets: NCCL's plain socket transport (no RDMA): kernel TCP stack, ~25 us per hop, 60-70% of
+  line rate with the default 2 sockets x 2 threads.
+- ethernet: plain Ethernet with NCCL sockets and no offload, as sockets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TransportModel:
+    """Latency floor added to each network hop and the achievable fraction of line rate."""
+
+    kind: str
+    extra_hop_latency_us: float
+    efficiency: float
+
+
+TRANSPORTS: dict[str, TransportModel] = {
+    "ib": TransportModel("ib", extra_hop_latency_us=0.0, efficiency=0.96),
+    "roce": TransportModel("roce", extra_hop_latency_us=1.0, efficiency=0.92),
+    "efa": TransportModel("efa", extra_hop_latency_us=15.0, efficiency=0.87),
+    "tcpxo": TransportModel("tcpxo", extra_hop_latency_us=45.0, efficiency=0.90),
+    "tcpx": TransportModel("tcpx", extra_hop_latency_us=45.0, efficiency=0.80),
+    "sockets": TransportModel("sockets", extra_hop_latency_us=25.0, efficiency=0.65),
+    "ethernet": TransportModel("ethernet", extra_hop_latency_us=25.0, efficiency=0.65),
+}

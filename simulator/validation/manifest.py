@@ -1,0 +1,153 @@
+"""The manifest of measured logs: which cluster produced each nccl-tests file.
+
+A manifest is a YAML list, one entry per log, in the schema of ../shared/data/nccl-tests/manifest.yaml
+(DESIGN.md section 11); log paths are relative to the manifest's folder. Unknown extra keys in an
+entry are ignored with a warning (collected in `Manifest.warnings`), not an error, so that newer
+manifests still load. This module reads no log files: callers open `log_path(manifest, entry)`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from simulator.calibration.nccl_tests import LOG_FORMATS
+from simulator.collectives.busbw import COLLECTIVES
+from simulator.core.errors import ConfigError
+
+_ENV_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
+
+
+class ManifestEntry(BaseModel):
+    """One measured log and the cluster it was measured on."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    file: str = Field(min_length=1, description="Log file name, relative to the manifest's folder.")
+    collective: str = Field(
+        description=f"nccl-tests tool name without _perf: one of {', '.join(COLLECTIVES)}."
+    )
+    gpu: str = Field(min_length=1, description="GPU model, e.g. H100-SXM5-80GB (vocabulary in the manifest).")
+    gpus_per_node: int = Field(strict=True, ge=1, description="GPUs used per node in this run.")
+    nodes: int = Field(strict=True, ge=1, description="Number of nodes in this run.")
+    intra_node: str = Field(min_length=1, description="Intra-node fabric, e.g. nvswitch-nvlink4, pcie4.")
+    inter_node: dict[str, Any] | None = Field(
+        default=None,
+        description="Inter-node network as written: transport, nics_per_node, nic_gbps (Gbit/s per NIC, "
+        "may be null), sharp, note. Absent for single-node runs.",
+    )
+    nccl: str | None = Field(default=None, description="NCCL version as stated, or 'unknown'.")
+    format: str = Field(default="nccl-tests", description=f"Log layout: one of {', '.join(LOG_FORMATS)}.")
+    notes: str | None = Field(default=None, description="Free-text remarks about the run.")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="NCCL environment in force, written 'NCCL_ALGO=ring NCCL_PROTO=simple' (or a mapping).",
+    )
+    nvlink_domain_gpus: int | None = Field(
+        default=None,
+        strict=True,
+        ge=1,
+        description="GPUs sharing one NVLink domain across nodes (NVL72: 72).",
+    )
+
+    @field_validator("collective")
+    @classmethod
+    def _known_collective(cls, value: str) -> str:
+        if value not in COLLECTIVES:
+            raise ValueError(f"unknown collective {value!r}; expected one of {', '.join(COLLECTIVES)}")
+        return value
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        if value not in LOG_FORMATS:
+            raise ValueError(f"unknown format {value!r}; expected one of {', '.join(LOG_FORMATS)}")
+        return value
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _parse_env(cls, value: Any) -> Any:
+        """'NCCL_ALGO=ring NCCL_PROTO=simple' -> {'NCCL_ALGO': 'ring', 'NCCL_PROTO': 'simple'}."""
+        if value is None:
+            return {}
+        if isinstance(value, dict):
+            return {k: v if isinstance(v, str) else str(v) for k, v in value.items()}
+        if not isinstance(value, str):
+            return value  # pydantic reports the type error
+        env: dict[str, str] = {}
+        for token in value.split():
+            match = _ENV_PAIR.fullmatch(token)
+            if match is None:
+                raise ValueError(
+                    f"{token!r} is not NAME=VALUE; expected e.g. 'NCCL_ALGO=ring NCCL_PROTO=simple'"
+                )
+            env[match.group(1)] = match.group(2)
+        return env
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The entries of a manifest, the folder its log paths are relative to, and load warnings."""
+
+    entries: tuple[ManifestEntry, ...]
+    base_dir: Path
+    warnings: tuple[str, ...]
+
+
+def _describe(errors: ValidationError) -> str:
+    parts = []
+    for error in errors.errors():
+        field = ".".join(str(p) for p in error["loc"]) or "entry"
+        message = "missing (required)" if error["type"] == "missing" else error["msg"]
+        parts.append(f"field '{field}': {message}")
+    return "; ".join(parts)
+
+
+def parse_manifest(text: str, source: str, base_dir: Path) -> Manifest:
+    """Validate manifest YAML `text` (named `source` in messages); log paths resolve under `base_dir`.
+
+    Raises ConfigError for invalid YAML, a top level that is not a non-empty list, an entry that is
+    not a mapping, a missing or mistyped field, an unknown collective or format, or a file listed
+    twice; messages say "<source> entry <n> (file <name>): field '<field>': ..." (n counts from 1).
+    """
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: invalid YAML: {exc}") from None
+    if not isinstance(data, list) or not data:
+        found = "an empty list" if data == [] else type(data).__name__
+        raise ConfigError(
+            f"{source}: expected a YAML list of entries (file, collective, gpu, ...), found {found}"
+        )
+    entries: list[ManifestEntry] = []
+    warnings: list[str] = []
+    seen: dict[str, int] = {}
+    for index, raw in enumerate(data, start=1):
+        if not isinstance(raw, dict):
+            raise ConfigError(
+                f"{source} entry {index}: expected a mapping of fields, found {type(raw).__name__}"
+            )
+        where = f"{source} entry {index} (file {raw.get('file', '?')})"
+        known = {key: value for key, value in raw.items() if key in ManifestEntry.model_fields}
+        for key in raw:
+            if key not in known:
+                warnings.append(f"{where}: unknown key {key!r} ignored")
+        try:
+            entry = ManifestEntry.model_validate(known)
+        except ValidationError as exc:
+            raise ConfigError(f"{where}: {_describe(exc)}") from None
+        if entry.file in seen:
+            raise ConfigError(f"{where}: field 'file': listed twice (also entry {seen[entry.file]})")
+        seen[entry.file] = index
+        entries.append(entry)
+    return Manifest(entries=tuple(entries), base_dir=base_dir, warnings=tuple(warnings))
+
+
+def log_path(manifest: Manifest, entry: ManifestEntry) -> Path:
+    """Where the entry's log file is: relative to the manifest's folder."""
+    return manifest.base_dir / entry.file

@@ -1,0 +1,180 @@
+"""The nccl-tests text parser on small hand-written logs: layouts, noise, and bad input."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.calibration.nccl_tests import NcclRow, parse_log, parse_nccl_tests
+from simulator.core.errors import ConfigError, LogParseError
+
+HEADER = """\
+# nThread 1 nGpus 1 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20 validation: 1
+#
+# Using devices
+#  Rank  0 Group  0 Pid  100 on nodeA device  0 [0000:1b:00] NVIDIA H100 80GB HBM3
+#  Rank  1 Group  0 Pid  101 on nodeB device  0 [0000:1b:00] NVIDIA H100 80GB HBM3
+#
+#                                            out-of-place                    in-place
+#   size    count   type  redop  root   time  algbw  busbw #wrong   time  algbw  busbw #wrong
+#    (B) (elements)                     (us) (GB/s) (GB/s)          (us) (GB/s) (GB/s)
+"""
+ROW_8 = "       8        2  float    sum    -1  25.00   0.00   0.00      0  24.50   0.00   0.00      0"
+ROW_16 = "      16        4  float    sum    -1  26.00   0.00   0.00      0  25.50   0.00   0.00      0"
+FOOTER = "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0.0012\n#\n"
+
+
+def test_standard_table_rows_and_metadata() -> None:
+    """A standard table: two rows at lines 10-11, ranks/hosts/devices from the device list, avg busbw."""
+    log = parse_nccl_tests(HEADER + ROW_8 + "\n" + ROW_16 + "\n" + FOOTER, "t.log")
+    assert log.rows == (
+        NcclRow(8, 2, "float", "sum", -1, 25.0, 0.0, 0.0, 24.5, 0.0, 0.0, 10),
+        NcclRow(16, 4, "float", "sum", -1, 26.0, 0.0, 0.0, 25.5, 0.0, 0.0, 11),
+    )
+    assert (log.nranks, log.hosts, log.devices) == (2, ("nodeA", "nodeB"), ("NVIDIA H100 80GB HBM3",))
+    assert (log.avg_busbw_GBps, log.collective, log.nccl_version) == (0.0012, None, None)
+
+
+def test_mpi_tag_output_prefix_and_prompt() -> None:
+    """`[1,0]<stdout>:` prefixes are stripped; the prompt names the collective; not sniffed as JSON."""
+    body = HEADER + ROW_8 + "\n" + FOOTER
+    text = "user@login:~$ mpirun --tag-output -np 2 ./build/reduce_scatter_perf -b 8 -e 16\n"
+    text += "".join(f"[1,0]<stdout>:{line}\n" for line in body.splitlines())
+    log = parse_log(text, "tagged.log")
+    assert log.collective == "reduce_scatter"
+    assert log.rows[0] == NcclRow(8, 2, "float", "sum", -1, 25.0, 0.0, 0.0, 24.5, 0.0, 0.0, 11)
+
+
+def test_nccl_info_lines_between_rows_are_skipped() -> None:
+    """NCCL INFO lines (lazy connection setup) between rows are noise; both rows are kept."""
+    info = "nodeA:100:100 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA"
+    log = parse_nccl_tests(HEADER + info + "\n" + ROW_8 + "\n" + info + "\n" + ROW_16 + "\n", "info.log")
+    assert [(r.size_bytes, r.line_no) for r in log.rows] == [(8, 11), (16, 13)]
+
+
+def test_trailing_junk_after_the_table_is_ignored() -> None:
+    """Text after the last row and no footer (shell output) is trailing junk, not an error."""
+    log = parse_nccl_tests(HEADER + ROW_8 + "\nreal 0m3.2s\nJob finished\n", "tail.log")
+    assert len(log.rows) == 1
+
+
+def test_headerless_rows_by_column_count() -> None:
+    """Without a header, 13 columns read as the standard layout and 4 as size/time/algbw/busbw."""
+    standard = parse_nccl_tests(ROW_8 + "\n", "s.log")
+    trimmed = parse_nccl_tests("  1_048_576   101.9   10.29   18.00\n", "t.log")
+    assert standard.rows[0] == NcclRow(8, 2, "float", "sum", -1, 25.0, 0.0, 0.0, 24.5, 0.0, 0.0, 1)
+    assert trimmed.rows[0] == NcclRow(
+        1048576, None, None, None, None, 101.9, 10.29, 18.0, None, None, None, 1
+    )
+
+
+def test_ragged_spacing_and_na_values() -> None:
+    """Single spaces between columns and N/A bandwidths parse; N/A becomes None."""
+    text = HEADER + "8 2 float sum -1 25.0 N/A N/A N/A 24.5 0.00 0.00 N/A\n"
+    row = parse_nccl_tests(text, "r.log").rows[0]
+    assert (row.time_us, row.algbw_GBps, row.busbw_GBps, row.inplace_time_us) == (25.0, None, None, 24.5)
+
+
+def test_truncated_row_names_its_line() -> None:
+    """A row cut short (the job died mid-line) raises at that line, saying how many columns it expected."""
+    text = HEADER + ROW_8 + "\n" + ROW_16[:45] + "\n"
+    with pytest.raises(LogParseError) as info:
+        parse_nccl_tests(text, "cut.log")
+    assert (info.value.source, info.value.line_no) == ("cut.log", 11)
+    assert "row has 6 columns, expected 13" in str(info.value)
+
+
+def test_garbage_between_rows_names_its_line() -> None:
+    """Unexplained text between two data rows raises at the garbage line, not silently skipped."""
+    text = HEADER + ROW_8 + "\nthis is not a row\n" + ROW_16 + "\n"
+    with pytest.raises(LogParseError) as info:
+        parse_nccl_tests(text, "garbage.log")
+    assert info.value.line_no == 11
+    assert "'this is not a row' among the data rows" in str(info.value)
+
+
+def test_garbage_instead_of_rows_names_its_line() -> None:
+    """A header followed by garbage and no rows raises at the garbage line."""
+    with pytest.raises(LogParseError, match="'Segmentation fault' where data rows belong") as info:
+        parse_nccl_tests(HEADER + "Segmentation fault\n", "crash.log")
+    assert info.value.line_no == 10
+
+
+def test_misaligned_row_is_rejected() -> None:
+    """A row with the right column count but a number where the type should be raises at its line."""
+    text = HEADER + "8 2 12.5 sum -1 25.0 0.00 0.00 0 24.5 0.00 0.00 0\n"
+    with pytest.raises(LogParseError) as info:
+        parse_nccl_tests(text, "m.log")
+    assert info.value.line_no == 10
+    assert "type '12.5' is not a name" in str(info.value)
+
+
+def test_non_numeric_time_is_rejected() -> None:
+    """A time of N/A cannot be a measurement: error at the row's line."""
+    text = HEADER + "8 2 float sum -1 N/A 0.00 0.00 0 24.5 0.00 0.00 0\n"
+    with pytest.raises(LogParseError, match="time is N/A") as info:
+        parse_nccl_tests(text, "n.log")
+    assert info.value.line_no == 10
+
+
+def test_empty_log_is_an_error() -> None:
+    """An empty log has no data rows: LogParseError at line 1."""
+    with pytest.raises(LogParseError, match="no data rows") as info:
+        parse_nccl_tests("", "empty.log")
+    assert info.value.line_no == 1
+
+
+def test_header_without_rows_is_an_error() -> None:
+    """A header and footer but no rows: the error names the last line and the header's line."""
+    with pytest.raises(LogParseError, match="no data rows after the header at line 8") as info:
+        parse_nccl_tests(HEADER + FOOTER, "norows.log")
+    assert info.value.line_no == 12
+
+
+def test_unknown_headerless_layout_is_an_error() -> None:
+    """Numeric rows of an unknown width with no header cannot be read: error at the row."""
+    with pytest.raises(LogParseError, match="row of 6 columns and no header line") as info:
+        parse_nccl_tests("# some log\n8 2 25.0 1.0 2.0 3.0\n", "w.log")
+    assert info.value.line_no == 2
+
+
+def test_second_table_is_an_error() -> None:
+    """Two runs concatenated in one file: the second header raises (one run per log)."""
+    text = HEADER + ROW_8 + "\n" + FOOTER + HEADER
+    with pytest.raises(LogParseError, match="second result table") as info:
+        parse_nccl_tests(text, "two.log")
+    assert info.value.line_no == 13 + 8
+
+
+def test_rows_after_the_footer_are_an_error() -> None:
+    """Rows after the footer belong to another run: error at the first such row."""
+    text = HEADER + ROW_8 + "\n" + FOOTER + ROW_16 + "\n"
+    with pytest.raises(LogParseError, match="after the table footer") as info:
+        parse_nccl_tests(text, "after.log")
+    assert info.value.line_no == 14
+
+
+def test_torch_bench_size_with_unknown_unit() -> None:
+    """The PyTorch table takes B/KiB/MiB/GiB sizes; `32KB` (decimal or binary?) is rejected."""
+    text = "| payload | busbw | algbw |\n| --: | --: | --: |\n| 32KB | 1.44GBps | 0.82GBps |\n"
+    with pytest.raises(LogParseError, match="32KB") as info:
+        parse_nccl_tests(text, "torch.md")
+    assert info.value.line_no == 3
+
+
+def test_collective_from_header_comment_when_output_does_not_say() -> None:
+    """With no program output naming the tool, `# collective:` then `# command:` headers are used."""
+    assert parse_nccl_tests("# collective: alltoall (8 ranks)\n" + ROW_8 + "\n").collective == "alltoall"
+    assert (
+        parse_nccl_tests("# command: srun ./all_gather_perf -b 8\n" + ROW_8 + "\n").collective == "all_gather"
+    )
+    ambiguous = "# commands: all_gather_perf ; broadcast_perf\n" + ROW_8 + "\n"
+    assert parse_nccl_tests(ambiguous).collective is None
+
+
+def test_sniffing_json_and_unknown_format() -> None:
+    """parse_log sends `{`/`[{` to the JSON parser and rejects unknown format names."""
+    with pytest.raises(LogParseError, match="invalid JSON") as info:
+        parse_log('{"results": [', "j.json")
+    assert info.value.line_no == 1
+    with pytest.raises(ConfigError, match="unknown log format 'csv'"):
+        parse_log(ROW_8, "x.log", "csv")

@@ -1,0 +1,183 @@
+"""The collective cost model: textbook volumes, hand-computed times, invariants."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator.collectives import nccl_constants as C
+from simulator.collectives.algorithms import ring_shape, shapes_for, tree_net_volume
+from simulator.collectives.busbw import busbw_factor
+from simulator.collectives.comm import INTRA_EFFICIENCY, CommView
+from simulator.collectives.cost import SYNC_HOPS, estimate
+from simulator.collectives.flows import collective_flow, collective_resources
+from simulator.collectives.predict import collective_table, predict_collective, simulate_alone, size_sweep
+from simulator.core.errors import ConfigError
+from simulator.network.engine import FlowEngine
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
+
+
+def view(nodes: int = 1, gpus: int = 8, intra_GBps: float = 300.0, net_gbps: float = 200.0,
+         nics: int = 8, arch: str = "ampere", nvls: bool = False, transport: str = "ib") -> CommView:
+    return CommView(
+        n_ranks=nodes * gpus, n_nodes=nodes, ranks_per_node=gpus, arch=arch, intra_kind="nvlink",
+        intra_Bps=intra_GBps * 1e9, net_Bps=nics * net_gbps * 1e9 / 8 if nodes > 1 else 0.0,
+        nics_per_node=nics, transport=transport if nodes > 1 else None, nvls=nvls, sharp=False,
+        gpudirect_rdma=True,
+    )
+
+
+views = st.builds(
+    view,
+    nodes=st.sampled_from([1, 2, 4, 16, 128]),
+    gpus=st.sampled_from([2, 4, 8]),
+    intra_GBps=st.floats(50, 900),
+    net_gbps=st.floats(25, 800),
+    nics=st.sampled_from([1, 2, 4, 8]),
+    arch=st.sampled_from(["volta", "ampere", "hopper", "blackwell"]),
+    nvls=st.booleans(),
+    transport=st.sampled_from(["ib", "roce", "efa", "tcpxo", "sockets"]),
+)
+sizes = st.integers(min_value=1, max_value=16 * 1024**3)
+
+
+def test_ring_all_reduce_moves_2_n_minus_1_over_n():
+    """Ring all_reduce: each rank sends 2(n-1)/n x S (Patarasuk & Yuan 2009) over 2(n-1) steps."""
+    shape = ring_shape("all_reduce", view(gpus=8))
+    assert shape.intra_volume == pytest.approx(2 * 7 / 8)
+    assert shape.intra_hops == 14 and shape.net_hops == 0
+
+
+def test_ring_across_nodes_sends_the_rank_volume_per_node():
+    """Each channel's ring crosses each node boundary once: a node sends 2(n-1)/n x S out."""
+    shape = ring_shape("all_reduce", view(nodes=4, gpus=8))
+    n = 32
+    assert shape.net_volume == pytest.approx(2 * (n - 1) / n)
+    assert shape.intra_volume == pytest.approx(2 * (n - 1) / n * 7 / 8)
+    assert shape.net_hops == 2 * 3 and shape.intra_hops == 2 * 31 - 6
+
+
+def test_all_gather_and_reduce_scatter_are_half_an_all_reduce():
+    """all_gather / reduce_scatter move (n-1)/n x S in n-1 steps."""
+    for op in ("all_gather", "reduce_scatter"):
+        shape = ring_shape(op, view(gpus=4))
+        assert shape.intra_volume == pytest.approx(3 / 4) and shape.intra_hops == 3
+
+
+def test_double_binary_tree_network_volume():
+    """2 nodes: each node sends S; 4 or more: the busiest node sends 2S (interior + leaf)."""
+    assert tree_net_volume(2) == 1.0
+    assert tree_net_volume(3) == 1.5
+    assert tree_net_volume(4) == tree_net_volume(1024) == 2.0
+
+
+def test_large_ring_all_reduce_by_hand():
+    """1 GiB ring/Simple all_reduce on 8 GPUs with 100 GB/s links, computed by hand."""
+    v = view(gpus=8, intra_GBps=100.0)
+    size = 1024**3
+    est = predict_collective(v, "all_reduce", size, algo="ring", proto="simple")
+    rate = 100e9 * INTRA_EFFICIENCY["nvlink"]
+    per_channel = C.PER_CHANNEL_GBPS["ampere"][0] * 1e9
+    channels = math.ceil(1.75 * rate / 1.75 / per_channel) if False else math.ceil(rate / per_channel)
+    chunk = min(size / (channels * 8), 4 * C.BUFFER_BYTES["simple"] / 8)
+    ramp = chunk / (chunk + SYNC_HOPS * 3.4e-6 * per_channel)
+    expected = (8.4 + 14 * 3.4) * 1e-6 + size * 1.75 / rate / ramp
+    assert est.channels == channels
+    assert est.time_s == pytest.approx(expected, rel=1e-12)
+
+
+def test_tiny_message_costs_the_latency_chain():
+    """An 8-byte all_reduce costs about base + steps x hop latency of the fastest protocol (LL)."""
+    est = predict_collective(view(gpus=8), "all_reduce", 8)
+    assert est.proto == "ll"
+    assert est.time_s == pytest.approx((6.6 + 14 * 0.6) * 1e-6, rel=0.1)
+
+
+def test_pinning_algorithm_and_protocol():
+    """--algo/--proto and NCCL_ALGO/NCCL_PROTO restrict the choice; an impossible pin is an error."""
+    v = view(nodes=2)
+    assert predict_collective(v, "all_reduce", 1 << 20, algo="tree").algo == "tree"
+    assert predict_collective(v, "all_reduce", 1 << 30, env={"NCCL_ALGO": "Ring"}).algo == "ring"
+    assert predict_collective(v, "all_reduce", 1 << 30, env={"NCCL_PROTO": "LL"}).proto == "ll"
+    with pytest.raises(ConfigError, match="no allowed algorithm"):
+        predict_collective(view(nodes=1), "all_reduce", 1 << 20, algo="tree")
+    with pytest.raises(ConfigError, match="NCCL_ALGO"):
+        predict_collective(v, "all_reduce", 1 << 20, env={"NCCL_ALGO": "bogus"})
+
+
+def test_busbw_columns_follow_nccl_tests():
+    """busbw = algbw x the nccl-tests factor of the operation."""
+    v = view(nodes=2, gpus=8)
+    for op in OPS:
+        row = collective_table(v, op, [1 << 26])[0]
+        assert row.busbw_GBps == pytest.approx(row.algbw_GBps * busbw_factor(op, 16))
+        assert row.algbw_GBps == pytest.approx((1 << 26) / (row.time_us * 1e-6) / 1e9)
+
+
+def test_size_sweep_like_nccl_tests():
+    """-b 8 -e 8G -f 2 gives 31 sizes; bad sweeps are errors."""
+    assert len(size_sweep(8, 8 * 1024**3, 2)) == 31
+    with pytest.raises(ConfigError):
+        size_sweep(-8, 64, 2)
+    with pytest.raises(ConfigError):
+        size_sweep(64, 8, 2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(v=views, size=sizes, op=st.sampled_from(OPS))
+def test_engine_equals_closed_form_when_alone(v, size, op):
+    """Alone on idle links, the SimPy flow engine reproduces the closed form."""
+    est = predict_collective(v, op, size)
+    assert simulate_alone(est, v) == pytest.approx(est.time_s, rel=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(v=views, size=sizes, op=st.sampled_from(OPS), scale=st.floats(1.0, 8.0))
+def test_more_bandwidth_is_never_slower(v, size, op, scale):
+    """Scaling up intra-node or network bandwidth never makes a collective slower."""
+    base = predict_collective(v, op, size).time_s
+    faster_intra = CommView(**{**v.__dict__, "intra_Bps": v.intra_Bps * scale})
+    faster_net = CommView(**{**v.__dict__, "net_Bps": v.net_Bps * scale})
+    assert predict_collective(faster_intra, op, size).time_s <= base * (1 + 1e-12)
+    assert predict_collective(faster_net, op, size).time_s <= base * (1 + 1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(v=views, size=sizes, op=st.sampled_from(OPS))
+def test_bigger_messages_never_finish_sooner(v, size, op):
+    """Time is monotone in size (each candidate is, and the choice takes the minimum)."""
+    assert predict_collective(v, op, size * 2).time_s >= predict_collective(v, op, size).time_s
+
+
+@settings(max_examples=30, deadline=None)
+@given(v=views, size=sizes, op=st.sampled_from(OPS))
+def test_deterministic(v, size, op):
+    """The same question twice gives the identical answer."""
+    assert predict_collective(v, op, size) == predict_collective(v, op, size)
+
+
+def test_concurrent_collectives_share_links_and_bytes_are_conserved():
+    """Two identical bandwidth-bound collectives started together each take about twice as long,
+    and the engine delivers exactly the bytes submitted."""
+    v = view(gpus=8)
+    est = predict_collective(v, "all_reduce", 1 << 30, algo="ring", proto="simple")
+    engine = FlowEngine(collective_resources(v))
+    done = engine.transfer([collective_flow(est, v, "a"), collective_flow(est, v, "b")])
+    engine.run(done)
+    end = max(r.end_s for r in engine.records)
+    bandwidth_alone = est.size_bytes * dict(est.demand_s_per_byte)["intra"]
+    assert end == pytest.approx(est.latency_s + est.fill_s + 2 * bandwidth_alone, rel=0.2)
+    assert end > est.time_s * 1.5
+    assert engine.bytes_delivered() == pytest.approx(2 * est.size_bytes)
+
+
+def test_every_operation_has_an_algorithm():
+    """Every nccl-tests collective maps to at least one algorithm on any cluster shape."""
+    for v in (view(), view(nodes=2), view(nodes=8, gpus=1), view(nvls=True, arch="hopper")):
+        for op in OPS:
+            assert shapes_for(op, v)
+            assert estimate(op, 1 << 20, shapes_for(op, v)[0], "simple", v).time_s > 0

@@ -1,0 +1,122 @@
+"""The manifest of measured logs: the shared one loads, and bad manifests fail naming entry and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simulator.core.errors import ConfigError
+from simulator.validation.manifest import ManifestEntry, log_path, parse_manifest
+
+DATA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "nccl-tests"
+BASE = Path("/data/logs")
+
+ENTRY = """\
+- file: a.txt
+  collective: all_reduce
+  gpu: H100-SXM5-80GB
+  gpus_per_node: 8
+  nodes: 2
+  intra_node: nvswitch-nvlink4
+  inter_node: {transport: ib, nics_per_node: 8, nic_gbps: 400}
+  nccl: 2.26.2
+"""
+SECOND = """\
+- file: b.txt
+  collective: all_gather
+  gpu: B200-180GB
+  gpus_per_node: 8
+  nodes: 1
+  intra_node: nvswitch-nvlink5
+  env: NCCL_ALGO=ring NCCL_PROTO=simple
+"""
+
+
+@pytest.mark.skipif(
+    not (DATA_DIR / "manifest.yaml").is_file(), reason=f"shared data not present at {DATA_DIR}"
+)
+def test_shared_manifest_loads() -> None:
+    """The shared manifest: 40 entries, no warnings, every log path exists, known fields as written."""
+    manifest = parse_manifest((DATA_DIR / "manifest.yaml").read_text(), "manifest.yaml", DATA_DIR)
+    assert (len(manifest.entries), manifest.warnings) == (40, ())
+    assert all(log_path(manifest, e).is_file() for e in manifest.entries)
+    by_file = {e.file: e for e in manifest.entries}
+    ring = by_file["h100x8-2node-allreduce-ib400-ring-minctas24-qps2-gjaion-nccltests309.txt"]
+    assert ring.env == {"NCCL_ALGO": "Ring", "NCCL_MIN_CTAS": "24", "NCCL_IB_QPS_PER_CONNECTION": "2"}
+    gb200 = by_file["gb200x4-18node-nvl72-1rack-allreduce-largesizes-coreweave.txt"]
+    assert (gb200.nodes, gb200.gpus_per_node, gb200.nvlink_domain_gpus, gb200.nccl) == (18, 4, 72, "2.26.2")
+    l40s = by_file["l40sx2-2node-allreduce-roce-ring-schmaustech.txt"]
+    assert l40s.inter_node is not None and l40s.inter_node["nic_gbps"] is None
+    single = by_file["a100x8-1node-allreduce-stas00.txt"]
+    assert (single.inter_node, single.format, single.env) == (None, "nccl-tests-trimmed", {})
+
+
+def test_entry_fields_and_defaults() -> None:
+    """Two entries: values as written, defaults (format nccl-tests, no notes), env string parsed."""
+    manifest = parse_manifest(ENTRY + SECOND, "m.yaml", BASE)
+    first, second = manifest.entries
+    assert first == ManifestEntry(
+        file="a.txt",
+        collective="all_reduce",
+        gpu="H100-SXM5-80GB",
+        gpus_per_node=8,
+        nodes=2,
+        intra_node="nvswitch-nvlink4",
+        inter_node={"transport": "ib", "nics_per_node": 8, "nic_gbps": 400},
+        nccl="2.26.2",
+    )
+    assert (first.format, first.notes, first.env) == ("nccl-tests", None, {})
+    assert second.env == {"NCCL_ALGO": "ring", "NCCL_PROTO": "simple"}
+    assert log_path(manifest, second) == BASE / "b.txt"
+
+
+def test_unknown_key_is_a_warning() -> None:
+    """An unknown key is ignored with a warning naming the entry (from 1), its file and the key."""
+    manifest = parse_manifest(ENTRY + SECOND + "  foo: 3\n", "manifest.yaml", BASE)
+    assert manifest.warnings == ("manifest.yaml entry 2 (file b.txt): unknown key 'foo' ignored",)
+    assert len(manifest.entries) == 2
+
+
+def test_missing_field_is_an_error() -> None:
+    """A missing required field names the manifest, the entry, its file and the field."""
+    text = ENTRY + SECOND.replace("  gpu: B200-180GB\n", "")
+    with pytest.raises(ConfigError) as info:
+        parse_manifest(text, "m.yaml", BASE)
+    assert str(info.value) == "m.yaml entry 2 (file b.txt): field 'gpu': missing (required)"
+
+
+def test_unknown_collective_is_an_error() -> None:
+    """A collective outside COLLECTIVES is rejected with the valid names."""
+    with pytest.raises(
+        ConfigError, match=r"entry 1 \(file a.txt\): field 'collective': .*'allreduce'.*all_reduce"
+    ):
+        parse_manifest(ENTRY.replace("collective: all_reduce", "collective: allreduce"), "m.yaml", BASE)
+
+
+def test_wrong_type_is_an_error() -> None:
+    """gpus_per_node must be an integer, not a string."""
+    with pytest.raises(ConfigError, match=r"entry 1 \(file a.txt\): field 'gpus_per_node': .*integer"):
+        parse_manifest(ENTRY.replace("gpus_per_node: 8", "gpus_per_node: eight"), "m.yaml", BASE)
+
+
+def test_bad_env_and_format_are_errors() -> None:
+    """env must be NAME=VALUE words; format must be a known log layout."""
+    with pytest.raises(ConfigError, match="field 'env': .*'NCCL_ALGO' is not NAME=VALUE"):
+        parse_manifest(ENTRY + "  env: NCCL_ALGO\n", "m.yaml", BASE)
+    with pytest.raises(ConfigError, match="field 'format': .*unknown format 'csv'"):
+        parse_manifest(ENTRY + "  format: csv\n", "m.yaml", BASE)
+
+
+def test_top_level_and_yaml_errors() -> None:
+    """A mapping at the top level, invalid YAML, a non-mapping entry and a repeated file are errors."""
+    with pytest.raises(ConfigError, match="m.yaml: expected a YAML list of entries .* found dict"):
+        parse_manifest("file: a.txt\n", "m.yaml", BASE)
+    with pytest.raises(ConfigError, match="m.yaml: invalid YAML"):
+        parse_manifest("- file: [a.txt\n", "m.yaml", BASE)
+    with pytest.raises(ConfigError, match="m.yaml entry 2: expected a mapping of fields, found str"):
+        parse_manifest(ENTRY + "- just a string\n", "m.yaml", BASE)
+    with pytest.raises(
+        ConfigError, match=r"entry 2 \(file a.txt\): field 'file': listed twice \(also entry 1\)"
+    ):
+        parse_manifest(ENTRY + ENTRY, "m.yaml", BASE)

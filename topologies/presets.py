@@ -1,0 +1,88 @@
+"""Topology presets (package data in topologies/presets/*.yaml, each a TopologySpec with its sources in
+comments) and the resolution of a `--topology NAME|FILE` argument to a spec.
+
+`resolve_topology` is the one function of this package that reads a user file; everything else takes
+text or mappings (`spec_from_yaml_text`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simulator.core.errors import ConfigError
+from topologies.spec import TopologySpec, validate_topology_spec
+
+_PRESET_DIR = "presets"
+
+
+@cache
+def _preset_texts() -> dict[str, str]:
+    folder = resources.files("topologies").joinpath(_PRESET_DIR)
+    return {
+        entry.name.removesuffix(".yaml"): entry.read_text(encoding="utf-8")
+        for entry in folder.iterdir()
+        if entry.name.endswith(".yaml")
+    }
+
+
+def _parse_mapping(text: str, source: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {' '.join(str(exc).split())}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of TopologySpec fields, got {type(data).__name__}")
+    return data
+
+
+def _merged(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """`base` with `overrides` applied; nested mappings merge key by key."""
+    merged = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def list_presets() -> list[tuple[str, str]]:
+    """(name, description) of every preset, sorted by name."""
+    return [(name, str(_parse_mapping(text, name).get("description", ""))) for name, text in sorted(_preset_texts().items())]
+
+
+def spec_from_yaml_text(text: str, source: str, nodes: int | None = None, **overrides: Any) -> TopologySpec:
+    """A TopologySpec from YAML text (`source` names it in errors); `nodes` and `overrides` replace
+    fields (nested mappings such as inter_node merge key by key)."""
+    data = _merged(_parse_mapping(text, source), overrides)
+    if nodes is not None:
+        data["nodes"] = nodes
+    return validate_topology_spec(data, source)
+
+
+def load_preset(name: str, nodes: int | None = None, **overrides: Any) -> TopologySpec:
+    """The preset `name` (see list_presets), with `nodes` and field overrides applied."""
+    texts = _preset_texts()
+    if name not in texts:
+        raise ConfigError(f"topology preset {name!r} unknown; available: {', '.join(sorted(texts))}")
+    return spec_from_yaml_text(texts[name], f"preset {name}", nodes, **overrides)
+
+
+def resolve_topology(name_or_path: str, nodes: int | None = None) -> TopologySpec:
+    """A preset name, or the path of a YAML file holding a TopologySpec (read here), with `nodes` applied."""
+    if name_or_path in _preset_texts():
+        return load_preset(name_or_path, nodes)
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read topology file: {exc.strerror}") from None
+        return spec_from_yaml_text(text, str(path), nodes)
+    return load_preset(name_or_path, nodes)

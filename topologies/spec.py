@@ -1,0 +1,264 @@
+"""Topology specs: the pydantic v2 models a user writes (presets, scenario files, manifest entries),
+their cross-field checks, and the conversion of validation errors into one-line `ConfigError`s.
+
+A `TopologySpec` says what a cluster is made of; `topologies.build.build` turns it into a graph.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from simulator.core.errors import ConfigError
+from topologies.hardware import gpu_spec, gpus_fitting, intra_node_platform
+
+Transport = Literal["ib", "roce", "efa", "tcpx", "tcpxo", "sockets", "ethernet"]
+IntraNodeKind = Literal[
+    "nvswitch-nvlink2",
+    "nvswitch-nvlink3",
+    "nvswitch-nvlink4",
+    "nvswitch-nvlink5",
+    "nvlink2-full-mesh-4",
+    "nvlink2-hybrid-cube-mesh",
+    "nvlink5-nvl72",
+    "pcie5",
+    "pcie4",
+    "pcie3",
+    "pcie3-no-p2p",
+    "pcie4-no-p2p",
+]
+FabricKind = Literal["single_switch", "leaf_spine", "rail_optimized"]
+
+# NIC speed assumed when a spec omits nic_gbps (then nic_gbps_presumed is set): the commonest speed of
+# each transport in GPU clusters. ib: NDR 400 Gb/s ConnectX-7 (DGX H100/B200 compute fabric);
+# roce: 200 GbE ConnectX-6 Dx/ConnectX-7 class; efa: 100 Gb/s per EFA interface (AWS p4d 4x100,
+# p5 32x100); tcpx: GCP A3 High 4x200 Gb/s GPU NICs; tcpxo: GCP A3 Mega 8x200 Gb/s; sockets and plain
+# ethernet: 100 GbE.
+DEFAULT_NIC_GBPS: dict[str, float] = {
+    "ib": 400.0,
+    "roce": 200.0,
+    "efa": 100.0,
+    "tcpx": 200.0,
+    "tcpxo": 200.0,
+    "sockets": 100.0,
+    "ethernet": 100.0,
+}
+# NCCL's socket transport (used over plain Ethernet too) always copies through host memory.
+HOST_STAGED_TRANSPORTS = ("sockets", "ethernet")
+NVL72_DOMAIN_GPUS = 72  # GB200 NVL72: 72 GPUs in one NVLink domain (NVIDIA GB200 NVL72 datasheet)
+
+_SPEC_CONFIG = ConfigDict(extra="forbid", frozen=True)
+
+
+class InterNodeSpec(BaseModel):
+    """The network between servers: transport, NICs per server and their speed."""
+
+    model_config = _SPEC_CONFIG
+
+    transport: Transport = Field(
+        description="NCCL network transport: ib (InfiniBand verbs), roce (RoCE v2), efa (AWS EFA), tcpx/tcpxo "
+        "(GCP GPUDirect-TCPX/TCPXO), sockets (NCCL socket transport), ethernet (plain Ethernet, sockets)."
+    )
+    nics_per_node: int = Field(ge=1, description="Network interfaces per server used for GPU traffic.")
+    nic_gbps: float = Field(
+        gt=0,
+        description="Line rate of one NIC in Gbit/s (1e9 bit/s). Omitted or null: the transport's commonest "
+        "speed (see DEFAULT_NIC_GBPS) and nic_gbps_presumed is set.",
+    )
+    nic_gbps_presumed: bool = Field(
+        default=False, description="True when nic_gbps was not stated and the transport's default was taken."
+    )
+    sharp: bool = Field(default=False, description="In-network reduction (InfiniBand SHARP / NCCL CollNet) on.")
+    gpudirect_rdma: bool = Field(
+        default=True,
+        description="NICs read and write GPU memory directly. False: traffic bounces through host memory "
+        "(extra PCIe hops via the CPU). Defaults to false for sockets/ethernet, which always stage.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _transport_defaults(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        filled = dict(data)
+        transport = filled.get("transport")
+        if filled.get("nic_gbps") is None and transport in DEFAULT_NIC_GBPS:
+            filled["nic_gbps"] = DEFAULT_NIC_GBPS[transport]
+            filled["nic_gbps_presumed"] = True
+        if filled.get("gpudirect_rdma") is None:
+            filled.pop("gpudirect_rdma", None)
+            if transport in HOST_STAGED_TRANSPORTS:
+                filled["gpudirect_rdma"] = False
+        return filled
+
+    @model_validator(mode="after")
+    def _check(self) -> InterNodeSpec:
+        if self.sharp and self.transport != "ib":
+            raise ValueError(f"sharp: SHARP needs transport 'ib' (got {self.transport!r}); set sharp: false")
+        if self.gpudirect_rdma and self.transport in HOST_STAGED_TRANSPORTS:
+            raise ValueError(
+                f"gpudirect_rdma: transport {self.transport!r} always stages through host memory; "
+                "set gpudirect_rdma: false or use ib/roce/efa/tcpx/tcpxo"
+            )
+        return self
+
+    @property
+    def nic_link_kind(self) -> str:
+        """Link kind of this network's cables (tcpx, tcpxo and sockets are all TCP)."""
+        return "tcp" if self.transport in ("tcpx", "tcpxo", "sockets") else self.transport
+
+
+class FabricSpec(BaseModel):
+    """How the NICs of the servers are switched."""
+
+    model_config = _SPEC_CONFIG
+
+    kind: FabricKind = Field(
+        default="rail_optimized",
+        description="single_switch: every NIC on one switch; leaf_spine: servers under leaves, leaves under "
+        "spines; rail_optimized: NIC i of every server on leaf (rail) i, rails joined by spines.",
+    )
+    oversubscription: float = Field(
+        default=1.0, ge=1.0, description="Leaf downlink bandwidth / leaf uplink bandwidth (1 = non-blocking)."
+    )
+    nodes_per_leaf: int | None = Field(
+        default=None,
+        ge=1,
+        description="Servers under one leaf (rail_optimized: per scalable unit). Default: a leaf has 32 "
+        "server-facing ports (half of a 64-port switch), so 32 for rails and 32 // nics_per_node for leaf_spine.",
+    )
+    spines: int | None = Field(
+        default=None,
+        ge=1,
+        description="Spine switches. Default: one per leaf uplink port (downlink ports / oversubscription), at "
+        "most 64; each leaf-spine link carries the leaf's uplink bandwidth / spines.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> FabricSpec:
+        if self.kind == "single_switch":
+            for field in ("nodes_per_leaf", "spines"):
+                if getattr(self, field) is not None:
+                    raise ValueError(f"{field}: not used by a single_switch fabric; use leaf_spine or rail_optimized")
+            if self.oversubscription != 1.0:
+                raise ValueError("oversubscription: a single_switch fabric has no uplinks; use leaf_spine")
+        return self
+
+
+class TopologySpec(BaseModel):
+    """A cluster: `nodes` identical servers of `gpus_per_node` GPUs, joined inside by `intra_node` and
+    between servers by `inter_node` over `fabric`."""
+
+    model_config = _SPEC_CONFIG
+
+    name: str | None = Field(default=None, description="Name of the cluster (a preset name, or free text).")
+    description: str | None = Field(default=None, description="One line saying what this cluster is.")
+    gpu: str = Field(description="GPU model, a name of the GPU table (topologies/data/gpus.yaml).")
+    gpus_per_node: int = Field(ge=1, description="GPUs used per server.")
+    nodes: int = Field(ge=1, description="Servers (nodes) in the cluster.")
+    intra_node: IntraNodeKind = Field(description="How the GPUs of a server are joined (data/intra_node.yaml).")
+    inter_node: InterNodeSpec | None = Field(
+        default=None, description="The network between servers; required when nodes > 1 (except within NVL72)."
+    )
+    fabric: FabricSpec = Field(default_factory=FabricSpec, description="Switching of the inter-node network.")
+    nvlink_domain_gpus: int | None = Field(
+        default=None, ge=1, description="GPUs per NVLink domain for intra_node nvlink5-nvl72 (default 72)."
+    )
+
+    @property
+    def gpus_per_nvlink_domain(self) -> int:
+        """GPUs that share one NVLink fabric: the server's GPUs, or the NVL72 domain."""
+        if self.intra_node == "nvlink5-nvl72":
+            return self.nvlink_domain_gpus or NVL72_DOMAIN_GPUS
+        return self.gpus_per_node
+
+    @model_validator(mode="after")
+    def _check(self) -> TopologySpec:
+        try:
+            gpu = gpu_spec(self.gpu)
+        except ConfigError as exc:
+            raise ValueError(f"gpu: {exc}") from None
+        platform = intra_node_platform(self.intra_node)
+        if self.gpus_per_node > platform.max_gpus_per_node:
+            raise ValueError(
+                f"gpus_per_node: {self.gpus_per_node} is more than intra_node {self.intra_node!r} holds "
+                f"(at most {platform.max_gpus_per_node})"
+            )
+        if not platform.fits(gpu):
+            raise ValueError(
+                f"intra_node: {self.intra_node!r} needs {platform.nvlinks_per_gpu} NVLink{platform.nvlink_gen} "
+                f"links per GPU; {gpu.name} has {gpu.nvlinks} NVLink{gpu.nvlink_gen} links. GPUs that fit: "
+                f"{', '.join(gpus_fitting(platform))}"
+            )
+        if self.nvlink_domain_gpus is not None and platform.layout != "nvl72":
+            raise ValueError("nvlink_domain_gpus: only for intra_node 'nvlink5-nvl72'")
+        domain = self.gpus_per_nvlink_domain
+        if domain % self.gpus_per_node:
+            raise ValueError(f"nvlink_domain_gpus: {domain} is not a multiple of gpus_per_node {self.gpus_per_node}")
+        if self.nodes > 1 and self.inter_node is None and self.nodes * self.gpus_per_node > domain:
+            raise ValueError(
+                f"inter_node: required when nodes > 1 (nodes={self.nodes}): give transport, nics_per_node, nic_gbps"
+            )
+        return self
+
+
+_FIELD_PREFIX = re.compile(r"^([a-z_]+): (.*)$", re.DOTALL)
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line per the whole error: `field.path: message (got value)` joined by '; '."""
+    parts = []
+    for err in exc.errors():
+        path = [str(p) for p in err["loc"]]
+        message = str(err["msg"]).removeprefix("Value error, ")
+        match = _FIELD_PREFIX.match(message)
+        if err["type"] == "value_error" and match:
+            path.append(match.group(1))
+            message = match.group(2)
+        elif err["loc"] and isinstance(err.get("input"), str | int | float | bool | type(None)):
+            message = f"{message} (got {err['input']!r})"
+        parts.append(f"{'.'.join(path) or 'topology'}: {message}")
+    return "; ".join(parts).replace("\n", " ")
+
+
+def validate_topology_spec(data: Mapping[str, Any], source: str) -> TopologySpec:
+    """Validate `data` as a TopologySpec; ConfigError naming `source` and the field path otherwise."""
+    try:
+        return TopologySpec.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {describe_validation_error(exc)}") from None
+
+
+def topology_spec_from_fields(
+    gpu: str,
+    gpus_per_node: int,
+    nodes: int,
+    intra_node: str,
+    inter_node: Mapping[str, Any] | None,
+    nvlink_domain_gpus: int | None = None,
+    name: str | None = None,
+) -> TopologySpec:
+    """Build a spec from the cluster fields of a manifest entry (../shared/data/nccl-tests/manifest.yaml).
+
+    In `inter_node`, `note` (free text) is dropped, `nic_gbps: null` counts as omitted, and any other key
+    that is not an InterNodeSpec field is dropped with a warning (as the manifest contract asks).
+    """
+    data: dict[str, Any] = {
+        "name": name,
+        "gpu": gpu,
+        "gpus_per_node": gpus_per_node,
+        "nodes": nodes,
+        "intra_node": intra_node,
+        "nvlink_domain_gpus": nvlink_domain_gpus,
+    }
+    if inter_node is not None:
+        known = InterNodeSpec.model_fields
+        ignored = sorted(str(key) for key in inter_node if key not in known and key != "note")
+        if ignored:
+            warnings.warn(f"{name or 'manifest entry'}: inter_node: ignored unknown keys {ignored}", stacklevel=2)
+        data["inter_node"] = {key: value for key, value in inter_node.items() if key in known}
+    return validate_topology_spec(data, source=name or "manifest entry")

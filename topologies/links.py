@@ -44,6 +44,6 @@ def switch_link_latency_s(kind: str) -> float:
 def add_link(graph: nx.DiGraph, u: str, v: str, kind: str, bandwidth_Bps: float, latency_s: float) -> None:
     """Add the link u <-> v as two directed edges with the same figures; both ends must already be
     nodes with a role. The group of each direction is f"{kind}:{role_u}->{role_v}" (topologies.model)."""
-    role_u, role_v = graph.nodes[u]["role"], graph.nodes[v]["role"]
-    graph.add_edge(u, v, kind=kind, bandwidth_Bps=bandwidth_Bps, latency_s=latency_s, group=f"{kind}:{role_u}->{role_v}")
-    graph.add_edge(v, u, kind=kind, bandwidth_Bps=bandwidth_Bps, latency_s=latency_s, group=f"{kind}:{role_v}->{role_u}")
+    for a, b in ((u, v), (v, u)):
+        group = f"{kind}:{graph.nodes[a]['role']}->{graph.nodes[b]['role']}"
+        graph.add_edge(a, b, kind=kind, bandwidth_Bps=bandwidth_Bps, latency_s=latency_s, group=group)

@@ -51,8 +51,8 @@ def _add_host(graph: nx.DiGraph, gpus: int, nics: int, gpu: GpuSpec, platform: I
                  gpu_Bps, PCIE_SWITCH_HOP_S)
     for k in range(nics):
         graph.add_node(device_id(0, f"nic{k}"), **node_attrs("nic", 0, k, f"nic{k}"))
-        switch = pcie_switch_of_gpu(gpu_of_nic(k, gpus, nics))
-        add_link(graph, device_id(0, f"nic{k}"), device_id(0, f"pcie{switch}"), "pcie", host_Bps, PCIE_SWITCH_HOP_S)
+        parent = device_id(0, f"pcie{pcie_switch_of_gpu(gpu_of_nic(k, gpus, nics))}")
+        add_link(graph, device_id(0, f"nic{k}"), parent, "pcie", host_Bps, PCIE_SWITCH_HOP_S)
 
 
 def _add_nvswitch(graph: nx.DiGraph, gpus: int, gpu: GpuSpec) -> None:

@@ -54,7 +54,8 @@ def _merged(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, 
 
 def list_presets() -> list[tuple[str, str]]:
     """(name, description) of every preset, sorted by name."""
-    return [(name, str(_parse_mapping(text, name).get("description", ""))) for name, text in sorted(_preset_texts().items())]
+    texts = sorted(_preset_texts().items())
+    return [(name, str(_parse_mapping(text, name).get("description", ""))) for name, text in texts]
 
 
 def spec_from_yaml_text(text: str, source: str, nodes: int | None = None, **overrides: Any) -> TopologySpec:

@@ -12,7 +12,8 @@ import click
 import typer
 from rich.console import Console
 
-from simulator.cli import collective, topology, validate
+from simulator.cli import collective, validate
+from simulator.cli import topology as topology_commands
 from simulator.core.errors import ClusterSimError
 
 app = typer.Typer(
@@ -24,7 +25,7 @@ app = typer.Typer(
 )
 collective.register(app)
 validate.register(app)
-topology.register(app)
+topology_commands.register(app)
 
 _err = Console(stderr=True)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -51,15 +52,19 @@ def validate(
     parsed = parse_manifest(read_text(manifest, "manifest"), str(manifest), manifest.resolve().parent)
     err = Console(stderr=True)
     for warning in parsed.warnings:
-        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        err.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     reports = []
     for entry in parsed.entries:
         path = log_path(parsed, entry)
         log = parse_log(read_text(path, f"log of manifest entry {entry.file!r}"), str(path), entry.format)
-        try:
-            reports.append(validate_log(entry, log))
-        except ClusterSimError as exc:
-            raise ConfigError(f"{manifest}: entry {entry.file}: {exc}") from None
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                reports.append(validate_log(entry, log))
+            except ClusterSimError as exc:
+                raise ConfigError(f"{manifest}: entry {entry.file}: {exc}") from None
+        for record in caught:
+            err.print(f"[yellow]warning:[/] {record.message}", highlight=False, soft_wrap=True)
     report = ValidationReport(tuple(reports))
     if as_json:
         typer.echo(json.dumps(report_to_json(report), indent=2))

@@ -76,17 +76,18 @@ def test_double_binary_tree_network_volume():
 
 
 def test_large_ring_all_reduce_by_hand():
-    """1 GiB ring/Simple all_reduce on 8 GPUs with 100 GB/s links, computed by hand."""
+    """1 GiB ring/Simple all_reduce on 8 GPUs with 100 GB/s links, computed by hand:
+    base + 14 hops + bottleneck bytes + one handshake per chunk."""
     v = view(gpus=8, intra_GBps=100.0)
     size = 1024**3
     est = predict_collective(v, "all_reduce", size, algo="ring", proto="simple")
     rate = 100e9 * INTRA_EFFICIENCY["nvlink"]
     per_channel = C.PER_CHANNEL_GBPS["ampere"][0] * 1e9
-    channels = math.ceil(1.75 * rate / 1.75 / per_channel) if False else math.ceil(rate / per_channel)
-    chunk = min(size / (channels * 8), 4 * C.BUFFER_BYTES["simple"] / 8)
-    ramp = chunk / (chunk + SYNC_HOPS * 3.4e-6 * per_channel)
-    expected = (8.4 + 14 * 3.4) * 1e-6 + size * 1.75 / rate / ramp
-    assert est.channels == channels
+    channels = math.ceil(rate / per_channel)  # bus rate 80 GB/s over 24 GB/s channels -> 4
+    chunk = 4 * C.BUFFER_BYTES["simple"] / 8  # 2 MiB: a 1 GiB ring step is larger than the cap
+    chunks = 1.75 * size / (channels * chunk)
+    expected = (8.4 + 14 * 3.4) * 1e-6 + size * 1.75 / rate + chunks * SYNC_HOPS * 3.4e-6
+    assert est.channels == channels == 4
     assert est.time_s == pytest.approx(expected, rel=1e-12)
 
 
@@ -149,8 +150,9 @@ def test_more_bandwidth_is_never_slower(v, size, op, scale):
 @settings(max_examples=60, deadline=None)
 @given(v=views, size=sizes, op=st.sampled_from(OPS))
 def test_bigger_messages_never_finish_sooner(v, size, op):
-    """Time is monotone in size (each candidate is, and the choice takes the minimum)."""
-    assert predict_collective(v, op, size * 2).time_s >= predict_collective(v, op, size).time_s
+    """Doubling the size never makes a collective faster, but for a sliver: NCCL (and the model)
+    opens more channels for bigger operations, which can save a fraction of a percent."""
+    assert predict_collective(v, op, size * 2).time_s >= 0.99 * predict_collective(v, op, size).time_s
 
 
 @settings(max_examples=30, deadline=None)

@@ -1,0 +1,81 @@
+"""`clustersim presets` and `clustersim topology show`: what clusters ship, and what one adds up to.
+
+Errors are ClusterSimError subclasses (unknown preset, bad YAML field); the main app turns them into
+one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from simulator.core.units import Bps_to_GBps
+from topologies.build import build
+from topologies.presets import list_presets, load_preset, resolve_topology
+from topologies.spec import TopologySpec
+from topologies.summary import TopologySummary, summarize
+
+
+def _network(spec: TopologySpec) -> str:
+    net = spec.inter_node
+    if net is None:
+        return "-"
+    presumed = " (presumed)" if net.nic_gbps_presumed else ""
+    return f"{net.nics_per_node}x {net.nic_gbps:g}G {net.transport}{presumed}"
+
+
+def presets() -> None:
+    """List the topology presets: GPUs per node, GPU, intra-node link, network and description."""
+    table = Table("name", "GPUs/node", "GPU", "intra-node", "network", "description", title="topology presets")
+    for name, description in list_presets():
+        spec = load_preset(name)
+        table.add_row(name, str(spec.gpus_per_node), spec.gpu, spec.intra_node, _network(spec), description)
+    Console().print(table)
+
+
+def _summary_table(spec: TopologySpec, summary: TopologySummary) -> Table:
+    table = Table("", "value", title=f"{spec.name or 'topology'}: {summary.servers} x {summary.gpus_per_server} GPUs")
+    rows = [
+        ("GPU", summary.gpu),
+        ("GPUs", str(summary.n_gpus)),
+        ("intra-node", summary.intra_node),
+        ("network", _network(spec)),
+        ("fabric", summary.fabric or "-"),
+        ("intra-node bandwidth per GPU", f"{Bps_to_GBps(summary.intra_bandwidth_Bps):g} GB/s per direction"),
+        ("NIC bandwidth per server", f"{Bps_to_GBps(summary.nic_bandwidth_per_server_Bps):g} GB/s per direction"),
+        ("bisection bandwidth", f"{Bps_to_GBps(summary.bisection_bandwidth_Bps):g} GB/s per direction"),
+        ("devices", ", ".join(f"{kind} {count}" for kind, count in summary.devices_by_kind.items())),
+    ]
+    rows += [
+        (f"{kind} links", f"{totals.count} directed, {Bps_to_GBps(totals.total_bandwidth_Bps):g} GB/s total")
+        for kind, totals in summary.links_by_kind.items()
+    ]
+    for label, value in rows:
+        table.add_row(label, value)
+    return table
+
+
+def show(
+    name: Annotated[str, typer.Argument(help="Preset name (see `clustersim presets`) or a topology YAML file.")],
+    nodes: Annotated[int | None, typer.Option("--nodes", help="Servers (default: the preset's).")] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
+) -> None:
+    """Build a topology and print its summary: devices, links, per-GPU and per-server bandwidth, bisection."""
+    spec = resolve_topology(name, nodes)
+    summary = summarize(build(spec))
+    if json_output:
+        typer.echo(json.dumps({"spec": spec.model_dump(mode="json"), **summary.to_dict()}, indent=2))
+    else:
+        Console().print(_summary_table(spec, summary))
+
+
+def register(app: typer.Typer) -> None:
+    """Add `presets` and the `topology` group (`topology show`) to `app`."""
+    app.command("presets")(presets)
+    group = typer.Typer(help="Inspect cluster topologies.", no_args_is_help=True)
+    group.command("show")(show)
+    app.add_typer(group, name="topology")

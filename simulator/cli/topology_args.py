@@ -1,0 +1,28 @@
+"""The cluster a command runs on: a preset, a topology YAML file, or the manifest fields as flags."""
+
+from __future__ import annotations
+
+from simulator.core.errors import ConfigError
+from topologies.presets import resolve_topology
+from topologies.spec import TopologySpec, topology_spec_from_fields
+
+
+def resolve_cluster(topology: str, nodes: int | None, gpu: str | None, gpus_per_node: int | None,
+                    intra_node: str | None, transport: str | None, nics_per_node: int | None,
+                    nic_gbps: float | None) -> TopologySpec:
+    """With --gpu, build the cluster from flags (as a manifest entry would); else from --topology."""
+    flags = {"--gpus-per-node": gpus_per_node, "--intra-node": intra_node}
+    if gpu is None:
+        given = [name for name, value in {**flags, "--transport": transport, "--nics-per-node": nics_per_node,
+                                          "--nic-gbps": nic_gbps}.items() if value is not None]
+        if given:
+            raise ConfigError(f"{', '.join(given)} describe a cluster by flags and need --gpu as well")
+        return resolve_topology(topology, nodes)
+    if gpus_per_node is None or intra_node is None:
+        missing = [name for name, value in flags.items() if value is None]
+        raise ConfigError(f"--gpu describes the cluster by flags and needs {', '.join(missing)} too")
+    inter = None
+    if transport is not None:
+        inter = {"transport": transport, "nics_per_node": nics_per_node or 1, "nic_gbps": nic_gbps}
+    return topology_spec_from_fields(gpu=gpu, gpus_per_node=gpus_per_node, nodes=nodes or 1,
+                                     intra_node=intra_node, inter_node=inter, name="cluster from flags")

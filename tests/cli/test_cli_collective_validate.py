@@ -1,0 +1,113 @@
+"""The `collective` and `validate` commands: output contracts and bad-input handling."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "nccl-tests"
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the console entry point as a user would (exit codes included)."""
+    return subprocess.run([sys.executable, "-m", "simulator.cli.app", *args], capture_output=True, text=True)
+
+
+def test_collective_default_prints_an_nccl_tests_table():
+    """No arguments: an all_reduce sweep 8 B - 8 GiB (31 rows) with algo/proto columns."""
+    out = run("collective")
+    assert out.returncode == 0, out.stderr
+    rows = [line for line in out.stdout.splitlines() if line and not line.startswith("#")]
+    assert len(rows) == 31
+    assert rows[0].split()[0] == "8" and rows[-1].split()[0] == str(8 * 1024**3)
+    assert rows[-1].split()[-1] in ("ll", "ll128", "simple")
+
+
+def test_collective_json_contract():
+    """--json: {"rows": [{size_bytes, time_us, algbw_GBps, busbw_GBps, algo, proto}]}; busbw per nccl-tests."""
+    out = run("collective", "--topology", "dgx-a100", "--nodes", "2", "--op", "all_gather",
+              "-b", "1M", "-e", "64M", "-f", "4", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)["rows"]
+    assert [r["size_bytes"] for r in rows] == [1 << 20, 1 << 22, 1 << 24, 1 << 26]
+    for r in rows:
+        assert set(r) == {"size_bytes", "time_us", "algbw_GBps", "busbw_GBps", "algo", "proto"}
+        assert r["busbw_GBps"] == pytest.approx(r["algbw_GBps"] * 15 / 16, abs=2e-3)
+
+
+def test_collective_from_manifest_flags_and_engine_agree():
+    """The cluster given as manifest-style flags; the flow engine gives the closed form's times."""
+    flags = ["--gpu", "H100-SXM5-80GB", "--gpus-per-node", "8", "--nodes", "2", "--intra-node",
+             "nvswitch-nvlink4", "--transport", "efa", "--nics-per-node", "32", "--nic-gbps", "100",
+             "-b", "8", "-e", "1G", "-f", "16", "--json"]
+    closed = json.loads(run("collective", *flags).stdout)["rows"]
+    engine = json.loads(run("collective", *flags, "--engine").stdout)["rows"]
+    assert [r["time_us"] for r in closed] == pytest.approx([r["time_us"] for r in engine], rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["collective", "--topology", "no-such-cluster"], "no-such-cluster"),
+        (["collective", "-b", "-8"], "-b"),
+        (["collective", "--nodes", "0"], "nodes"),
+        (["collective", "--op", "allreduce"], "--op"),
+        (["collective", "--algo", "butterfly"], "--algo"),
+        (["collective", "--gpu", "H100-SXM5-80GB"], "--gpus-per-node"),
+        (["validate", "--manifest", "does/not/exist.yaml"], "not found"),
+    ],
+)
+def test_bad_input_exits_2_with_one_clear_line(args, needle):
+    """Bad input: exit code 2, one line on stderr naming the culprit, no traceback."""
+    out = run(*args)
+    assert out.returncode == 2
+    assert needle in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_validate_names_the_line_of_a_truncated_log(tmp_path):
+    """A truncated log in a manifest: exit 2 and the message names file and line."""
+    log = tmp_path / "bad.txt"
+    log.write_text(
+        "# size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
+        "  8 2 float sum -1 25.0 0.00 0.00 0 25.0 0.00 0.00 0\n"
+        "  16 4 float sum -1 25.\n"
+    )
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text(
+        "- {file: bad.txt, collective: all_reduce, gpu: H100-SXM5-80GB, gpus_per_node: 8, nodes: 1,"
+        " intra_node: nvswitch-nvlink4}\n"
+    )
+    out = run("validate", "--manifest", str(manifest))
+    assert out.returncode == 2
+    assert "bad.txt:3" in out.stderr
+
+
+def test_validate_a_manifest_entry_missing_a_field(tmp_path):
+    """A manifest entry without `gpu`: exit 2 naming the entry and the field."""
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text("- {file: x.txt, collective: all_reduce, gpus_per_node: 8, nodes: 1, intra_node: pcie4}\n")
+    out = run("validate", "--manifest", str(manifest))
+    assert out.returncode == 2
+    assert "gpu" in out.stderr
+
+
+@pytest.mark.skipif(not (SHARED / "manifest.yaml").exists(), reason="shared measured data not present")
+def test_validate_json_over_the_shared_data():
+    """Every shared log is predicted; the JSON follows the contract and counts every non-empty row."""
+    out = run("validate", "--manifest", str(SHARED / "manifest.yaml"), "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert len(report["logs"]) == 40
+    for log in report["logs"]:
+        assert {"file", "points", "median_abs_pct_error", "p90_abs_pct_error", "rows"} <= set(log)
+        assert log["points"] == len(log["rows"]) > 0
+        for row in log["rows"]:
+            assert {"size_bytes", "measured_time_us", "predicted_time_us"} <= set(row)
+            assert row["size_bytes"] > 0 and row["predicted_time_us"] > 0
+    assert report["points"] == sum(log["points"] for log in report["logs"])
+    assert isinstance(report["median_abs_pct_error"], float)

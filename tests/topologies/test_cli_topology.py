@@ -1,0 +1,48 @@
+"""`presets` and `topology show`, registered on a throwaway Typer app."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from simulator.cli.topology import register
+from simulator.core.errors import ConfigError
+
+
+@pytest.fixture
+def app() -> typer.Typer:
+    """A fresh app holding only this module's commands."""
+    fresh = typer.Typer()
+    register(fresh)
+    return fresh
+
+
+def test_presets_lists_every_preset(app):
+    """`presets` prints a table naming the presets."""
+    result = CliRunner().invoke(app, ["presets"], terminal_width=200)
+    assert result.exit_code == 0
+    assert "dgx-h100" in result.output and "8x 400G ib" in result.output
+
+
+def test_topology_show_table(app):
+    """`topology show dgx-h100 --nodes 4` prints the summary with the bisection bandwidth."""
+    result = CliRunner().invoke(app, ["topology", "show", "dgx-h100", "--nodes", "4"], terminal_width=200)
+    assert result.exit_code == 0
+    assert "800 GB/s" in result.output and "32" in result.output
+
+
+def test_topology_show_json(app):
+    """`--json` prints one object with the spec and the summary figures."""
+    result = CliRunner().invoke(app, ["topology", "show", "abci-v", "--nodes", "2", "--json"])
+    assert result.exit_code == 0
+    data = json.loads(result.output)
+    assert (data["spec"]["name"], data["n_gpus"], data["bisection_bandwidth_Bps"]) == ("abci-v", 8, 25e9)
+
+
+def test_unknown_topology_raises_config_error(app):
+    """An unknown name surfaces as ConfigError (the main app maps it to exit code 2)."""
+    result = CliRunner().invoke(app, ["topology", "show", "nope"])
+    assert isinstance(result.exception, ConfigError)

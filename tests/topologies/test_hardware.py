@@ -1,0 +1,79 @@
+"""GPU table and intra-node platform data: datasheet facts and their look-ups."""
+
+from __future__ import annotations
+
+import typing
+
+import pytest
+
+from simulator.core.errors import ConfigError
+from topologies.hardware import gpu_spec, intra_node_platform, known_gpus, pcie_GBps_per_direction
+from topologies.spec import IntraNodeKind
+
+
+@pytest.mark.parametrize(
+    ("name", "per_direction_GBps", "links"),
+    [
+        ("V100-SXM2-16GB", 150.0, 6),
+        ("A100-SXM4-80GB", 300.0, 12),
+        ("H100-SXM5-80GB", 450.0, 18),
+        ("B200-180GB", 900.0, 18),
+        ("GB200", 900.0, 18),
+        ("L40S", 0.0, 0),
+    ],
+)
+def test_nvlink_bandwidth_is_half_the_bidirectional_datasheet_figure(name, per_direction_GBps, links):
+    """NVLink per GPU, one direction: V100 300/2, A100 600/2, H100 900/2, B200 1800/2 GB/s."""
+    gpu = gpu_spec(name)
+    assert gpu.nvlink_GBps_per_direction == per_direction_GBps
+    assert gpu.nvlinks == links
+
+
+def test_v100_nvlink_is_six_links_of_25_GBps():
+    """V100: 6 NVLink2 links x 25 GB/s per direction = 150 GB/s."""
+    gpu = gpu_spec("V100-SXM2-32GB")
+    assert gpu.nvlink_GBps_per_direction / gpu.nvlinks == 25.0
+
+
+@pytest.mark.parametrize(("gen", "x16_GBps"), [(3, 15.75), (4, 31.5), (5, 63.0)])
+def test_pcie_x16_bandwidth(gen, x16_GBps):
+    """PCIe x16 payload per direction: Gen3 ~15.75, Gen4 ~31.5, Gen5 ~63 GB/s (128b/130b coding)."""
+    assert pcie_GBps_per_direction(gen, 16) == pytest.approx(x16_GBps, rel=0.005)
+
+
+def test_a100_sxm4_unstated_memory_takes_the_40gb_figures():
+    """A100-SXM4 (memory not stated) carries the 40 GB part's memory and bandwidth."""
+    assert gpu_spec("A100-SXM4").memory_gib == gpu_spec("A100-SXM4-40GB").memory_gib == 40
+    assert gpu_spec("A100-SXM4").hbm_GBps == gpu_spec("A100-SXM4-40GB").hbm_GBps
+
+
+def test_nvls_only_on_hopper_and_blackwell_sxm():
+    """NVLink SHARP capability: H100 SXM, H200, B200, GB200 only."""
+    assert {n for n in known_gpus() if gpu_spec(n).nvls} == {"H100-SXM5-80GB", "H200-SXM-141GB", "B200-180GB", "GB200"}
+
+
+def test_peak_tflops_and_unsupported_precision():
+    """H100 SXM dense BF16 is 989 TFLOP/s; V100 has no BF16 path and says which precisions it has."""
+    assert gpu_spec("H100-SXM5-80GB").peak_tflops("bf16") == 989
+    with pytest.raises(ConfigError, match="no bf16.*fp16"):
+        gpu_spec("V100-SXM2-16GB").peak_tflops("bf16")
+
+
+def test_unknown_gpu_lists_known_names():
+    """An unknown GPU name raises ConfigError listing the table's names."""
+    with pytest.raises(ConfigError, match="H100-SXM5-80GB"):
+        gpu_spec("H100")
+
+
+def test_every_intra_node_kind_has_platform_data():
+    """The spec's intra_node vocabulary and data/intra_node.yaml name the same kinds."""
+    for kind in typing.get_args(IntraNodeKind):
+        assert intra_node_platform(kind).kind == kind
+
+
+def test_hybrid_cube_mesh_uses_all_six_links_of_every_gpu():
+    """The DGX-1 pair map gives every V100 exactly its 6 NVLinks, over 16 pairs (8 of them doubled)."""
+    pairs = intra_node_platform("nvlink2-hybrid-cube-mesh").nvlink_pairs
+    per_gpu = [sum(links for a, b, links in pairs if g in (a, b)) for g in range(8)]
+    assert per_gpu == [6] * 8
+    assert (len(pairs), sum(1 for *_, links in pairs if links == 2)) == (16, 8)

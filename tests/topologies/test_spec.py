@@ -1,0 +1,127 @@
+"""TopologySpec validation: defaults, cross-field checks and one-line ConfigErrors naming the field."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from simulator.core.errors import ConfigError
+from topologies.spec import (
+    DEFAULT_NIC_GBPS,
+    FabricSpec,
+    InterNodeSpec,
+    TopologySpec,
+    topology_spec_from_fields,
+    validate_topology_spec,
+)
+
+BASE = {"gpu": "H100-SXM5-80GB", "gpus_per_node": 8, "nodes": 1, "intra_node": "nvswitch-nvlink4"}
+
+
+def _error(data: dict) -> str:
+    with pytest.raises(ConfigError) as info:
+        validate_topology_spec(data, "test.yaml")
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_omitted_nic_speed_takes_the_transport_default_and_is_flagged():
+    """nic_gbps omitted or null: the transport's default speed, nic_gbps_presumed set."""
+    for given in ({}, {"nic_gbps": None}):
+        net = InterNodeSpec.model_validate({"transport": "efa", "nics_per_node": 4, **given})
+        assert (net.nic_gbps, net.nic_gbps_presumed) == (DEFAULT_NIC_GBPS["efa"], True)
+    assert InterNodeSpec(transport="ib", nics_per_node=1, nic_gbps=200).nic_gbps_presumed is False
+
+
+def test_sockets_default_to_host_staging_and_refuse_gpudirect():
+    """Socket transports stage through host memory: gpudirect_rdma defaults to False, True is an error."""
+    assert InterNodeSpec(transport="sockets", nics_per_node=1, nic_gbps=100).gpudirect_rdma is False
+    assert InterNodeSpec(transport="roce", nics_per_node=1, nic_gbps=100).gpudirect_rdma is True
+    with pytest.raises(ValidationError, match="gpudirect_rdma"):
+        InterNodeSpec(transport="sockets", nics_per_node=1, nic_gbps=100, gpudirect_rdma=True)
+
+
+def test_nic_link_kind_per_transport():
+    """ib->ib, roce->roce, efa->efa, tcpx/tcpxo/sockets->tcp, ethernet->ethernet."""
+    nets = [InterNodeSpec.model_validate({"transport": t, "nics_per_node": 1}) for t in DEFAULT_NIC_GBPS]
+    kinds = {net.transport: net.nic_link_kind for net in nets}
+    assert kinds == {"ib": "ib", "roce": "roce", "efa": "efa", "tcpx": "tcp", "tcpxo": "tcp", "sockets": "tcp",
+                     "ethernet": "ethernet"}
+
+
+def test_specs_are_frozen_and_forbid_extra_fields():
+    """Specs cannot be mutated and reject unknown fields."""
+    spec = TopologySpec(**BASE)
+    with pytest.raises(ValidationError):
+        spec.nodes = 2
+    assert "colour" in _error({**BASE, "colour": "green"})
+
+
+def test_unknown_gpu_names_the_field_and_the_known_gpus():
+    """gpu: an unknown name is reported with the list of known GPUs."""
+    message = _error({**BASE, "gpu": "H100"})
+    assert message.startswith("test.yaml: gpu: ")
+    assert "H100-SXM5-80GB" in message and "V100-SXM2-16GB" in message
+
+
+def test_zero_nodes_names_the_field():
+    """nodes: 0 is rejected with the field and the value."""
+    assert _error({**BASE, "nodes": 0}).startswith("test.yaml: nodes: Input should be greater than or equal to 1")
+
+
+def test_several_nodes_need_a_network():
+    """inter_node: required when nodes > 1."""
+    assert "inter_node: required when nodes > 1" in _error({**BASE, "nodes": 2})
+
+
+def test_nvl72_domain_covering_all_gpus_needs_no_network():
+    """18 trays x 4 GPUs of one NVL72 domain: no inter_node needed; 19 trays do need one."""
+    nvl = {"gpu": "GB200", "gpus_per_node": 4, "intra_node": "nvlink5-nvl72"}
+    assert TopologySpec(**nvl, nodes=18).gpus_per_nvlink_domain == 72
+    assert "inter_node" in _error({**nvl, "nodes": 19})
+
+
+def test_hybrid_cube_mesh_holds_at_most_eight_gpus():
+    """gpus_per_node > 8 on a hybrid cube mesh names the field and the limit."""
+    dgx1 = {"gpu": "V100-SXM2-16GB", "nodes": 1, "intra_node": "nvlink2-hybrid-cube-mesh"}
+    message = _error({**dgx1, "gpus_per_node": 16})
+    assert "gpus_per_node: 16" in message and "at most 8" in message
+
+
+def test_gpu_must_fit_the_nvlink_platform():
+    """An A100 on an NVLink4 NVSwitch is refused; the message lists the GPUs that fit."""
+    message = _error({**BASE, "gpu": "A100-SXM4-80GB"})
+    assert "intra_node:" in message and "H100-SXM5-80GB" in message and "H200-SXM-141GB" in message
+
+
+def test_nested_errors_name_the_full_field_path():
+    """Errors inside inter_node carry the path inter_node.<field>."""
+    net = {"transport": "roce", "nics_per_node": 8, "nic_gbps": 400, "sharp": True}
+    assert "test.yaml: inter_node.sharp: SHARP needs transport 'ib'" in _error({**BASE, "nodes": 2, "inter_node": net})
+    net = {"transport": "ib", "nics_per_node": 0}
+    assert "inter_node.nics_per_node:" in _error({**BASE, "nodes": 2, "inter_node": net})
+
+
+def test_domain_size_only_for_nvl72():
+    """nvlink_domain_gpus on a non-NVL72 platform is refused."""
+    assert "nvlink_domain_gpus: only for" in _error({**BASE, "nvlink_domain_gpus": 16})
+
+
+def test_single_switch_has_no_uplinks_to_oversubscribe():
+    """A single_switch fabric refuses oversubscription and spines."""
+    with pytest.raises(ValidationError, match="oversubscription"):
+        FabricSpec(kind="single_switch", oversubscription=2.0)
+    with pytest.raises(ValidationError, match="spines"):
+        FabricSpec(kind="single_switch", spines=4)
+
+
+def test_fields_of_a_manifest_entry_drop_notes_and_warn_on_unknown_keys():
+    """topology_spec_from_fields ignores `note`, warns about other unknown inter_node keys, and
+    treats nic_gbps: null as omitted."""
+    net = {"transport": "ib", "nics_per_node": 8, "nic_gbps": None, "note": "x", "GPUDirect RDMA on": None}
+    with pytest.warns(UserWarning, match="GPUDirect RDMA on"):
+        spec = topology_spec_from_fields("RTX-6000D", 8, 2, "pcie5", net, name="log.txt")
+    assert spec.inter_node is not None and spec.inter_node.nic_gbps_presumed
+    with pytest.raises(ConfigError, match="^log.txt: gpu: "):
+        topology_spec_from_fields("nope", 8, 1, "pcie5", None, name="log.txt")

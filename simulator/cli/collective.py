@@ -28,7 +28,7 @@ The algorithm and protocol are NCCL-like choices: the fastest predicted, unless 
 
 Examples:
 
-  clustersim collective                                  # all_reduce on 2 x DGX H100 (NDR)
+  clustersim collective                                  # all_reduce on one DGX H100 node
 
   clustersim collective --topology dgx-a100 --nodes 4 --op all_gather -b 1M -e 1G
 

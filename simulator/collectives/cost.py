@@ -19,8 +19,9 @@ For an algorithm shape (simulator.collectives.algorithms) run with a protocol on
   handshake with its peer (ready flag, free slot) that does not overlap the copy. Through the
   network that handshake goes through the proxy thread (NCCL's network hop latency). This is why
   mid-size operations (64 KiB - 64 MiB) are slower than the tuner's alpha-beta form says.
-- fill: a pipelined chain (tree, broadcast/reduce) streams slices hop by hop; the last hop starts
-  only after the first slice crossed the (depth - 1) hops before it.
+- fill: a pipelined chain (tree, broadcast/reduce) streams slices hop by hop (a buffer slot for
+  Simple, a line per thread for LL/LL128); the last hop starts only after the first slice crossed
+  the (depth - 1) hops before it.
 """
 
 from __future__ import annotations
@@ -110,17 +111,19 @@ def per_channel_Bps(op: str, shape: AlgoShape, proto: str, v: CommView) -> float
 
 
 def channel_count(shape: AlgoShape, proto: str, size_bytes: float, bus_Bps: float, per_channel: float,
-                  v: CommView) -> int:
+                  v: CommView) -> float:
     """Channels NCCL runs: enough for the bus rate (at most MAX_CHANNELS), but no more than gives
-    each channel threads x threshold bytes (enqueue.cc; the LL threshold of rings scales with n)."""
+    each channel threads x threshold bytes (enqueue.cc; the LL threshold of rings scales with n).
+    Returned unrounded below the cap: NCCL also halves threads once down to one channel, so the
+    usable parallelism grows smoothly with size rather than in whole-channel steps."""
     wanted = max(1, min(C.MAX_CHANNELS, math.ceil(bus_Bps / per_channel)))
     threshold = C.THREADS_PER_CHANNEL[proto] * C.THREAD_THRESHOLD_BYTES[proto]
     if proto == "ll" and shape.algo == "ring":
         threshold *= v.n_ranks
-    return min(wanted, max(1, int(size_bytes // threshold)))
+    return min(float(wanted), max(1.0, size_bytes / threshold))
 
 
-def chunk_bytes(size_bytes: float, shape: AlgoShape, channels: int, v: CommView, proto: str) -> float:
+def chunk_bytes(size_bytes: float, shape: AlgoShape, channels: float, v: CommView, proto: str) -> float:
     """Bytes one channel moves per step before it hands off to its peer."""
     slot = C.BUFFER_BYTES[proto] / C.NCCL_STEPS
     if shape.algo == "ring" and shape.chain_depth == 0:
@@ -131,6 +134,14 @@ def chunk_bytes(size_bytes: float, shape: AlgoShape, channels: int, v: CommView,
         per_step = size_bytes / channels
     # every thread of the channel moves at least one 8-byte word per step
     return max(C.THREADS_PER_CHANNEL[proto] * 8.0, min(per_step, CHUNK_SLOTS * slot))
+
+
+def pipeline_unit_bytes(proto: str) -> float:
+    """What a chain forwards as soon as it has it: LL and LL128 forward line by line (one line
+    per thread: 8 or 16 payload bytes x threads), Simple a buffer slot."""
+    if proto == "simple":
+        return C.BUFFER_BYTES[proto] / C.NCCL_STEPS
+    return C.THREADS_PER_CHANNEL[proto] * (8.0 if proto == "ll" else 16.0)
 
 
 def hop_latencies_us(proto: str, v: CommView) -> tuple[float, float]:
@@ -168,8 +179,8 @@ def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView
 
     fill_s = 0.0
     if shape.chain_depth > 1:
-        slice_bytes = min(C.BUFFER_BYTES[proto] / C.NCCL_STEPS, size_bytes / channels)
+        slice_bytes = min(pipeline_unit_bytes(proto), size_bytes / channels)
         fill_s = (shape.chain_depth - 1) * slice_bytes / per_channel
     return CollectiveEstimate(op, size_bytes, shape.algo, proto, latency_s + fill_s + bandwidth_s,
-                              latency_s, fill_s, bandwidth_s, bottleneck, channels,
+                              latency_s, fill_s, bandwidth_s, bottleneck, max(1, round(channels)),
                               tuple(sorted(demands.items())))

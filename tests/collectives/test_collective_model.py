@@ -150,9 +150,9 @@ def test_more_bandwidth_is_never_slower(v, size, op, scale):
 @settings(max_examples=60, deadline=None)
 @given(v=views, size=sizes, op=st.sampled_from(OPS))
 def test_bigger_messages_never_finish_sooner(v, size, op):
-    """Doubling the size never makes a collective faster, but for a sliver: NCCL (and the model)
-    opens more channels for bigger operations, which can save a fraction of a percent."""
-    assert predict_collective(v, op, size * 2).time_s >= 0.99 * predict_collective(v, op, size).time_s
+    """Doubling the size never makes a collective faster (each candidate is monotone, channels
+    grow smoothly with size, and the choice takes the minimum)."""
+    assert predict_collective(v, op, size * 2).time_s >= predict_collective(v, op, size).time_s * (1 - 1e-12)
 
 
 @settings(max_examples=30, deadline=None)

@@ -5,7 +5,7 @@ For an algorithm shape (simulator.collectives.algorithms) run with a protocol on
     time = base(algo, proto) + intra_hops x hop(intra) + net_hops x (hop(net) + transport floor)
          + fill
          + S x max(intra_volume / intra_rate, net_volume / net_rate)
-         + chunks x SYNC_HOPS x hop(slowest link)
+         + chunks x sync_hops x hop(slowest link)
 
 - Latencies are NCCL's published per-hop constants (the tuner's prior) plus the transport's own
   per-message floor (simulator.collectives.transports), which the tuner does not know.
@@ -19,9 +19,8 @@ For an algorithm shape (simulator.collectives.algorithms) run with a protocol on
   handshake with its peer (ready flag, free slot) that does not overlap the copy. Through the
   network that handshake goes through the proxy thread (NCCL's network hop latency). This is why
   mid-size operations (64 KiB - 64 MiB) are slower than the tuner's alpha-beta form says.
-- fill: a pipelined chain (tree, broadcast/reduce) streams slices hop by hop (a buffer slot for
-  Simple, a line per thread for LL/LL128); the last hop starts only after the first slice crossed
-  the (depth - 1) hops before it.
+- fill: a pipelined chain (tree, broadcast/reduce) streams slices of up to a buffer slot hop by
+  hop; the last hop starts only after the first slice crossed the (depth - 1) hops before it.
 """
 
 from __future__ import annotations
@@ -31,14 +30,14 @@ from dataclasses import dataclass
 
 from simulator.collectives import nccl_constants as C
 from simulator.collectives.algorithms import AlgoShape
-from simulator.collectives.comm import INTRA_EFFICIENCY, NVLS_EFFICIENCY, CommView
-from simulator.collectives.transports import TRANSPORTS
+from simulator.collectives.comm import CommView
+from simulator.collectives.params import ModelParams
 
 US = 1e-6
 # Chunks grow up to this many buffer slots (NCCL ALLREDUCE_CHUNKSTEPS = NCCL_STEPS / 2).
 CHUNK_SLOTS = C.NCCL_STEPS // 2
-# Hop latencies one chunk handshake costs (a flag one way; the free-slot credit overlaps).
-SYNC_HOPS = 1.0
+# NCCL halves a lone channel's threads for small operations, down to 64 of 512.
+MIN_THREAD_FRACTION = 1.0 / 8.0
 
 
 @dataclass(frozen=True)
@@ -84,17 +83,17 @@ def protocol_share(op: str, algo: str, proto: str, v: CommView) -> float:
     return 0.25 if (v.multi_node or op in ("all_reduce", "reduce")) else 1.0 / 3.0
 
 
-def resource_demands(op: str, shape: AlgoShape, proto: str, v: CommView) -> dict[str, float]:
+def resource_demands(op: str, shape: AlgoShape, proto: str, v: CommView, p: ModelParams) -> dict[str, float]:
     """Seconds per byte of S each resource needs at its achievable rate."""
     share = protocol_share(op, shape.algo, proto, v)
     demands: dict[str, float] = {}
     if shape.intra_volume:
-        intra_eff = NVLS_EFFICIENCY if shape.nvls_intra else INTRA_EFFICIENCY[v.intra_kind]
+        intra_eff = p.nvls_efficiency if shape.nvls_intra else p.intra_efficiency
         # staged through host memory, every GPU's traffic shares the host path of its node
         senders = (v.ranks_per_node - (1 if shape.chain_depth else 0)) if v.intra_kind == "shm" else 1
         demands["intra"] = shape.intra_volume * senders / (v.intra_Bps * intra_eff * share)
     if v.transport is not None and (shape.net_volume or shape.net_volume_per_nic):
-        net_Bps = v.net_Bps * TRANSPORTS[v.transport].efficiency * share
+        net_Bps = v.net_Bps * p.net_efficiency * share
         if shape.net_volume_per_nic:  # one GPU's traffic through its own NIC
             demands["net"] = shape.net_volume_per_nic / (net_Bps / max(1, v.nics_per_node))
         else:
@@ -112,15 +111,16 @@ def per_channel_Bps(op: str, shape: AlgoShape, proto: str, v: CommView) -> float
 
 def channel_count(shape: AlgoShape, proto: str, size_bytes: float, bus_Bps: float, per_channel: float,
                   v: CommView) -> float:
-    """Channels NCCL runs: enough for the bus rate (at most MAX_CHANNELS), but no more than gives
-    each channel threads x threshold bytes (enqueue.cc; the LL threshold of rings scales with n).
-    Returned unrounded below the cap: NCCL also halves threads once down to one channel, so the
-    usable parallelism grows smoothly with size rather than in whole-channel steps."""
+    """Channels NCCL runs: enough for the bus rate (at most MAX_CHANNELS), but fewer for small
+    operations: NCCL drops channels while one would get fewer than threads x threshold bytes, and
+    at one channel halves its threads, down to one warp in eight (enqueue.cc). The count is
+    returned as the continuous parallelism that rule approaches (NCCL's whole-channel steps would
+    make a slightly larger operation finish sooner; the smooth form keeps time monotone in size)."""
     wanted = max(1, min(C.MAX_CHANNELS, math.ceil(bus_Bps / per_channel)))
     threshold = C.THREADS_PER_CHANNEL[proto] * C.THREAD_THRESHOLD_BYTES[proto]
     if proto == "ll" and shape.algo == "ring":
         threshold *= v.n_ranks
-    return min(float(wanted), max(1.0, size_bytes / threshold))
+    return min(float(wanted), max(MIN_THREAD_FRACTION, size_bytes / threshold))
 
 
 def chunk_bytes(size_bytes: float, shape: AlgoShape, channels: float, v: CommView, proto: str) -> float:
@@ -136,28 +136,19 @@ def chunk_bytes(size_bytes: float, shape: AlgoShape, channels: float, v: CommVie
     return max(C.THREADS_PER_CHANNEL[proto] * 8.0, min(per_step, CHUNK_SLOTS * slot))
 
 
-def pipeline_unit_bytes(proto: str) -> float:
-    """What a chain forwards as soon as it has it: LL and LL128 forward line by line (one line
-    per thread: 8 or 16 payload bytes x threads), Simple a buffer slot."""
-    if proto == "simple":
-        return C.BUFFER_BYTES[proto] / C.NCCL_STEPS
-    return C.THREADS_PER_CHANNEL[proto] * (8.0 if proto == "ll" else 16.0)
-
-
-def hop_latencies_us(proto: str, v: CommView) -> tuple[float, float]:
-    """(intra-node, network) latency of one hop with this protocol, microseconds."""
-    intra = C.HOP_LATENCY_US["nvlink" if v.intra_kind == "nvlink" else "pcie"][proto]
+def hop_latencies_us(proto: str, v: CommView, p: ModelParams) -> tuple[float, float, float]:
+    """(intra-node hop, network hop, network handshake) latencies with this protocol, us."""
+    intra = C.HOP_LATENCY_US["nvlink" if v.intra_kind == "nvlink" else "pcie"][proto] * p.latency_scale
     if v.multi_node and proto == "ll":
         intra *= 1.8  # tuning.cc: LL intra-node latency under a multi-node communicator
-    net = C.HOP_LATENCY_US["net"][proto]
-    if v.transport is not None:
-        net += TRANSPORTS[v.transport].extra_hop_latency_us
-    return intra, net
+    handshake = C.HOP_LATENCY_US["net"][proto] * p.net_latency_scale
+    return intra, handshake + p.net_extra_latency_us, handshake
 
 
-def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView) -> CollectiveEstimate:
-    """Predict the time of `op` on `size_bytes` with this algorithm shape and protocol."""
-    demands = resource_demands(op, shape, proto, v)
+def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView,
+             p: ModelParams) -> CollectiveEstimate:
+    """Predict the time of `op` on `size_bytes` with this algorithm shape, protocol and parameters."""
+    demands = resource_demands(op, shape, proto, v, p)
     bottleneck = max(demands, key=lambda k: demands[k])
     seconds_per_byte = demands[bottleneck]
     per_channel = per_channel_Bps(op, shape, proto, v)
@@ -169,17 +160,17 @@ def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView
     if channel_limit > seconds_per_byte:
         seconds_per_byte, bottleneck = channel_limit, "channels"
 
-    intra_hop, net_hop = hop_latencies_us(proto, v)
-    base = C.BASE_LATENCY_US[shape.algo][proto]
+    intra_hop, net_hop, net_handshake = hop_latencies_us(proto, v, p)
+    base = C.BASE_LATENCY_US[shape.algo][proto] * p.latency_scale
     latency_s = (base + shape.intra_hops * intra_hop + shape.net_hops * net_hop) * US
 
     chunks = busiest * size_bytes / (channels * chunk_bytes(size_bytes, shape, channels, v, proto))
-    sync_hop = C.HOP_LATENCY_US["net"][proto] if shape.net_hops else intra_hop
-    bandwidth_s = size_bytes * seconds_per_byte + chunks * SYNC_HOPS * sync_hop * US
+    sync_hop = net_handshake if shape.net_hops else intra_hop
+    bandwidth_s = size_bytes * seconds_per_byte + chunks * p.sync_hops * sync_hop * US
 
     fill_s = 0.0
     if shape.chain_depth > 1:
-        slice_bytes = min(pipeline_unit_bytes(proto), size_bytes / channels)
+        slice_bytes = min(C.BUFFER_BYTES[proto] / C.NCCL_STEPS, size_bytes / channels)
         fill_s = (shape.chain_depth - 1) * slice_bytes / per_channel
     return CollectiveEstimate(op, size_bytes, shape.algo, proto, latency_s + fill_s + bandwidth_s,
                               latency_s, fill_s, bandwidth_s, bottleneck, max(1, round(channels)),

@@ -9,6 +9,7 @@ from simulator.collectives.busbw import busbw_factor
 from simulator.collectives.comm import CommView
 from simulator.collectives.cost import CollectiveEstimate
 from simulator.collectives.flows import collective_flow, collective_resources
+from simulator.collectives.params import ModelParams, prior_params
 from simulator.collectives.select import allowed_sets, best_estimate, candidate_shapes, view_for_env
 from simulator.core.errors import ConfigError
 from simulator.network.engine import FlowEngine
@@ -46,13 +47,15 @@ def size_sweep(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
 
 
 def predict_collective(v: CommView, op: str, size_bytes: int, algo: str = "auto", proto: str = "auto",
-                       env: Mapping[str, str] | None = None) -> CollectiveEstimate:
-    """Predicted time of one collective on an idle cluster (closed form)."""
+                       env: Mapping[str, str] | None = None, params: ModelParams | None = None) -> CollectiveEstimate:
+    """Predicted time of one collective on an idle cluster (closed form). `params` defaults to the
+    published-facts prior for the cluster; a calibration profile supplies fitted ones."""
     if size_bytes < 0:
         raise ConfigError(f"size must not be negative, got {size_bytes}")
     algos, protos = allowed_sets(algo, proto, env)
     view = view_for_env(v, env)
-    return best_estimate(op, size_bytes, candidate_shapes(op, view, algos), view, protos)
+    chosen = params if params is not None else prior_params(view)
+    return best_estimate(op, size_bytes, candidate_shapes(op, view, algos), view, protos, chosen)
 
 
 def simulate_alone(est: CollectiveEstimate, v: CommView) -> float:
@@ -65,7 +68,7 @@ def simulate_alone(est: CollectiveEstimate, v: CommView) -> float:
 
 def collective_table(v: CommView, op: str, sizes: list[int], algo: str = "auto", proto: str = "auto",
                      env: Mapping[str, str] | None = None, dtype: str = "float",
-                     use_engine: bool = False) -> list[CollectiveRow]:
+                     use_engine: bool = False, params: ModelParams | None = None) -> list[CollectiveRow]:
     """Predict a sweep; busbw uses nccl-tests' factor for the operation."""
     elem = DTYPE_BYTES.get(dtype)
     if elem is None:
@@ -73,7 +76,7 @@ def collective_table(v: CommView, op: str, sizes: list[int], algo: str = "auto",
     factor = busbw_factor(op, v.n_ranks)
     rows = []
     for size in sizes:
-        est = predict_collective(v, op, size, algo, proto, env)
+        est = predict_collective(v, op, size, algo, proto, env, params)
         time_s = simulate_alone(est, v) if use_engine else est.time_s
         algbw = size / time_s / 1e9 if time_s > 0 else 0.0
         rows.append(CollectiveRow(size, size // elem, dtype, time_s * 1e6, algbw, algbw * factor,

@@ -14,6 +14,7 @@ from simulator.collectives.algorithms import AlgoShape, shapes_for
 from simulator.collectives.comm import CommView
 from simulator.collectives.cost import CollectiveEstimate, estimate, protocol_allowed
 from simulator.collectives.nccl_constants import PROTOCOLS
+from simulator.collectives.params import ModelParams
 from simulator.core.errors import ConfigError
 
 # NCCL_ALGO spellings -> our algorithm names (NVLS covers NVLS and NVLS-tree, CollNet both forms).
@@ -88,14 +89,14 @@ def candidate_shapes(op: str, v: CommView, algos: set[str] | None) -> list[AlgoS
 
 
 def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView,
-                  protos: set[str] | None) -> CollectiveEstimate:
+                  protos: set[str] | None, params: ModelParams) -> CollectiveEstimate:
     """The fastest (algorithm, protocol) among those allowed; ConfigError if none is."""
     best: CollectiveEstimate | None = None
     for shape in shapes:
         for proto in PROTOCOLS:
             if (protos is not None and proto not in protos) or not protocol_allowed(shape, proto, v):
                 continue
-            est = estimate(op, size_bytes, shape, proto, v)
+            est = estimate(op, size_bytes, shape, proto, v, params)
             if best is None or est.time_s < best.time_s:
                 best = est
     if best is None:

@@ -12,7 +12,8 @@ from simulator.collectives import nccl_constants as C
 from simulator.collectives.algorithms import ring_shape, shapes_for, tree_net_volume
 from simulator.collectives.busbw import busbw_factor
 from simulator.collectives.comm import INTRA_EFFICIENCY, CommView
-from simulator.collectives.cost import SYNC_HOPS, estimate
+from simulator.collectives.cost import estimate
+from simulator.collectives.params import prior_params
 from simulator.collectives.flows import collective_flow, collective_resources
 from simulator.collectives.predict import collective_table, predict_collective, simulate_alone, size_sweep
 from simulator.core.errors import ConfigError
@@ -86,7 +87,7 @@ def test_large_ring_all_reduce_by_hand():
     channels = math.ceil(rate / per_channel)  # bus rate 80 GB/s over 24 GB/s channels -> 4
     chunk = 4 * C.BUFFER_BYTES["simple"] / 8  # 2 MiB: a 1 GiB ring step is larger than the cap
     chunks = 1.75 * size / (channels * chunk)
-    expected = (8.4 + 14 * 3.4) * 1e-6 + size * 1.75 / rate + chunks * SYNC_HOPS * 3.4e-6
+    expected = (8.4 + 14 * 3.4) * 1e-6 + size * 1.75 / rate + chunks * 1.0 * 3.4e-6
     assert est.channels == channels == 4
     assert est.time_s == pytest.approx(expected, rel=1e-12)
 
@@ -182,4 +183,4 @@ def test_every_operation_has_an_algorithm():
     for v in (view(), view(nodes=2), view(nodes=8, gpus=1), view(nvls=True, arch="hopper")):
         for op in OPS:
             assert shapes_for(op, v)
-            assert estimate(op, 1 << 20, shapes_for(op, v)[0], "simple", v).time_s > 0
+            assert estimate(op, 1 << 20, shapes_for(op, v)[0], "simple", v, prior_params(v)).time_s > 0

@@ -1,0 +1,230 @@
+"""The `compute:` section of a calibration profile: compute rates measured on one GPU.
+
+Owns the measurement records (GEMMs, transformer layers, device memory copies), the FLOP and byte
+formulas that turn a measured time into a rate, the consistency checks between the two, and the
+conversion to and from plain dicts. `benchmarks/gpu_calibration.py` produces the section; the compute
+model (DESIGN.md section 6: per-op time = max(flops / (peak x efficiency), bytes / (hbm x mem_eff))
++ launch) reads `gemm_efficiency` and `memory_bandwidth_GBps` from it. No I/O here: callers pass data.
+
+In a profile file the section sits beside `schema_version`:
+
+    schema_version: 1
+    compute:
+      gpu_name: NVIDIA H100 80GB HBM3
+      ...
+      gemms: [{m: 4096, n: 12288, k: 4096, dtype: bf16, time_s: 0.00062, tflops: 665.0}, ...]
+      layers: [...]
+      memory: [...]
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from simulator.core.errors import CalibrationError
+from topologies.hardware import Precision
+
+RATE_TOLERANCE = 0.01  # a reported rate may differ from the one recomputed from its time by 1 % (rounding)
+
+
+def gemm_flops(m: int, n: int, k: int) -> float:
+    """FLOPs of C[m, n] = A[m, k] @ B[k, n]: one multiply and one add per (i, j, l), 2 x m x n x k."""
+    return 2.0 * m * n * k
+
+
+def layer_fwd_bwd_flops(hidden: int, seq_len: int, micro_batch: int) -> float:
+    """Model FLOPs of one transformer layer, forward + backward, without recomputation.
+
+    Forward = 24 x b x s x h^2 (QKV, attention output and the 4h MLP GEMMs) + 4 x b x s^2 x h (the two
+    attention matmuls, full s x s, causal mask not discounted); backward = 2 x forward, so the total is
+    3 x forward (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters
+    Using Megatron-LM", section 5.1). Layer norms, softmax and GELU are not counted.
+    """
+    b, s, h = micro_batch, seq_len, hidden
+    return 3.0 * (24.0 * b * s * h * h + 4.0 * b * s * s * h)
+
+
+def copy_bytes_moved(size_bytes: int) -> float:
+    """HBM traffic of a device-to-device copy of `size_bytes`: each byte is read once and written once."""
+    return 2.0 * size_bytes
+
+
+def _check_rate(field: str, reported: float, work: float, time_s: float, scale: float, formula: str) -> None:
+    """Raise ValueError("<field>: ...") if `reported` is not work / time_s / scale within RATE_TOLERANCE."""
+    expected = work / time_s / scale
+    if abs(reported - expected) > RATE_TOLERANCE * expected:
+        off = (reported - expected) / expected
+        raise ValueError(
+            f"{field}: {reported:g} does not match {formula} = {expected:.6g} "
+            f"(off by {off:+.1%}, tolerance {RATE_TOLERANCE:.0%})"
+        )
+
+
+class GemmMeasurement(BaseModel):
+    """One timed GEMM C[m, n] = A[m, k] @ B[k, n] and its achieved rate."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    m: int = Field(ge=1, description="Rows of A and C (tokens, for a transformer GEMM).")
+    n: int = Field(ge=1, description="Columns of B and C (output features).")
+    k: int = Field(ge=1, description="Columns of A, rows of B (the reduction dimension, input features).")
+    dtype: Precision = Field(description="Input precision of A and B: bf16, fp16, fp8, tf32 or fp32.")
+    time_s: float = Field(gt=0, description="Median time of one GEMM, seconds.")
+    tflops: float = Field(gt=0, description="Achieved rate, TFLOP/s: 2 x m x n x k / time_s / 1e12.")
+
+    @model_validator(mode="after")
+    def _rate_matches_time(self) -> GemmMeasurement:
+        _check_rate("tflops", self.tflops, gemm_flops(self.m, self.n, self.k), self.time_s, 1e12,
+                    "2*m*n*k/time_s/1e12")
+        return self
+
+
+class LayerMeasurement(BaseModel):
+    """One timed transformer layer, forward + backward, and its model FLOP rate."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    hidden: int = Field(ge=1, description="Hidden size h.")
+    heads: int = Field(ge=1, description="Attention heads (divides hidden).")
+    seq_len: int = Field(ge=1, description="Sequence length s, tokens.")
+    micro_batch: int = Field(ge=1, description="Sequences per micro-batch b.")
+    dtype: Precision = Field(description="Precision of weights and activations: bf16, fp16, fp8, tf32 or fp32.")
+    fwd_bwd_time_s: float = Field(gt=0, description="Median time of one forward + backward of the layer, seconds.")
+    model_tflops: float = Field(
+        gt=0,
+        description="Model FLOP rate, TFLOP/s: 3 x (24 b s h^2 + 4 b s^2 h) / fwd_bwd_time_s / 1e12 "
+        "(Narayanan et al. 2021).",
+    )
+
+    @model_validator(mode="after")
+    def _rate_matches_time(self) -> LayerMeasurement:
+        if self.hidden % self.heads:
+            raise ValueError(f"heads: {self.heads} does not divide hidden {self.hidden}")
+        _check_rate("model_tflops", self.model_tflops,
+                    layer_fwd_bwd_flops(self.hidden, self.seq_len, self.micro_batch), self.fwd_bwd_time_s, 1e12,
+                    "3*(24*b*s*h^2+4*b*s^2*h)/fwd_bwd_time_s/1e12")
+        return self
+
+
+class MemoryMeasurement(BaseModel):
+    """One timed device-to-device copy and the HBM bandwidth it achieved (read + write)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    size_bytes: int = Field(ge=1, description="Bytes copied (the size of the source buffer).")
+    time_s: float = Field(gt=0, description="Median time of one copy, seconds.")
+    bandwidth_GBps: float = Field(
+        gt=0, description="HBM bandwidth, GB/s (1e9 bytes/s), read + write counted: 2 x size_bytes / time_s / 1e9."
+    )
+
+    @model_validator(mode="after")
+    def _rate_matches_time(self) -> MemoryMeasurement:
+        _check_rate("bandwidth_GBps", self.bandwidth_GBps, copy_bytes_moved(self.size_bytes), self.time_s, 1e9,
+                    "2*size_bytes/time_s/1e9")
+        return self
+
+
+class ComputeCalibration(BaseModel):
+    """Compute rates measured on one GPU, with the provenance needed to trust or reject them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gpu_name: str = Field(min_length=1, description="GPU name as torch.cuda.get_device_name reports it.")
+    driver_version: str | None = Field(default=None, description="NVIDIA driver version (nvidia-smi), or null.")
+    cuda_version: str | None = Field(default=None, description="torch.version.cuda, or null.")
+    torch_version: str = Field(min_length=1, description="torch.__version__ of the measuring run.")
+    measured_at: str = Field(
+        description="When the measurement ran, ISO 8601 date-time (e.g. 2025-01-31T12:00:00+00:00)."
+    )
+    host: str | None = Field(default=None, description="Hostname of the measuring machine, or null.")
+    gemms: list[GemmMeasurement] = Field(min_length=1, description="Timed GEMMs (at least one).")
+    layers: list[LayerMeasurement] = Field(description="Timed transformer layers, forward + backward.")
+    memory: list[MemoryMeasurement] = Field(description="Timed device-to-device copies (HBM bandwidth).")
+    notes: str | None = Field(default=None, description="Free text: settings, caveats, who ran it.")
+
+    @field_validator("measured_at", mode="before")
+    @classmethod
+    def _iso_date_time(cls, value: Any) -> Any:
+        # YAML reads an unquoted 2025-01-31T12:00:00Z as a datetime; keep it as the ISO string.
+        if isinstance(value, datetime):
+            return value.isoformat()
+        if isinstance(value, str):
+            try:
+                datetime.fromisoformat(value)
+            except ValueError:
+                raise ValueError(f"not an ISO 8601 date-time: {value!r} (e.g. 2025-01-31T12:00:00+00:00)") from None
+        return value
+
+    def gemm_efficiency(self, peak_tflops: float, dtype: Precision | None = None) -> float:
+        """Median over the GEMMs (of `dtype`, or all when they share one) of achieved / `peak_tflops`.
+
+        The compute model's `efficiency` for GEMM-bound ops (DESIGN.md section 6). CalibrationError if
+        the peak is not positive, no GEMM has `dtype`, dtypes are mixed and none is chosen, or the
+        median exceeds the peak (the peak belongs to another GPU or precision).
+        """
+        if peak_tflops <= 0:
+            raise CalibrationError(f"gemm_efficiency: peak_tflops must be > 0, got {peak_tflops}")
+        dtypes = sorted({g.dtype for g in self.gemms})
+        if dtype is None and len(dtypes) > 1:
+            raise CalibrationError(f"gemm_efficiency: GEMMs of several dtypes {dtypes}; pass dtype= one of them")
+        rates = [g.tflops for g in self.gemms if dtype is None or g.dtype == dtype]
+        if not rates:
+            raise CalibrationError(f"gemm_efficiency: no GEMM of dtype {dtype}; measured: {dtypes}")
+        efficiency = statistics.median(rates) / peak_tflops
+        if efficiency > 1.0:
+            raise CalibrationError(
+                f"gemm_efficiency: median {statistics.median(rates):g} TFLOP/s exceeds peak {peak_tflops:g} "
+                f"(is the peak for {self.gpu_name}, {dtype or dtypes[0]}, dense?)"
+            )
+        return efficiency
+
+    def memory_bandwidth_GBps(self) -> float:
+        """Highest measured HBM bandwidth, GB/s (read + write): the compute model's hbm x mem_efficiency."""
+        if not self.memory:
+            raise CalibrationError("compute.memory: no memory measurements; cannot give a bandwidth")
+        return max(m.bandwidth_GBps for m in self.memory)
+
+
+def _describe(exc: ValidationError) -> str:
+    """`compute.<path>: <message>` per error, joined by '; ' on one line.
+
+    A model validator's message starts with the offending field ("tflops: ..."); that field joins
+    the path, so a bad rate reads `compute.gemms.0.tflops: ...`.
+    """
+    parts = []
+    for err in exc.errors():
+        path = ["compute", *(str(p) for p in err["loc"])]
+        message = str(err["msg"]).removeprefix("Value error, ")
+        field, sep, rest = message.partition(": ")
+        if err["type"] == "value_error" and sep and field.isidentifier():
+            path.append(field)
+            message = rest
+        elif err["type"] == "missing":
+            message = "missing (required)"
+        elif isinstance(err.get("input"), str | int | float | bool | type(None)):
+            message = f"{message} (got {err['input']!r})"
+        parts.append(f"{'.'.join(path)}: {message}")
+    return "; ".join(parts).replace("\n", " ")
+
+
+def compute_calibration_from_dict(data: Any, source: str) -> ComputeCalibration:
+    """Validate the `compute:` section `data` read from `source` (a file name, for messages).
+
+    CalibrationError on one line, "<source>: compute.<field path>: <what is wrong>", otherwise.
+    """
+    if not isinstance(data, Mapping):
+        raise CalibrationError(f"{source}: compute: expected a mapping of fields, found {type(data).__name__}")
+    try:
+        return ComputeCalibration.model_validate(dict(data))
+    except ValidationError as exc:
+        raise CalibrationError(f"{source}: {_describe(exc)}") from None
+
+
+def compute_calibration_to_dict(calibration: ComputeCalibration) -> dict[str, Any]:
+    """The `compute:` section as plain dicts, lists, str, int, float and None (yaml.safe_dump-able)."""
+    return calibration.model_dump(mode="json")

@@ -13,8 +13,8 @@ from simulator.collectives.algorithms import ring_shape, shapes_for, tree_net_vo
 from simulator.collectives.busbw import busbw_factor
 from simulator.collectives.comm import INTRA_EFFICIENCY, CommView
 from simulator.collectives.cost import estimate
-from simulator.collectives.params import prior_params
 from simulator.collectives.flows import collective_flow, collective_resources
+from simulator.collectives.params import prior_params
 from simulator.collectives.predict import collective_table, predict_collective, simulate_alone, size_sweep
 from simulator.core.errors import ConfigError
 from simulator.network.engine import FlowEngine

@@ -112,13 +112,14 @@ def transformer_gemms(hidden: int, tokens: int) -> list[tuple[int, int, int]]:
 
 
 def build_layer(hidden: int) -> Any:
-    """The layer's weights as torch.nn modules, bf16, on the GPU."""
+    """The layer's weights as torch.nn modules, created in bf16 on the GPU (no slow CPU init)."""
     h = hidden
-    modules = {
-        "ln1": torch.nn.LayerNorm(h), "qkv": torch.nn.Linear(h, 3 * h), "proj": torch.nn.Linear(h, h),
-        "ln2": torch.nn.LayerNorm(h), "up": torch.nn.Linear(h, 4 * h), "down": torch.nn.Linear(4 * h, h),
-    }
-    return torch.nn.ModuleDict(modules).to(device="cuda", dtype=torch.bfloat16)
+    on_gpu: dict[str, Any] = {"device": "cuda", "dtype": torch.bfloat16}
+    return torch.nn.ModuleDict({
+        "ln1": torch.nn.LayerNorm(h, **on_gpu), "qkv": torch.nn.Linear(h, 3 * h, **on_gpu),
+        "proj": torch.nn.Linear(h, h, **on_gpu), "ln2": torch.nn.LayerNorm(h, **on_gpu),
+        "up": torch.nn.Linear(h, 4 * h, **on_gpu), "down": torch.nn.Linear(4 * h, h, **on_gpu),
+    })
 
 
 def layer_forward(layer: Any, x: Any, heads: int) -> Any:

@@ -18,14 +18,15 @@ PACKAGES = ("simulator", "topologies", "workloads")
 # package prefix -> prefixes it must not import
 FORBIDDEN = {
     "topologies": ("workloads", "simulator.collectives", "simulator.network", "simulator.cli",
-                   "simulator.validation", "simulator.calibration"),
+                   "simulator.validation", "simulator.calibration", "simulator.measurements"),
     "workloads": ("topologies", "simulator.collectives", "simulator.network", "simulator.cli",
-                  "simulator.validation", "simulator.calibration"),
+                  "simulator.validation", "simulator.calibration", "simulator.measurements"),
     "simulator.core": ("topologies", "workloads", "simulator.collectives", "simulator.network",
-                       "simulator.cli", "simulator.validation", "simulator.calibration"),
+                       "simulator.cli", "simulator.validation", "simulator.calibration", "simulator.measurements"),
     "simulator.network": ("topologies", "workloads", "simulator.collectives", "simulator.cli",
-                          "simulator.validation", "simulator.calibration"),
-    "simulator.collectives": ("simulator.cli", "simulator.validation", "simulator.calibration"),
+                          "simulator.validation", "simulator.calibration", "simulator.measurements"),
+    "simulator.collectives": ("simulator.cli", "simulator.validation", "simulator.calibration", "simulator.measurements"),
+    "simulator.measurements": ("simulator.cli", "simulator.validation", "simulator.calibration"),
     "simulator.calibration": ("simulator.cli",),
     "simulator.validation": ("simulator.cli",),
 }

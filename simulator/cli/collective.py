@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from simulator.calibration.nccl_tests import NcclRow, format_nccl_tests_table
 from simulator.cli.common import parse_env, size_option
 from simulator.cli.topology_args import resolve_cluster
 from simulator.collectives.busbw import COLLECTIVES
@@ -15,6 +14,7 @@ from simulator.collectives.comm import comm_view
 from simulator.collectives.predict import collective_table, size_sweep
 from simulator.collectives.select import ALGO_CHOICES, PROTO_CHOICES
 from simulator.core.errors import ConfigError
+from simulator.measurements.nccl_tests import NcclRow, format_nccl_tests_table
 from topologies.build import build
 
 REDOP = {"all_reduce": "sum", "reduce_scatter": "sum", "reduce": "sum"}

@@ -11,11 +11,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from simulator.calibration.nccl_tests import parse_log
 from simulator.cli.common import read_text
 from simulator.core.errors import ClusterSimError, ConfigError
+from simulator.measurements.manifest import log_path, parse_manifest
+from simulator.measurements.nccl_tests import parse_log
 from simulator.validation.accuracy import ErrorSummary, ValidationReport, report_to_json
-from simulator.validation.manifest import log_path, parse_manifest
 from simulator.validation.run import validate_log
 
 HELP = """Predict every row of every log listed in a manifest and report the error on time.

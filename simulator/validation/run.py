@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from simulator.calibration.nccl_tests import NcclLog
 from simulator.collectives.comm import comm_view
 from simulator.collectives.predict import predict_collective
 from simulator.core.errors import ConfigError
+from simulator.measurements.manifest import ManifestEntry
+from simulator.measurements.nccl_tests import NcclLog
 from simulator.validation.accuracy import LogReport, RowError
-from simulator.validation.manifest import ManifestEntry
 from topologies.build import build
 from topologies.spec import topology_spec_from_fields
 

@@ -29,15 +29,15 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from simulator.calibration.nccl_tests_json import (
+from simulator.collectives.busbw import COLLECTIVES
+from simulator.core.errors import ConfigError, LogParseError
+from simulator.core.units import GIB, KIB, MIB
+from simulator.measurements.nccl_tests_json import (
     decode_json_log,
     nccl_version_from_code,
     record_fields,
     run_info,
 )
-from simulator.collectives.busbw import COLLECTIVES
-from simulator.core.errors import ConfigError, LogParseError
-from simulator.core.units import GIB, KIB, MIB
 
 TEXT_FORMATS = ("nccl-tests", "nccl-tests-prefixed", "nccl-tests-trimmed", "nccl-tests-old", "torch-bench")
 JSON_FORMATS = ("nccl-tests-json",)

@@ -21,7 +21,7 @@ string "nan"; "nwrong" is null without -c; "out_of_place" is null in trace-repla
 writes the document on one line; a pretty-printed one works the same, with real line numbers.
 
 This module walks the document: it finds each result record's line, checks its fields and returns
-them keyed by NcclRow's field names; simulator.calibration.nccl_tests.parse_nccl_tests_json builds the
+them keyed by NcclRow's field names; simulator.measurements.nccl_tests.parse_nccl_tests_json builds the
 rows (this module does not import that one, which dispatches to it).
 """
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simulator.calibration.nccl_tests import NcclRow, format_nccl_tests_table, parse_nccl_tests
 from simulator.collectives.busbw import COLLECTIVES
 from simulator.core.errors import ConfigError
+from simulator.measurements.nccl_tests import NcclRow, format_nccl_tests_table, parse_nccl_tests
 
 FIRST_ROW_LINE = 6
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from simulator.core.errors import ConfigError
-from simulator.validation.manifest import ManifestEntry, log_path, parse_manifest
+from simulator.measurements.manifest import ManifestEntry, log_path, parse_manifest
 
 DATA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "nccl-tests"
 BASE = Path("/data/logs")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.calibration.nccl_tests import NcclRow, parse_log, parse_nccl_tests
 from simulator.core.errors import ConfigError, LogParseError
+from simulator.measurements.nccl_tests import NcclRow, parse_log, parse_nccl_tests
 
 HEADER = """\
 # nThread 1 nGpus 1 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20 validation: 1

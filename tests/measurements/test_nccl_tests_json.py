@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from simulator.calibration.nccl_tests import NcclRow, parse_log, parse_nccl_tests_json
-from simulator.calibration.nccl_tests_json import nccl_version_from_code
 from simulator.core.errors import LogParseError
+from simulator.measurements.nccl_tests import NcclRow, parse_log, parse_nccl_tests_json
+from simulator.measurements.nccl_tests_json import nccl_version_from_code
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "nccl_tests_all_reduce_2x8.json"
 

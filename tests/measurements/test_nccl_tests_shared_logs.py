@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simulator.calibration.nccl_tests import (
+from simulator.measurements.nccl_tests import (
     NcclLog,
     NcclRow,
     format_nccl_tests_table,

@@ -16,9 +16,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from simulator.calibration.nccl_tests import LOG_FORMATS
 from simulator.collectives.busbw import COLLECTIVES
 from simulator.core.errors import ConfigError
+from simulator.measurements.nccl_tests import LOG_FORMATS
 
 _ENV_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
 

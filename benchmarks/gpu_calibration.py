@@ -63,7 +63,6 @@ GIB = 1024**3
 NO_GPU = "gpu_calibration: no CUDA GPU visible ({why}); run this on a machine with an NVIDIA GPU"
 
 
-
 @dataclass(frozen=True)
 class Plan:
     """What one run measures: (hidden, tokens) GEMM sets, (hidden, heads, seq_len, micro_batch) layers,

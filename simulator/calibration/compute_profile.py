@@ -160,6 +160,14 @@ class ComputeCalibration(BaseModel):
                 raise ValueError(f"not an ISO 8601 date-time: {value!r} (e.g. 2025-01-31T12:00:00+00:00)") from None
         return value
 
+    @field_validator("driver_version", "cuda_version", "torch_version", mode="before")
+    @classmethod
+    def _version_is_text(cls, value: Any) -> Any:
+        # YAML reads an unquoted 12.4 as a float (and 12.10 as 12.1): ask for quotes rather than guess.
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            raise ValueError(f"YAML read {value!r} as a number; quote the version, e.g. '{value}'")
+        return value
+
     def gemm_efficiency(self, peak_tflops: float, dtype: Precision | None = None) -> float:
         """Median over the GEMMs (of `dtype`, or all when they share one) of achieved / `peak_tflops`.
 
@@ -200,12 +208,13 @@ def _describe(exc: ValidationError) -> str:
     for err in exc.errors():
         path = ["compute", *(str(p) for p in err["loc"])]
         message = str(err["msg"]).removeprefix("Value error, ")
-        field, sep, rest = message.partition(": ")
-        if err["type"] == "value_error" and sep and field.isidentifier():
-            path.append(field)
-            message = rest
-        elif err["type"] == "missing":
+        if err["type"] == "missing":
             message = "missing (required)"
+        elif err["type"] == "value_error":  # our own checks; they quote the value themselves
+            field, sep, rest = message.partition(": ")
+            if sep and field.isidentifier():
+                path.append(field)
+                message = rest
         elif isinstance(err.get("input"), str | int | float | bool | type(None)):
             message = f"{message} (got {err['input']!r})"
         parts.append(f"{'.'.join(path)}: {message}")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibrated_params, load_profile
 from simulator.cli.common import parse_env, size_option
 from simulator.cli.topology_args import resolve_cluster
 from simulator.collectives.busbw import COLLECTIVES
@@ -36,6 +38,8 @@ Examples:
       --intra-node nvswitch-nvlink4 --transport efa --nics-per-node 32 --nic-gbps 100
 
   clustersim collective --topology dgx-h100 --algo ring --proto simple --json
+
+  clustersim collective --topology abci-a --nodes 8 --calibration abci-profile.yaml
 """
 
 
@@ -56,6 +60,8 @@ def collective(
     env: Annotated[str | None, typer.Option(help="NCCL environment, e.g. 'NCCL_ALGO=ring NCCL_NVLS_ENABLE=0'.")] = None,
     dtype: Annotated[str, typer.Option(help="Element type (sets the count column).")] = "float",
     engine: Annotated[bool, typer.Option(help="Run each size through the SimPy flow engine.")] = False,
+    calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
+    force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows instead of a table.")] = False,
     gpu: Annotated[str | None, typer.Option(help="Cluster as flags: GPU model (e.g. H100-SXM5-80GB).")] = None,
     gpus_per_node: Annotated[int | None, typer.Option(help="Cluster as flags: GPUs per node.")] = None,
@@ -71,7 +77,8 @@ def collective(
     sizes = size_sweep(size_option(min_bytes, "-b"), size_option(max_bytes, "-e"), factor)
     spec = resolve_cluster(topology, nodes, gpu, gpus_per_node, intra_node, transport, nics_per_node, nic_gbps)
     view = comm_view(build(spec))
-    rows = collective_table(view, op, sizes, algo, proto, parse_env(env), dtype, use_engine=engine)
+    params = calibrated_params(load_profile(calibration), spec.gpu, spec.intra_node, view, force_calibration)
+    rows = collective_table(view, op, sizes, algo, proto, parse_env(env), dtype, use_engine=engine, params=params)
     if as_json:
         payload = {"topology": spec.name, "nodes": spec.nodes, "ranks": view.n_ranks, "op": op,
                    "rows": [{"size_bytes": r.size_bytes, "time_us": round(r.time_us, 3),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -11,24 +10,25 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from simulator.cli.common import read_text
-from simulator.core.errors import ClusterSimError, ConfigError
-from simulator.measurements.manifest import log_path, parse_manifest
-from simulator.measurements.nccl_tests import parse_log
+from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibrated_params, load_profile
+from simulator.cli.measured import load_measured
 from simulator.validation.accuracy import ErrorSummary, ValidationReport, report_to_json
-from simulator.validation.run import validate_log
+from simulator.validation.run import predict_log
 
 HELP = """Predict every row of every log listed in a manifest and report the error on time.
 
 Error per row is |predicted - measured| / measured (out-of-place time); each log and the whole
 set are summarised by median and p90, separately for sizes >= 1 MiB and < 1 MiB. Rows of size 0
-are left out. Each prediction uses only the entry's cluster description (uncalibrated prior).
+are left out. Each prediction uses only the entry's cluster description and the published-facts
+prior, or the parameters a calibration profile fitted for that hardware (--calibration).
 
 Example:
 
   clustersim validate --manifest ../shared/data/nccl-tests/manifest.yaml
 
   clustersim validate --manifest manifest.yaml --json > accuracy.json
+
+  clustersim validate --manifest manifest.yaml --calibration profile.yaml
 """
 
 
@@ -47,29 +47,21 @@ def _summary_cells(s: ErrorSummary) -> list[str]:
 
 def validate(
     manifest: Annotated[Path, typer.Option(help="Manifest YAML listing the logs and their clusters.")],
+    calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
+    force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    parsed = parse_manifest(read_text(manifest, "manifest"), str(manifest), manifest.resolve().parent)
-    err = Console(stderr=True)
-    for warning in parsed.warnings:
-        err.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
-    reports = []
-    for entry in parsed.entries:
-        path = log_path(parsed, entry)
-        log = parse_log(read_text(path, f"log of manifest entry {entry.file!r}"), str(path), entry.format)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                reports.append(validate_log(entry, log))
-            except ClusterSimError as exc:
-                raise ConfigError(f"{manifest}: entry {entry.file}: {exc}") from None
-        for record in caught:
-            err.print(f"[yellow]warning:[/] {record.message}", highlight=False, soft_wrap=True)
+    profile = load_profile(calibration)
+    reports = [
+        predict_log(m, calibrated_params(profile, m.entry.gpu, m.entry.intra_node, m.view, force_calibration))
+        for m in load_measured(manifest)
+    ]
     report = ValidationReport(tuple(reports))
     if as_json:
         typer.echo(json.dumps(report_to_json(report), indent=2))
         return
-    table = Table(title="Prediction error on time, |pred - meas| / meas (uncalibrated)")
+    which = f"calibrated with {calibration}" if calibration else "uncalibrated"
+    table = Table(title=f"Prediction error on time, |pred - meas| / meas ({which})")
     for col in ("log", "op", "rows", ">=1MiB median", ">=1MiB p90", "<1MiB median", "<1MiB p90"):
         table.add_column(col, justify="left" if col in ("log", "op") else "right")
     for log_report in reports:

@@ -85,3 +85,4 @@ MAX_CHANNELS: Final = 32
 # multiplied by the rank count).
 THREADS_PER_CHANNEL: Final = {"ll": 512, "ll128": 640, "simple": 512}
 THREAD_THRESHOLD_BYTES: Final = {"ll": 8, "ll128": 8, "simple": 64}
+

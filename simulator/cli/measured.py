@@ -1,0 +1,45 @@
+"""Loading a manifest's measured logs for the commands that compare with them."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+from rich.console import Console
+
+from simulator.cli.common import read_text
+from simulator.core.errors import ClusterSimError, ConfigError
+from simulator.measurements.dataset import MeasuredLog, measured_log
+from simulator.measurements.manifest import log_path, parse_manifest
+from simulator.measurements.nccl_tests import parse_log
+
+
+def load_measured(manifest: Path, only: list[str] | None = None) -> list[MeasuredLog]:
+    """Parse the manifest and every log it lists (or those named in `only`), building each cluster.
+
+    Warnings (unknown manifest keys, ignored fields) go to stderr; any error names the manifest,
+    the entry and what was wrong."""
+    err = Console(stderr=True)
+    parsed = parse_manifest(read_text(manifest, "manifest"), str(manifest), manifest.resolve().parent)
+    for warning in parsed.warnings:
+        err.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+    entries = parsed.entries
+    if only:
+        known = {entry.file for entry in entries}
+        missing = [name for name in only if name not in known]
+        if missing:
+            raise ConfigError(f"--only: {', '.join(missing)} not listed in {manifest}")
+        entries = tuple(entry for entry in entries if entry.file in only)
+    logs = []
+    for entry in entries:
+        path = log_path(parsed, entry)
+        log = parse_log(read_text(path, f"log of manifest entry {entry.file!r}"), str(path), entry.format)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                logs.append(measured_log(entry, log))
+            except ClusterSimError as exc:
+                raise ConfigError(f"{manifest}: entry {entry.file}: {exc}") from None
+        for record in caught:
+            err.print(f"[yellow]warning:[/] {record.message}", highlight=False, soft_wrap=True)
+    return logs

@@ -1,0 +1,79 @@
+"""Measured logs ready to predict: each log's rows with the cluster its manifest entry describes.
+
+Validation and calibration both start here: a `MeasuredLog` holds the parsed rows (size > 0;
+size-0 rows move no data), the communicator view of the entry's cluster, and the hardware key
+that says which calibration may apply to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.collectives.comm import CommView, comm_view
+from simulator.core.errors import ConfigError
+from simulator.measurements.manifest import ManifestEntry
+from simulator.measurements.nccl_tests import NcclLog, NcclRow
+from topologies.build import build
+from topologies.spec import topology_spec_from_fields
+
+
+@dataclass(frozen=True, order=True)
+class HardwareKey:
+    """What a calibration is specific to: the GPU, its intra-node fabric, the network transport."""
+
+    gpu: str
+    intra_node: str
+    transport: str | None
+
+    def label(self) -> str:
+        return f"{self.gpu} / {self.intra_node} / {self.transport or 'single node'}"
+
+    @classmethod
+    def of(cls, gpu: str, intra_node: str, view: CommView) -> HardwareKey:
+        """The key of a cluster: its network transport counts only when it spans nodes."""
+        return cls(gpu, intra_node, view.transport if view.multi_node else None)
+
+
+@dataclass(frozen=True)
+class MeasuredLog:
+    """One log's measured rows and the cluster they were measured on."""
+
+    entry: ManifestEntry
+    view: CommView
+    rows: tuple[NcclRow, ...]
+
+    @property
+    def file(self) -> str:
+        return self.entry.file
+
+    @property
+    def hardware(self) -> HardwareKey:
+        return HardwareKey.of(self.entry.gpu, self.entry.intra_node, self.view)
+
+
+def check_log_matches(entry: ManifestEntry, log: NcclLog) -> None:
+    """A log must be what its entry says: the same collective and, where stated, rank count."""
+    if log.collective is not None and log.collective != entry.collective:
+        raise ConfigError(
+            f"{entry.file}: the log ran {log.collective} but its manifest entry says {entry.collective}"
+        )
+    ranks = entry.gpus_per_node * entry.nodes
+    if log.nranks is not None and log.nranks != ranks:
+        raise ConfigError(
+            f"{entry.file}: the log lists {log.nranks} ranks but its manifest entry describes "
+            f"{entry.nodes} node(s) x {entry.gpus_per_node} GPU(s) = {ranks}"
+        )
+
+
+def measured_log(entry: ManifestEntry, log: NcclLog) -> MeasuredLog:
+    """Check a parsed log against its entry and build the entry's cluster."""
+    check_log_matches(entry, log)
+    spec = topology_spec_from_fields(
+        gpu=entry.gpu, gpus_per_node=entry.gpus_per_node, nodes=entry.nodes,
+        intra_node=entry.intra_node, inter_node=entry.inter_node,
+        nvlink_domain_gpus=entry.nvlink_domain_gpus, name=entry.file,
+    )
+    rows = tuple(row for row in log.rows if row.size_bytes > 0)
+    if not rows:
+        raise ConfigError(f"{entry.file}: no rows with a size above 0 to compare with")
+    return MeasuredLog(entry, comm_view(build(spec)), rows)

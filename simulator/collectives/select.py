@@ -1,4 +1,4 @@
-"""Choosing the algorithm and protocol, as NCCL does: the fastest predicted, unless pinned.
+"""Choosing the algorithm and protocol as NCCL does: by its tuner's ranking, unless pinned.
 
 Pins follow NCCL's environment: NCCL_ALGO and NCCL_PROTO take comma-separated lists (case does
 not matter; a leading '^' excludes the listed ones), NCCL_NVLS_ENABLE=0 turns NVLink SHARP off,
@@ -88,21 +88,34 @@ def candidate_shapes(op: str, v: CommView, algos: set[str] | None) -> list[AlgoS
     return [shape for shape in shapes if shape.algo in algos]
 
 
+def selection_time_s(est: CollectiveEstimate, ring: dict[str, CollectiveEstimate], v: CommView) -> float:
+    """The time NCCL's tuner ranks a candidate by. It models a tree's bandwidth as 0.9 x half the
+    channels' bus bandwidth, a ring's as n / 2(n-1) of it (tuning.cc), so for the same channels it
+    never credits a tree with more bandwidth than 0.9 (n-1)/n of the ring's: trees win on latency,
+    rings on bandwidth, whatever a tree could do on two nodes. The prediction itself keeps the
+    tree's own time; only the choice follows the tuner."""
+    if est.algo != "tree" or est.proto not in ring:
+        return est.time_s
+    ring_est = ring[est.proto]
+    ring_bw_s = ring_est.size_bytes * max(spb for _, spb in ring_est.demand_s_per_byte)
+    credited = max(est.bandwidth_s, ring_bw_s / (0.9 * (v.n_ranks - 1) / v.n_ranks))
+    return est.latency_s + est.fill_s + credited
+
+
 def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView,
                   protos: set[str] | None, params: ModelParams) -> CollectiveEstimate:
-    """The fastest (algorithm, protocol) among those allowed; ConfigError if none is."""
-    best: CollectiveEstimate | None = None
-    for shape in shapes:
-        for proto in PROTOCOLS:
-            if (protos is not None and proto not in protos) or not protocol_allowed(shape, proto, v):
-                continue
-            est = estimate(op, size_bytes, shape, proto, v, params)
-            if best is None or est.time_s < best.time_s:
-                best = est
-    if best is None:
+    """The (algorithm, protocol) NCCL would pick among those allowed; ConfigError if none is."""
+    candidates = [
+        estimate(op, size_bytes, shape, proto, v, params)
+        for shape in shapes
+        for proto in PROTOCOLS
+        if (protos is None or proto in protos) and protocol_allowed(shape, proto, v)
+    ]
+    if not candidates:
         names = ", ".join(shape.algo for shape in shapes) or "none"
         raise ConfigError(
             f"no allowed algorithm/protocol for {op} on this cluster (algorithms available: {names}; "
             f"protocols allowed: {', '.join(sorted(protos)) if protos else 'none'})"
         )
-    return best
+    ring = {est.proto: est for est in candidates if est.algo == "ring"}
+    return min(candidates, key=lambda est: selection_time_s(est, ring, v))

@@ -138,14 +138,30 @@ def test_engine_equals_closed_form_when_alone(v, size, op):
 
 
 @settings(max_examples=60, deadline=None)
+@given(v=views, size=sizes, op=st.sampled_from(OPS), scale=st.floats(1.0, 8.0),
+       pin=st.sampled_from([("ring", "simple"), ("ring", "ll"), ("ring", "ll128"), ("tree", "simple")]))
+def test_more_bandwidth_is_never_slower(v, size, op, scale, pin):
+    """With the algorithm and protocol fixed, more intra-node or network bandwidth never makes a
+    collective slower."""
+    algo, proto = pin
+    try:
+        base = predict_collective(v, op, size, algo=algo, proto=proto).time_s
+    except ConfigError:
+        return  # that pair does not exist on this cluster (tree on one node, LL128 on PCIe)
+    for field in ("intra_Bps", "net_Bps"):
+        faster = CommView(**{**v.__dict__, field: getattr(v, field) * scale})
+        assert predict_collective(faster, op, size, algo=algo, proto=proto).time_s <= base * (1 + 1e-12)
+
+
+@settings(max_examples=60, deadline=None)
 @given(v=views, size=sizes, op=st.sampled_from(OPS), scale=st.floats(1.0, 8.0))
-def test_more_bandwidth_is_never_slower(v, size, op, scale):
-    """Scaling up intra-node or network bandwidth never makes a collective slower."""
+def test_more_bandwidth_is_not_slower_with_nccl_choosing(v, size, op, scale):
+    """With NCCL's tuner choosing, more bandwidth can tip its ranking to another algorithm that is
+    a little slower (NCCL does this too); it never costs more than a few percent."""
     base = predict_collective(v, op, size).time_s
-    faster_intra = CommView(**{**v.__dict__, "intra_Bps": v.intra_Bps * scale})
-    faster_net = CommView(**{**v.__dict__, "net_Bps": v.net_Bps * scale})
-    assert predict_collective(faster_intra, op, size).time_s <= base * (1 + 1e-12)
-    assert predict_collective(faster_net, op, size).time_s <= base * (1 + 1e-12)
+    for field in ("intra_Bps", "net_Bps"):
+        faster = CommView(**{**v.__dict__, field: getattr(v, field) * scale})
+        assert predict_collective(faster, op, size).time_s <= base * 1.05
 
 
 @settings(max_examples=60, deadline=None)

@@ -102,8 +102,8 @@ def profile_to_dict(profile: CalibrationProfile) -> dict[str, Any]:
                 "parameters": {p.name: _param_to_dict(p) for p in s.params},
                 "sources": [
                     {"file": r.file, "rows": r.rows,
-                     "median_abs_pct_error_prior": round(r.median_abs_pct_error_prior, 3),
-                     "median_abs_pct_error_fitted": round(r.median_abs_pct_error_fitted, 3)}
+                     "median_abs_pct_error_prior": r.median_abs_pct_error_prior,
+                     "median_abs_pct_error_fitted": r.median_abs_pct_error_fitted}
                     for r in s.residuals
                 ],
             }

@@ -1,0 +1,129 @@
+"""Calibration: the fit recovers known parameters, stays physical, never hurts; profiles round-trip."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from simulator.calibration.fit import fit_hardware, free_parameters, group_by_hardware
+from simulator.calibration.profile import CalibrationProfile, profile_from_dict, profile_to_dict
+from simulator.collectives.comm import CommView
+from simulator.collectives.params import PARAMS, prior_params
+from simulator.collectives.predict import predict_collective
+from simulator.core.errors import CalibrationError
+from simulator.measurements.dataset import HardwareKey, MeasuredLog
+from simulator.measurements.manifest import ManifestEntry
+from simulator.measurements.nccl_tests import NcclRow
+
+SIZES = [2**k for k in range(3, 34, 2)]
+
+
+def _view(nodes: int) -> CommView:
+    return CommView(n_ranks=8 * nodes, n_nodes=nodes, ranks_per_node=8, arch="ampere", intra_kind="nvlink",
+                    intra_Bps=300e9, net_Bps=100e9 if nodes > 1 else 0.0, nics_per_node=4,
+                    transport="ib" if nodes > 1 else None, nvls=False, sharp=False, gpudirect_rdma=True)
+
+
+def synthetic_log(nodes: int, **truth: float) -> MeasuredLog:
+    """A log 'measured' on a cluster whose true parameters are the prior with `truth` changed."""
+    view = _view(nodes)
+    params = prior_params(_view(2)).updated(truth)
+    rows = tuple(
+        NcclRow(size, size // 4, "float", "sum", -1,
+                predict_collective(view, "all_reduce", size, params=params).time_s * 1e6,
+                None, None, None, None, None, i + 1)
+        for i, size in enumerate(SIZES)
+    )
+    entry = ManifestEntry(file=f"synthetic-{nodes}node.txt", collective="all_reduce", gpu="A100-SXM4-40GB",
+                          gpus_per_node=8, nodes=nodes, intra_node="nvswitch-nvlink3",
+                          inter_node={"transport": "ib", "nics_per_node": 4, "nic_gbps": 200} if nodes > 1 else None)
+    return MeasuredLog(entry, view, rows)
+
+
+TRUTH = {"intra_efficiency": 0.6, "net_efficiency": 0.7, "latency_scale": 1.5}
+
+
+def _fit():
+    logs = [synthetic_log(1, **TRUTH), synthetic_log(2, **TRUTH), synthetic_log(4, **TRUTH)]
+    return logs, fit_hardware(HardwareKey("A100-SXM4-40GB", "nvswitch-nvlink3", "ib"), logs)
+
+
+def test_fit_recovers_known_parameters():
+    """Measurements made with known parameters are fitted back within 10%, in-sample error < 2%."""
+    _, section = _fit()
+    fitted = {p.name: p.value for p in section.params}
+    for name, value in TRUTH.items():
+        assert fitted[name] == pytest.approx(value, rel=0.10), name
+    assert all(r.median_abs_pct_error_fitted < 2.0 for r in section.residuals)
+
+
+def test_fit_stays_physical_and_never_hurts():
+    """Every fitted value lies within its bounds (efficiencies in (0, 1], latencies > 0), and no
+    source log's in-sample median error gets worse than the prior's overall."""
+    logs, section = _fit()
+    for p in section.params:
+        assert PARAMS[p.name].lower <= p.value <= PARAMS[p.name].upper
+        if "efficiency" in p.name:
+            assert 0.0 < p.value <= 1.0
+        if "latency" in p.name:
+            assert p.value >= 0.0
+    prior_total = sum(r.median_abs_pct_error_prior for r in section.residuals)
+    fitted_total = sum(r.median_abs_pct_error_fitted for r in section.residuals)
+    assert fitted_total <= prior_total
+
+
+def test_single_node_logs_do_not_fit_network_parameters():
+    """Without multi-node rows the network parameters stay at their prior, marked not fitted."""
+    names = free_parameters([synthetic_log(1)])
+    assert "net_efficiency" not in names and "net_extra_latency_us" not in names
+    assert "intra_efficiency" in names
+
+
+def test_single_node_logs_join_their_hardware_group():
+    """Single-node logs of the same GPU and fabric join the networked group (they pin intra-node)."""
+    groups = group_by_hardware([synthetic_log(1), synthetic_log(2)])
+    assert list(groups) == [HardwareKey("A100-SXM4-40GB", "nvswitch-nvlink3", "ib")]
+    assert len(next(iter(groups.values()))) == 2
+
+
+def _profile() -> CalibrationProfile:
+    _, section = _fit()
+    return CalibrationProfile("0.1.0", "2026-12-02T00:00:00+00:00", (section,))
+
+
+def test_profile_round_trips():
+    """profile -> dict -> profile is identical."""
+    profile = _profile()
+    assert profile_from_dict(profile_to_dict(profile), "p.yaml") == profile
+
+
+def test_profile_of_another_schema_version_is_refused():
+    """A profile written by another schema version is an error naming the version."""
+    data = profile_to_dict(_profile())
+    data["schema_version"] = 99
+    with pytest.raises(CalibrationError, match="schema_version 99"):
+        profile_from_dict(data, "old.yaml")
+
+
+def test_profile_value_outside_bounds_is_refused():
+    """A hand-edited value outside its physical bounds is an error naming the parameter."""
+    data = profile_to_dict(_profile())
+    data["sections"][0]["parameters"]["net_efficiency"]["value"] = 1.7
+    with pytest.raises(CalibrationError, match="net_efficiency"):
+        profile_from_dict(data, "edited.yaml")
+
+
+def test_profile_applies_to_same_hardware_at_any_node_count_only():
+    """The section applies to the same GPU/fabric/transport (any node count, or one node); other
+    hardware is an error unless forced."""
+    profile = _profile()
+    same = HardwareKey("A100-SXM4-40GB", "nvswitch-nvlink3", "ib")
+    assert profile.section_for(same).hardware == same
+    assert profile.section_for(replace(same, transport=None)).hardware == same
+    other = HardwareKey("H100-SXM5-80GB", "nvswitch-nvlink4", "ib")
+    with pytest.raises(CalibrationError, match="force"):
+        profile.section_for(other)
+    assert profile.section_for(other, force=True).hardware == same
+    with pytest.raises(CalibrationError):
+        profile.section_for(replace(same, transport="roce"))

@@ -12,7 +12,7 @@ import click
 import typer
 from rich.console import Console
 
-from simulator.cli import calibrate, collective, validate
+from simulator.cli import calibrate, collective, predict, validate
 from simulator.cli import topology as topology_commands
 from simulator.core.errors import ClusterSimError
 
@@ -26,6 +26,7 @@ app = typer.Typer(
 collective.register(app)
 validate.register(app)
 calibrate.register(app)
+predict.register(app)
 topology_commands.register(app)
 
 _err = Console(stderr=True)

@@ -1,14 +1,18 @@
 """Lowering a predicted collective onto the flow engine, so concurrent collectives contend.
 
 A collective over symmetric ranks is one flow class: every rank does the same, so one class of
-size S stands for all of them (cost independent of the GPU count). Its usage of a resource is the
-seconds-per-byte the collective needs there times the resource's line rate, so alone on idle links
-the engine reproduces the closed form exactly: latency + fill first, then S at the bottleneck
-rate (or at the channel/ramp-limited rate, carried as the flow's rate cap). When two collectives
-overlap, max-min sharing of the same resources slows both.
+size S stands for all of them (cost independent of the GPU count). The shared resources are a
+GPU's intra-node links and its node's NICs. A class's usage of a resource is the seconds-per-byte
+the collective needs there times the resource's capacity, so alone on idle links the engine
+reproduces the closed form exactly: latency + fill first, then S at the bottleneck rate (or at
+the channel-limited rate, carried as the flow's rate cap). When collectives overlap, max-min
+sharing of the same resources slows each. A group that owns only a share of a resource (one
+GPU's part of its node's NICs) has that share in its seconds-per-byte already.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from simulator.collectives.comm import CommView
 from simulator.collectives.cost import CollectiveEstimate
@@ -17,14 +21,18 @@ from simulator.network.flows import FlowClass, Resource
 RESOURCE_NAMES = ("intra", "net")
 
 
-def collective_resources(v: CommView) -> list[Resource]:
-    """The shared resources of a communicator: a GPU's intra-node links and a node's NICs."""
-    return [Resource("intra", v.intra_Bps), Resource("net", max(v.net_Bps, 1.0))]
+def resource_capacities(v: CommView) -> dict[str, float]:
+    """Capacity of the shared resources of a cluster (a floor of 1 B/s keeps absent NICs valid)."""
+    return {"intra": max(v.intra_Bps, 1.0), "net": max(v.net_Bps, 1.0)}
 
 
-def collective_flow(est: CollectiveEstimate, v: CommView, name: str | None = None) -> FlowClass:
+def collective_resources(capacity: Mapping[str, float]) -> list[Resource]:
+    """The flow engine's resources, in RESOURCE_NAMES order."""
+    return [Resource(name, capacity[name]) for name in RESOURCE_NAMES]
+
+
+def collective_flow(est: CollectiveEstimate, capacity: Mapping[str, float], name: str | None = None) -> FlowClass:
     """The flow class of one collective (see module docstring)."""
-    capacity = {"intra": v.intra_Bps, "net": max(v.net_Bps, 1.0)}
     usage = tuple(
         (RESOURCE_NAMES.index(resource), spb * capacity[resource])
         for resource, spb in est.demand_s_per_byte

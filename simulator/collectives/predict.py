@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from simulator.collectives.busbw import busbw_factor
 from simulator.collectives.comm import CommView
 from simulator.collectives.cost import CollectiveEstimate
-from simulator.collectives.flows import collective_flow, collective_resources
+from simulator.collectives.flows import collective_flow, collective_resources, resource_capacities
 from simulator.collectives.params import ModelParams, prior_params
 from simulator.collectives.select import allowed_sets, best_estimate, candidate_shapes, view_for_env
 from simulator.core.errors import ConfigError
@@ -60,8 +60,9 @@ def predict_collective(v: CommView, op: str, size_bytes: int, algo: str = "auto"
 
 def simulate_alone(est: CollectiveEstimate, v: CommView) -> float:
     """Run one collective through the SimPy flow engine on idle links; returns seconds."""
-    engine = FlowEngine(collective_resources(v))
-    done = engine.transfer([collective_flow(est, v)])
+    capacity = resource_capacities(v)
+    engine = FlowEngine(collective_resources(capacity))
+    done = engine.transfer([collective_flow(est, capacity)])
     engine.run(done)
     return max(record.end_s for record in engine.records)
 

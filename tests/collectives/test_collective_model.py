@@ -13,7 +13,7 @@ from simulator.collectives.algorithms import ring_shape, shapes_for, tree_net_vo
 from simulator.collectives.busbw import busbw_factor
 from simulator.collectives.comm import INTRA_EFFICIENCY, CommView
 from simulator.collectives.cost import estimate
-from simulator.collectives.flows import collective_flow, collective_resources
+from simulator.collectives.flows import collective_flow, collective_resources, resource_capacities
 from simulator.collectives.params import prior_params
 from simulator.collectives.predict import collective_table, predict_collective, simulate_alone, size_sweep
 from simulator.core.errors import ConfigError
@@ -184,8 +184,9 @@ def test_concurrent_collectives_share_links_and_bytes_are_conserved():
     and the engine delivers exactly the bytes submitted."""
     v = view(gpus=8)
     est = predict_collective(v, "all_reduce", 1 << 30, algo="ring", proto="simple")
-    engine = FlowEngine(collective_resources(v))
-    done = engine.transfer([collective_flow(est, v, "a"), collective_flow(est, v, "b")])
+    capacity = resource_capacities(v)
+    engine = FlowEngine(collective_resources(capacity))
+    done = engine.transfer([collective_flow(est, capacity, "a"), collective_flow(est, capacity, "b")])
     engine.run(done)
     end = max(r.end_s for r in engine.records)
     bandwidth_alone = est.size_bytes * dict(est.demand_s_per_byte)["intra"]

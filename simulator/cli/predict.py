@@ -1,0 +1,235 @@
+"""`clustersim predict` and `clustersim scale`: one training step, and how it scales with nodes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibrated_params, load_profile
+from simulator.cli.common import read_text
+from simulator.collectives.comm import comm_view
+from simulator.core.errors import ConfigError
+from simulator.scenario import DEFAULT_SCENARIO, ScenarioSpec, resolve_scenario, scenario_from_data
+from simulator.training.predict import predict_step
+from simulator.training.prediction import StepPrediction
+from topologies.build import build
+from topologies.spec import TopologySpec, validate_topology_spec
+from workloads.presets import resolve_model
+from workloads.spec import ModelSpec, TrainingSpec
+
+GIB = 1024**3
+
+PREDICT_HELP = f"""Predict one training step: time, throughput, MFU, GPU idle time, memory.
+
+With no arguments: {DEFAULT_SCENARIO.name}. A scenario YAML (topology, nodes, training) or the
+options below change it; options override the file.
+
+Metrics (DESIGN.md section 9): step_time_s = wall time of one optimizer step (all micro-batches);
+compute_s = busy time of the compute stream; gpu_idle_s = step_time_s - compute_s and
+gpu_idle_fraction = gpu_idle_s / step_time_s; exposed_comm_s = time compute waits on
+communication (by collective); tokens_per_s; tflops_per_gpu = model FLOPs (6N + attention, no
+recomputation) per second per GPU; mfu = tflops_per_gpu / dense peak; memory_per_gpu_bytes and
+fits_in_memory (OOM is a result, not an error).
+
+Examples:
+
+  clustersim predict
+
+  clustersim predict --model llama2-70b --nodes 16 --strategy fsdp --micro-batch 1 --global-batch 512
+
+  clustersim predict scenario.yaml --topology dgx-a100 --json
+
+  clustersim predict --model path/to/config.json --strategy zero2 --seq-len 2048
+"""
+
+SCALE_HELP = """Scaling-efficiency curve: predict the same job (same per-GPU micro-batch and
+accumulation) at several node counts. scaling_efficiency(N) = per-GPU throughput at N / per-GPU
+throughput at the first node count given.
+
+Example:
+
+  clustersim scale --model llama2-7b --nodes 1,2,4,8,16
+"""
+
+
+def register(app: typer.Typer) -> None:
+    """Add `predict` and `scale` to the app."""
+    app.command("predict", help=PREDICT_HELP)(predict)
+    app.command("scale", help=SCALE_HELP)(scale)
+
+
+def _load_scenario(path: Path | None) -> ScenarioSpec:
+    if path is None:
+        return DEFAULT_SCENARIO
+    try:
+        data = yaml.safe_load(read_text(path, "scenario"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    return scenario_from_data(data, str(path))
+
+
+def _override(scenario: ScenarioSpec, options: dict[str, Any]) -> tuple[TopologySpec, TrainingSpec, ModelSpec]:
+    """Apply the command line to the scenario, validating every changed field."""
+    topology, training, model = resolve_scenario(scenario)
+    if options["tp"] != 1 or options["pp"] != 1:
+        raise ConfigError("--tp/--pp: tensor and pipeline parallelism are not modelled yet (use 1)")
+    if options["topology"] is not None:
+        from_name = ScenarioSpec(topology=options["topology"], nodes=options["nodes"] or topology.nodes,
+                                 training=training)
+        topology, _, _ = resolve_scenario(from_name)
+    updates = {key: options[key] for key in ("nodes", "gpus_per_node") if options[key] is not None}
+    if updates:
+        topology = validate_topology_spec({**topology.model_dump(), **updates}, "command line")
+    if options["model"] is not None:
+        model = resolve_model(options["model"])
+    train = {key: options[key] for key in ("micro_batch", "global_batch", "seq_len") if options[key] is not None}
+    if options["strategy"] is not None:
+        train["strategy"] = {**training.strategy.model_dump(), "kind": options["strategy"]}
+    if train:
+        try:
+            training = TrainingSpec.model_validate({**training.model_dump(), **train, "model": model.name})
+        except ValueError as exc:
+            raise ConfigError(f"command line: {exc}") from None
+    return topology, training, model
+
+
+def prediction_json(p: StepPrediction) -> dict[str, Any]:
+    """The `predict --json` object: the metric names of DESIGN.md section 9 and their parts."""
+    return {
+        "step_time_s": p.step_time_s, "compute_s": p.compute_s, "gpu_idle_s": p.gpu_idle_s,
+        "gpu_idle_fraction": p.gpu_idle_fraction, "exposed_comm_s": p.exposed_comm_s,
+        "exposed_comm_by_collective_s": p.comm_by_collective_s, "idle_breakdown_s": p.idle_breakdown_s,
+        "tokens_per_s": p.tokens_per_s, "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu,
+        "tflops_per_gpu": p.tflops_per_gpu, "mfu": p.mfu, "n_gpus": p.n_gpus,
+        "tokens_per_step": p.tokens_per_step, "memory_per_gpu_bytes": p.memory_per_gpu_bytes,
+        "memory_capacity_bytes": p.memory_capacity_bytes, "fits_in_memory": p.fits_in_memory,
+        "memory_breakdown_bytes": {
+            "parameters": p.memory.parameters_bytes, "gradients": p.memory.gradients_bytes,
+            "optimizer": p.memory.optimizer_bytes, "activations": p.memory.activations_bytes,
+            "buffers": p.memory.buffers_bytes, "reserve": p.memory.reserve_bytes},
+        "model": p.model, "calibration": p.calibration,
+    }
+
+
+def _run(topology: TopologySpec, training: TrainingSpec, model: ModelSpec, calibration: Path | None,
+         force: bool) -> StepPrediction:
+    profile = load_profile(calibration)
+    params = None
+    if profile is not None:
+        params = calibrated_params(profile, topology.gpu, topology.intra_node, comm_view(build(topology)), force)
+    return predict_step(topology, training, model, params)
+
+
+def _table(title: str, p: StepPrediction) -> Table:
+    table = Table("metric", "value", title=title, title_justify="left")
+    verdict = "fits" if p.fits_in_memory else "[bold red]OUT OF MEMORY[/]"
+    rows = [
+        ("step time", f"{p.step_time_s:.3f} s"),
+        ("throughput", f"{p.tokens_per_s:,.0f} tokens/s ({p.tokens_per_s_per_gpu:,.0f} per GPU)"),
+        ("model TFLOP/s per GPU", f"{p.tflops_per_gpu:.1f}  (MFU {100 * p.mfu:.1f}%)"),
+        ("GPU idle", f"{p.gpu_idle_s:.3f} s ({100 * p.gpu_idle_fraction:.1f}% of the step)"),
+        ("exposed communication", f"{p.exposed_comm_s:.3f} s"),
+        ("memory per GPU", f"{p.memory_per_gpu_bytes / GIB:.1f} GiB of {p.memory_capacity_bytes / GIB:.0f} GiB: "
+                           f"{verdict}"),
+    ]
+    for label, value in rows:
+        table.add_row(label, value)
+    table.add_section()
+    table.add_row("[bold]where the time went[/]", "")
+    table.add_row("  compute (incl. recompute, optimizer)", f"{p.compute_s:.3f} s")
+    for name, seconds in sorted(p.comm_by_collective_s.items()):
+        table.add_row(f"  waiting on {name}", f"{seconds:.3f} s")
+    other = p.gpu_idle_s - p.exposed_comm_s
+    if other > 1e-9:
+        table.add_row("  other idle (optimizer waits)", f"{other:.3f} s")
+    table.add_section()
+    m = p.memory
+    parts = (("parameters", m.parameters_bytes), ("gradients", m.gradients_bytes),
+             ("optimizer states", m.optimizer_bytes), ("activations", m.activations_bytes),
+             ("buffers", m.buffers_bytes), ("reserve", m.reserve_bytes))
+    for part, size in parts:
+        table.add_row(f"  memory: {part}", f"{size / GIB:.1f} GiB")
+    return table
+
+
+Scenario = Annotated[Path | None, typer.Argument(help="Scenario YAML (default: the embedded scenario).")]
+TopologyOpt = Annotated[str | None, typer.Option(help="Topology preset or YAML file.")]
+NodesOpt = Annotated[int | None, typer.Option(help="Nodes (servers).")]
+GpusOpt = Annotated[int | None, typer.Option(help="GPUs per node.")]
+ModelOpt = Annotated[str | None, typer.Option(help="Model preset, model YAML, or HuggingFace config.json.")]
+StrategyOpt = Annotated[str | None, typer.Option(help="ddp, zero1, zero2, zero3, fsdp or hsdp.")]
+IntOpt = Annotated[int | None, typer.Option()]
+
+
+def predict(
+    scenario: Scenario = None, topology: TopologyOpt = None, nodes: NodesOpt = None, gpus_per_node: GpusOpt = None,
+    model: ModelOpt = None, strategy: StrategyOpt = None,
+    tp: Annotated[int, typer.Option(help="Tensor parallel size (1 until TP is modelled).")] = 1,
+    pp: Annotated[int, typer.Option(help="Pipeline parallel size (1 until PP is modelled).")] = 1,
+    micro_batch: Annotated[int | None, typer.Option(help="Sequences per GPU per micro-step.")] = None,
+    global_batch: Annotated[int | None, typer.Option(help="Sequences per optimizer step.")] = None,
+    seq_len: Annotated[int | None, typer.Option(help="Tokens per sequence.")] = None,
+    calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
+    force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the metrics.")] = False,
+) -> None:
+    options = dict(topology=topology, nodes=nodes, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
+                   tp=tp, pp=pp, micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len)
+    spec = _load_scenario(scenario)
+    topo, training, model_spec = _override(spec, options)
+    p = _run(topo, training, model_spec, calibration, force_calibration)
+    if as_json:
+        typer.echo(json.dumps(prediction_json(p), indent=2))
+        return
+    title = (f"{model_spec.name}, {training.strategy.kind}, {topo.nodes} x {topo.gpus_per_node} {topo.gpu} "
+             f"({topo.name or 'cluster'})")
+    Console().print(_table(title, p))
+
+
+def scale(
+    scenario: Scenario = None, topology: TopologyOpt = None,
+    nodes: Annotated[str, typer.Option(help="Comma-separated node counts, e.g. 1,2,4,8.")] = "1,2,4,8",
+    gpus_per_node: GpusOpt = None, model: ModelOpt = None, strategy: StrategyOpt = None,
+    micro_batch: Annotated[int | None, typer.Option(help="Sequences per GPU per micro-step.")] = None,
+    grad_accum: Annotated[int, typer.Option(help="Micro-steps per optimizer step.")] = 1,
+    seq_len: Annotated[int | None, typer.Option(help="Tokens per sequence.")] = None,
+    calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
+    force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
+) -> None:
+    try:
+        counts = [int(part) for part in nodes.split(",") if part.strip()]
+    except ValueError:
+        raise ConfigError(f"--nodes: expected comma-separated integers, got {nodes!r}") from None
+    if not counts or min(counts) < 1:
+        raise ConfigError(f"--nodes: node counts must be >= 1, got {nodes!r}")
+    spec = _load_scenario(scenario)
+    rows = []
+    for count in counts:
+        options = dict(topology=topology, nodes=count, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
+                       tp=1, pp=1, micro_batch=micro_batch, global_batch=None, seq_len=seq_len)
+        topo, training, model_spec = _override(spec, options)
+        training = TrainingSpec.model_validate({**training.model_dump(), "global_batch": None, "grad_accum": grad_accum,
+                                                "model": model_spec.name})
+        rows.append((count, _run(topo, training, model_spec, calibration, force_calibration)))
+    base = rows[0][1].tokens_per_s_per_gpu
+    if as_json:
+        typer.echo(json.dumps({"rows": [
+            {"nodes": n, "n_gpus": p.n_gpus, "step_time_s": p.step_time_s, "tokens_per_s": p.tokens_per_s,
+             "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu, "mfu": p.mfu,
+             "gpu_idle_fraction": p.gpu_idle_fraction, "scaling_efficiency": p.tokens_per_s_per_gpu / base}
+            for n, p in rows]}, indent=2))
+        return
+    table = Table("nodes", "GPUs", "step s", "tokens/s", "tokens/s/GPU", "MFU", "idle", "scaling eff.",
+                  title="Scaling efficiency (per-GPU throughput vs the first row)")
+    for n, p in rows:
+        table.add_row(str(n), str(p.n_gpus), f"{p.step_time_s:.3f}", f"{p.tokens_per_s:,.0f}",
+                      f"{p.tokens_per_s_per_gpu:,.0f}", f"{100 * p.mfu:.1f}%", f"{100 * p.gpu_idle_fraction:.1f}%",
+                      f"{100 * p.tokens_per_s_per_gpu / base:.1f}%")
+    Console().print(table)

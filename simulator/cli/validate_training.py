@@ -1,0 +1,123 @@
+"""`clustersim validate-training`: predict published training-throughput cases and report the error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from simulator.cli.common import read_text
+from simulator.core.errors import ConfigError
+from simulator.training.predict import predict_step
+from simulator.validation.training_cases import TrainingCase, parse_cases
+from simulator.validation.training_report import CaseResult, Summary, TrainingReport, evaluate, report_to_json
+
+HELP = """Predict each published training case that the tool can express and compare with the source.
+
+Cases (e.g. ../shared/data/training/cases.yaml) are lowered onto a topology preset, a model shape and
+a data-parallel strategy: FSDP, ZeRO-1/2/3 and DDP. Tensor, pipeline and context parallelism, ZeRO++
+and ZeRO-Offload are skipped with the reason. Fields a case does not state are filled with stated
+defaults (listed per case; such cases are flagged).
+
+Metric per case, the first the source publishes: tokens/s/GPU, model TFLOP/s per GPU, MFU %.
+Where the source's TFLOP/s count recomputation (hardware FLOPs), the prediction is converted
+(x 4/3 with full activation checkpointing). Error = |predicted - published| / published.
+
+Summaries per source and overall: median |error| over the expressed cases; the lookup-table
+baseline (each case predicted by the median of the other cases with the same GPU, strategy family
+and metric); the change figure (pairs differing only in GPU count or inter-node bandwidth: error
+of the predicted throughput ratio, and of the lookup table's ratio 1); coverage = expressed /
+data-parallel cases.
+
+Examples:
+
+  clustersim validate-training ../shared/data/training/cases.yaml
+
+  clustersim validate-training cases.yaml --source llmfoundry
+
+  clustersim validate-training cases.yaml --json > training-accuracy.json
+"""
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `validate-training` command to the app."""
+    app.command("validate-training", help=HELP)(validate_training)
+
+
+def _select(cases: list[TrainingCase], prefix: str | None) -> list[TrainingCase]:
+    if prefix is None:
+        return cases
+    kept = [c for c in cases if c.id.startswith(prefix)]
+    if not kept:
+        sources = sorted({c.source for c in cases})
+        raise ConfigError(f"--source: no case id starts with {prefix!r}; sources: {', '.join(sources)}")
+    return kept
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}%"
+
+
+def _notes(r: CaseResult) -> str:
+    if r.skipped:
+        return f"[dim]skipped: {r.skipped}[/]"
+    notes = ["[yellow]may not fit in memory[/]"] if r.fits_in_memory is False else []
+    if r.metric is not None and r.metric.hardware_flops:
+        notes.append("hardware FLOPs (recompute counted)")
+    if r.defaults:
+        notes.append("[yellow]defaults:[/] " + "; ".join(r.defaults))
+    return " | ".join(notes)
+
+
+def _case_table(report: TrainingReport) -> Table:
+    table = Table(title="Training throughput: predicted vs published", show_lines=False)
+    for col in ("case", "metric", "published", "predicted", "error", "lookup err", "notes"):
+        table.add_column(col, justify="right" if col in ("published", "predicted", "error", "lookup err") else "left",
+                         overflow="fold")
+    for r in report.cases:
+        table.add_row(r.id, r.metric.key if r.metric else "-", _num(r.published), _num(r.predicted),
+                      _pct(r.abs_pct_error), _pct(r.lookup_abs_pct_error), _notes(r))
+    return table
+
+
+def _summary_row(s: Summary) -> list[str]:
+    coverage = "-" if s.coverage is None else f"{s.expressed}/{s.in_scope} ({s.coverage:.0%})"
+    return [s.source, str(s.cases), coverage, _pct(s.median_abs_pct_error),
+            f"{_pct(s.lookup_median_abs_pct_error)} ({s.lookup_cases}; sim {_pct(s.simulator_median_on_lookup_cases)})",
+            str(s.pairs), _pct(s.change_median_abs_pct_error), _pct(s.change_lookup_median_abs_pct_error)]
+
+
+def _summary_table(report: TrainingReport) -> Table:
+    table = Table(title="Median |error| per source (lookup table: median of the other cases, same GPU/family/metric)")
+    for col in ("source", "cases", "coverage", "median err", "lookup err (n; sim on n)", "pairs", "change err",
+                "lookup change err"):
+        table.add_column(col, justify="left" if col == "source" else "right")
+    for source in report.sources:
+        table.add_row(*_summary_row(report.summary(source)))
+    table.add_section()
+    table.add_row(*_summary_row(report.summary()))
+    return table
+
+
+def validate_training(
+    cases: Annotated[Path, typer.Argument(help="Training cases YAML (schema of ../shared/data/training/cases.yaml).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    source: Annotated[str | None, typer.Option(help="Only cases whose id starts with this prefix (e.g. llmfoundry).")]
+    = None,
+) -> None:
+    selected = _select(parse_cases(read_text(cases, "training cases file"), str(cases)), source)
+    report = evaluate(selected, predict_step)
+    if as_json:
+        typer.echo(json.dumps(report_to_json(report), indent=2))
+        return
+    console = Console(width=200)
+    console.print(_case_table(report))
+    console.print(_summary_table(report))

@@ -1,0 +1,58 @@
+"""A scenario: which cluster, which training job. The top-level spec of `clustersim predict`.
+
+`resolve_scenario` turns names into specs (a topology preset, a model preset) and applies the
+command line's overrides; only the CLI reads scenario files.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from simulator.core.errors import ConfigError
+from topologies.presets import load_preset
+from topologies.spec import TopologySpec, validate_topology_spec
+from workloads.presets import load_model
+from workloads.spec import ModelSpec, StrategySpec, TrainingSpec
+
+
+class ScenarioSpec(BaseModel):
+    """A training job on a cluster."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = Field(default=None, description="A label for reports.")
+    topology: str | TopologySpec = Field(description="Topology preset name, or the topology inline.")
+    nodes: int | None = Field(default=None, ge=1, description="Nodes (servers); default: the topology's.")
+    training: TrainingSpec = Field(description="The training job.")
+
+
+DEFAULT_SCENARIO = ScenarioSpec(
+    name="Llama-2-7B, FSDP full shard, 4 x DGX H100 (NDR 400G)",
+    topology="dgx-h100",
+    nodes=4,
+    training=TrainingSpec(model="llama2-7b", seq_len=4096, micro_batch=2, global_batch=256, precision="bf16",
+                          activation_checkpointing="selective", strategy=StrategySpec(kind="fsdp")),
+)
+
+
+def scenario_from_data(data: object, source: str) -> ScenarioSpec:
+    """Validate scenario YAML data; ConfigError names the field path."""
+    try:
+        return ScenarioSpec.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "scenario"
+        raise ConfigError(f"{source}: {where}: {first['msg']}") from None
+
+
+def resolve_scenario(scenario: ScenarioSpec) -> tuple[TopologySpec, TrainingSpec, ModelSpec]:
+    """Preset names -> specs, with the scenario's node count applied."""
+    if isinstance(scenario.topology, str):
+        topology = load_preset(scenario.topology, nodes=scenario.nodes)
+    elif scenario.nodes is None:
+        topology = scenario.topology
+    else:
+        topology = validate_topology_spec({**scenario.topology.model_dump(), "nodes": scenario.nodes}, "scenario")
+    model = scenario.training.model
+    model_spec = load_model(model) if isinstance(model, str) else model
+    return topology, scenario.training, model_spec

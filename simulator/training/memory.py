@@ -1,0 +1,75 @@
+"""Memory per GPU: model states by strategy, activations, communication buffers, reserve.
+
+Model states follow the ZeRO paper (Rajbhandari et al. 2020, section 3): mixed-precision Adam
+keeps 2 bytes of bf16/fp16 parameters, 2 of gradients and 12 of optimizer state (fp32 master
+weights, momentum, variance) per parameter; ZeRO-1 shards the optimizer states over the N
+data-parallel ranks, ZeRO-2 also the gradients, ZeRO-3 / FSDP FULL_SHARD also the parameters;
+SHARD_GRAD_OP is ZeRO-2-like; HYBRID_SHARD shards within its shard group. SGD keeps 4 bytes of
+master weights (8 with momentum; we count momentum). fp32 training keeps 4 + 4 + 8.
+Sharded strategies also hold the gathered parameters of the units in flight (the current one plus
+the prefetched ones) and their gradients before reduce-scatter.
+Activations: Korthikanti et al. 2022 per layer (workloads.model), times the layers, plus the
+logits. Buffers: DDP's gradient buckets (bucket_cap_mb x 2), NCCL's channel buffers. Reserve: the
+CUDA context and allocator fragmentation (RESERVE_BYTES + FRAGMENTATION of the rest).
+"""
+
+from __future__ import annotations
+
+from simulator.training.prediction import MemoryBreakdown
+from workloads.model import TransformerModel
+from workloads.spec import TrainingSpec
+
+GIB = 1024**3
+RESERVE_BYTES = 1.5 * GIB  # CUDA context (~0.5-1 GiB) + NCCL buffers (~0.5 GiB at 8-16 channels)
+FRAGMENTATION = 0.05  # caching-allocator slack over the live tensors
+
+STATE_BYTES = {  # (parameters, gradients, optimizer) per parameter
+    ("mixed", "adam"): (2.0, 2.0, 12.0),
+    ("mixed", "adamw"): (2.0, 2.0, 12.0),
+    ("mixed", "sgd"): (2.0, 2.0, 8.0),
+    ("fp32", "adam"): (4.0, 4.0, 8.0),
+    ("fp32", "adamw"): (4.0, 4.0, 8.0),
+    ("fp32", "sgd"): (4.0, 4.0, 4.0),
+}
+
+
+def shard_degrees(training: TrainingSpec, dp: int, shard_group: int) -> tuple[int, int, int]:
+    """How many ranks share (parameters, gradients, optimizer states)."""
+    kind = training.strategy.kind
+    sharding = training.strategy.fsdp_sharding
+    if kind == "ddp" or (kind == "fsdp" and sharding == "NO_SHARD"):
+        return 1, 1, 1
+    if kind == "zero1":
+        return 1, 1, dp
+    if kind == "zero2" or (kind == "fsdp" and sharding == "SHARD_GRAD_OP"):
+        return 1, dp, dp
+    if kind == "hsdp" or (kind == "fsdp" and sharding == "HYBRID_SHARD"):
+        return shard_group, shard_group, shard_group
+    return dp, dp, dp  # zero3, fsdp FULL_SHARD
+
+
+def memory_per_gpu(model: TransformerModel, training: TrainingSpec, seq_len: int, dp: int,
+                   shard_group: int, units_in_flight: int) -> MemoryBreakdown:
+    """Bytes per GPU (see module docstring)."""
+    regime = "fp32" if training.precision == "fp32" else "mixed"
+    p_bytes, g_bytes, o_bytes = STATE_BYTES[(regime, training.optimizer)]
+    p_shard, g_shard, o_shard = shard_degrees(training, dp, shard_group)
+    n = float(model.total_params)
+    layer = float(model.params_per_layer)
+    gathered = 0.0
+    if p_shard > 1:  # full parameters (and their gradients) of the units being computed
+        gathered = units_in_flight * layer * (p_bytes + g_bytes)
+    activations = (model.layers_activation_bytes(training.micro_batch, seq_len, training.activation_checkpointing)
+                   + model.embedding_activation_bytes(training.micro_batch, seq_len)
+                   + model.output_activation_bytes(training.micro_batch, seq_len))
+    buffers = 2.0 * training.strategy.bucket_bytes if training.strategy.kind == "ddp" else 0.0
+    live = (n * p_bytes / p_shard + n * g_bytes / g_shard + n * o_bytes / o_shard + gathered
+            + activations + buffers)
+    return MemoryBreakdown(
+        parameters_bytes=n * p_bytes / p_shard + gathered,
+        gradients_bytes=n * g_bytes / g_shard,
+        optimizer_bytes=n * o_bytes / o_shard,
+        activations_bytes=activations,
+        buffers_bytes=buffers,
+        reserve_bytes=RESERVE_BYTES + FRAGMENTATION * live,
+    )

@@ -1,0 +1,150 @@
+"""Lowering a data-parallel training step onto one GPU's streams: the step plan.
+
+Every GPU of a data-parallel job does the same work, so one representative GPU's plan is the step
+(collectives wait for all ranks, which are identical). A plan is a list of tasks, each on a stream
+(`compute`; `ag` for parameter all-gathers; `rs` for gradient reductions), with the tasks it waits
+for. Streams run their tasks in order; a task starts when its stream is free and its dependencies
+are done. What the strategies do (DESIGN.md section 7; PyTorch DDP and FSDP, DeepSpeed ZeRO):
+- DDP: gradients of finished layers fill buckets (first 1 MiB, then 25 MiB) in backward order;
+  a full bucket is all-reduced at once, overlapping the rest of backward; only on the last
+  micro-step (no_sync before). The optimizer waits for every bucket.
+- ZeRO-1/2: gradients reduce-scattered in buckets during backward (every micro-step for ZeRO-2,
+  the last for ZeRO-1), each rank updates its shard, then parameters are all-gathered in buckets.
+- ZeRO-3 / FSDP FULL_SHARD: each block's parameters are all-gathered before its forward and again
+  before its backward, with the next block's gather in flight (limit_all_gathers), then the
+  block's gradients reduce-scattered. SHARD_GRAD_OP keeps gathered parameters from forward to
+  backward. HYBRID_SHARD shards within a group (a node) and all-reduces the shards across groups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.training.compute import ComputeModel
+from workloads.model import TransformerModel
+from workloads.spec import TrainingSpec
+
+PARAM_BYTES = 2  # bf16/fp16 parameters as gathered
+
+
+@dataclass(frozen=True)
+class CollectiveCall:
+    op: str
+    size_bytes: int
+    group: str  # "dp" (all data-parallel ranks), "shard" (HSDP group), "replica" (across groups)
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    stream: str
+    label: str  # forward, backward, recompute, optimizer, all_gather, reduce_scatter, all_reduce
+    duration_s: float = 0.0
+    collective: CollectiveCall | None = None
+    deps: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    tasks: tuple[Task, ...]
+    micro_steps: int
+
+
+def _buckets(sizes: list[float], first: float, cap: float) -> list[list[int]]:
+    """Group consecutive gradients (in the given order) into buckets: the first up to `first`
+    bytes, the rest up to `cap`; a bucket closes when adding the next gradient would overflow."""
+    buckets: list[list[int]] = [[]]
+    filled, limit = 0.0, first
+    for index, size in enumerate(sizes):
+        if buckets[-1] and filled + size > limit:
+            buckets.append([])
+            filled, limit = 0.0, cap
+        buckets[-1].append(index)
+        filled += size
+    return buckets
+
+
+def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeModel, seq_len: int,
+              micro_steps: int, dp: int, local_params: float) -> StepPlan:
+    """The task list of one optimizer step on one GPU (see module docstring)."""
+    s = training.strategy
+    kind = "fsdp" if s.kind in ("zero3", "hsdp") else s.kind
+    sharding = "HYBRID_SHARD" if s.kind == "hsdp" else ("FULL_SHARD" if s.kind == "zero3" else s.fsdp_sharding)
+    if kind == "fsdp" and sharding == "NO_SHARD":
+        kind = "ddp"
+    layer = compute.layer(model, training.micro_batch, seq_len, training.activation_checkpointing)
+    head_f, head_b = compute.head(model, training.micro_batch, seq_len)
+    L = model.spec.layers
+    layer_param_bytes = int(model.params_per_layer * PARAM_BYTES)
+    layer_grad_bytes = int(model.params_per_layer * s.grad_reduce_bytes)
+    tasks: list[Task] = []
+    reductions: list[str] = []
+    gathers_after_opt: list[Task] = []
+    grad_group = "shard" if sharding == "HYBRID_SHARD" and kind == "fsdp" else "dp"
+
+    for m in range(micro_steps):
+        last = m == micro_steps - 1
+        previous = f"m{m - 1}.head_bwd" if m else None
+        # forward
+        tasks.append(Task(f"m{m}.emb_fwd", "compute", "forward", head_f * 0.05, deps=(previous,) if previous else ()))
+        for i in range(L):
+            deps: tuple[str, ...] = ()
+            if kind == "fsdp":
+                gate = f"m{m}.fwd{i - s.limit_all_gathers}" if i >= s.limit_all_gathers else None
+                tasks.append(Task(f"m{m}.ag_fwd{i}", "ag", "all_gather",
+                                  collective=CollectiveCall("all_gather", layer_param_bytes, grad_group),
+                                  deps=(gate,) if gate else ()))
+                deps = (f"m{m}.ag_fwd{i}",)
+            tasks.append(Task(f"m{m}.fwd{i}", "compute", "forward", layer.forward_s, deps=deps))
+        tasks.append(Task(f"m{m}.head_fwd", "compute", "forward", head_f * 0.95))
+        tasks.append(Task(f"m{m}.head_bwd", "compute", "backward", head_b))
+        # backward, last layer first
+        for i in reversed(range(L)):
+            deps = ()
+            if kind == "fsdp" and sharding != "SHARD_GRAD_OP":
+                gate = f"m{m}.bwd{i + s.limit_all_gathers}" if i + s.limit_all_gathers < L else None
+                tasks.append(Task(f"m{m}.ag_bwd{i}", "ag", "all_gather",
+                                  collective=CollectiveCall("all_gather", layer_param_bytes, grad_group),
+                                  deps=(gate,) if gate else ()))
+                deps = (f"m{m}.ag_bwd{i}",)
+            if layer.recompute_s:
+                tasks.append(Task(f"m{m}.rec{i}", "compute", "recompute", layer.recompute_s, deps=deps))
+                deps = ()
+            tasks.append(Task(f"m{m}.bwd{i}", "compute", "backward", layer.backward_s, deps=deps))
+            if kind == "fsdp":
+                name = f"m{m}.rs{i}"
+                tasks.append(Task(name, "rs", "reduce_scatter",
+                                  collective=CollectiveCall("reduce_scatter", layer_grad_bytes, grad_group),
+                                  deps=(f"m{m}.bwd{i}",)))
+                reductions.append(name)
+                if sharding == "HYBRID_SHARD":
+                    across = f"m{m}.ar{i}"
+                    tasks.append(Task(across, "rs", "all_reduce",
+                                      collective=CollectiveCall("all_reduce", layer_grad_bytes, "replica"),
+                                      deps=(name,)))
+                    reductions.append(across)
+        if kind in ("ddp", "zero1", "zero2") and (last or kind == "zero2"):
+            op = "all_reduce" if kind == "ddp" else "reduce_scatter"
+            grad_bytes = [float(layer_grad_bytes)] * L
+            first, cap = ((s.first_bucket_bytes, s.bucket_bytes) if kind == "ddp"
+                          else (s.zero_bucket_elements * s.grad_reduce_bytes,) * 2)
+            for b, members in enumerate(_buckets(grad_bytes, first, cap)):
+                ready = f"m{m}.bwd{L - 1 - members[-1]}"
+                size = int(sum(grad_bytes[j] for j in members))
+                if b == 0:
+                    size += int(model.embedding_params * s.grad_reduce_bytes)  # tied/root grads go first
+                name = f"m{m}.{op}{b}"
+                tasks.append(Task(name, "rs", op, collective=CollectiveCall(op, size, "dp"), deps=(ready,)))
+                reductions.append(name)
+    tasks.append(Task("optimizer", "compute", "optimizer", compute.optimizer(local_params, training.optimizer),
+                      deps=tuple(reductions)))
+    if kind in ("zero1", "zero2"):
+        total = model.total_params * PARAM_BYTES
+        cap = s.zero_bucket_elements * PARAM_BYTES
+        for b in range(max(1, -int(-total // cap))):
+            size = int(min(cap, total - b * cap))
+            gathers_after_opt.append(Task(f"param_ag{b}", "ag", "all_gather",
+                                          collective=CollectiveCall("all_gather", size, "dp"), deps=("optimizer",)))
+        tasks += gathers_after_opt
+        tasks.append(Task("step_end", "compute", "optimizer", 0.0, deps=tuple(t.name for t in gathers_after_opt)))
+    return StepPlan(tuple(tasks), micro_steps)

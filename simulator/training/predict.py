@@ -1,0 +1,104 @@
+"""Predict one training step: specs -> topology + plan -> SimPy timeline -> metrics.
+
+The data-parallel group spans every GPU (tensor and pipeline parallelism come later); HSDP adds a
+shard group (one node) and a replica group (the same GPU of every node). Collectives are priced
+by the collective model on their group's communicator and run as flows on two shared resources,
+a GPU's intra-node links and its node's NICs, so concurrent collectives contend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from simulator.collectives.comm import CommView, comm_view
+from simulator.collectives.cost import CollectiveEstimate
+from simulator.collectives.flows import collective_flow, collective_resources, resource_capacities
+from simulator.collectives.params import ModelParams
+from simulator.collectives.predict import predict_collective
+from simulator.core.errors import ConfigError
+from simulator.network.flows import FlowClass
+from simulator.training.compute import ComputeModel
+from simulator.training.memory import memory_per_gpu, shard_degrees
+from simulator.training.plan import CollectiveCall, plan_step
+from simulator.training.prediction import StepPrediction
+from simulator.training.timeline import Timeline, simulate_plan
+from topologies.build import build
+from topologies.spec import TopologySpec
+from workloads.model import TransformerModel, transformer
+from workloads.spec import ModelSpec, TrainingSpec
+
+
+def micro_steps_of(training: TrainingSpec, dp: int) -> int:
+    """Micro-steps per optimizer step from the global batch (or grad_accum); ConfigError if the
+    global batch does not divide into micro-batches over the data-parallel ranks."""
+    if training.grad_accum is not None:
+        return training.grad_accum
+    if training.global_batch is None:
+        return 1
+    per_step = training.micro_batch * dp
+    if training.global_batch % per_step:
+        raise ConfigError(
+            f"training.global_batch {training.global_batch} is not a multiple of micro_batch "
+            f"{training.micro_batch} x {dp} data-parallel GPUs = {per_step}"
+        )
+    return training.global_batch // per_step
+
+
+def communicators(v: CommView) -> dict[str, CommView]:
+    """The groups a data-parallel step communicates in (see module docstring)."""
+    g = v.ranks_per_node
+    shard = replace(v, n_ranks=g, n_nodes=1, net_Bps=0.0, transport=None)
+    replica = replace(v, n_ranks=v.n_nodes, ranks_per_node=1, net_Bps=v.net_Bps / g,
+                      nics_per_node=max(1, v.nics_per_node // g))
+    return {"dp": v, "shard": shard, "replica": replica}
+
+
+def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, compute: ComputeModel,
+                  seq_len: int, micro_steps: int, params: ModelParams | None = None) -> Timeline:
+    """The SimPy timeline of one optimizer step on a representative GPU."""
+    dp = v.n_ranks
+    shard_group = v.ranks_per_node
+    _, _, optimizer_shard = shard_degrees(training, dp, shard_group)
+    plan = plan_step(model, training, compute, seq_len, micro_steps, dp, model.total_params / optimizer_shard)
+    groups = communicators(v)
+    capacity = resource_capacities(v)
+    cache: dict[CollectiveCall, CollectiveEstimate] = {}
+
+    def flow_of(call: CollectiveCall, name: str) -> FlowClass:
+        if call not in cache:
+            cache[call] = predict_collective(groups[call.group], call.op, call.size_bytes, params=params)
+        return collective_flow(cache[call], capacity, name)
+
+    return simulate_plan(plan, collective_resources(capacity), flow_of)
+
+
+def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: ModelSpec,
+                 params: ModelParams | None = None, compute_scale: float = 1.0) -> StepPrediction:
+    """Predict one optimizer step of `training` (model `model_spec`) on `topology`."""
+    cluster = build(topology)
+    v = comm_view(cluster)
+    model = transformer(model_spec)
+    seq_len = training.seq_len or model_spec.max_seq_len
+    micro_steps = micro_steps_of(training, v.n_ranks)
+    compute = ComputeModel(cluster.gpu, training.precision, compute_scale)
+    timeline = simulate_step(model, training, v, compute, seq_len, micro_steps, params)
+    waits = dict(timeline.compute_waits_s)
+    exposed = sum(waits.values())
+    by_collective = {label: t for label, t in waits.items() if label in ("all_gather", "reduce_scatter", "all_reduce")}
+    memory = memory_per_gpu(model, training, seq_len, v.n_ranks, v.ranks_per_node,
+                            units_in_flight=training.strategy.limit_all_gathers + 1)
+    tokens = training.micro_batch * seq_len * micro_steps * v.n_ranks
+    idle = {"exposed_comm": exposed, "optimizer_wait": waits.get("optimizer", 0.0)}
+    return StepPrediction(
+        step_time_s=timeline.step_time_s,
+        compute_s=timeline.compute_s,
+        exposed_comm_s=sum(by_collective.values()),
+        idle_breakdown_s=idle,
+        tokens_per_step=tokens,
+        n_gpus=v.n_ranks,
+        model_flops_per_step=model.model_flops_per_token(seq_len) * tokens,
+        peak_tflops=compute.peak_flops / 1e12,
+        memory=memory,
+        memory_capacity_bytes=cluster.gpu.memory_gib * 1024**3,
+        comm_by_collective_s=by_collective,
+    )

@@ -1,0 +1,83 @@
+"""What a training-step prediction says (DESIGN.md section 9 metrics, exact definitions).
+
+- step_time_s: wall time of one optimizer step (all micro-batches).
+- compute_s: busy time of the compute stream of the critical GPU.
+- gpu_idle_s = step_time_s - compute_s; gpu_idle_fraction = gpu_idle_s / step_time_s.
+- exposed_comm_s: time the compute stream waits on communication; the rest of idle time is
+  broken down in idle_breakdown_s (optimizer waits, stragglers, bubbles).
+- tokens_per_s; tflops_per_gpu: model FLOPs (6 N + attention, no recomputation) per second per
+  GPU; mfu = tflops_per_gpu / the GPU's dense peak at the compute precision.
+- memory_per_gpu_bytes and fits_in_memory (OOM is a result, not an error), with its breakdown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes per GPU by what holds them."""
+
+    parameters_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    buffers_bytes: float
+    reserve_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return (self.parameters_bytes + self.gradients_bytes + self.optimizer_bytes + self.activations_bytes
+                + self.buffers_bytes + self.reserve_bytes)
+
+
+@dataclass(frozen=True)
+class StepPrediction:
+    """One training step on one cluster: time, throughput, idle time, memory, and what produced it."""
+
+    step_time_s: float
+    compute_s: float
+    exposed_comm_s: float
+    idle_breakdown_s: dict[str, float]
+    tokens_per_step: int
+    n_gpus: int
+    model_flops_per_step: float
+    peak_tflops: float
+    memory: MemoryBreakdown
+    memory_capacity_bytes: float
+    comm_by_collective_s: dict[str, float] = field(default_factory=dict)
+    model: str = "clustersim collective model + compute roofline"
+    calibration: str | None = None
+
+    @property
+    def gpu_idle_s(self) -> float:
+        return max(0.0, self.step_time_s - self.compute_s)
+
+    @property
+    def gpu_idle_fraction(self) -> float:
+        return self.gpu_idle_s / self.step_time_s if self.step_time_s > 0 else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_per_step / self.step_time_s
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        return self.tokens_per_s / self.n_gpus
+
+    @property
+    def tflops_per_gpu(self) -> float:
+        return self.model_flops_per_step / self.step_time_s / self.n_gpus / 1e12
+
+    @property
+    def mfu(self) -> float:
+        return self.tflops_per_gpu / self.peak_tflops
+
+    @property
+    def memory_per_gpu_bytes(self) -> float:
+        return self.memory.total_bytes
+
+    @property
+    def fits_in_memory(self) -> bool:
+        return self.memory.total_bytes <= self.memory_capacity_bytes

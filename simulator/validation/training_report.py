@@ -1,0 +1,351 @@
+"""Predicted vs published training throughput: the metric each case is judged on, the error per case,
+two baselines the simulator must beat, and the summaries per source and overall.
+
+- Metric: per case, the first published one of tokens/s/GPU, model TFLOP/s per GPU, MFU % (in that
+  order). Where the case's note says the source's TFLOP/s count activation recomputation (hardware
+  FLOPs, e.g. Megatron-DeepSpeed's "4*2 coefficient"), the prediction is converted to hardware FLOPs:
+  full recomputation runs the forward twice, 8 instead of 6 FLOPs per parameter and token, so x 4/3
+  (the factor of Megatron's formula: checkpoint factor 4 instead of 3); with selective recomputation
+  the recomputed share is unknown and the case is skipped. Error = |predicted - published| / published.
+- Lookup table: a case's metric predicted as the median of the same metric over the OTHER expressed
+  cases with the same GPU and strategy family (fsdp / zero / ddp); no such case, no baseline.
+- Change figure: for pairs of expressed cases identical but for GPU count or inter-node bandwidth, the
+  predicted ratio of the metric vs the published one, |pred ratio / pub ratio - 1|; the lookup table
+  predicts every ratio to be 1.
+- Coverage: expressed cases / data-parallel cases (FSDP, ZeRO, DDP without tensor/pipeline/context
+  parallelism).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import numpy as np
+
+from simulator.core.errors import ClusterSimError, ConfigError
+from simulator.training.prediction import StepPrediction
+from simulator.validation.training_cases import Family, MappedCase, TrainingCase, map_case
+from topologies.spec import TopologySpec
+from workloads.spec import ModelSpec, TrainingSpec
+
+Predictor = Callable[[TopologySpec, TrainingSpec, ModelSpec], StepPrediction]
+MetricKind = Literal["tokens_per_s_per_gpu", "tflops_per_gpu", "mfu_pct"]
+
+# Published metric names, in order of preference (the first one a case has is used).
+METRIC_KEYS: tuple[tuple[str, MetricKind], ...] = (
+    ("throughput_tokens_per_s_per_GPU", "tokens_per_s_per_gpu"),
+    ("tokens_per_sec_per_GPU", "tokens_per_s_per_gpu"),
+    ("tokens_per_s_per_GPU", "tokens_per_s_per_gpu"),
+    ("model_TFLOP_per_GPU", "tflops_per_gpu"),
+    ("model_TFLOP_per_sec_per_GPU", "tflops_per_gpu"),
+    ("per_gpu_teraFLOP/s", "tflops_per_gpu"),
+    ("achieved_teraFLOP/s_per_GPU", "tflops_per_gpu"),
+    ("teraFLOPs_per_GPU", "tflops_per_gpu"),
+    ("TFLOPs_per_GPU", "tflops_per_gpu"),
+    ("TFlops_per_GPU", "tflops_per_gpu"),
+    ("TFLOPS_per_GPU_with_CP", "tflops_per_gpu"),  # the run whose layout the case lists
+    ("MFU_%", "mfu_pct"),
+    ("MFU", "mfu_pct"),
+    ("percent_of_theoretical_peak", "mfu_pct"),
+)
+_HARDWARE_FLOPS_NOTE = re.compile(
+    r"hardware TFLOP|4\s*\*\s*2 coefficient|incl(?:\.|uding) (?:activation )?recomput|count(?:s|ing) recomputation",
+    re.IGNORECASE)
+_RECOMPUTE_FACTOR = {"none": 1.0, "full": 4.0 / 3.0}  # hardware / model FLOPs (see module docstring)
+# Training fields the mapping reads; the others (torch_compile, fsdp_mixed_precision_mode, ...) must be
+# equal for two cases to form a change pair.
+_MAPPED_TRAINING_KEYS = frozenset({
+    "strategy", "tp", "pp", "cp", "dp", "dp_derived", "fsdp", "model_parallel_size_tp_x_pp", "micro_batch",
+    "global_batch", "global_batch_tokens", "grad_accum", "precision", "activation_checkpointing",
+    "fsdp_sharding_strategy", "zero_stage", "zeropp"})
+
+
+@dataclass(frozen=True)
+class CaseMetric:
+    """The published number a case is judged on: its key in `metrics`, its kind, its value in the
+    source's unit, and whether the source counts recomputation in its FLOPs."""
+
+    key: str
+    kind: MetricKind
+    published: float
+    hardware_flops: bool = False
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    match = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*%?\s*", str(value))
+    return float(match.group(1)) if match else None
+
+
+def choose_metric(case: TrainingCase) -> CaseMetric | None:
+    """The first published metric of METRIC_KEYS that the case has as a number ('49%' reads 49)."""
+    for key, kind in METRIC_KEYS:
+        value = _number(case.metrics.get(key))
+        if value is not None and value > 0:
+            hardware = kind != "tokens_per_s_per_gpu" and bool(_HARDWARE_FLOPS_NOTE.search(case.note))
+            return CaseMetric(key, kind, value, hardware)
+    return None
+
+
+def _metric_problem(metric: CaseMetric | None, case: TrainingCase, training: TrainingSpec | None) -> str | None:
+    if metric is None:
+        return f"no published throughput metric (tokens/s/GPU, TFLOP/s/GPU or MFU %) in {sorted(case.metrics)}"
+    if metric.hardware_flops and training is not None \
+            and training.activation_checkpointing not in _RECOMPUTE_FACTOR:
+        return (f"{metric.key} counts recomputation (hardware FLOPs); with {training.activation_checkpointing} "
+                "recomputation the recomputed share is not known")
+    return None
+
+
+def predicted_metric(case: MappedCase, prediction: StepPrediction) -> float:
+    """The prediction in the unit of the case's published metric (see the module docstring).
+
+    tokens/s/GPU: tokens_per_s_per_gpu. TFLOP/s per GPU: tflops_per_gpu (model FLOPs), x 4/3 where the
+    source counts full recomputation. MFU %: 100 x mfu, x 4/3 likewise (then it is the source's HFU).
+    """
+    metric = choose_metric(case.case)
+    problem = _metric_problem(metric, case.case, case.training)
+    if metric is None or problem or case.training is None:
+        raise ConfigError(f"case {case.case.id}: {problem or 'not expressed'}")
+    factor = _RECOMPUTE_FACTOR[case.training.activation_checkpointing] if metric.hardware_flops else 1.0
+    if metric.kind == "tokens_per_s_per_gpu":
+        return prediction.tokens_per_s_per_gpu
+    if metric.kind == "tflops_per_gpu":
+        return prediction.tflops_per_gpu * factor
+    return 100.0 * prediction.mfu * factor
+
+
+def _pct_error(predicted: float | None, published: float | None) -> float | None:
+    if predicted is None or not published:
+        return None
+    return abs(predicted - published) / published * 100.0
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One case: what was published, what was predicted (or why not), which defaults filled it in."""
+
+    id: str
+    source: str
+    family: Family | None
+    in_scope: bool
+    gpu: str | None
+    metric: CaseMetric | None
+    predicted: float | None
+    skipped: str | None
+    defaults: tuple[str, ...]
+    fits_in_memory: bool | None = None
+    lookup_predicted: float | None = None
+
+    @property
+    def published(self) -> float | None:
+        return self.metric.published if self.metric else None
+
+    @property
+    def abs_pct_error(self) -> float | None:
+        return _pct_error(self.predicted, self.published)
+
+    @property
+    def lookup_abs_pct_error(self) -> float | None:
+        return _pct_error(self.lookup_predicted, self.published)
+
+
+def _predict(mapped: MappedCase, predictor: Predictor) -> CaseResult:
+    case = mapped.case
+    metric = choose_metric(case)
+    result = CaseResult(case.id, case.source, mapped.family, mapped.in_scope, mapped.gpu, metric, None,
+                        mapped.skipped, mapped.defaults)
+    skipped = mapped.skipped or _metric_problem(metric, case, mapped.training)
+    if skipped or mapped.topology is None or mapped.training is None or mapped.model is None:
+        return replace(result, skipped=skipped or "not expressed")
+    try:
+        prediction = predictor(mapped.topology, mapped.training, mapped.model)
+    except ClusterSimError as exc:
+        return replace(result, skipped=f"predictor: {exc}")
+    return replace(result, predicted=predicted_metric(mapped, prediction), fits_in_memory=prediction.fits_in_memory)
+
+
+def lookup_table_predictions(entries: Sequence[tuple[Hashable, float] | None]) -> list[float | None]:
+    """For each (key, value) entry, the median value of the OTHER entries with the same key (None where
+    there is none, or for a None entry)."""
+    out: list[float | None] = []
+    for i, entry in enumerate(entries):
+        others = [e[1] for j, e in enumerate(entries) if e is not None and entry is not None and j != i
+                  and e[0] == entry[0]]
+        out.append(float(np.median(others)) if others else None)
+    return out
+
+
+def _lookup_key(r: CaseResult) -> tuple[Hashable, float] | None:
+    if r.predicted is None or r.metric is None:
+        return None
+    return (r.gpu, r.family, r.metric.kind, r.metric.hardware_flops), r.metric.published
+
+
+@dataclass(frozen=True)
+class ChangePair:
+    """Two cases identical but for GPU count or inter-node bandwidth; ratios are second / first."""
+
+    first: str
+    second: str
+    change: str
+    published_ratio: float
+    predicted_ratio: float
+
+    @property
+    def abs_pct_error(self) -> float:
+        return abs(self.predicted_ratio / self.published_ratio - 1.0) * 100.0
+
+    @property
+    def lookup_abs_pct_error(self) -> float:
+        return abs(1.0 / self.published_ratio - 1.0) * 100.0
+
+
+def _scale(topo: TopologySpec) -> tuple[int, float | None]:
+    """(GPUs, inter-node Gb/s per node; None on one node, where the network carries nothing)."""
+    net = topo.inter_node
+    bandwidth = net.nics_per_node * net.nic_gbps if net is not None and topo.nodes > 1 else None
+    return topo.gpus_per_node * topo.nodes, bandwidth
+
+
+def _pair_key(case: TrainingCase, topo: TopologySpec, job: TrainingSpec, model: ModelSpec) -> str:
+    """Everything that must be equal for two cases to form a change pair."""
+    n_gpus = topo.gpus_per_node * topo.nodes
+    accum = job.global_batch // (job.micro_batch * n_gpus) if job.global_batch else job.grad_accum or 1
+    extras = {k: v for k, v in case.training.items() if k not in _MAPPED_TRAINING_KEYS}
+    metric = choose_metric(case)
+    return json.dumps([
+        case.source, metric.key if metric else None, model.model_dump(exclude={"source"}),
+        job.model_dump(exclude={"model", "global_batch", "grad_accum"}), accum, extras, topo.gpu,
+        topo.intra_node, topo.inter_node.transport if topo.inter_node else None,
+    ], sort_keys=True, default=str)
+
+
+def find_change_pairs(cases: Sequence[MappedCase]) -> list[tuple[int, int, str]]:
+    """(i, j, change) for expressed cases i, j (i the smaller) that differ only in GPU count or
+    inter-node bandwidth: same source, model, GPU, seq_len, micro-batch, precision, checkpointing, strategy."""
+    groups: dict[str, list[tuple[tuple[int, float], int, tuple[int, float | None]]]] = {}
+    for i, m in enumerate(cases):
+        if m.skipped is None and m.topology is not None and m.training is not None and m.model is not None:
+            n_gpus, bandwidth = _scale(m.topology)
+            key = _pair_key(m.case, m.topology, m.training, m.model)
+            groups.setdefault(key, []).append(((n_gpus, bandwidth or 0.0), i, (n_gpus, bandwidth)))
+    pairs = []
+    for members in groups.values():
+        ordered = sorted(members)
+        for a, (_, i, (n_i, bw_i)) in enumerate(ordered):
+            for _, j, (n_j, bw_j) in ordered[a + 1:]:
+                changes = [f"GPUs {n_i} -> {n_j}"] if n_i != n_j else []
+                if bw_i is not None and bw_j is not None and bw_i != bw_j:
+                    changes.append(f"inter-node {bw_i:g} -> {bw_j:g} Gb/s per node")
+                if changes:
+                    pairs.append((i, j, ", ".join(changes)))
+    return pairs
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return float(np.median(kept)) if kept else None
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The figures of one source (or of all: source 'ALL')."""
+
+    source: str
+    cases: int
+    in_scope: int
+    expressed: int
+    median_abs_pct_error: float | None
+    lookup_cases: int
+    lookup_median_abs_pct_error: float | None
+    simulator_median_on_lookup_cases: float | None
+    pairs: int
+    change_median_abs_pct_error: float | None
+    change_lookup_median_abs_pct_error: float | None
+
+    @property
+    def coverage(self) -> float | None:
+        return self.expressed / self.in_scope if self.in_scope else None
+
+
+@dataclass(frozen=True)
+class TrainingReport:
+    cases: tuple[CaseResult, ...]
+    pairs: tuple[ChangePair, ...]
+
+    @property
+    def sources(self) -> list[str]:
+        return sorted({r.source for r in self.cases})
+
+    def summary(self, source: str | None = None) -> Summary:
+        """Figures over the cases of `source` (all cases when None)."""
+        rows = [r for r in self.cases if source is None or r.source == source]
+        ids = {r.id for r in rows}
+        expressed = [r for r in rows if r.predicted is not None]
+        with_lookup = [r for r in expressed if r.lookup_predicted is not None]
+        pairs = [p for p in self.pairs if p.first in ids]
+        return Summary(
+            source or "ALL", len(rows), sum(r.in_scope for r in rows), len(expressed),
+            _median([r.abs_pct_error for r in expressed]), len(with_lookup),
+            _median([r.lookup_abs_pct_error for r in with_lookup]), _median([r.abs_pct_error for r in with_lookup]),
+            len(pairs), _median([p.abs_pct_error for p in pairs]), _median([p.lookup_abs_pct_error for p in pairs]))
+
+
+def evaluate(cases: Sequence[TrainingCase], predictor: Predictor) -> TrainingReport:
+    """Predict every expressible case with `predictor` and compare with the published metric.
+
+    A ClusterSimError from the predictor (e.g. a layout that cannot exist) skips that case with the
+    message; anything else escaping the predictor is a bug and propagates.
+    """
+    mapped = [map_case(c) for c in cases]
+    results = [_predict(m, predictor) for m in mapped]
+    lookups = lookup_table_predictions([_lookup_key(r) for r in results])
+    results = [replace(r, lookup_predicted=v) for r, v in zip(results, lookups, strict=True)]
+    pairs = []
+    for i, j, change in find_change_pairs(mapped):
+        a, b = results[i], results[j]
+        if a.predicted and b.predicted and a.published and b.published:
+            pairs.append(ChangePair(a.id, b.id, change, b.published / a.published, b.predicted / a.predicted))
+    return TrainingReport(tuple(results), tuple(pairs))
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 2)
+
+
+def _summary_json(s: Summary) -> dict[str, Any]:
+    return {
+        "n_cases": s.cases, "in_scope": s.in_scope, "expressed": s.expressed, "coverage": _r(s.coverage),
+        "median_abs_pct_error": _r(s.median_abs_pct_error), "lookup_cases": s.lookup_cases,
+        "lookup_median_abs_pct_error": _r(s.lookup_median_abs_pct_error),
+        "simulator_median_abs_pct_error_on_lookup_cases": _r(s.simulator_median_on_lookup_cases),
+        "change_pairs": s.pairs, "change_median_abs_pct_error": _r(s.change_median_abs_pct_error),
+        "change_lookup_median_abs_pct_error": _r(s.change_lookup_median_abs_pct_error),
+    }
+
+
+def report_to_json(report: TrainingReport) -> dict[str, Any]:
+    """The `validate-training --json` contract (DESIGN.md section 11), plus baselines and summaries."""
+    cases = [{
+        "id": r.id, "source": r.source, "metric": r.metric.key if r.metric else None,
+        "metric_kind": r.metric.kind if r.metric else None,
+        "hardware_flops": r.metric.hardware_flops if r.metric else None, "published": r.published,
+        "predicted": None if r.predicted is None else round(r.predicted, 4), "abs_pct_error": _r(r.abs_pct_error),
+        "skipped": r.skipped, "defaults": list(r.defaults), "family": r.family, "in_scope": r.in_scope,
+        "fits_in_memory": r.fits_in_memory, "lookup_predicted": _r(r.lookup_predicted),
+        "lookup_abs_pct_error": _r(r.lookup_abs_pct_error),
+    } for r in report.cases]
+    pairs = [{"first": p.first, "second": p.second, "change": p.change, "published_ratio": round(p.published_ratio, 4),
+              "predicted_ratio": round(p.predicted_ratio, 4), "abs_pct_error": _r(p.abs_pct_error),
+              "lookup_abs_pct_error": _r(p.lookup_abs_pct_error)} for p in report.pairs]
+    overall = _summary_json(report.summary())
+    return {"cases": cases, **overall, "sources": {s: _summary_json(report.summary(s)) for s in report.sources},
+            "pairs": pairs}

@@ -1,0 +1,69 @@
+"""HuggingFace config.json import: llama, gpt2 and mpt layouts, and the errors for what it cannot read."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simulator.core.errors import ConfigError
+from workloads.model import transformer
+from workloads.presets import load_model, model_from_hf_config
+
+SHAPE = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated_mlp", "vocab", "max_seq_len",
+         "tied_embeddings", "learned_positions", "bias")
+
+def _shape(spec):
+    """The spec's shape with defaults resolved (kv_heads, ffn_hidden)."""
+    model = transformer(spec)
+    return {field: getattr(model, field, getattr(spec, field)) for field in SHAPE}
+
+
+def test_llama_config_round_trips_to_the_preset(llama2_70b_config):
+    """A Llama-2-70B config.json gives the llama2-70b preset's shape, name and parameter count."""
+    spec = model_from_hf_config(llama2_70b_config, "config.json")
+    assert _shape(spec) == _shape(load_model("llama2-70b"))
+    assert spec.name == "meta-llama/Llama-2-70b-hf" and spec.source == "config.json"
+    assert transformer(spec).total_params == 68_976_648_192
+
+
+def test_gpt2_config_defaults_to_four_h_biases_and_tied():
+    """gpt2-xl's config (n_inner null) gives f = 4 h, biases, learned positions and tied embeddings."""
+    text = json.dumps({"model_type": "gpt2", "n_layer": 48, "n_embd": 1600, "n_head": 25, "n_inner": None,
+                       "n_positions": 1024, "vocab_size": 50257})
+    assert _shape(model_from_hf_config(text, "gpt2-xl")) == _shape(load_model("gpt2-xl"))
+
+
+def test_mpt_config_reads_no_bias_and_alibi():
+    """mosaicml/mpt-7b's config (no_bias, alibi, expansion_ratio 4) gives the mpt-7b preset's shape."""
+    text = json.dumps({"model_type": "mpt", "n_layers": 32, "d_model": 4096, "n_heads": 32, "expansion_ratio": 4,
+                       "max_seq_len": 2048, "vocab_size": 50432, "no_bias": True, "learned_pos_emb": True,
+                       "attn_config": {"alibi": True, "attn_impl": "torch"}})
+    assert _shape(model_from_hf_config(text, "mpt-7b")) == _shape(load_model("mpt-7b"))
+
+
+def test_missing_key_is_named(llama2_70b_config):
+    """A llama config without intermediate_size is refused, naming the key."""
+    data = json.loads(llama2_70b_config)
+    del data["intermediate_size"]
+    with pytest.raises(ConfigError, match="cfg.json: config.json lacks 'intermediate_size'"):
+        model_from_hf_config(json.dumps(data), "cfg.json")
+
+
+def test_unknown_model_type_lists_the_supported():
+    """An unsupported model_type (or none) is refused with the supported list."""
+    with pytest.raises(ConfigError, match="model_type 't5' not supported; supported: bert, gpt2, gpt_neox"):
+        model_from_hf_config('{"model_type": "t5", "d_model": 1024}', "t5.json")
+
+
+def test_head_dim_other_than_hidden_over_heads_is_refused(llama2_70b_config):
+    """A config whose head_dim x heads differs from hidden_size (Mistral-Nemo style) is not silently miscounted."""
+    data = json.loads(llama2_70b_config) | {"model_type": "mistral", "head_dim": 256}
+    with pytest.raises(ConfigError, match="head_dim 256"):
+        model_from_hf_config(json.dumps(data), "nemo.json")
+
+
+def test_invalid_json_is_a_config_error():
+    """Text that is not JSON is refused with the source and line."""
+    with pytest.raises(ConfigError, match=r"broken.json: not valid JSON: .* \(line 1\)"):
+        model_from_hf_config("{not json", "broken.json")

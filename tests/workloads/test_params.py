@@ -1,0 +1,89 @@
+"""Parameter counts: the formulas by hand on a tiny model, and the presets against published totals."""
+
+from __future__ import annotations
+
+import pytest
+
+from workloads.model import transformer
+from workloads.presets import load_model
+from workloads.spec import ModelSpec
+
+
+def _tiny(**fields: object) -> ModelSpec:
+    base: dict[str, object] = {"name": "tiny", "layers": 2, "hidden": 8, "heads": 2, "kv_heads": 1,
+                               "ffn_hidden": 12, "gated_mlp": True, "vocab": 10, "max_seq_len": 16}
+    return ModelSpec.model_validate(base | fields)
+
+
+def test_tiny_gated_gqa_model_by_hand():
+    """h=8, a=2 (d=4), kv=1, f=12 gated, V=10, untied: attention 2*64 + 2*8*4 = 192, MLP 3*8*12 = 288,
+    norms 2*8 = 16 per layer; embedding 80, output 80, final norm 8: 2*496 + 168 = 1160."""
+    model = transformer(_tiny())
+    assert (model.attention_params_per_layer, model.mlp_params_per_layer, model.norm_params_per_layer) == (192, 288, 16)
+    assert (model.embedding_params, model.output_params, model.final_norm_params) == (80, 80, 8)
+    assert model.total_params == 1160
+
+
+def test_biases_learned_positions_and_tying_by_hand():
+    """With biases (q 8, k 4, v 4, o 8; gate 12, up 12, down 8), LayerNorm bias (2h per norm), a learned
+    16 x 8 position table and tied output: 216 + 320 + 32 = 568 per layer, embedding 80 + 128, final 16."""
+    model = transformer(_tiny(bias=True, learned_positions=True, tied_embeddings=True))
+    assert (model.attention_params_per_layer, model.mlp_params_per_layer, model.norm_params_per_layer) == (216, 320, 32)
+    assert (model.embedding_params, model.output_params, model.final_norm_params) == (208, 0, 16)
+    assert model.total_params == 2 * 568 + 208 + 16
+
+
+def test_defaults_resolve_to_multi_head_and_four_h():
+    """Without kv_heads and ffn_hidden a plain MLP model has kv = heads and f = 4 h."""
+    model = transformer(ModelSpec(name="m", layers=1, hidden=64, heads=4, vocab=100))
+    assert (model.kv_heads, model.ffn_hidden, model.kv_dim) == (4, 256, 64)
+
+
+# (preset, published total, relative tolerance, source of the published figure)
+PUBLISHED = [
+    ("llama2-7b", 6.74e9, 0.005, "HF meta-llama/Llama-2-7b-hf: 6.74B"),
+    ("llama2-13b", 13.0e9, 0.005, "HF meta-llama/Llama-2-13b-hf: 13.0B"),
+    ("llama2-70b", 69.0e9, 0.005, "HF meta-llama/Llama-2-70b-hf: 69.0B"),
+    ("llama3-8b", 8.03e9, 0.005, "HF meta-llama/Meta-Llama-3-8B: 8.03B"),
+    ("llama3-70b", 70.6e9, 0.005, "HF meta-llama/Meta-Llama-3-70B: 70.6B"),
+    ("llama3-405b", 405.9e9, 0.005, "HF meta-llama/Llama-3.1-405B: 406B (405.9e9)"),
+    ("gpt3-175b", 175e9, 0.01, "Brown et al. 2020, Table 2.1: 175.0B"),
+    ("gpt3-13b", 13.0e9, 0.015, "Brown et al. 2020, Table 2.1: 13.0B (we use d_model 5120, not the printed 5140)"),
+    ("mpt-7b", 6.7e9, 0.01, "MosaicML MPT-7B model card: 6.7B"),
+    ("mpt-30b", 30e9, 0.005, "MosaicML MPT-30B model card: 30B"),
+    ("bert-large", 335e6, 0.005, "HF google-bert/bert-large-uncased: 335M (pooler, token types not modelled)"),
+    ("gpt2-xl", 1.56e9, 0.005, "HF openai-community/gpt2-xl: 1.56B"),
+]
+
+
+@pytest.mark.parametrize(("preset", "published", "rel", "source"), PUBLISHED, ids=[p[0] for p in PUBLISHED])
+def test_preset_total_matches_published(preset, published, rel, source):
+    """Each preset's total parameter count is within tolerance of its published figure."""
+    total = transformer(load_model(preset)).total_params
+    assert total == pytest.approx(published, rel=rel), source
+
+
+def test_mpt70b_matches_llm_foundry_exactly():
+    """The mpt-70b preset has exactly the 64,862,437,376 parameters of LLM Foundry's benchmark README
+    (../shared/data/training/cases.yaml)."""
+    assert transformer(load_model("mpt-70b")).total_params == 64_862_437_376
+
+
+# LLM Foundry benchmark shapes (scripts/train/yamls/pretrain/mpt-<size>.yaml, MPTConfig defaults: biases,
+# learned positions at max_seq_len, tied, vocab 50368) and the README's counts, as in cases.yaml.
+FOUNDRY = [
+    ("MPT-30b", 48, 7168, 56, 2048, 29_975_214_080),
+    ("MPT-13b", 40, 5120, 40, 2048, 12_853_954_560),
+    ("MPT-7b", 32, 4096, 32, 2048, 6_658_859_008),
+    ("MPT-1b", 24, 2048, 16, 2048, 1_315_950_592),
+    ("MPT-125m", 12, 768, 12, 65536, 174_070_272),
+]
+
+
+@pytest.mark.parametrize(("name", "layers", "hidden", "heads", "seq_len", "count"), FOUNDRY,
+                         ids=[f[0] for f in FOUNDRY])
+def test_llm_foundry_conventions_reproduce_benchmark_counts(name, layers, hidden, heads, seq_len, count):
+    """With LLM Foundry's conventions every benchmark model's README count is reproduced exactly."""
+    spec = ModelSpec(name=name, layers=layers, hidden=hidden, heads=heads, vocab=50368, max_seq_len=seq_len,
+                     learned_positions=True, tied_embeddings=True, bias=True)
+    assert transformer(spec).total_params == count

@@ -1,0 +1,211 @@
+"""The transformer as arithmetic: parameter counts, FLOPs, GEMM shapes and activation memory.
+
+`transformer(spec)` resolves a ModelSpec's defaults into a `TransformerModel`, whose properties and
+methods state each formula and its source. Notation: L layers, h hidden, a heads, kv key/value
+heads, d = h / a head size, f MLP inner size, V vocabulary, s sequence length, b micro-batch,
+t tensor-parallel degree. Parameters are counted per weight matrix, so GQA (kv < a) and gated MLPs
+(SwiGLU, three matrices) are exact; what is not modelled: BERT's token-type embeddings and pooler,
+T5-style encoder-decoders and relative position biases.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.core.errors import ConfigError
+from workloads.spec import Checkpointing, ModelSpec
+
+ACTIVATION_BYTES = 2  # bf16/fp16 activations, as Korthikanti et al. 2022 assume
+LOGIT_BYTES = 4  # logits are kept in fp32 for the cross-entropy loss
+
+
+@dataclass(frozen=True)
+class TransformerModel:
+    """A ModelSpec with its defaults resolved (kv_heads, ffn_hidden), and its cost formulas."""
+
+    spec: ModelSpec
+    kv_heads: int
+    ffn_hidden: int
+
+    @property
+    def head_dim(self) -> int:
+        """d = h / a."""
+        return self.spec.hidden // self.spec.heads
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of the K (and of the V) projection: kv x d (= h without GQA)."""
+        return self.kv_heads * self.head_dim
+
+    # --- parameters --------------------------------------------------------------------------
+
+    @property
+    def attention_params_per_layer(self) -> int:
+        """Q and O are h x h, K and V are h x (kv d) (Ainslie et al. 2023, GQA); with biases
+        (GPT-2/3, BERT) add h + 2 kv d + h."""
+        h = self.spec.hidden
+        weights = 2 * h * h + 2 * h * self.kv_dim
+        return weights + (2 * h + 2 * self.kv_dim if self.spec.bias else 0)
+
+    @property
+    def mlp_params_per_layer(self) -> int:
+        """2 h f (up, down), or 3 h f when gated (gate, up, down; Shazeer 2020, Llama); with biases
+        add f (or 2 f) + h."""
+        h, f = self.spec.hidden, self.ffn_hidden
+        matrices = 3 if self.spec.gated_mlp else 2
+        biases = (matrices - 1) * f + h if self.spec.bias else 0
+        return matrices * h * f + biases
+
+    @property
+    def norm_params_per_layer(self) -> int:
+        """Two norms per block: LayerNorm with bias has 2 h each; RMSNorm (Llama) and MPT's
+        bias-free LayerNorm have h."""
+        return 2 * self._norm_params
+
+    @property
+    def params_per_layer(self) -> int:
+        """Attention + MLP + norms of one transformer block."""
+        return self.attention_params_per_layer + self.mlp_params_per_layer + self.norm_params_per_layer
+
+    @property
+    def matmul_params_per_layer(self) -> int:
+        """The weight-matrix parameters of one block (no biases, no norms): what the GEMMs multiply."""
+        return sum(n * k for _, _, n, k in self.layer_gemms(1))
+
+    @property
+    def embedding_params(self) -> int:
+        """V h token embedding, plus max_seq_len x h when positions are learned (GPT-2/3, BERT)."""
+        positions = self.spec.max_seq_len if self.spec.learned_positions else 0
+        return (self.spec.vocab + positions) * self.spec.hidden
+
+    @property
+    def output_params(self) -> int:
+        """V h output projection; 0 when it is tied to the token embedding (GPT-2/3, MPT, BERT)."""
+        return 0 if self.spec.tied_embeddings else self.spec.vocab * self.spec.hidden
+
+    @property
+    def final_norm_params(self) -> int:
+        """The norm after the last block (for BERT, the embedding LayerNorm: same count)."""
+        return self._norm_params
+
+    @property
+    def total_params(self) -> int:
+        """L x params_per_layer + embeddings + output projection + final norm."""
+        return (self.spec.layers * self.params_per_layer + self.embedding_params + self.output_params
+                + self.final_norm_params)
+
+    @property
+    def _norm_params(self) -> int:
+        return (2 if self.spec.bias else 1) * self.spec.hidden
+
+    # --- FLOPs -------------------------------------------------------------------------------
+
+    def layer_gemms(self, tokens: int) -> list[tuple[str, int, int, int]]:
+        """The forward GEMMs of one block as (name, m, n, k), C[m, n] = A[m, k] B[k, n], m = tokens.
+
+        qkv is fused (Megatron, MPT Wqkv, GPT-2 c_attn): n = h + 2 kv d; for gated MLPs mlp_up
+        fuses gate and up (Megatron's linear_fc1): n = 2 f. Each costs 2 m n k FLOPs; the attention
+        score and value matmuls are not weight GEMMs (see attention_forward_flops).
+        """
+        h, f = self.spec.hidden, self.ffn_hidden
+        up = 2 * f if self.spec.gated_mlp else f
+        return [
+            ("qkv", tokens, h + 2 * self.kv_dim, h),
+            ("attn_out", tokens, h, h),
+            ("mlp_up", tokens, up, h),
+            ("mlp_down", tokens, h, f),
+        ]
+
+    def attention_forward_flops(self, tokens: int, seq_len: int) -> float:
+        """Q K^T and softmax x V: 2 x 2 x tokens x s x h (Narayanan et al. 2021, section 5.1).
+
+        Counted in full, not halved for the causal mask, as Narayanan (and MFU as usually reported)
+        does; GQA does not change it (every query head still attends over s keys).
+        """
+        return 4.0 * tokens * seq_len * self.spec.hidden
+
+    def layer_forward_flops(self, tokens: int, seq_len: int) -> float:
+        """2 x matmul_params_per_layer x tokens + attention_forward_flops; for GPT-style blocks
+        24 b s h^2 + 4 b s^2 h (Narayanan et al. 2021, eq. 3 derivation)."""
+        return 2.0 * self.matmul_params_per_layer * tokens + self.attention_forward_flops(tokens, seq_len)
+
+    def head_forward_flops(self, tokens: int) -> float:
+        """Output projection to the vocabulary: 2 h V per token (Narayanan et al. 2021, 2 B s h V)."""
+        return 2.0 * self.spec.hidden * self.spec.vocab * tokens
+
+    def model_flops_per_token(self, seq_len: int) -> float:
+        """Forward + backward = 3 x forward (backward is twice the forward; Kaplan et al. 2020 6N):
+        6 (L matmul_params_per_layer + h V) + 12 L h s. The embedding lookup, norms, biases and
+        softmax are not counted; this is the numerator of MFU (Narayanan et al. 2021, eq. 3 without
+        recomputation; Chowdhery et al. 2022, appendix B)."""
+        forward = self.spec.layers * self.layer_forward_flops(1, seq_len) + self.head_forward_flops(1)
+        return 3.0 * forward
+
+    def hardware_flops_per_token(self, seq_len: int, checkpointing: Checkpointing) -> float:
+        """model_flops_per_token plus what recomputation adds: full recomputes every block's
+        forward once (not the output layer), giving Narayanan et al. 2021 eq. 3, 96 B s L h^2
+        (1 + s/(6h) + V/(16 L h)) per B s tokens; selective recomputes only the attention score
+        and value part (Korthikanti et al. 2022, selective activation recomputation), 4 L h s per token."""
+        extra = {
+            "none": 0.0,
+            "selective": self.spec.layers * self.attention_forward_flops(1, seq_len),
+            "full": self.spec.layers * self.layer_forward_flops(1, seq_len),
+        }
+        return self.model_flops_per_token(seq_len) + extra[_checked(checkpointing)]
+
+    # --- activation memory -------------------------------------------------------------------
+
+    def activation_bytes_per_layer(self, micro_batch: int, seq_len: int, checkpointing: Checkpointing,
+                                   tp: int = 1, sequence_parallel: bool = False) -> float:
+        """Bytes one block keeps for its backward (Korthikanti et al. 2022, Table 2), 16-bit
+        activations and 1-byte dropout masks:
+
+        none: s b h (34 + 5 a s / h); with TP s b h (10 + 24/t + 5 a s / (h t)); with TP and
+        sequence parallelism s b h / t (34 + 5 a s / h). selective: the 5 a s / h term (attention
+        scores, softmax, dropout) is recomputed, leaving s b h 34 (10 + 24/t with TP, 34/t with SP).
+        full: only the block's input, 2 s b h (sharded over t with SP, as Megatron stores it).
+        The 34 assumes a GPT block (MHA, 4h GeLU MLP, dropout); for GQA/SwiGLU models it is an
+        approximation. FlashAttention keeps no s x s tensors, so with it `none` is closer to
+        `selective`.
+        """
+        s, b, h, a, t = seq_len, micro_batch, self.spec.hidden, self.spec.heads, tp
+        sbh = float(s * b * h)
+        mode = _checked(checkpointing)
+        if mode == "full":
+            return ACTIVATION_BYTES * sbh / (t if sequence_parallel else 1)
+        scores = 5.0 * a * s / h if mode == "none" else 0.0
+        if sequence_parallel:
+            return sbh / t * (34.0 + scores)
+        return sbh * (10.0 + 24.0 / t + scores / t)
+
+    def layers_activation_bytes(self, micro_batch: int, seq_len: int, checkpointing: Checkpointing,
+                                tp: int = 1, sequence_parallel: bool = False) -> float:
+        """L x activation_bytes_per_layer (all blocks on one GPU, no pipeline parallelism)."""
+        return self.spec.layers * self.activation_bytes_per_layer(
+            micro_batch, seq_len, checkpointing, tp, sequence_parallel)
+
+    def embedding_activation_bytes(self, micro_batch: int, seq_len: int) -> float:
+        """The embedding dropout mask, s b h bytes (Korthikanti et al. 2022, total activation memory)."""
+        return float(seq_len * micro_batch * self.spec.hidden)
+
+    def output_activation_bytes(self, micro_batch: int, seq_len: int, tp: int = 1) -> float:
+        """Final norm and output projection inputs, 4 s b h, plus the fp32 logits for the loss,
+        4 s b V / t with a vocabulary-parallel output layer (Korthikanti et al. 2022, total activation memory:
+        4 s b h + 4 s b v); the logits usually dominate."""
+        s, b = seq_len, micro_batch
+        return float(2 * ACTIVATION_BYTES * s * b * self.spec.hidden) + LOGIT_BYTES * s * b * self.spec.vocab / tp
+
+
+def _checked(checkpointing: str) -> str:
+    if checkpointing not in ("none", "selective", "full"):
+        raise ConfigError(f"activation_checkpointing must be none, selective or full (got {checkpointing!r})")
+    return checkpointing
+
+
+def transformer(spec: ModelSpec) -> TransformerModel:
+    """Resolve defaults: kv_heads = heads (multi-head attention); ffn_hidden = 4 h for plain MLPs
+    (Vaswani et al. 2017, GPT-2/3); gated MLPs need ffn_hidden given (Llama's is not 4 h)."""
+    if spec.ffn_hidden is None and spec.gated_mlp:
+        raise ConfigError(f"model {spec.name}: ffn_hidden is required when gated_mlp is true (llama2-7b: 11008)")
+    ffn = spec.ffn_hidden if spec.ffn_hidden is not None else 4 * spec.hidden
+    return TransformerModel(spec=spec, kv_heads=spec.kv_heads or spec.heads, ffn_hidden=ffn)

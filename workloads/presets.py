@@ -1,0 +1,180 @@
+"""Model presets (package data in workloads/presets/*.yaml, one ModelSpec per file with each figure's
+source in a comment), HuggingFace config.json import, and the resolution of a `--model NAME|FILE`
+argument to a ModelSpec.
+
+`resolve_model` is the one function of this package that reads a user file; everything else takes text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from simulator.core.errors import ConfigError
+from workloads.model import transformer
+from workloads.spec import ModelSpec
+
+_PRESET_DIR = "presets"
+
+# HuggingFace config.json layouts: ModelSpec field -> required config key.
+_LLAMA_KEYS = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
+               "ffn_hidden": "intermediate_size", "vocab": "vocab_size", "max_seq_len": "max_position_embeddings"}
+_GPT2_KEYS = {"layers": "n_layer", "hidden": "n_embd", "heads": "n_head", "vocab": "vocab_size",
+              "max_seq_len": "n_positions"}
+_MPT_KEYS = {"layers": "n_layers", "hidden": "d_model", "heads": "n_heads", "vocab": "vocab_size",
+             "max_seq_len": "max_seq_len"}
+
+# model_type -> (keys, fields fixed by the architecture, tie_word_embeddings default in transformers)
+_HF_FAMILIES: dict[str, tuple[dict[str, str], dict[str, bool], bool]] = {
+    "llama": (_LLAMA_KEYS, {"gated_mlp": True, "bias": False, "learned_positions": False}, False),
+    "mistral": (_LLAMA_KEYS, {"gated_mlp": True, "bias": False, "learned_positions": False}, False),
+    "gpt_neox": (_LLAMA_KEYS, {"gated_mlp": False, "bias": True, "learned_positions": False}, False),
+    "bert": (_LLAMA_KEYS, {"gated_mlp": False, "bias": True, "learned_positions": True}, True),
+    "gpt2": (_GPT2_KEYS, {"gated_mlp": False, "bias": True, "learned_positions": True}, True),
+    "mpt": (_MPT_KEYS, {"gated_mlp": False}, True),
+}
+
+
+@cache
+def _preset_texts() -> dict[str, str]:
+    folder = resources.files("workloads").joinpath(_PRESET_DIR)
+    return {
+        entry.name.removesuffix(".yaml"): entry.read_text(encoding="utf-8")
+        for entry in folder.iterdir()
+        if entry.name.endswith(".yaml")
+    }
+
+
+def _describe(exc: ValidationError) -> str:
+    """One line: `field: message` per error, joined by '; '."""
+    parts = []
+    for err in exc.errors():
+        path = ".".join(str(p) for p in err["loc"]) or "model"
+        parts.append(f"{path}: {str(err['msg']).removeprefix('Value error, ')}")
+    return "; ".join(parts).replace("\n", " ")
+
+
+def _mapping(data: Any, source: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of model fields, got {type(data).__name__}")
+    return data
+
+
+def _validated(data: Mapping[str, Any], source: str) -> ModelSpec:
+    try:
+        return ModelSpec.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {_describe(exc)}") from None
+
+
+def _summary(spec: ModelSpec) -> str:
+    """E.g. '6.74B params: 32 layers x 4096, 32 heads, gated MLP 11008, vocab 32000'."""
+    model = transformer(spec)
+    n = model.total_params
+    count = f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.0f}M"
+    kv = f" ({model.kv_heads} kv)" if model.kv_heads != spec.heads else ""
+    mlp = f"{'gated ' if spec.gated_mlp else ''}MLP {model.ffn_hidden}"
+    return f"{count} params: {spec.layers} layers x {spec.hidden}, {spec.heads} heads{kv}, {mlp}, vocab {spec.vocab}"
+
+
+def list_models() -> list[tuple[str, str]]:
+    """(name, one-line summary with the parameter count) of every preset, sorted by name."""
+    return [(name, _summary(load_model(name))) for name in sorted(_preset_texts())]
+
+
+def model_from_yaml_text(text: str, source: str) -> ModelSpec:
+    """A ModelSpec from YAML text holding its fields; `source` names the text in errors."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {' '.join(str(exc).split())}") from None
+    return _validated(_mapping(data, source), source)
+
+
+def load_model(name: str) -> ModelSpec:
+    """The preset `name` (see list_models)."""
+    texts = _preset_texts()
+    if name not in texts:
+        raise ConfigError(f"model preset {name!r} unknown; available: {', '.join(sorted(texts))}")
+    return model_from_yaml_text(texts[name], f"model preset {name}")
+
+
+def _required(data: Mapping[str, Any], key: str, source: str) -> Any:
+    if data.get(key) is None:
+        raise ConfigError(f"{source}: config.json lacks {key!r}, needed for model_type {data.get('model_type')!r}")
+    return data[key]
+
+
+def _family_fields(model_type: str, data: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """The fields a layout spells its own way: GQA, MLP width, biases, positions."""
+    if model_type in ("llama", "mistral"):
+        if data.get("attention_bias") or data.get("mlp_bias"):
+            raise ConfigError(f"{source}: attention_bias/mlp_bias true is not modelled (only bias-free llama)")
+        head_dim = data.get("head_dim")
+        if head_dim is not None and head_dim * data["num_attention_heads"] != data["hidden_size"]:
+            raise ConfigError(f"{source}: head_dim {head_dim} x num_attention_heads != hidden_size is not modelled")
+        return {"kv_heads": data.get("num_key_value_heads")}
+    if model_type == "gpt2":
+        return {"ffn_hidden": data.get("n_inner")}
+    if model_type == "mpt":  # MPTConfig defaults: no_bias false, learned_pos_emb true, alibi false
+        alibi = bool((data.get("attn_config") or {}).get("alibi", False))
+        return {
+            "ffn_hidden": int(data.get("expansion_ratio", 4) * data["d_model"]),
+            "bias": not data.get("no_bias", False),
+            "learned_positions": bool(data.get("learned_pos_emb", True)) and not alibi,
+        }
+    return {}
+
+
+def model_from_hf_config(text: str, source: str) -> ModelSpec:
+    """A ModelSpec from a HuggingFace config.json (text), by its model_type: llama, mistral
+    (num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads, intermediate_size,
+    vocab_size, max_position_embeddings, tie_word_embeddings), gpt_neox and bert (same keys),
+    gpt2 (n_layer, n_embd, n_head, n_inner, n_positions) and mpt (n_layers, d_model, n_heads,
+    expansion_ratio, max_seq_len, no_bias, attn_config.alibi). Defaults are transformers'."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{source}: not valid JSON: {exc.msg} (line {exc.lineno})") from None
+    data = _mapping(data, source)
+    model_type = data.get("model_type")
+    if model_type not in _HF_FAMILIES:
+        raise ConfigError(f"{source}: model_type {model_type!r} not supported; "
+                          f"supported: {', '.join(sorted(_HF_FAMILIES))}")
+    keys, fixed, tied_default = _HF_FAMILIES[model_type]
+    fields: dict[str, Any] = {field: _required(data, key, source) for field, key in keys.items()}
+    fields.update(fixed)
+    fields["tied_embeddings"] = data.get("tie_word_embeddings", tied_default)
+    fields.update({k: v for k, v in _family_fields(model_type, data, source).items() if v is not None})
+    fields["name"] = data.get("_name_or_path") or source
+    fields["source"] = source
+    return _validated(fields, source)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read model file: {exc.strerror}") from None
+
+
+def resolve_model(name_or_path: str) -> ModelSpec:
+    """A preset name, a YAML file of ModelSpec fields, or a HuggingFace config.json (a .json file, or
+    a folder holding config.json), read here."""
+    if name_or_path in _preset_texts():
+        return load_model(name_or_path)
+    path = Path(name_or_path)
+    if path.is_dir():
+        path = path / "config.json"
+    if path.suffix == ".json":
+        return model_from_hf_config(_read(path), str(path))
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return model_from_yaml_text(_read(path), str(path))
+    return load_model(name_or_path)

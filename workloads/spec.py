@@ -1,0 +1,95 @@
+"""Pydantic specs of what is trained: the model's shape, the training job, the parallel strategy.
+
+These are the edges of the one-way data flow: users write them in YAML (scenario files, presets)
+or on the command line; everything inside works on the frozen values. Units are in field names.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Precision = Literal["bf16", "fp16", "fp8", "fp32"]
+Checkpointing = Literal["none", "selective", "full"]
+Optimizer = Literal["adam", "adamw", "sgd"]
+StrategyKind = Literal["ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp"]
+FsdpSharding = Literal["FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD"]
+
+_FROZEN = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSpec(BaseModel):
+    """A decoder-only transformer (GPT / Llama / MPT family); encoder models are the same blocks."""
+
+    model_config = _FROZEN
+
+    name: str = Field(description="Model name, e.g. llama2-7b.")
+    layers: int = Field(ge=1, description="Transformer blocks.")
+    hidden: int = Field(ge=1, description="Hidden size (d_model).")
+    heads: int = Field(ge=1, description="Attention heads.")
+    kv_heads: int | None = Field(default=None, ge=1, description="Key/value heads (GQA); default: heads.")
+    ffn_hidden: int | None = Field(default=None, ge=1, description="MLP inner size; default 4 x hidden.")
+    gated_mlp: bool = Field(default=False, description="SwiGLU-style MLP with three matrices (Llama).")
+    vocab: int = Field(ge=1, description="Vocabulary size.")
+    max_seq_len: int = Field(default=2048, ge=1, description="Context length the model was built for.")
+    tied_embeddings: bool = Field(default=False, description="Output projection shares the input embedding.")
+    learned_positions: bool = Field(default=False, description="Learned position embedding table (GPT-2/3).")
+    bias: bool = Field(
+        default=False,
+        description="Linear layers and LayerNorms have bias vectors (GPT-2/3, BERT); false for Llama and MPT no_bias.")
+    source: str | None = Field(default=None, description="Where the shape comes from (paper, config).")
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelSpec:
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
+        if self.kv_heads is not None and self.heads % self.kv_heads:
+            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+        return self
+
+
+class StrategySpec(BaseModel):
+    """Data-parallel strategy and its knobs (defaults are the frameworks' defaults)."""
+
+    model_config = _FROZEN
+
+    kind: StrategyKind = Field(default="fsdp", description="ddp, zero1, zero2, zero3, fsdp or hsdp.")
+    fsdp_sharding: FsdpSharding = Field(
+        default="FULL_SHARD", description="FSDP sharding strategy (kind fsdp); hsdp means HYBRID_SHARD.")
+    bucket_bytes: int = Field(default=25 * 1024**2, ge=1, description="DDP gradient bucket (bucket_cap_mb 25).")
+    first_bucket_bytes: int = Field(default=1024**2, ge=1, description="DDP first bucket (1 MiB).")
+    zero_bucket_elements: int = Field(
+        default=500_000_000, ge=1, description="DeepSpeed reduce/allgather bucket size in elements (5e8).")
+    forward_prefetch: bool = Field(default=False, description="FSDP forward_prefetch.")
+    backward_prefetch: bool = Field(default=True, description="FSDP backward_prefetch BACKWARD_PRE.")
+    limit_all_gathers: int = Field(default=2, ge=1, description="All-gathers in flight at most (FSDP rate limiter).")
+    reshard_after_forward: bool | None = Field(
+        default=None, description="Free gathered parameters after forward (default: by sharding strategy).")
+    shard_group_gpus: int | None = Field(
+        default=None, ge=1, description="HSDP shard group size (default: GPUs per node).")
+    grad_reduce_bytes: int = Field(
+        default=2, ge=1, le=4, description="Bytes per gradient element reduced (2: bf16/fp16, 4: fp32).")
+
+
+class TrainingSpec(BaseModel):
+    """One training job: the model, its batch and precision, and the data-parallel strategy."""
+
+    model_config = _FROZEN
+
+    model: str | ModelSpec = Field(description="Preset name (see `clustersim presets`), or the shape inline.")
+    seq_len: int | None = Field(default=None, ge=1, description="Tokens per sequence (default: the model's).")
+    micro_batch: int = Field(default=1, ge=1, description="Sequences per GPU per micro-step.")
+    global_batch: int | None = Field(
+        default=None, ge=1, description="Sequences per optimizer step over all GPUs (default: no accumulation).")
+    grad_accum: int | None = Field(default=None, ge=1, description="Micro-steps per optimizer step.")
+    precision: Precision = Field(default="bf16", description="Compute precision (mixed with fp32 master weights).")
+    activation_checkpointing: Checkpointing = Field(default="none", description="none, selective or full.")
+    optimizer: Optimizer = Field(default="adamw", description="Optimizer (Adam keeps two fp32 moments).")
+    strategy: StrategySpec = Field(default_factory=StrategySpec, description="Data-parallel strategy.")
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainingSpec:
+        if self.global_batch is not None and self.grad_accum is not None:
+            raise ValueError("give global_batch or grad_accum, not both")
+        return self

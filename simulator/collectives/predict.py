@@ -53,6 +53,8 @@ def predict_collective(v: CommView, op: str, size_bytes: int, algo: str = "auto"
     if size_bytes < 0:
         raise ConfigError(f"size must not be negative, got {size_bytes}")
     algos, protos = allowed_sets(algo, proto, env)
+    if v.n_ranks == 1:  # nothing to exchange: NCCL returns after a local copy at most
+        return CollectiveEstimate(op, size_bytes, "none", "none", 0.0, 0.0, 0.0, 0.0, "none", 0)
     view = view_for_env(v, env)
     chosen = params if params is not None else prior_params(view)
     return best_estimate(op, size_bytes, candidate_shapes(op, view, algos), view, protos, chosen)

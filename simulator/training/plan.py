@@ -77,6 +77,9 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     L = model.spec.layers
     layer_param_bytes = int(model.params_per_layer * PARAM_BYTES)
     layer_grad_bytes = int(model.params_per_layer * s.grad_reduce_bytes)
+    root_params = model.total_params - L * model.params_per_layer
+    root_param_bytes = int(root_params * PARAM_BYTES)
+    root_grad_bytes = int(root_params * s.grad_reduce_bytes)
     tasks: list[Task] = []
     reductions: list[str] = []
     gathers_after_opt: list[Task] = []
@@ -85,8 +88,14 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     for m in range(micro_steps):
         last = m == micro_steps - 1
         previous = f"m{m - 1}.head_bwd" if m else None
-        # forward
-        tasks.append(Task(f"m{m}.emb_fwd", "compute", "forward", head_f * 0.05, deps=(previous,) if previous else ()))
+        # forward; FSDP's root unit (embeddings, output layer, final norm) is gathered first and
+        # kept until its gradients are reduced after the whole backward
+        emb_deps: tuple[str, ...] = (previous,) if previous else ()
+        if kind == "fsdp":
+            tasks.append(Task(f"m{m}.ag_root", "ag", "all_gather",
+                              collective=CollectiveCall("all_gather", root_param_bytes, grad_group)))
+            emb_deps = (*emb_deps, f"m{m}.ag_root")
+        tasks.append(Task(f"m{m}.emb_fwd", "compute", "forward", head_f * 0.05, deps=emb_deps))
         for i in range(L):
             deps: tuple[str, ...] = ()
             if kind == "fsdp":
@@ -123,16 +132,27 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                                       collective=CollectiveCall("all_reduce", layer_grad_bytes, "replica"),
                                       deps=(name,)))
                     reductions.append(across)
+        if kind == "fsdp":
+            name = f"m{m}.rs_root"
+            tasks.append(Task(name, "rs", "reduce_scatter",
+                              collective=CollectiveCall("reduce_scatter", root_grad_bytes, grad_group),
+                              deps=(f"m{m}.bwd0",)))
+            reductions.append(name)
+            if sharding == "HYBRID_SHARD":
+                tasks.append(Task(f"m{m}.ar_root", "rs", "all_reduce",
+                                  collective=CollectiveCall("all_reduce", root_grad_bytes, "replica"), deps=(name,)))
+                reductions.append(f"m{m}.ar_root")
         if kind in ("ddp", "zero1", "zero2") and (last or kind == "zero2"):
             op = "all_reduce" if kind == "ddp" else "reduce_scatter"
             grad_bytes = [float(layer_grad_bytes)] * L
             first, cap = ((s.first_bucket_bytes, s.bucket_bytes) if kind == "ddp"
                           else (s.zero_bucket_elements * s.grad_reduce_bytes,) * 2)
-            for b, members in enumerate(_buckets(grad_bytes, first, cap)):
+            buckets = _buckets(grad_bytes, first, cap)
+            for b, members in enumerate(buckets):
                 ready = f"m{m}.bwd{L - 1 - members[-1]}"
                 size = int(sum(grad_bytes[j] for j in members))
-                if b == 0:
-                    size += int(model.embedding_params * s.grad_reduce_bytes)  # tied/root grads go first
+                if b == len(buckets) - 1:
+                    size += root_grad_bytes  # embeddings' gradients are ready last
                 name = f"m{m}.{op}{b}"
                 tasks.append(Task(name, "rs", op, collective=CollectiveCall(op, size, "dp"), deps=(ready,)))
                 reductions.append(name)

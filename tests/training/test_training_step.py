@@ -1,0 +1,105 @@
+"""The training-step simulation: volumes, memory by strategy, directional checks, bad input."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator.core.errors import ConfigError
+from simulator.training.memory import memory_per_gpu
+from simulator.training.plan import plan_step
+from simulator.training.predict import predict_step
+from simulator.training.compute import ComputeModel
+from topologies.hardware import gpu_spec
+from topologies.presets import load_preset
+from workloads.model import transformer
+from workloads.presets import load_model
+from workloads.spec import ModelSpec, StrategySpec, TrainingSpec
+
+SMALL = ModelSpec(name="tiny-vocab", layers=8, hidden=2048, heads=16, vocab=8, max_seq_len=1024)
+
+
+def job(kind: str, **kw: object) -> TrainingSpec:
+    return TrainingSpec(model=SMALL, seq_len=1024, micro_batch=1, strategy=StrategySpec(kind=kind), **kw)
+
+
+def bytes_sent_per_rank(kind: str, n: int = 16) -> float:
+    """Bytes one rank sends in one step: all_reduce 2(n-1)/n S, all_gather/reduce_scatter (n-1)/n S."""
+    model = transformer(SMALL)
+    compute = ComputeModel(gpu_spec("H100-SXM5-80GB"), "bf16")
+    plan = plan_step(model, job(kind), compute, 1024, 1, n, model.total_params)
+    factor = {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n}
+    return sum(t.collective.size_bytes * factor[t.collective.op] for t in plan.tasks if t.collective)
+
+
+def test_zero3_moves_one_and_a_half_times_ddp():
+    """ZeRO-3 (all-gather forward + backward, reduce-scatter) moves 1.5x DDP's all-reduce volume
+    (Rajbhandari et al. 2020, section 7.2: 3 psi vs 2 psi)."""
+    assert bytes_sent_per_rank("zero3") == pytest.approx(1.5 * bytes_sent_per_rank("ddp"), rel=0.01)
+
+
+def test_zero2_moves_what_ddp_moves():
+    """ZeRO-2: reduce-scatter of gradients + all-gather of parameters = DDP's 2 psi."""
+    assert bytes_sent_per_rank("zero2") == pytest.approx(bytes_sent_per_rank("ddp"), rel=0.01)
+
+
+@pytest.mark.parametrize(("kind", "per_param"), [("ddp", 16.0), ("zero1", 4.0 + 12.0 / 8), ("zero2", 2.0 + 14.0 / 8),
+                                                 ("zero3", 16.0 / 8)])
+def test_model_states_follow_the_zero_paper(kind, per_param):
+    """Model-state bytes per parameter with mixed-precision Adam over 8 ranks: DDP 16, ZeRO-1
+    4 + 12/N, ZeRO-2 2 + 14/N, ZeRO-3 16/N (Rajbhandari et al. 2020, Figure 1)."""
+    model = transformer(SMALL)
+    m = memory_per_gpu(model, job(kind), 1024, dp=8, shard_group=8, units_in_flight=0)
+    states = m.parameters_bytes + m.gradients_bytes + m.optimizer_bytes
+    assert states == pytest.approx(per_param * model.total_params, rel=1e-9)
+
+
+def test_out_of_memory_is_a_result():
+    """A job that cannot fit reports fits_in_memory False, it does not raise."""
+    big = TrainingSpec(model="llama2-70b", seq_len=4096, micro_batch=8, strategy=StrategySpec(kind="ddp"))
+    p = predict_step(load_preset("dgx-a100", nodes=1), big, load_model("llama2-70b"))
+    assert not p.fits_in_memory and p.memory_per_gpu_bytes > p.memory_capacity_bytes
+
+
+def test_global_batch_not_divisible_is_an_error():
+    """A global batch that is not micro-batch x GPUs x k names the field."""
+    training = TrainingSpec(model=SMALL, seq_len=1024, micro_batch=3, global_batch=100)
+    with pytest.raises(ConfigError, match="global_batch"):
+        predict_step(load_preset("dgx-h100", nodes=1), training, SMALL)
+
+
+@settings(max_examples=12, deadline=None)
+@given(kind=st.sampled_from(["ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp"]), nodes=st.sampled_from([2, 4]),
+       micro_batch=st.sampled_from([1, 4]))
+def test_halving_network_bandwidth_never_speeds_a_step(kind, nodes, micro_batch):
+    """With half the NIC bandwidth, no strategy's step gets faster."""
+    base = load_preset("dgx-h100", nodes=nodes)
+    assert base.inter_node is not None
+    slow = base.model_copy(update={"inter_node": base.inter_node.model_copy(
+        update={"nic_gbps": base.inter_node.nic_gbps / 2})})
+    training = job(kind, global_batch=micro_batch * 8 * nodes).model_copy(update={"micro_batch": micro_batch})
+    fast_t = predict_step(base, training, SMALL).step_time_s
+    slow_t = predict_step(slow, training, SMALL).step_time_s
+    assert slow_t >= fast_t * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("kind", ["ddp", "zero2", "fsdp", "hsdp"])
+def test_more_nodes_never_raise_per_gpu_throughput(kind):
+    """At a fixed per-GPU batch, per-GPU throughput on N nodes never exceeds one node's."""
+    one = predict_step(load_preset("dgx-a100", nodes=1), job(kind), SMALL).tokens_per_s_per_gpu
+    for nodes in (2, 8, 32):
+        many = predict_step(load_preset("dgx-a100", nodes=nodes), job(kind), SMALL).tokens_per_s_per_gpu
+        assert many <= one * (1 + 1e-9)
+
+
+def test_idle_time_is_within_the_step_and_deterministic():
+    """0 <= idle <= step time; exposed communication <= idle; the same input gives the same output."""
+    training = TrainingSpec(model="llama2-7b", seq_len=4096, micro_batch=1, global_batch=64,
+                            activation_checkpointing="full", strategy=StrategySpec(kind="fsdp"))
+    a = predict_step(load_preset("dgx-h100", nodes=2), training, load_model("llama2-7b"))
+    b = predict_step(load_preset("dgx-h100", nodes=2), training, load_model("llama2-7b"))
+    assert a == b
+    assert 0.0 <= a.gpu_idle_s <= a.step_time_s
+    assert 0.0 <= a.exposed_comm_s <= a.gpu_idle_s + 1e-12
+    assert 0.0 < a.mfu < 1.0

@@ -5,13 +5,19 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
 - peak is the GPU's dense tensor rate at the compute precision (topologies/data/gpus.yaml).
 - GEMM efficiency saturates with the GEMM's smallest dimension d: GEMM_EFFICIENCY[arch] x d /
   (d + GEMM_HALF_DIM). The asymptote is what cuBLAS reaches on large bf16/fp16 GEMMs: ~80% of
-  dense peak on V100 and A100 (NVIDIA cuBLAS/Megatron reports: A100 ~250 of 312 TFLOP/s), ~75% on
-  H100 SXM (~700-750 of 989) and ~70% on B200 (new, less mature kernels). Attention runs as a fused
-  (flash) kernel at ATTENTION_EFFICIENCY of the GEMM asymptote (FlashAttention-2 paper: 50-73% of
-  peak forward on A100).
-- Element-wise work (norms, residuals, activation functions, dropout, softmax outside flash) is
-  memory-bound: ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN bytes per token per hidden unit per layer
-  forward (about a dozen bf16 reads and writes of the activations).
+  dense peak on V100 and A100 (NVIDIA cuBLAS/Megatron reports: A100 ~250 of 312 TFLOP/s), ~67% on
+  H100 SXM (public cuBLAS bf16 benchmarks reach ~650-700 of 989 TFLOP/s on transformer shapes) and
+  ~62% on B200 (new, less mature kernels; an assumption until measured).
+- Attention runs as a fused (flash) kernel at ATTENTION_EFFICIENCY of dense peak, forward and
+  backward together: FlashAttention-2 reaches 50-73% of A100 peak forward and less backward
+  (Dao 2023), and only ~35% of H100 peak (Shah et al. 2024, FlashAttention-3, section 1); Volta
+  has no flash kernels (xformers/apex memory-efficient attention, ~25%).
+- fp8 training (Transformer Engine) runs the GEMMs at the fp8 rate but attention and element-wise
+  work in bf16, and casts each GEMM's inputs (FP8_CAST_BYTES per element read and written).
+- Element-wise work (norms, rotary, residual adds, the MLP activation, dropout) is memory-bound:
+  ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN bytes per token per hidden unit per layer forward: two norms
+  (read + write, 4 B each), two residual adds (6 B each), rotary on q/k (~4 B), and the MLP
+  activation over the 2.7-4h wide intermediate (~16 B) -- about 40 bytes.
 - The optimizer is memory-bound: Adam reads and writes fp32 master weights, two moments and the
   gradient (OPTIMIZER_BYTES_PER_PARAM per locally owned parameter).
 A measured single-GPU rate (a compute calibration, or a user's tokens/s) scales all of it.
@@ -24,11 +30,12 @@ from dataclasses import dataclass
 from topologies.hardware import GpuSpec
 from workloads.model import TransformerModel
 
-GEMM_EFFICIENCY = {"volta": 0.80, "turing": 0.75, "ampere": 0.80, "ada": 0.70, "hopper": 0.75, "blackwell": 0.70}
-GEMM_HALF_DIM = 128.0
-ATTENTION_EFFICIENCY = 0.75
+GEMM_EFFICIENCY = {"volta": 0.80, "turing": 0.75, "ampere": 0.80, "ada": 0.70, "hopper": 0.67, "blackwell": 0.62}
+GEMM_HALF_DIM = 256.0
+ATTENTION_EFFICIENCY = {"volta": 0.25, "turing": 0.30, "ampere": 0.55, "ada": 0.45, "hopper": 0.35, "blackwell": 0.35}
 MEMORY_EFFICIENCY = 0.85
-ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 24.0
+ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 40.0
+FP8_CAST_BYTES = 3.0  # read bf16 (2 B), write fp8 (1 B)
 OPTIMIZER_BYTES_PER_PARAM = {"adam": 32.0, "adamw": 32.0, "sgd": 16.0}
 KERNEL_LAUNCH_S = 5e-6  # per layer and pass: a dozen kernels of a few microseconds' launch gap
 
@@ -52,26 +59,35 @@ class ComputeModel:
 
     @property
     def peak_flops(self) -> float:
+        """Dense peak of the GEMMs at the compute precision (fp16 where the GPU has no bf16)."""
         precision = "fp16" if self.precision == "fp16" or self.gpu.bf16_tflops is None else self.precision
+        return self.gpu.peak_tflops(precision) * 1e12  # type: ignore[arg-type]
+
+    @property
+    def half_precision_flops(self) -> float:
+        """Dense bf16 (or fp16) peak: what attention and non-GEMM work run at, fp8 or not."""
+        precision = "bf16" if self.gpu.bf16_tflops is not None and self.precision != "fp32" else (
+            "fp16" if self.precision != "fp32" else "fp32")
         return self.gpu.peak_tflops(precision) * 1e12  # type: ignore[arg-type]
 
     def gemm_efficiency(self, m: int, n: int, k: int) -> float:
         smallest = float(min(m, n, k))
         return GEMM_EFFICIENCY[self.gpu.arch] * smallest / (smallest + GEMM_HALF_DIM)
 
-    def _roofline(self, flops: float, efficiency: float, bytes_moved: float) -> float:
-        compute = flops / (self.peak_flops * efficiency)
+    def _roofline(self, flops: float, efficiency: float, bytes_moved: float, peak: float | None = None) -> float:
+        compute = flops / ((peak or self.peak_flops) * efficiency)
         memory = bytes_moved / (self.gpu.hbm_GBps * 1e9 * MEMORY_EFFICIENCY)
         return max(compute, memory) / self.scale
 
     def layer(self, model: TransformerModel, micro_batch: int, seq_len: int, checkpointing: str) -> LayerTimes:
         """Forward, backward (2x the forward's matmuls) and recompute time of one layer."""
         tokens = micro_batch * seq_len
-        gemm_s = sum(self._roofline(2.0 * m * n * k, self.gemm_efficiency(m, n, k), 2.0 * (m * k + k * n + m * n))
+        cast = FP8_CAST_BYTES if self.precision == "fp8" else 0.0
+        gemm_s = sum(self._roofline(2.0 * m * n * k, self.gemm_efficiency(m, n, k),
+                                    2.0 * (m * k + k * n + m * n) + cast * (m * k + k * n))
                      for _, m, n, k in model.layer_gemms(tokens))
-        attention_flops = model.layer_forward_flops(tokens, seq_len) - 2.0 * sum(
-            m * n * k for _, m, n, k in model.layer_gemms(tokens))
-        attention_s = self._roofline(attention_flops, GEMM_EFFICIENCY[self.gpu.arch] * ATTENTION_EFFICIENCY, 0.0)
+        attention_s = self._roofline(model.attention_forward_flops(tokens, seq_len),
+                                     ATTENTION_EFFICIENCY[self.gpu.arch], 0.0, self.half_precision_flops)
         elementwise_s = tokens * model.spec.hidden * ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN / (
             self.gpu.hbm_GBps * 1e9 * MEMORY_EFFICIENCY) / self.scale
         forward = gemm_s + attention_s + elementwise_s + KERNEL_LAUNCH_S

@@ -42,7 +42,8 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
     "training": {"strategy": "str-list", "tp": "int", "pp": "int", "cp": "int", "dp": "int", "fsdp": "int",
                  "model_parallel_size_tp_x_pp": "int", "micro_batch": "int", "global_batch": "int",
                  "grad_accum": "int", "zero_stage": "int|str", "zeropp": "bool", "precision": "str",
-                 "activation_checkpointing": "bool|str", "fsdp_sharding_strategy": "str", "offload": "bool|str"},
+                 "activation_checkpointing": "bool|str", "fsdp_sharding_strategy": "str", "offload": "bool|str",
+                 "fsdp_mixed_precision_mode": "str"},
     "cluster": {"gpu": "str", "num_gpus": "int", "gpus_per_node": "int", "nodes": "int", "intra_node": "str",
                 "inter_node": "str", "inter_node_bw_per_node": "str", "ib_links": "str"},
 }
@@ -173,6 +174,8 @@ _ZERO_KINDS: dict[int | None, StrategyKind] = {1: "zero1", 2: "zero2", 3: "zero3
 _FSDP_SHARDINGS: dict[str, FsdpSharding] = {
     "FULL_SHARD": "FULL_SHARD", "SHARD_GRAD_OP": "SHARD_GRAD_OP", "HYBRID_SHARD": "HYBRID_SHARD",
     "NO_SHARD": "NO_SHARD"}
+# Composer's FSDP mixed_precision modes: FULL and DEFAULT reduce gradients in fp32, PURE in the amp dtype.
+_REDUCE_BYTES = {"FULL": 4, "DEFAULT": 4, "PURE": 2}
 
 
 def _strategy_names(training: Mapping[str, Any]) -> list[str]:
@@ -200,12 +203,10 @@ def _model_parallel(training: Mapping[str, Any], names: list[str]) -> list[str]:
 
 def _family(training: Mapping[str, Any], names: list[str], model_parallel: bool) -> tuple[Family | None, str | None]:
     """The data-parallel family and, when it is inferred rather than named, the flag saying so."""
-    zero_stage = _leading_int(training.get("zero_stage"))
     if "fsdp" in names or "hsdp" in names:
         return "fsdp", None
-    if "zeropp" in names or training.get("zeropp") is True or any(n.startswith("zero") for n in names):
-        return "zero", None
-    if zero_stage:
+    if any(n.startswith("zero") for n in names) or training.get("zeropp") is True \
+            or _leading_int(training.get("zero_stage")):
         return "zero", None
     if "ddp" in names or "dp" in names:
         return "ddp", None
@@ -235,10 +236,14 @@ def _strategy_spec(training: Mapping[str, Any], names: list[str], family: Family
     sharding = _FSDP_SHARDINGS.get(stated or "FULL_SHARD")
     if sharding is None:
         raise _Unexpressible(f"fsdp_sharding_strategy {stated!r} not known; known: {', '.join(_FSDP_SHARDINGS)}")
+    mode = training.get("fsdp_mixed_precision_mode")
+    if mode is not None and mode.upper() not in _REDUCE_BYTES:
+        raise _Unexpressible(f"fsdp_mixed_precision_mode {mode!r} not known; known: {', '.join(_REDUCE_BYTES)}")
+    knobs: dict[str, Any] = {"grad_reduce_bytes": _REDUCE_BYTES[mode.upper()]} if mode else {}
     shard_degree = training.get("fsdp")
     if sharding == "HYBRID_SHARD" or "hsdp" in names or (shard_degree and shard_degree < n_gpus):
-        return StrategySpec(kind="hsdp", fsdp_sharding="HYBRID_SHARD", shard_group_gpus=shard_degree)
-    return StrategySpec(kind="fsdp", fsdp_sharding=sharding)
+        return StrategySpec(kind="hsdp", fsdp_sharding="HYBRID_SHARD", shard_group_gpus=shard_degree, **knobs)
+    return StrategySpec(kind="fsdp", fsdp_sharding=sharding, **knobs)
 
 
 # --- cluster --------------------------------------------------------------------------------------

@@ -37,9 +37,8 @@ MetricKind = Literal["tokens_per_s_per_gpu", "tflops_per_gpu", "mfu_pct"]
 
 # Published metric names, in order of preference (the first one a case has is used).
 METRIC_KEYS: tuple[tuple[str, MetricKind], ...] = (
-    ("throughput_tokens_per_s_per_GPU", "tokens_per_s_per_gpu"),
-    ("tokens_per_sec_per_GPU", "tokens_per_s_per_gpu"),
-    ("tokens_per_s_per_GPU", "tokens_per_s_per_gpu"),
+    # size-normalised metrics first, so that the lookup-table baseline (the median of the same
+    # metric over similar cases) compares like with like across model sizes
     ("model_TFLOP_per_GPU", "tflops_per_gpu"),
     ("model_TFLOP_per_sec_per_GPU", "tflops_per_gpu"),
     ("per_gpu_teraFLOP/s", "tflops_per_gpu"),
@@ -51,6 +50,9 @@ METRIC_KEYS: tuple[tuple[str, MetricKind], ...] = (
     ("MFU_%", "mfu_pct"),
     ("MFU", "mfu_pct"),
     ("percent_of_theoretical_peak", "mfu_pct"),
+    ("throughput_tokens_per_s_per_GPU", "tokens_per_s_per_gpu"),
+    ("tokens_per_sec_per_GPU", "tokens_per_s_per_gpu"),
+    ("tokens_per_s_per_GPU", "tokens_per_s_per_gpu"),
 )
 _HARDWARE_FLOPS_NOTE = re.compile(
     r"hardware TFLOP|4\s*\*\s*2 coefficient|incl(?:\.|uding) (?:activation )?recomput|count(?:s|ing) recomputation",
@@ -61,7 +63,7 @@ _RECOMPUTE_FACTOR = {"none": 1.0, "full": 4.0 / 3.0}  # hardware / model FLOPs (
 _MAPPED_TRAINING_KEYS = frozenset({
     "strategy", "tp", "pp", "cp", "dp", "dp_derived", "fsdp", "model_parallel_size_tp_x_pp", "micro_batch",
     "global_batch", "global_batch_tokens", "grad_accum", "precision", "activation_checkpointing",
-    "fsdp_sharding_strategy", "zero_stage", "zeropp"})
+    "fsdp_sharding_strategy", "fsdp_mixed_precision_mode", "zero_stage", "zeropp"})
 
 
 @dataclass(frozen=True)

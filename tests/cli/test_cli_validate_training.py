@@ -1,0 +1,110 @@
+"""`validate-training`: the JSON contract, the table, --source, bad input (with a fake predictor)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+import yaml
+from typer.testing import CliRunner
+
+from simulator.cli import validate_training
+from simulator.core.errors import ConfigError
+from simulator.training.prediction import MemoryBreakdown, StepPrediction
+
+SHARED_CASES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "training" / "cases.yaml"
+
+
+def fake_predict_step(topology, training, model) -> StepPrediction:
+    """100 tokens/s/GPU per layer, 6 GFLOP per token, peak 1000 TFLOP/s."""
+    n_gpus = topology.gpus_per_node * topology.nodes
+    accum = training.global_batch // (training.micro_batch * n_gpus) if training.global_batch else \
+        training.grad_accum or 1
+    tokens = training.micro_batch * accum * n_gpus * (training.seq_len or model.max_seq_len)
+    step = tokens / (n_gpus * 100.0 * model.layers)
+    return StepPrediction(step_time_s=step, compute_s=step, exposed_comm_s=0.0, idle_breakdown_s={},
+                          tokens_per_step=tokens, n_gpus=n_gpus, model_flops_per_step=6e9 * tokens,
+                          peak_tflops=1000.0, memory=MemoryBreakdown(1.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+                          memory_capacity_bytes=2.0)
+
+
+@pytest.fixture
+def app(monkeypatch) -> typer.Typer:
+    """A throwaway app with only this command, predicting with the fake."""
+    monkeypatch.setattr(validate_training, "predict_step", fake_predict_step)
+    throwaway = typer.Typer()
+    validate_training.register(throwaway)
+    throwaway.command("noop")(lambda: None)  # two commands, so the command name is required as in clustersim
+    return throwaway
+
+
+def _cases_file(tmp_path: Path) -> Path:
+    def entry(case_id: str, layers: int, gpus: int, published: float, strategy: str = "fsdp") -> dict:
+        return {
+            "id": case_id,
+            "model": {"name": "MPT-test", "layers": layers, "hidden": 1024, "heads": 8, "ffn": 4096,
+                      "seq_len": 2048, "vocab": 50368},
+            "training": {"framework": "Composer/LLM Foundry", "strategy": [strategy], "micro_batch": 4,
+                         "global_batch": 4 * gpus, "precision": "amp_bf16", "activation_checkpointing": False},
+            "cluster": {"gpu": "h100_80gb", "num_gpus": gpus},
+            "metrics": {"throughput_tokens_per_s_per_GPU": published},
+            "note": "",
+        }
+
+    cases = [entry("alpha-a", 10, 8, 1000.0), entry("alpha-b", 10, 16, 800.0), entry("beta-a", 20, 8, 2500.0),
+             {**entry("beta-tp", 20, 8, 900.0), "training": {"strategy": ["tp"], "tp": 8}}]
+    path = tmp_path / "cases.yaml"
+    path.write_text(yaml.safe_dump(cases))
+    return path
+
+
+def test_json_contract(app, tmp_path):
+    """--json: cases [{id, metric, published, predicted, abs_pct_error, skipped, defaults}], overall
+    median, lookup and change figures, coverage; published is the source's number as written."""
+    result = CliRunner().invoke(app, ["validate-training", str(_cases_file(tmp_path)), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    by_id = {c["id"]: c for c in data["cases"]}
+    assert list(by_id) == ["alpha-a", "alpha-b", "beta-a", "beta-tp"]
+    for row in data["cases"]:
+        assert {"id", "metric", "published", "predicted", "abs_pct_error", "skipped", "defaults"} <= set(row)
+    assert by_id["alpha-a"]["metric"] == "throughput_tokens_per_s_per_GPU"
+    assert (by_id["alpha-a"]["published"], by_id["alpha-a"]["predicted"], by_id["alpha-a"]["abs_pct_error"]) == \
+        (1000.0, 1000.0, 0.0)
+    assert (by_id["alpha-b"]["abs_pct_error"], by_id["beta-a"]["abs_pct_error"]) == (25.0, 20.0)
+    assert by_id["beta-tp"]["skipped"] == "tensor/pipeline/context parallelism (tp=8): later issue"
+    assert by_id["beta-tp"]["predicted"] is None and by_id["alpha-a"]["skipped"] is None
+    assert data["median_abs_pct_error"] == 20.0
+    assert (data["coverage"], data["change_pairs"]) == (1.0, 1)
+    assert data["pairs"][0]["change"] == "GPUs 8 -> 16"
+    assert set(data["sources"]) == {"alpha", "beta"}
+
+
+def test_source_filter_and_table(app, tmp_path):
+    """--source keeps the cases whose id starts with the prefix; the table names cases and the summary."""
+    result = CliRunner().invoke(app, ["validate-training", str(_cases_file(tmp_path)), "--source", "beta"])
+    assert result.exit_code == 0, result.output
+    assert "beta-a" in result.output and "alpha-a" not in result.output
+    assert "later issue" in result.output and "ALL" in result.output
+
+
+def test_bad_input_raises_config_errors(app, tmp_path):
+    """A missing file and an unknown --source are ConfigErrors (the main app exits 2 on them)."""
+    runner = CliRunner()
+    missing = runner.invoke(app, ["validate-training", str(tmp_path / "nope.yaml")])
+    assert isinstance(missing.exception, ConfigError) and "not found" in str(missing.exception)
+    unknown = runner.invoke(app, ["validate-training", str(_cases_file(tmp_path)), "--source", "gamma"])
+    assert isinstance(unknown.exception, ConfigError) and "gamma" in str(unknown.exception)
+
+
+@pytest.mark.skipif(not SHARED_CASES.exists(), reason="shared data not checked out next to the repo")
+def test_shared_cases_json_with_fake_predictor(app):
+    """Every shared case appears once in the JSON, predicted or skipped with a reason."""
+    result = CliRunner().invoke(app, ["validate-training", str(SHARED_CASES), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert len(data["cases"]) == len(yaml.safe_load(SHARED_CASES.read_text()))
+    assert all((c["predicted"] is None) == (c["skipped"] is not None) for c in data["cases"])
+    assert data["expressed"] > 0 and data["median_abs_pct_error"] is not None

@@ -1,0 +1,400 @@
+"""Training cases: parsing, lowering onto specs, metric choice and conversion, baselines, pairs.
+
+Every prediction here comes from a fake predictor whose throughput is a known function of the case,
+so the figures are checked by hand, independently of the real simulator.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from simulator.core.errors import ConfigError, TopologyError
+from simulator.training.prediction import MemoryBreakdown, StepPrediction
+from simulator.validation.training_cases import map_case, parse_cases
+from simulator.validation.training_report import (
+    choose_metric,
+    evaluate,
+    find_change_pairs,
+    lookup_table_predictions,
+    predicted_metric,
+    report_to_json,
+)
+
+SHARED_CASES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "training" / "cases.yaml"
+
+# The published llmfoundry MPT-70b entry (FSDP FULL_SHARD, 512 H100), as in cases.yaml.
+FOUNDRY_70B: dict[str, Any] = {
+    "id": "llmfoundry-70b-h100_80gb-amp_bf16-seq2048-g512-mb8-ga1",
+    "source": {"title": "LLM Foundry benchmarks", "url": "https://github.com/mosaicml/llm-foundry", "table": "H100"},
+    "model": {"name": "MPT-70b", "params": 64862437376, "layers": 80, "hidden": 8192, "heads": 64, "ffn": 32768,
+              "seq_len": 2048, "vocab": 50368},
+    "training": {"framework": "Composer/LLM Foundry (PyTorch FSDP)", "strategy": ["fsdp"],
+                 "fsdp_sharding_strategy": "FULL_SHARD", "micro_batch": 8, "grad_accum": 1, "global_batch": 4096,
+                 "global_batch_tokens": 8388608, "precision": "amp_bf16", "fsdp_mixed_precision_mode": "DEFAULT",
+                 "activation_checkpointing": True, "activation_cpu_offload": False},
+    "cluster": {"gpu": "h100_80gb", "gpus_per_node": None, "nodes": None, "num_gpus": 512, "intra_node": None,
+                "inter_node": "not stated", "inter_node_bw_per_node": None},
+    "metrics": {"MFU_%": 41.25, "HFU_%": 55.0, "model_TFLOP_per_GPU": 408, "throughput_samples_per_s": 251,
+                "throughput_tokens_per_s": 515636, "throughput_tokens_per_s_per_GPU": 1007},
+    "note": "MFU/HFU use the README formula incl. attention FLOPs.",
+}
+
+# The BLOOM-176B production layout (Megatron-DeepSpeed TP=4 x PP=12 x DP=8 + ZeRO-1), as in cases.yaml.
+BLOOM_176B: dict[str, Any] = {
+    "id": "bloom-176b-production-384gpu",
+    "model": {"name": "BLOOM-176B", "params": "176B", "layers": 70, "hidden": 14336, "heads": 112, "ffn": None,
+              "seq_len": 2048, "vocab": 250680},
+    "training": {"framework": "Megatron-DeepSpeed", "strategy": ["tp", "pp", "dp", "zero1"], "tp": 4, "pp": 12,
+                 "dp": 8, "micro_batch": 2, "global_batch": 2048, "precision": "bf16",
+                 "activation_checkpointing": True, "zero_stage": "0 (bf16 optimizer implements its own ZeRO-1)"},
+    "cluster": {"gpu": "A100 80GB (Jean Zay)", "gpus_per_node": 8, "nodes": 48, "num_gpus": 384,
+                "inter_node": "Omni-Path Architecture (OPA), 4 OmniPath links per node",
+                "inter_node_bw_per_node": "not stated"},
+    "metrics": {"elapsed_time_per_iteration_s": 104.7, "samples_per_second": 19.561, "TFLOPs_per_GPU": 149.77},
+    "note": "TFLOPs reported by Megatron-DeepSpeed are hardware TFLOPs including activation recompute (4*2 "
+            "coefficient), per README.",
+}
+
+
+def case(base: dict[str, Any] = FOUNDRY_70B, **sections: dict[str, Any] | str) -> dict[str, Any]:
+    """A copy of `base` with keys of its sections replaced (`id=` and `note=` replace the whole value)."""
+    out = copy.deepcopy(base)
+    for name, value in sections.items():
+        if isinstance(value, dict):
+            out[name].update(value)
+        else:
+            out[name] = value
+    return out
+
+
+def parse(*entries: dict[str, Any]):
+    return parse_cases(yaml.safe_dump(list(entries)), "cases.yaml")
+
+
+def mapped(entry: dict[str, Any]):
+    return map_case(parse(entry)[0])
+
+
+def fake_prediction(n_gpus: int, tokens_per_step: int, tokens_per_s_per_gpu: float, flops_per_token: float = 6e9,
+                    peak_tflops: float = 1000.0) -> StepPrediction:
+    """A prediction with the given throughput: step time = tokens / (GPUs x tokens/s/GPU)."""
+    step = tokens_per_step / (n_gpus * tokens_per_s_per_gpu)
+    return StepPrediction(step_time_s=step, compute_s=step, exposed_comm_s=0.0, idle_breakdown_s={},
+                          tokens_per_step=tokens_per_step, n_gpus=n_gpus,
+                          model_flops_per_step=flops_per_token * tokens_per_step, peak_tflops=peak_tflops,
+                          memory=MemoryBreakdown(1.0, 0.0, 0.0, 0.0, 0.0, 0.0), memory_capacity_bytes=2.0)
+
+
+def fake_predictor(topology, training, model) -> StepPrediction:
+    """tokens/s/GPU = 1000 x layers / 32 on one node, 10% less on more (6 GFLOP per token)."""
+    n_gpus = topology.gpus_per_node * topology.nodes
+    accum = training.global_batch // (training.micro_batch * n_gpus) if training.global_batch else \
+        training.grad_accum or 1
+    tokens = training.micro_batch * accum * n_gpus * training.seq_len
+    rate = 1000.0 * model.layers / 32 * (0.9 if topology.nodes > 1 else 1.0)
+    return fake_prediction(n_gpus, tokens, rate)
+
+
+# --- parsing --------------------------------------------------------------------------------------
+
+@pytest.mark.skipif(not SHARED_CASES.exists(), reason="shared data not checked out next to the repo")
+def test_every_shared_case_parses_and_maps():
+    """Every entry of the shared cases.yaml parses and lowers (to specs or a skip reason); the complete
+    LLM Foundry FSDP cases are all expressed."""
+    text = SHARED_CASES.read_text()
+    cases = parse_cases(text, str(SHARED_CASES))
+    assert len(cases) == len(yaml.safe_load(text))
+    results = [map_case(c) for c in cases]
+    for m in results:
+        assert (m.skipped is None) == (m.topology is not None and m.training is not None and m.model is not None)
+    foundry = [m for m in results if m.case.source == "llmfoundry"]
+    assert foundry and all(m.skipped is None and m.family == "fsdp" for m in foundry)
+
+
+@pytest.mark.parametrize(
+    ("text", "needles"),
+    [
+        ("- {id: a, model: {}, training: {strategy: [fsdp]}, cluster: {gpu: x}}", ["case a", "metrics"]),
+        (yaml.safe_dump([case(training={"micro_batch": "eight"})]), [FOUNDRY_70B["id"], "training.micro_batch"]),
+        (yaml.safe_dump([case(cluster={"gpu": None})]), [FOUNDRY_70B["id"], "cluster.gpu", "required"]),
+        (yaml.safe_dump([case(model={"seq_len": "long"})]), [FOUNDRY_70B["id"], "model.seq_len"]),
+        (yaml.safe_dump([case(id="")]), ["case #0", "id"]),
+        (yaml.safe_dump([FOUNDRY_70B, FOUNDRY_70B]), [FOUNDRY_70B["id"], "duplicate"]),
+        ("id: a", ["expected a YAML list"]),
+        ("- [unclosed", ["not valid YAML"]),
+    ],
+)
+def test_malformed_input_names_the_case_and_field(text, needles):
+    """Malformed cases: ConfigError naming the file, the case (id, or index) and the field."""
+    with pytest.raises(ConfigError) as err:
+        parse_cases(text, "cases.yaml")
+    assert all(needle in str(err.value) for needle in ["cases.yaml", *needles]), str(err.value)
+
+
+def test_source_is_the_first_token_of_the_id():
+    """A case's source is the id up to the first dash."""
+    assert parse(FOUNDRY_70B)[0].source == "llmfoundry"
+
+
+# --- lowering onto specs --------------------------------------------------------------------------
+
+def test_llmfoundry_fsdp_case_lowers_to_full_shard_on_64_dgx_h100():
+    """MPT-70b on 512 H100: FSDP FULL_SHARD, micro-batch 8, global batch 4096, 64 nodes of 8, 2048 tokens,
+    bf16, full recompute; GPUs per node and network are flagged defaults."""
+    m = mapped(FOUNDRY_70B)
+    assert m.skipped is None and m.family == "fsdp" and m.in_scope
+    assert m.training.strategy.kind == "fsdp" and m.training.strategy.fsdp_sharding == "FULL_SHARD"
+    assert m.training.strategy.grad_reduce_bytes == 4  # Composer mixed_precision DEFAULT reduces in fp32
+    assert (m.training.micro_batch, m.training.global_batch, m.training.seq_len) == (8, 4096, 2048)
+    assert (m.training.precision, m.training.activation_checkpointing) == ("bf16", "full")
+    assert (m.topology.gpu, m.topology.gpus_per_node, m.topology.nodes) == ("H100-SXM5-80GB", 8, 64)
+    assert (m.model.layers, m.model.hidden, m.model.heads, m.model.ffn_hidden, m.model.vocab) == \
+        (80, 8192, 64, 32768, 50368)
+    assert m.model.tied_embeddings and m.model.learned_positions and m.model.bias  # LLM Foundry MPTConfig
+    assert any("gpus_per_node not stated" in d for d in m.defaults)
+    assert any("inter-node network not stated" in d for d in m.defaults)
+
+
+def test_bloom_tp_pp_case_is_skipped_for_a_later_issue():
+    """TP=4 x PP=12: skipped with the model-parallel reason; a ZeRO case, but not in this issue's scope."""
+    m = mapped(BLOOM_176B)
+    assert m.skipped == "tensor/pipeline/context parallelism (tp=4, pp=12): later issue"
+    assert m.family == "zero" and m.model_parallel and not m.in_scope and m.training is None
+
+
+def test_case_without_hidden_size_is_skipped():
+    """No hidden size: skipped, naming the missing field."""
+    m = mapped(case(model={"hidden": None}))
+    assert m.skipped == "model shape not stated: hidden" and m.in_scope
+
+
+@pytest.mark.parametrize(
+    ("cluster", "gpu", "gpus_per_node", "intra_node", "network"),
+    [
+        ({"gpu": "a100_40gb", "num_gpus": 16, "inter_node": "RoCE",
+          "inter_node_bw_per_node": "1600 Gbps node-node interconnect"},
+         "A100-SXM4-40GB", 8, "nvswitch-nvlink3", ("roce", 8, 200.0)),
+        ({"gpu": "V100 32GB (DGX-2)", "gpus_per_node": 16, "nodes": 2, "num_gpus": 32},
+         "V100-SXM2-32GB", 16, "nvswitch-nvlink2", ("ib", 8, 100.0)),
+        ({"gpu": "V100", "num_gpus": 16, "inter_node": "InfiniBand", "inter_node_bw_per_node": "400 Gbps",
+          "ib_links": "4 x 100 Gbps IB"}, "V100-SXM2-32GB", 8, "nvlink2-hybrid-cube-mesh", ("ib", 4, 100.0)),
+        ({"gpu": "H100 SXM 96GB HBM2e (Grand Teton)", "gpus_per_node": 8, "num_gpus": 16,
+          "inter_node": "backend RDMA network", "inter_node_bw_per_node": "400 Gb/s per GPU (3.2 Tb/s per host)"},
+         "H100-SXM5-80GB", 8, "nvswitch-nvlink4", ("ib", 8, 400.0)),
+        ({"gpu": "A100 80GB (Selene, DGX A100)", "gpus_per_node": 8, "num_gpus": 16,
+          "inter_node": "HDR InfiniBand (Selene)", "inter_node_bw_per_node": "8 x 200 Gb/s (per paper)"},
+         "A100-SXM4-80GB", 8, "nvswitch-nvlink3", ("ib", 8, 200.0)),
+        ({"gpu": "B200 (DGX-B200)", "gpus_per_node": 8, "num_gpus": 16}, "B200-180GB", 8, "nvswitch-nvlink5",
+         ("ib", 8, 400.0)),
+    ],
+)
+def test_cluster_text_lowers_to_gpu_preset_and_network(cluster, gpu, gpus_per_node, intra_node, network):
+    """Free-text GPU and network fields: GPU table name, preset server, NICs x Gb/s of the stated network."""
+    m = mapped(case(training={"precision": None, "grad_accum": None},
+                    cluster={"nodes": None, "gpus_per_node": None, **cluster}))
+    assert m.skipped is None, m.skipped
+    net = m.topology.inter_node
+    assert (m.topology.gpu, m.topology.gpus_per_node, m.topology.intra_node) == (gpu, gpus_per_node, intra_node)
+    assert (net.transport, net.nics_per_node, net.nic_gbps) == network
+
+
+def test_unstated_transport_and_unknown_gpu_are_flagged_or_skipped():
+    """'backend RDMA network' names no transport (flagged); a Pascal GPU is not in the table (skipped)."""
+    m = mapped(case(training={"grad_accum": None},
+                    cluster={"gpu": "H100 SXM 96GB HBM2e", "num_gpus": 16, "inter_node": "backend RDMA network",
+                             "inter_node_bw_per_node": "400 Gb/s per GPU"}))
+    assert "inter-node transport not stated: ib" in m.defaults
+    assert any("96GB part not in the GPU table" in d for d in m.defaults)
+    assert "not in the GPU table" in mapped(case(cluster={"gpu": "Pascal (model not stated)"})).skipped
+
+
+def test_one_gpu_of_a_dgx2_is_a_one_gpu_server():
+    """1 GPU on a 16-GPU DGX-2 ('tp' at degree 1): one node of one GPU, plain DDP (flagged)."""
+    m = mapped(case(training={"strategy": ["tp"], "tp": 1, "fsdp_sharding_strategy": None, "global_batch": 8,
+                              "micro_batch": None, "grad_accum": None, "precision": "mixed precision (fp16)"},
+                    cluster={"gpu": "V100 32GB (DGX-2)", "gpus_per_node": 16, "nodes": 1, "num_gpus": 1}))
+    assert (m.topology.gpus_per_node, m.topology.nodes, m.training.strategy.kind) == (1, 1, "ddp")
+    assert (m.training.micro_batch, m.training.global_batch, m.training.precision) == (8, 8, "fp16")
+    assert "strategy ['tp'] at degree 1: plain data parallelism (ddp)" in m.defaults
+
+
+@pytest.mark.parametrize(
+    ("training", "expected"),
+    [
+        ({"precision": "bf16 + float8 linear"}, ("fp8", "full")),
+        ({"precision": "amp_fp8", "activation_checkpointing": "selective"}, ("fp8", "selective")),
+        ({"precision": "FP8", "activation_checkpointing": "per-op selective"}, ("fp8", "selective")),
+        ({"precision": "mixed (fp16, per paper)", "activation_checkpointing": False}, ("fp16", "none")),
+        ({"precision": None, "activation_checkpointing": None}, ("bf16", "none")),
+    ],
+)
+def test_precision_and_checkpointing_text(training, expected):
+    """Precision and activation checkpointing read from the sources' wording (unstated: bf16, none)."""
+    m = mapped(case(training=training))
+    assert (m.training.precision, m.training.activation_checkpointing) == expected
+
+
+def test_seq_len_in_k_and_missing_fields_use_flagged_defaults():
+    """'8K' tokens = 8192; no micro-batch: global batch / GPUs; no ffn: 4 x hidden, all flagged."""
+    m = mapped(case(model={"seq_len": "8K", "ffn": None},
+                    training={"micro_batch": None, "grad_accum": None, "global_batch": 1024}))
+    assert (m.training.seq_len, m.training.micro_batch, m.model.ffn_hidden) == (8192, 2, None)
+    assert "micro_batch not stated: global_batch / (GPUs x grad_accum 1) = 2" in m.defaults
+    assert "ffn not stated: 4 x hidden = 32768" in m.defaults
+
+
+@pytest.mark.parametrize(
+    ("training", "kind", "reason"),
+    [
+        ({"strategy": ["zero3"], "zero_stage": 3}, "zero3", None),
+        ({"strategy": ["dp"], "zero_stage": 2}, "zero2", None),
+        ({"strategy": ["ddp"]}, "ddp", None),
+        ({"strategy": ["fsdp"], "fsdp_sharding_strategy": "SHARD_GRAD_OP"}, "fsdp", None),
+        ({"strategy": ["fsdp"], "fsdp_sharding_strategy": None, "fsdp": 8}, "hsdp", None),
+        ({"strategy": ["fsdp"], "fsdp_mixed_precision_mode": "HALF"}, None, "fsdp_mixed_precision_mode 'HALF'"),
+        ({"strategy": ["zeropp"], "zero_stage": 3, "zeropp": True}, None, "ZeRO++"),
+        ({"strategy": ["zero3"], "zero_stage": 3, "offload": "CPU"}, None, "ZeRO-Offload"),
+        ({"strategy": ["fsdp", "cp"], "cp": 4}, None, "(cp=4): later issue"),
+        ({"strategy": ["tp", "pp", "dp"], "model_parallel_size_tp_x_pp": 2}, None, "(tp x pp=2): later issue"),
+        ({"strategy": ["moe"]}, None, "strategy ['moe'] not known"),
+    ],
+)
+def test_strategies(training, kind, reason):
+    """fsdp / hsdp / zero1-3 / ddp (dp) are expressed; ZeRO++, offload, model parallelism and unknown
+    settings are skipped with the reason."""
+    m = mapped(case(training={"fsdp_sharding_strategy": None, "grad_accum": None, **training},
+                    cluster={"num_gpus": 16}))
+    if reason is None:
+        assert m.skipped is None and m.training.strategy.kind == kind
+    else:
+        assert reason in m.skipped
+
+
+# --- metrics --------------------------------------------------------------------------------------
+
+def test_metric_preference_tokens_then_tflops_then_mfu():
+    """tokens/s/GPU wins over TFLOP/s and MFU; then TFLOP/s; MFU '49%' reads 49."""
+    assert choose_metric(parse(FOUNDRY_70B)[0]).key == "model_TFLOP_per_GPU"
+    tflops = parse(case(metrics={"throughput_tokens_per_s_per_GPU": None}))[0]
+    assert (choose_metric(tflops).key, choose_metric(tflops).published) == ("model_TFLOP_per_GPU", 408.0)
+    mfu = choose_metric(parse(case(metrics={"throughput_tokens_per_s_per_GPU": None, "model_TFLOP_per_GPU": None,
+                                            "MFU_%": None, "MFU": "49%"}))[0])
+    assert (mfu.key, mfu.kind, mfu.published) == ("MFU", "mfu_pct", 49.0)
+    only_scaling = case()
+    only_scaling["metrics"] = {"scaling_efficiency": "90%", "sec_per_iteration": 104.8}
+    assert choose_metric(parse(only_scaling)[0]) is None
+
+
+def test_predicted_metric_conversions_by_hand():
+    """1000 tokens/s/GPU at 6 GFLOP/token = 6 TFLOP/s/GPU = 0.6% MFU of 1000; hardware FLOPs with full
+    recompute: x 4/3 = 8 TFLOP/s."""
+    prediction = fake_prediction(n_gpus=8, tokens_per_step=8 * 4096, tokens_per_s_per_gpu=1000.0)
+    tokens = mapped(case(metrics={"model_TFLOP_per_GPU": None, "MFU_%": None}))
+    model_tflops = mapped(FOUNDRY_70B)
+    mfu = mapped(case(metrics={"model_TFLOP_per_GPU": None}))
+    hardware = mapped(case(note="hardware TFLOPs incl. activation recompute"))
+    assert predicted_metric(tokens, prediction) == pytest.approx(1000.0)
+    assert predicted_metric(model_tflops, prediction) == pytest.approx(6.0)
+    assert predicted_metric(mfu, prediction) == pytest.approx(0.6)
+    assert choose_metric(hardware.case).hardware_flops
+    assert predicted_metric(hardware, prediction) == pytest.approx(8.0)
+
+
+def test_hardware_flops_with_selective_recompute_is_skipped():
+    """A source counting recomputation, run with selective recompute: the share is unknown, so skipped."""
+    entry = case(metrics={"throughput_tokens_per_s_per_GPU": None}, note="hardware TFLOPs (4*2 coefficient)",
+                 training={"activation_checkpointing": "selective"})
+    result = evaluate(parse(entry), fake_predictor).cases[0]
+    assert result.predicted is None and "counts recomputation" in result.skipped
+
+
+# --- evaluation, baselines, pairs -----------------------------------------------------------------
+
+def test_lookup_table_by_hand():
+    """Each entry: the median of the OTHER entries with its key."""
+    entries = [("a", 10.0), ("a", 20.0), ("a", 60.0), ("b", 5.0), None]
+    assert lookup_table_predictions(entries) == [40.0, 35.0, 15.0, None, None]
+
+
+def _scaling_set() -> list[dict[str, Any]]:
+    """MPT-7b-like FSDP on H100: 8 and 16 GPUs (a pair), 16 GPUs at another micro-batch (no pair), and 16
+    GPUs over a 100 Gb/s network (a bandwidth pair with the 16-GPU case), plus a zero3 case."""
+    base = case(model={"name": "MPT-7b", "layers": 32, "hidden": 4096, "heads": 32, "ffn": 16384},
+                training={"micro_batch": 6, "grad_accum": 1, "global_batch": 48, "activation_checkpointing": False},
+                cluster={"num_gpus": 8, "inter_node_bw_per_node": "3200 Gbps"},
+                metrics={"model_TFLOP_per_GPU": None, "MFU_%": None})
+    return [
+        case(base, id="src-8gpu", metrics={"throughput_tokens_per_s_per_GPU": 1000}),
+        case(base, id="src-16gpu", training={"global_batch": 96}, cluster={"num_gpus": 16},
+             metrics={"throughput_tokens_per_s_per_GPU": 800}),
+        case(base, id="src-16gpu-mb3", training={"micro_batch": 3, "global_batch": 48}, cluster={"num_gpus": 16},
+             metrics={"throughput_tokens_per_s_per_GPU": 900}),
+        case(base, id="src-16gpu-slow", training={"global_batch": 96},
+             cluster={"num_gpus": 16, "inter_node_bw_per_node": "100 Gbps"},
+             metrics={"throughput_tokens_per_s_per_GPU": 500}),
+        case(base, id="other-zero3", training={"strategy": ["zero3"], "fsdp_sharding_strategy": None},
+             metrics={"throughput_tokens_per_s_per_GPU": 2000}),
+    ]
+
+
+def test_change_pairs_differ_only_in_gpu_count_or_bandwidth():
+    """Pairs: 8 -> 16 GPUs (twice: both 16-GPU networks), and 100 -> 3200 Gb/s at 16 GPUs; not the other
+    micro-batch, not the other strategy."""
+    cases = [map_case(c) for c in parse(*_scaling_set())]
+    pairs = {(cases[i].case.id, cases[j].case.id): change for i, j, change in find_change_pairs(cases)}
+    assert pairs == {
+        ("src-8gpu", "src-16gpu"): "GPUs 8 -> 16",
+        ("src-8gpu", "src-16gpu-slow"): "GPUs 8 -> 16",
+        ("src-16gpu-slow", "src-16gpu"): "inter-node 100 -> 3200 Gb/s per node",
+    }
+
+
+def test_evaluate_errors_baseline_change_and_coverage_by_hand():
+    """Fake: 1000 tokens/s/GPU on one node, 900 on two. Errors |900-800|/800 = 12.5% etc.; lookup table
+    (same GPU, family, metric); change ratio 0.9 vs published 0.8: 12.5% (lookup, ratio 1: 25%)."""
+    report = evaluate(parse(*_scaling_set()), fake_predictor)
+    errors = {r.id: r.abs_pct_error for r in report.cases}
+    assert errors == pytest.approx({"src-8gpu": 0.0, "src-16gpu": 12.5, "src-16gpu-mb3": 0.0,
+                                    "src-16gpu-slow": 80.0, "other-zero3": 50.0})
+    lookup = {r.id: r.lookup_predicted for r in report.cases}
+    assert lookup == {"src-8gpu": 800.0, "src-16gpu": 900.0, "src-16gpu-mb3": 800.0, "src-16gpu-slow": 900.0,
+                      "other-zero3": None}
+    pair = next(p for p in report.pairs if (p.first, p.second) == ("src-8gpu", "src-16gpu"))
+    assert (pair.published_ratio, pair.predicted_ratio) == pytest.approx((0.8, 0.9))
+    assert (pair.abs_pct_error, pair.lookup_abs_pct_error) == pytest.approx((12.5, 25.0))
+    overall = report.summary()
+    assert (overall.cases, overall.in_scope, overall.expressed, overall.coverage) == (5, 5, 5, 1.0)
+    assert overall.median_abs_pct_error == pytest.approx(12.5)
+    assert (report.summary("other").expressed, report.summary("src").pairs) == (1, 3)
+
+
+def test_predictor_errors_skip_the_case_and_never_stop_the_run():
+    """A ClusterSimError from the predictor skips that case with its message; the others are predicted."""
+    def picky(topology, training, model):
+        if topology.nodes > 1:
+            raise TopologyError("no such layout")
+        return fake_predictor(topology, training, model)
+
+    report = evaluate(parse(*_scaling_set()), picky)
+    skipped = {r.id: r.skipped for r in report.cases if r.skipped}
+    assert skipped == {i: "predictor: no such layout" for i in ("src-16gpu", "src-16gpu-mb3", "src-16gpu-slow")}
+    assert report.summary().expressed == 2 and report.summary().coverage == pytest.approx(0.4)
+
+
+def test_report_json_keys():
+    """--json: cases with id, metric, published (the source's number), predicted, abs_pct_error, skipped,
+    defaults; overall median, baselines and coverage; per-source summaries and the pairs."""
+    data = report_to_json(evaluate(parse(*_scaling_set(), BLOOM_176B), fake_predictor))
+    row = data["cases"][-1]
+    assert {"id", "metric", "published", "predicted", "abs_pct_error", "skipped", "defaults"} <= set(row)
+    assert (row["id"], row["metric"], row["published"], row["predicted"]) == \
+        ("bloom-176b-production-384gpu", "TFLOPs_per_GPU", 149.77, None)
+    assert row["skipped"].startswith("tensor/pipeline") and data["cases"][0]["skipped"] is None
+    assert {"median_abs_pct_error", "lookup_median_abs_pct_error", "change_median_abs_pct_error",
+            "change_lookup_median_abs_pct_error", "coverage", "sources", "pairs"} <= set(data)
+    assert data["coverage"] == 1.0 and set(data["sources"]) == {"bloom", "other", "src"}

@@ -86,6 +86,8 @@ class TrainingSpec(BaseModel):
     precision: Precision = Field(default="bf16", description="Compute precision (mixed with fp32 master weights).")
     activation_checkpointing: Checkpointing = Field(default="none", description="none, selective or full.")
     optimizer: Optimizer = Field(default="adamw", description="Optimizer (Adam keeps two fp32 moments).")
+    flash_attention: bool = Field(
+        default=True, description="Fused attention that keeps no seq x seq scores (FlashAttention, PyTorch SDPA).")
     strategy: StrategySpec = Field(default_factory=StrategySpec, description="Data-parallel strategy.")
 
     @model_validator(mode="after")

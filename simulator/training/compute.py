@@ -31,7 +31,7 @@ from topologies.hardware import GpuSpec
 from workloads.model import TransformerModel
 
 GEMM_EFFICIENCY = {"volta": 0.80, "turing": 0.75, "ampere": 0.80, "ada": 0.70, "hopper": 0.67, "blackwell": 0.62}
-GEMM_HALF_DIM = 256.0
+GEMM_HALF_DIM = 512.0
 ATTENTION_EFFICIENCY = {"volta": 0.25, "turing": 0.30, "ampere": 0.55, "ada": 0.45, "hopper": 0.35, "blackwell": 0.35}
 MEMORY_EFFICIENCY = 0.85
 ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 40.0

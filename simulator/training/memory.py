@@ -9,7 +9,8 @@ master weights (8 with momentum; we count momentum). fp32 training keeps 4 + 4 +
 Sharded strategies also hold the gathered parameters of the units in flight (the current one plus
 the prefetched ones) and their gradients before reduce-scatter.
 Activations: Korthikanti et al. 2022 per layer (workloads.model), times the layers, plus the
-logits. Buffers: DDP's gradient buckets (bucket_cap_mb x 2), NCCL's channel buffers. Reserve: the
+logits; with a fused (flash) attention kernel no s x s scores are stored, as with selective
+recomputation. Buffers: DDP's gradient buckets (bucket_cap_mb x 2), NCCL's channel buffers. Reserve: the
 CUDA context and allocator fragmentation (RESERVE_BYTES + FRAGMENTATION of the rest).
 """
 
@@ -59,7 +60,10 @@ def memory_per_gpu(model: TransformerModel, training: TrainingSpec, seq_len: int
     gathered = 0.0
     if p_shard > 1:  # full parameters (and their gradients) of the units being computed
         gathered = units_in_flight * layer * (p_bytes + g_bytes)
-    activations = (model.layers_activation_bytes(training.micro_batch, seq_len, training.activation_checkpointing)
+    stored = training.activation_checkpointing
+    if stored == "none" and training.flash_attention:
+        stored = "selective"  # a fused attention kernel keeps no scores: what selective recompute saves
+    activations = (model.layers_activation_bytes(training.micro_batch, seq_len, stored)
                    + model.embedding_activation_bytes(training.micro_batch, seq_len)
                    + model.output_activation_bytes(training.micro_batch, seq_len))
     buffers = 2.0 * training.strategy.bucket_bytes if training.strategy.kind == "ddp" else 0.0

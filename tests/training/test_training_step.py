@@ -7,10 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.core.errors import ConfigError
+from simulator.training.compute import ComputeModel
 from simulator.training.memory import memory_per_gpu
 from simulator.training.plan import plan_step
 from simulator.training.predict import predict_step
-from simulator.training.compute import ComputeModel
 from topologies.hardware import gpu_spec
 from topologies.presets import load_preset
 from workloads.model import transformer

@@ -1,0 +1,75 @@
+"""`predict` and `scale`: the embedded default, the JSON contract, overrides, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+METRICS = {"step_time_s", "compute_s", "gpu_idle_s", "gpu_idle_fraction", "exposed_comm_s", "tokens_per_s",
+           "tflops_per_gpu", "mfu", "memory_per_gpu_bytes", "fits_in_memory"}
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "simulator.cli.app", *args], capture_output=True, text=True)
+
+
+def test_predict_default_scenario_prints_the_summary():
+    """No arguments: the embedded scenario, a table with step time, MFU, idle and the memory verdict."""
+    out = run("predict")
+    assert out.returncode == 0, out.stderr
+    for needle in ("step time", "MFU", "GPU idle", "exposed communication", "memory per GPU", "fits"):
+        assert needle in out.stdout
+
+
+def test_predict_json_has_the_design_metrics():
+    """--json: one object with every metric name of DESIGN.md section 9, consistent with each other."""
+    out = run("predict", "--model", "llama2-7b", "--nodes", "2", "--strategy", "zero2", "--micro-batch", "1",
+              "--global-batch", "32", "--seq-len", "2048", "--json")
+    assert out.returncode == 0, out.stderr
+    p = json.loads(out.stdout)
+    assert set(p) >= METRICS
+    assert p["gpu_idle_s"] == pytest.approx(p["step_time_s"] - p["compute_s"])
+    assert 0.0 <= p["gpu_idle_fraction"] <= 1.0
+    assert p["tokens_per_s"] == pytest.approx(32 * 2048 / p["step_time_s"])
+
+
+def test_scale_reports_efficiency_against_the_first_row():
+    """scale --nodes 1,2,4 with DDP: the first row is 100%, none exceeds it. (With sharded
+    optimizers the optimizer step shrinks as 1/N, so a fully overlapped FSDP job may gain a little.)"""
+    out = run("scale", "--model", "llama2-7b", "--nodes", "1,2,4", "--micro-batch", "1", "--seq-len", "2048",
+              "--strategy", "ddp", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)["rows"]
+    assert [r["nodes"] for r in rows] == [1, 2, 4]
+    assert rows[0]["scaling_efficiency"] == pytest.approx(1.0)
+    assert all(r["scaling_efficiency"] <= 1.0 + 1e-9 for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["predict", "--model", "no-such-model"], "no-such-model"),
+        (["predict", "--global-batch", "100", "--micro-batch", "3"], "global_batch"),
+        (["predict", "--tp", "2"], "--tp"),
+        (["predict", "--nodes", "0"], "nodes"),
+        (["predict", "--strategy", "zero9"], "strategy"),
+        (["predict", "does-not-exist.yaml"], "not found"),
+        (["scale", "--nodes", "1,two"], "--nodes"),
+    ],
+)
+def test_bad_input_exits_2_naming_the_field(args, needle):
+    """Bad input: exit code 2 and one line naming the field; no traceback."""
+    out = run(*args)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert needle in out.stderr and "Traceback" not in out.stderr
+
+
+def test_out_of_memory_is_a_result_not_an_error():
+    """A job that cannot fit is predicted, with fits_in_memory false."""
+    out = run("predict", "--model", "llama2-70b", "--nodes", "1", "--strategy", "ddp", "--micro-batch", "4",
+              "--global-batch", "32", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["fits_in_memory"] is False

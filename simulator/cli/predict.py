@@ -16,7 +16,7 @@ from simulator.cli.common import read_text
 from simulator.collectives.comm import comm_view
 from simulator.core.errors import ConfigError
 from simulator.scenario import DEFAULT_SCENARIO, ScenarioSpec, resolve_scenario, scenario_from_data
-from simulator.training.predict import predict_step
+from simulator.training.predict import compute_scale_for, predict_step
 from simulator.training.prediction import StepPrediction
 from topologies.build import build
 from topologies.spec import TopologySpec, validate_topology_spec
@@ -118,12 +118,24 @@ def prediction_json(p: StepPrediction) -> dict[str, Any]:
 
 
 def _run(topology: TopologySpec, training: TrainingSpec, model: ModelSpec, calibration: Path | None,
-         force: bool) -> StepPrediction:
+         force: bool, measured_tokens_per_s: float | None = None) -> StepPrediction:
+    """Predict with what the user measured: a calibration profile (collective parameters, and the
+    GEMM efficiency of its compute section) and/or a single-GPU tokens/s for this job."""
     profile = load_profile(calibration)
-    params = None
+    params, gemm, source = None, None, []
     if profile is not None:
-        params = calibrated_params(profile, topology.gpu, topology.intra_node, comm_view(build(topology)), force)
-    return predict_step(topology, training, model, params)
+        cluster = build(topology)
+        params = calibrated_params(profile, topology.gpu, topology.intra_node, comm_view(cluster), force)
+        source.append(str(calibration))
+        if profile.compute is not None:
+            precision = "bf16" if training.precision == "fp8" else training.precision
+            peak = cluster.gpu.peak_tflops("fp16" if cluster.gpu.bf16_tflops is None else precision)
+            gemm = profile.compute.gemm_efficiency(peak)
+    scale = 1.0
+    if measured_tokens_per_s is not None:
+        scale = compute_scale_for(measured_tokens_per_s, topology, training, model, gemm)
+        source.append(f"measured {measured_tokens_per_s:g} tokens/s/GPU (compute x {scale:.3f})")
+    return predict_step(topology, training, model, params, scale, gemm, "; ".join(source) or None)
 
 
 def _table(title: str, p: StepPrediction) -> Table:
@@ -177,13 +189,15 @@ def predict(
     seq_len: Annotated[int | None, typer.Option(help="Tokens per sequence.")] = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
+    measured_tokens_per_s_per_gpu: Annotated[float | None, typer.Option(
+        help="Measured single-GPU tokens/s of this job (same model, micro-batch, sequence): scales compute.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the metrics.")] = False,
 ) -> None:
     options = dict(topology=topology, nodes=nodes, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
                    tp=tp, pp=pp, micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len)
     spec = _load_scenario(scenario)
     topo, training, model_spec = _override(spec, options)
-    p = _run(topo, training, model_spec, calibration, force_calibration)
+    p = _run(topo, training, model_spec, calibration, force_calibration, measured_tokens_per_s_per_gpu)
     if as_json:
         typer.echo(json.dumps(prediction_json(p), indent=2))
         return

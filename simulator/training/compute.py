@@ -20,7 +20,8 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   activation over the 2.7-4h wide intermediate (~16 B) -- about 40 bytes.
 - The optimizer is memory-bound: Adam reads and writes fp32 master weights, two moments and the
   gradient (OPTIMIZER_BYTES_PER_PARAM per locally owned parameter).
-A measured single-GPU rate (a compute calibration, or a user's tokens/s) scales all of it.
+A compute calibration (benchmarks/gpu_calibration.py) replaces the GEMM asymptote with the
+measured median; a user's measured single-GPU tokens/s for the job scales all compute (`scale`).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class ComputeModel:
     gpu: GpuSpec
     precision: str
     scale: float = 1.0  # measured / modelled throughput (1.0 = uncalibrated)
+    gemm_efficiency_asymptote: float | None = None  # measured (compute calibration) instead of the table
 
     @property
     def peak_flops(self) -> float:
@@ -72,12 +74,13 @@ class ComputeModel:
 
     def gemm_efficiency(self, m: int, n: int, k: int) -> float:
         smallest = float(min(m, n, k))
-        return GEMM_EFFICIENCY[self.gpu.arch] * smallest / (smallest + GEMM_HALF_DIM)
+        asymptote = self.gemm_efficiency_asymptote or GEMM_EFFICIENCY[self.gpu.arch]
+        return asymptote * smallest / (smallest + GEMM_HALF_DIM)
 
     def _roofline(self, flops: float, efficiency: float, bytes_moved: float, peak: float | None = None) -> float:
         compute = flops / ((peak or self.peak_flops) * efficiency)
         memory = bytes_moved / (self.gpu.hbm_GBps * 1e9 * MEMORY_EFFICIENCY)
-        return max(compute, memory) / self.scale
+        return max(compute, memory)
 
     def layer(self, model: TransformerModel, micro_batch: int, seq_len: int, checkpointing: str) -> LayerTimes:
         """Forward, backward (2x the forward's matmuls) and recompute time of one layer."""
@@ -89,11 +92,11 @@ class ComputeModel:
         attention_s = self._roofline(model.attention_forward_flops(tokens, seq_len),
                                      ATTENTION_EFFICIENCY[self.gpu.arch], 0.0, self.half_precision_flops)
         elementwise_s = tokens * model.spec.hidden * ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN / (
-            self.gpu.hbm_GBps * 1e9 * MEMORY_EFFICIENCY) / self.scale
+            self.gpu.hbm_GBps * 1e9 * MEMORY_EFFICIENCY)
         forward = gemm_s + attention_s + elementwise_s + KERNEL_LAUNCH_S
         backward = 2.0 * (gemm_s + attention_s) + 2.0 * elementwise_s + KERNEL_LAUNCH_S
         recompute = {"none": 0.0, "selective": attention_s, "full": forward}[checkpointing]
-        return LayerTimes(forward, backward, recompute)
+        return LayerTimes(forward / self.scale, backward / self.scale, recompute / self.scale)
 
     def head(self, model: TransformerModel, micro_batch: int, seq_len: int) -> tuple[float, float]:
         """(forward, backward) seconds of the embedding lookup, output projection and loss."""
@@ -101,7 +104,13 @@ class ComputeModel:
         h, v = model.spec.hidden, model.spec.vocab
         logits = self._roofline(model.head_forward_flops(tokens), self.gemm_efficiency(tokens, v, h),
                                 2.0 * (tokens * h + h * v) + 4.0 * tokens * v)
-        return logits, 2.0 * logits
+        return logits / self.scale, 2.0 * logits / self.scale
+
+    def micro_step_s(self, model: TransformerModel, micro_batch: int, seq_len: int, checkpointing: str) -> float:
+        """Compute of one micro-step alone (all layers forward, recompute and backward, the head)."""
+        layer = self.layer(model, micro_batch, seq_len, checkpointing)
+        head_f, head_b = self.head(model, micro_batch, seq_len)
+        return model.spec.layers * (layer.forward_s + layer.recompute_s + layer.backward_s) + head_f + head_b
 
     def optimizer(self, local_params: float, optimizer: str) -> float:
         """Seconds of one optimizer step over the parameters this GPU owns."""

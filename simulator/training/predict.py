@@ -72,15 +72,32 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
     return simulate_plan(plan, collective_resources(capacity), flow_of)
 
 
+def compute_scale_for(measured_tokens_per_s: float, topology: TopologySpec, training: TrainingSpec,
+                      model_spec: ModelSpec, gemm_efficiency: float | None = None) -> float:
+    """Scale on all compute so that one GPU running this job's micro-steps alone (no communication)
+    reaches a measured single-GPU throughput (tokens/s)."""
+    if measured_tokens_per_s <= 0:
+        raise ConfigError(f"measured tokens/s per GPU must be > 0, got {measured_tokens_per_s}")
+    model = transformer(model_spec)
+    seq_len = training.seq_len or model_spec.max_seq_len
+    compute = ComputeModel(build(topology).gpu, training.precision, 1.0, gemm_efficiency)
+    modelled = training.micro_batch * seq_len / compute.micro_step_s(
+        model, training.micro_batch, seq_len, training.activation_checkpointing)
+    return measured_tokens_per_s / modelled
+
+
 def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: ModelSpec,
-                 params: ModelParams | None = None, compute_scale: float = 1.0) -> StepPrediction:
-    """Predict one optimizer step of `training` (model `model_spec`) on `topology`."""
+                 params: ModelParams | None = None, compute_scale: float = 1.0,
+                 gemm_efficiency: float | None = None, calibration: str | None = None) -> StepPrediction:
+    """Predict one optimizer step of `training` (model `model_spec`) on `topology`. `params` are
+    calibrated collective parameters, `gemm_efficiency` a measured GEMM asymptote, `compute_scale`
+    a measured-over-modelled compute rate; `calibration` names where they came from."""
     cluster = build(topology)
     v = comm_view(cluster)
     model = transformer(model_spec)
     seq_len = training.seq_len or model_spec.max_seq_len
     micro_steps = micro_steps_of(training, v.n_ranks)
-    compute = ComputeModel(cluster.gpu, training.precision, compute_scale)
+    compute = ComputeModel(cluster.gpu, training.precision, compute_scale, gemm_efficiency)
     timeline = simulate_step(model, training, v, compute, seq_len, micro_steps, params)
     waits = dict(timeline.compute_waits_s)
     exposed = sum(waits.values())
@@ -101,4 +118,5 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
         memory=memory,
         memory_capacity_bytes=cluster.gpu.memory_gib * 1024**3,
         comm_by_collective_s=by_collective,
+        calibration=calibration,
     )

@@ -10,7 +10,7 @@ from simulator.core.errors import ConfigError
 from simulator.training.compute import ComputeModel
 from simulator.training.memory import memory_per_gpu
 from simulator.training.plan import plan_step
-from simulator.training.predict import predict_step
+from simulator.training.predict import compute_scale_for, predict_step
 from topologies.hardware import gpu_spec
 from topologies.presets import load_preset
 from workloads.model import transformer
@@ -103,3 +103,14 @@ def test_idle_time_is_within_the_step_and_deterministic():
     assert 0.0 <= a.gpu_idle_s <= a.step_time_s
     assert 0.0 <= a.exposed_comm_s <= a.gpu_idle_s + 1e-12
     assert 0.0 < a.mfu < 1.0
+
+
+def test_measured_single_gpu_throughput_scales_compute():
+    """Given a measured single-GPU tokens/s, one GPU's compute-only rate matches it exactly."""
+    topology = load_preset("dgx-h100", nodes=1)
+    training = job("fsdp")
+    model = transformer(SMALL)
+    scale = compute_scale_for(5000.0, topology, training, SMALL)
+    compute = ComputeModel(gpu_spec("H100-SXM5-80GB"), "bf16", scale)
+    rate = 1024 / compute.micro_step_s(model, 1, 1024, "none")
+    assert rate == pytest.approx(5000.0, rel=1e-9)

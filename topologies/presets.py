@@ -8,34 +8,22 @@ text or mappings (`spec_from_yaml_text`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from simulator.core.errors import ConfigError
+from simulator.core.yaml_text import load_yaml_text, package_yaml_texts
 from topologies.spec import TopologySpec, validate_topology_spec
 
 _PRESET_DIR = "presets"
 
 
-@cache
 def _preset_texts() -> dict[str, str]:
-    folder = resources.files("topologies").joinpath(_PRESET_DIR)
-    return {
-        entry.name.removesuffix(".yaml"): entry.read_text(encoding="utf-8")
-        for entry in folder.iterdir()
-        if entry.name.endswith(".yaml")
-    }
+    return package_yaml_texts("topologies", _PRESET_DIR)
 
 
 def _parse_mapping(text: str, source: str) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML: {' '.join(str(exc).split())}") from None
+    data = load_yaml_text(text, source)
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping of TopologySpec fields, got {type(data).__name__}")
     return data

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from simulator.core.errors import ConfigError
+from simulator.core.yaml_text import load_yaml_text, package_yaml_texts
 from workloads.model import transformer
 from workloads.spec import ModelSpec
 
@@ -42,14 +40,8 @@ _HF_FAMILIES: dict[str, tuple[dict[str, str], dict[str, bool], bool]] = {
 }
 
 
-@cache
 def _preset_texts() -> dict[str, str]:
-    folder = resources.files("workloads").joinpath(_PRESET_DIR)
-    return {
-        entry.name.removesuffix(".yaml"): entry.read_text(encoding="utf-8")
-        for entry in folder.iterdir()
-        if entry.name.endswith(".yaml")
-    }
+    return package_yaml_texts("workloads", _PRESET_DIR)
 
 
 def _describe(exc: ValidationError) -> str:
@@ -91,11 +83,7 @@ def list_models() -> list[tuple[str, str]]:
 
 def model_from_yaml_text(text: str, source: str) -> ModelSpec:
     """A ModelSpec from YAML text holding its fields; `source` names the text in errors."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML: {' '.join(str(exc).split())}") from None
-    return _validated(_mapping(data, source), source)
+    return _validated(_mapping(load_yaml_text(text, source), source), source)
 
 
 def load_model(name: str) -> ModelSpec:

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from simulator.calibration.profile import CalibrationProfile, profile_from_dict
-from simulator.cli.common import read_text
+from simulator.cli.common import read_yaml
 from simulator.collectives.comm import CommView
 from simulator.collectives.params import ModelParams, prior_params
-from simulator.core.errors import CalibrationError
 from simulator.measurements.dataset import HardwareKey
 
 CALIBRATION_HELP = "Calibration profile YAML (from `clustersim calibrate`); default: the published-facts prior."
@@ -21,11 +18,7 @@ def load_profile(path: Path | None) -> CalibrationProfile | None:
     """Read and check a profile file (None: no calibration)."""
     if path is None:
         return None
-    try:
-        data = yaml.safe_load(read_text(path, "calibration profile"))
-    except yaml.YAMLError as exc:
-        raise CalibrationError(f"{path}: not valid YAML: {exc}") from None
-    return profile_from_dict(data, str(path))
+    return profile_from_dict(read_yaml(path, "calibration profile"), str(path))
 
 
 def calibrated_params(profile: CalibrationProfile | None, gpu: str, intra_node: str, view: CommView,

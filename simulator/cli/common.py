@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from simulator.core.errors import ConfigError
 from simulator.core.units import parse_size
+from simulator.core.yaml_text import load_yaml_text
 
 
 def read_text(path: Path, what: str) -> str:
@@ -16,6 +18,11 @@ def read_text(path: Path, what: str) -> str:
         raise ConfigError(f"{what} not found: {path}") from None
     except OSError as exc:
         raise ConfigError(f"cannot read {what} {path}: {exc.strerror}") from None
+
+
+def read_yaml(path: Path, what: str) -> Any:
+    """Read and parse a user's YAML file; ConfigError naming it on a missing file or bad YAML."""
+    return load_yaml_text(read_text(path, what), str(path))
 
 
 def size_option(text: str, flag: str) -> int:

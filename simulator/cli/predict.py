@@ -7,12 +7,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 from rich.console import Console
 from rich.table import Table
 
 from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibrated_params, load_profile
-from simulator.cli.common import read_text
+from simulator.cli.common import read_yaml
 from simulator.collectives.comm import comm_view
 from simulator.core.errors import ConfigError
 from simulator.scenario import DEFAULT_SCENARIO, ScenarioSpec, resolve_scenario, scenario_from_data
@@ -67,11 +66,7 @@ def register(app: typer.Typer) -> None:
 def _load_scenario(path: Path | None) -> ScenarioSpec:
     if path is None:
         return DEFAULT_SCENARIO
-    try:
-        data = yaml.safe_load(read_text(path, "scenario"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    return scenario_from_data(data, str(path))
+    return scenario_from_data(read_yaml(path, "scenario"), str(path))
 
 
 def _override(scenario: ScenarioSpec, options: dict[str, Any]) -> tuple[TopologySpec, TrainingSpec, ModelSpec]:

@@ -23,10 +23,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import yaml
 from pydantic import ValidationError
 
 from simulator.core.errors import ClusterSimError, ConfigError
+from simulator.core.yaml_text import load_yaml_text
 from topologies.hardware import gpu_spec
 from topologies.presets import load_preset
 from topologies.spec import TopologySpec
@@ -123,10 +123,7 @@ def parse_cases(text: str, source: str) -> list[TrainingCase]:
 
     ConfigError names the case (id, or index when the id is unusable) and the field on malformed input.
     """
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML: {' '.join(str(exc).split())}") from None
+    data = load_yaml_text(text, source)
     if not isinstance(data, list):
         raise ConfigError(f"{source}: expected a YAML list of cases, got {type(data).__name__}")
     cases = [_parse_one(entry, source, index) for index, entry in enumerate(data)]

@@ -61,11 +61,12 @@ class StrategySpec(BaseModel):
     first_bucket_bytes: int = Field(default=1024**2, ge=1, description="DDP first bucket (1 MiB).")
     zero_bucket_elements: int = Field(
         default=500_000_000, ge=1, description="DeepSpeed reduce/allgather bucket size in elements (5e8).")
-    forward_prefetch: bool = Field(default=False, description="FSDP forward_prefetch.")
-    backward_prefetch: bool = Field(default=True, description="FSDP backward_prefetch BACKWARD_PRE.")
+    backward_prefetch: bool = Field(
+        default=True, description="FSDP backward_prefetch (BACKWARD_PRE): gather the next block during backward.")
     limit_all_gathers: int = Field(default=2, ge=1, description="All-gathers in flight at most (FSDP rate limiter).")
     reshard_after_forward: bool | None = Field(
-        default=None, description="Free gathered parameters after forward (default: by sharding strategy).")
+        default=None, description="Free gathered parameters after forward, gathering them again for backward "
+        "(default: yes for FULL_SHARD/HYBRID_SHARD/ZeRO-3, no for SHARD_GRAD_OP).")
     shard_group_gpus: int | None = Field(
         default=None, ge=1, description="HSDP shard group size (default: GPUs per node).")
     grad_reduce_bytes: int = Field(

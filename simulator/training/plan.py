@@ -84,6 +84,17 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     reductions: list[str] = []
     gathers_after_opt: list[Task] = []
     grad_group = "shard" if sharding == "HYBRID_SHARD" and kind == "fsdp" else "dp"
+    reshard = s.reshard_after_forward if s.reshard_after_forward is not None else sharding != "SHARD_GRAD_OP"
+
+    def sharded_reduction(name: str, size: int, after: str) -> None:
+        """FSDP: reduce-scatter a unit's gradients; HSDP then all-reduces the shard across groups."""
+        tasks.append(Task(name, "rs", "reduce_scatter", collective=CollectiveCall("reduce_scatter", size, grad_group),
+                          deps=(after,)))
+        reductions.append(name)
+        if sharding == "HYBRID_SHARD":
+            tasks.append(Task(f"{name}.across", "rs", "all_reduce",
+                              collective=CollectiveCall("all_reduce", size, "replica"), deps=(name,)))
+            reductions.append(f"{name}.across")
 
     for m in range(micro_steps):
         last = m == micro_steps - 1
@@ -107,11 +118,13 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
             tasks.append(Task(f"m{m}.fwd{i}", "compute", "forward", layer.forward_s, deps=deps))
         tasks.append(Task(f"m{m}.head_fwd", "compute", "forward", head_f * 0.95))
         tasks.append(Task(f"m{m}.head_bwd", "compute", "backward", head_b))
-        # backward, last layer first
+        # backward, last layer first; without backward prefetch a block's gather waits for the
+        # previous block's backward to finish
+        ahead = s.limit_all_gathers if s.backward_prefetch else 1
         for i in reversed(range(L)):
             deps = ()
-            if kind == "fsdp" and sharding != "SHARD_GRAD_OP":
-                gate = f"m{m}.bwd{i + s.limit_all_gathers}" if i + s.limit_all_gathers < L else None
+            if kind == "fsdp" and reshard:
+                gate = f"m{m}.bwd{i + ahead}" if i + ahead < L else None
                 tasks.append(Task(f"m{m}.ag_bwd{i}", "ag", "all_gather",
                                   collective=CollectiveCall("all_gather", layer_param_bytes, grad_group),
                                   deps=(gate,) if gate else ()))
@@ -121,27 +134,9 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                 deps = ()
             tasks.append(Task(f"m{m}.bwd{i}", "compute", "backward", layer.backward_s, deps=deps))
             if kind == "fsdp":
-                name = f"m{m}.rs{i}"
-                tasks.append(Task(name, "rs", "reduce_scatter",
-                                  collective=CollectiveCall("reduce_scatter", layer_grad_bytes, grad_group),
-                                  deps=(f"m{m}.bwd{i}",)))
-                reductions.append(name)
-                if sharding == "HYBRID_SHARD":
-                    across = f"m{m}.ar{i}"
-                    tasks.append(Task(across, "rs", "all_reduce",
-                                      collective=CollectiveCall("all_reduce", layer_grad_bytes, "replica"),
-                                      deps=(name,)))
-                    reductions.append(across)
+                sharded_reduction(f"m{m}.rs{i}", layer_grad_bytes, f"m{m}.bwd{i}")
         if kind == "fsdp":
-            name = f"m{m}.rs_root"
-            tasks.append(Task(name, "rs", "reduce_scatter",
-                              collective=CollectiveCall("reduce_scatter", root_grad_bytes, grad_group),
-                              deps=(f"m{m}.bwd0",)))
-            reductions.append(name)
-            if sharding == "HYBRID_SHARD":
-                tasks.append(Task(f"m{m}.ar_root", "rs", "all_reduce",
-                                  collective=CollectiveCall("all_reduce", root_grad_bytes, "replica"), deps=(name,)))
-                reductions.append(f"m{m}.ar_root")
+            sharded_reduction(f"m{m}.rs_root", root_grad_bytes, f"m{m}.bwd0")
         if kind in ("ddp", "zero1", "zero2") and (last or kind == "zero2"):
             op = "all_reduce" if kind == "ddp" else "reduce_scatter"
             grad_bytes = [float(layer_grad_bytes)] * L

@@ -97,6 +97,10 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     model = transformer(model_spec)
     seq_len = training.seq_len or model_spec.max_seq_len
     micro_steps = micro_steps_of(training, v.n_ranks)
+    group = training.strategy.shard_group_gpus
+    if group is not None and group != v.ranks_per_node:
+        raise ConfigError(f"training.strategy.shard_group_gpus {group}: only one node ({v.ranks_per_node} GPUs) "
+                          "per HSDP shard group is modelled so far")
     compute = ComputeModel(cluster.gpu, training.precision, compute_scale, gemm_efficiency)
     timeline = simulate_step(model, training, v, compute, seq_len, micro_steps, params)
     waits = dict(timeline.compute_waits_s)

@@ -114,3 +114,35 @@ def test_measured_single_gpu_throughput_scales_compute():
     compute = ComputeModel(gpu_spec("H100-SXM5-80GB"), "bf16", scale)
     rate = 1024 / compute.micro_step_s(model, 1, 1024, "none")
     assert rate == pytest.approx(5000.0, rel=1e-9)
+
+
+def _gathers(training: TrainingSpec) -> int:
+    model = transformer(SMALL)
+    compute = ComputeModel(gpu_spec("H100-SXM5-80GB"), "bf16")
+    plan = plan_step(model, training, compute, 1024, 1, 16, model.total_params)
+    return sum(1 for t in plan.tasks if t.collective and t.collective.op == "all_gather")
+
+
+def test_shard_grad_op_gathers_once_per_block():
+    """SHARD_GRAD_OP keeps parameters from forward to backward: one all-gather per block (+ root),
+    FULL_SHARD two; reshard_after_forward False does the same for FULL_SHARD."""
+    full = _gathers(job("fsdp"))
+    grad_op = _gathers(job("fsdp").model_copy(update={"strategy": StrategySpec(fsdp_sharding="SHARD_GRAD_OP")}))
+    kept = _gathers(job("fsdp").model_copy(update={"strategy": StrategySpec(reshard_after_forward=False)}))
+    assert full == 2 * SMALL.layers + 1 and grad_op == kept == SMALL.layers + 1
+
+
+def test_backward_prefetch_never_slows_a_step():
+    """Gathering the next block during backward (BACKWARD_PRE) is never slower than waiting."""
+    topology = load_preset("dgx-h100", nodes=4)
+    with_prefetch = predict_step(topology, job("fsdp"), SMALL).step_time_s
+    without = predict_step(topology, job("fsdp").model_copy(
+        update={"strategy": StrategySpec(backward_prefetch=False)}), SMALL).step_time_s
+    assert with_prefetch <= without
+
+
+def test_hsdp_shard_groups_other_than_a_node_are_refused():
+    """An HSDP shard group that is not one node names the field."""
+    training = job("hsdp").model_copy(update={"strategy": StrategySpec(kind="hsdp", shard_group_gpus=4)})
+    with pytest.raises(ConfigError, match="shard_group_gpus"):
+        predict_step(load_preset("dgx-h100", nodes=2), training, SMALL)

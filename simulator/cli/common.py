@@ -20,6 +20,14 @@ def read_text(path: Path, what: str) -> str:
         raise ConfigError(f"cannot read {what} {path}: {exc.strerror}") from None
 
 
+def write_text(path: Path, text: str, what: str) -> None:
+    """Write a user's output file; ConfigError naming it if its folder is missing or unwritable."""
+    try:
+        path.write_text(text)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {what} {path}: {exc.strerror}") from None
+
+
 def read_yaml(path: Path, what: str) -> Any:
     """Read and parse a user's YAML file; ConfigError naming it on a missing file or bad YAML."""
     return load_yaml_text(read_text(path, what), str(path))

@@ -11,9 +11,10 @@ from rich.console import Console
 from rich.table import Table
 
 from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibrated_params, load_profile
-from simulator.cli.common import read_yaml
+from simulator.cli.common import read_yaml, write_text
 from simulator.collectives.comm import comm_view
 from simulator.core.errors import ConfigError
+from simulator.report.trace import trace_events
 from simulator.scenario import DEFAULT_SCENARIO, ScenarioSpec, resolve_scenario, scenario_from_data
 from simulator.training.predict import compute_scale_for, predict_step
 from simulator.training.prediction import StepPrediction
@@ -186,6 +187,8 @@ def predict(
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     measured_tokens_per_s_per_gpu: Annotated[float | None, typer.Option(
         help="Measured single-GPU tokens/s of this job (same model, micro-batch, sequence): scales compute.")] = None,
+    trace: Annotated[Path | None, typer.Option(
+        help="Write the step's timeline as Chrome Trace Event JSON (open in ui.perfetto.dev).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the metrics.")] = False,
 ) -> None:
     options = dict(topology=topology, nodes=nodes, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
@@ -193,11 +196,13 @@ def predict(
     spec = _load_scenario(scenario)
     topo, training, model_spec = _override(spec, options)
     p = _run(topo, training, model_spec, calibration, force_calibration, measured_tokens_per_s_per_gpu)
+    title = (f"{model_spec.name}, {training.strategy.kind}, {topo.nodes} x {topo.gpus_per_node} {topo.gpu} "
+             f"({topo.name or 'cluster'})")
+    if trace is not None:
+        write_text(trace, json.dumps(trace_events(p.spans, f"{title}: one data-parallel GPU")), "trace")
     if as_json:
         typer.echo(json.dumps(prediction_json(p), indent=2))
         return
-    title = (f"{model_spec.name}, {training.strategy.kind}, {topo.nodes} x {topo.gpus_per_node} {topo.gpu} "
-             f"({topo.name or 'cluster'})")
     Console().print(_table(title, p))
 
 

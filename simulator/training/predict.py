@@ -123,4 +123,5 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
         memory_capacity_bytes=cluster.gpu.memory_gib * 1024**3,
         comm_by_collective_s=by_collective,
         calibration=calibration,
+        spans=timeline.spans,
     )

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from simulator.training.timeline import Span
+
 
 @dataclass(frozen=True)
 class MemoryBreakdown:
@@ -49,6 +51,7 @@ class StepPrediction:
     comm_by_collective_s: dict[str, float] = field(default_factory=dict)
     model: str = "clustersim collective model + compute roofline"
     calibration: str | None = None
+    spans: tuple[Span, ...] = field(default=(), repr=False)  # the representative GPU's timeline
 
     @property
     def gpu_idle_s(self) -> float:

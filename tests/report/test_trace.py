@@ -1,0 +1,44 @@
+"""`predict --trace`: valid Chrome Trace Event JSON with spans for every stream."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+PHASES = {"X", "M", "C"}
+
+
+def test_trace_is_valid_trace_event_json(tmp_path):
+    """Every event has the Trace Event Format's required keys; complete events have a duration
+    >= 0; the compute stream and both NCCL streams appear; spans on a stream do not overlap."""
+    out = tmp_path / "step.json"
+    result = subprocess.run([sys.executable, "-m", "simulator.cli.app", "predict", "--trace", str(out)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    trace = json.loads(out.read_text())
+    events = trace["traceEvents"]
+    assert events and trace["displayTimeUnit"] == "ms"
+    for event in events:
+        assert event["ph"] in PHASES and {"pid", "tid", "name"} <= set(event)
+        if event["ph"] != "M":
+            assert isinstance(event["ts"], float | int) and event["ts"] >= 0
+        if event["ph"] == "X":
+            assert event["dur"] >= 0
+    threads = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert threads == {"compute stream", "NCCL stream: all-gather", "NCCL stream: reductions"}
+    by_tid: dict[int, list[tuple[float, float]]] = {}
+    for e in events:
+        if e["ph"] == "X":
+            by_tid.setdefault(e["tid"], []).append((e["ts"], e["ts"] + e["dur"]))
+    for spans in by_tid.values():
+        spans.sort()
+        assert all(a_end <= b_start + 1e-6 for (_, a_end), (b_start, _) in zip(spans, spans[1:], strict=False))
+
+
+def test_trace_to_a_missing_folder_is_a_clear_error(tmp_path):
+    """--trace into a folder that does not exist: exit 2 naming the file."""
+    target = tmp_path / "nope" / "step.json"
+    result = subprocess.run([sys.executable, "-m", "simulator.cli.app", "predict", "--trace", str(target)],
+                            capture_output=True, text=True)
+    assert result.returncode == 2 and "step.json" in result.stderr

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from simulator.core.errors import ConfigError
+from simulator.core.errors import config_error_from
 from topologies.presets import load_preset
 from topologies.spec import TopologySpec, validate_topology_spec
 from workloads.presets import load_model
@@ -40,9 +40,7 @@ def scenario_from_data(data: object, source: str) -> ScenarioSpec:
     try:
         return ScenarioSpec.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "scenario"
-        raise ConfigError(f"{source}: {where}: {first['msg']}") from None
+        raise config_error_from(exc, source) from None
 
 
 def resolve_scenario(scenario: ScenarioSpec) -> tuple[TopologySpec, TrainingSpec, ModelSpec]:

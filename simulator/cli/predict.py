@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
 from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibrated_params, load_profile
 from simulator.cli.common import read_yaml, write_text
 from simulator.collectives.comm import comm_view
-from simulator.core.errors import ConfigError
+from simulator.core.errors import ConfigError, config_error_from
 from simulator.report.trace import trace_events
 from simulator.scenario import DEFAULT_SCENARIO, ScenarioSpec, resolve_scenario, scenario_from_data
 from simulator.training.predict import compute_scale_for, predict_step
@@ -75,10 +76,9 @@ def _override(scenario: ScenarioSpec, options: dict[str, Any]) -> tuple[Topology
     topology, training, model = resolve_scenario(scenario)
     if options["tp"] != 1 or options["pp"] != 1:
         raise ConfigError("--tp/--pp: tensor and pipeline parallelism are not modelled yet (use 1)")
-    if options["topology"] is not None:
-        from_name = ScenarioSpec(topology=options["topology"], nodes=options["nodes"] or topology.nodes,
-                                 training=training)
-        topology, _, _ = resolve_scenario(from_name)
+    if options["topology"] is not None:  # another cluster: its own default node count unless given
+        topology, _, _ = resolve_scenario(ScenarioSpec(topology=options["topology"], nodes=options["nodes"],
+                                                       training=training))
     updates = {key: options[key] for key in ("nodes", "gpus_per_node") if options[key] is not None}
     if updates:
         topology = validate_topology_spec({**topology.model_dump(), **updates}, "command line")
@@ -90,8 +90,8 @@ def _override(scenario: ScenarioSpec, options: dict[str, Any]) -> tuple[Topology
     if train:
         try:
             training = TrainingSpec.model_validate({**training.model_dump(), **train, "model": model.name})
-        except ValueError as exc:
-            raise ConfigError(f"command line: {exc}") from None
+        except ValidationError as exc:
+            raise config_error_from(exc, "command line: training") from None
     return topology, training, model
 
 

@@ -7,6 +7,8 @@ escapes is a bug (exit code 1).
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 
 class ClusterSimError(Exception):
     """Base of every error caused by input: the message says what was wrong and where."""
@@ -27,6 +29,15 @@ class LogParseError(ClusterSimError):
         self.source = source
         self.line_no = line_no
         super().__init__(f"{source}:{line_no}: {message}")
+
+
+def config_error_from(exc: ValidationError, source: str) -> ConfigError:
+    """One line from a pydantic ValidationError: the source, the first field's path and message."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "value"
+    message = str(first["msg"]).removeprefix("Value error, ")
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return ConfigError(f"{source}: {where}: {message}{more}")
 
 
 class CalibrationError(ClusterSimError):

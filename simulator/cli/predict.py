@@ -95,9 +95,15 @@ def _override(scenario: ScenarioSpec, options: dict[str, Any]) -> tuple[Topology
     return topology, training, model
 
 
-def prediction_json(p: StepPrediction) -> dict[str, Any]:
-    """The `predict --json` object: the metric names of DESIGN.md section 9 and their parts."""
+def prediction_json(p: StepPrediction, train_tokens: float = 1e12,
+                    usd_per_gpu_hour: float | None = None) -> dict[str, Any]:
+    """The `predict --json` object: the metric names of DESIGN.md section 9 and their parts, and
+    the planning figures for `train_tokens` tokens."""
     return {
+        "train_tokens": train_tokens, "time_to_train_s": p.time_to_train_s(train_tokens),
+        "gpu_hours": p.gpu_hours(train_tokens),
+        "cost_usd": p.gpu_hours(train_tokens) * usd_per_gpu_hour if usd_per_gpu_hour is not None else None,
+        "average_power_w_per_gpu": p.average_power_w, "energy_kwh": p.energy_kwh(train_tokens),
         "step_time_s": p.step_time_s, "compute_s": p.compute_s, "gpu_idle_s": p.gpu_idle_s,
         "gpu_idle_fraction": p.gpu_idle_fraction, "exposed_comm_s": p.exposed_comm_s,
         "exposed_comm_by_collective_s": p.comm_by_collective_s, "idle_breakdown_s": p.idle_breakdown_s,
@@ -134,7 +140,7 @@ def _run(topology: TopologySpec, training: TrainingSpec, model: ModelSpec, calib
     return predict_step(topology, training, model, params, scale, gemm, "; ".join(source) or None)
 
 
-def _table(title: str, p: StepPrediction) -> Table:
+def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour: float | None) -> Table:
     table = Table("metric", "value", title=title, title_justify="left")
     verdict = "fits" if p.fits_in_memory else "[bold red]OUT OF MEMORY[/]"
     rows = [
@@ -156,6 +162,11 @@ def _table(title: str, p: StepPrediction) -> Table:
     other = p.gpu_idle_s - p.exposed_comm_s
     if other > 1e-9:
         table.add_row("  other idle (optimizer waits)", f"{other:.3f} s")
+    table.add_section()
+    cost = f", ${p.gpu_hours(train_tokens) * usd_per_gpu_hour:,.0f}" if usd_per_gpu_hour is not None else ""
+    table.add_row(f"to train on {train_tokens:.3g} tokens",
+                  f"{p.time_to_train_s(train_tokens) / 86400:,.1f} days, {p.gpu_hours(train_tokens):,.0f} GPU-hours"
+                  f"{cost}, {p.energy_kwh(train_tokens) / 1000:,.1f} MWh (GPUs)")
     table.add_section()
     m = p.memory
     parts = (("parameters", m.parameters_bytes), ("gradients", m.gradients_bytes),
@@ -187,6 +198,8 @@ def predict(
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     measured_tokens_per_s_per_gpu: Annotated[float | None, typer.Option(
         help="Measured single-GPU tokens/s of this job (same model, micro-batch, sequence): scales compute.")] = None,
+    train_tokens: Annotated[float, typer.Option(help="Tokens to train on, for time, GPU-hours, cost, energy.")] = 1e12,
+    usd_per_gpu_hour: Annotated[float | None, typer.Option(help="Price of one GPU-hour, for the cost.")] = None,
     trace: Annotated[Path | None, typer.Option(
         help="Write the step's timeline as Chrome Trace Event JSON (open in ui.perfetto.dev).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the metrics.")] = False,
@@ -201,9 +214,9 @@ def predict(
     if trace is not None:
         write_text(trace, json.dumps(trace_events(p.spans, f"{title}: one data-parallel GPU")), "trace")
     if as_json:
-        typer.echo(json.dumps(prediction_json(p), indent=2))
+        typer.echo(json.dumps(prediction_json(p, train_tokens, usd_per_gpu_hour), indent=2))
         return
-    Console().print(_table(title, p))
+    Console().print(_table(title, p, train_tokens, usd_per_gpu_hour))
 
 
 def scale(

@@ -124,4 +124,5 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
         comm_by_collective_s=by_collective,
         calibration=calibration,
         spans=timeline.spans,
+        gpu_tdp_w=cluster.gpu.tdp_w,
     )

@@ -8,6 +8,10 @@
 - tokens_per_s; tflops_per_gpu: model FLOPs (6 N + attention, no recomputation) per second per
   GPU; mfu = tflops_per_gpu / the GPU's dense peak at the compute precision.
 - memory_per_gpu_bytes and fits_in_memory (OOM is a result, not an error), with its breakdown.
+Planning figures for training on N tokens: time_to_train_s, gpu_hours, cost at a price per
+GPU-hour, and energy: each GPU draws its board power (TDP) while computing and IDLE_POWER_FRACTION
+of it while waiting (HBM, NVLink and the SMs polling NCCL flags stay up; measured H100/A100 idle
+under a running job is a quarter to a third of TDP), times the busy and idle fractions of the step.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from simulator.training.timeline import Span
+
+IDLE_POWER_FRACTION = 0.3
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,7 @@ class StepPrediction:
     model: str = "clustersim collective model + compute roofline"
     calibration: str | None = None
     spans: tuple[Span, ...] = field(default=(), repr=False)  # the representative GPU's timeline
+    gpu_tdp_w: float = 0.0
 
     @property
     def gpu_idle_s(self) -> float:
@@ -76,6 +83,23 @@ class StepPrediction:
     @property
     def mfu(self) -> float:
         return self.tflops_per_gpu / self.peak_tflops
+
+    def time_to_train_s(self, tokens: float) -> float:
+        """Wall time to train on `tokens` tokens at this step's throughput."""
+        return tokens / self.tokens_per_s
+
+    def gpu_hours(self, tokens: float) -> float:
+        return self.time_to_train_s(tokens) * self.n_gpus / 3600.0
+
+    @property
+    def average_power_w(self) -> float:
+        """Mean board power per GPU over a step (see module docstring)."""
+        busy = 1.0 - self.gpu_idle_fraction
+        return self.gpu_tdp_w * (busy + (1.0 - busy) * IDLE_POWER_FRACTION)
+
+    def energy_kwh(self, tokens: float) -> float:
+        """GPU energy to train on `tokens` tokens (GPUs only: no host, network or cooling)."""
+        return self.average_power_w * self.n_gpus * self.time_to_train_s(tokens) / 3.6e6
 
     @property
     def memory_per_gpu_bytes(self) -> float:

@@ -146,3 +146,14 @@ def test_hsdp_shard_groups_other_than_a_node_are_refused():
     training = job("hsdp").model_copy(update={"strategy": StrategySpec(kind="hsdp", shard_group_gpus=4)})
     with pytest.raises(ConfigError, match="shard_group_gpus"):
         predict_step(load_preset("dgx-h100", nodes=2), training, SMALL)
+
+
+def test_planning_figures_by_hand():
+    """Time, GPU-hours and energy to train N tokens follow from throughput and power by hand."""
+    p = predict_step(load_preset("dgx-h100", nodes=1), job("fsdp"), SMALL)
+    tokens = 1e9
+    assert p.time_to_train_s(tokens) == pytest.approx(tokens / p.tokens_per_s)
+    assert p.gpu_hours(tokens) == pytest.approx(p.time_to_train_s(tokens) * 8 / 3600)
+    busy = 1 - p.gpu_idle_fraction
+    assert p.average_power_w == pytest.approx(700.0 * (busy + 0.3 * (1 - busy)))
+    assert p.energy_kwh(tokens) == pytest.approx(p.average_power_w * 8 * p.time_to_train_s(tokens) / 3.6e6)

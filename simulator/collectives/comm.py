@@ -9,6 +9,7 @@ A "node" here is what the network joins: a server, or a multi-server NVLink doma
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from topologies.model import Topology
@@ -42,6 +43,10 @@ class CommView:
     nvls: bool
     sharp: bool
     gpudirect_rdma: bool
+    # crossing leaf switches: a node's share of its leaves' uplinks (inf with one switch or one leaf
+    # group) and how many nodes one leaf group holds
+    spine_Bps: float = math.inf
+    nodes_per_leaf_group: int = 1 << 30
 
     @property
     def multi_node(self) -> bool:
@@ -52,6 +57,45 @@ class CommView:
         return replace(self, n_nodes=n_nodes, n_ranks=n_nodes * self.ranks_per_node)
 
 
+def gpu_to_network_Bps(topology: Topology) -> float:
+    """What a server's GPUs can push to their NICs together: each GPU sends to its own NIC along
+    its route (through a PCIe switch, or staged through a CPU without GPUDirect RDMA); a link
+    shared by k of those routes gives each 1/k of its bandwidth (server 0; all are alike)."""
+    users: dict[tuple[str, str], int] = {}
+    for local in range(topology.gpus_per_server):
+        gpu = topology.gpu_id(0, local)
+        nic = topology.nics_of_gpu(0, local)[0]
+        for edge in topology.path(gpu, nic):
+            users[edge] = users.get(edge, 0) + 1
+    if not users:
+        return math.inf
+    per_gpu = min(float(topology.graph.edges[edge]["bandwidth_Bps"]) / count for edge, count in users.items())
+    return per_gpu * topology.gpus_per_server
+
+
+def leaf_uplinks(topology: Topology) -> tuple[float, int]:
+    """(a server's share of the uplinks of the leaves its NICs sit on, servers per leaf group).
+    With one switch, or all servers under the same leaves, nothing crosses: (inf, servers)."""
+    graph = topology.graph
+    leaves = set()
+    for local in range(topology.nics_per_server):
+        nic = topology.nic_id(0, local)
+        attached = [v for v in graph.succ[nic] if graph.nodes[v]["kind"] == "leaf"]
+        if not attached:
+            return math.inf, topology.n_servers
+        leaves.add(attached[0])
+    share, group = 0.0, topology.n_servers
+    for leaf in sorted(leaves):
+        uplinks = sum(float(link["bandwidth_Bps"]) for v, link in graph.succ[leaf].items()
+                      if graph.nodes[v]["kind"] == "spine")
+        servers = {graph.nodes[u]["server"] for u in graph.pred[leaf] if graph.nodes[u]["kind"] == "nic"}
+        if uplinks == 0.0 or len(servers) >= topology.n_servers:
+            return math.inf, topology.n_servers
+        share += uplinks / len(servers)
+        group = min(group, len(servers))
+    return share, group
+
+
 def comm_view(topology: Topology) -> CommView:
     """Derive the view of all GPUs of a topology as one communicator."""
     per_domain = topology.gpus_per_nvlink_domain
@@ -60,7 +104,11 @@ def comm_view(topology: Topology) -> CommView:
         kind = "nvlink"
     else:
         kind = "pcie" if topology.p2p else "shm"
-    net_Bps = topology.nic_bandwidth_Bps * topology.nics_per_server if n_nodes > 1 else 0.0
+    net_Bps = 0.0
+    spine_Bps, group = math.inf, n_nodes
+    if n_nodes > 1 and topology.nics_per_server:
+        net_Bps = min(topology.nic_bandwidth_Bps * topology.nics_per_server, gpu_to_network_Bps(topology))
+        spine_Bps, group = leaf_uplinks(topology)
     servers_per_domain = max(1, per_domain // topology.gpus_per_server)
     return CommView(
         n_ranks=topology.n_gpus,
@@ -75,4 +123,6 @@ def comm_view(topology: Topology) -> CommView:
         nvls=topology.nvls,
         sharp=topology.sharp,
         gpudirect_rdma=topology.gpudirect_rdma,
+        spine_Bps=spine_Bps * servers_per_domain,
+        nodes_per_leaf_group=max(1, group // servers_per_domain),
     )

@@ -98,7 +98,25 @@ def resource_demands(op: str, shape: AlgoShape, proto: str, v: CommView, p: Mode
             demands["net"] = shape.net_volume_per_nic / (net_Bps / max(1, v.nics_per_node))
         else:
             demands["net"] = shape.net_volume / net_Bps
+        crossing = cross_leaf_fraction(shape, v)
+        if crossing > 0.0 and math.isfinite(v.spine_Bps):
+            demands["spine"] = shape.net_volume * crossing / (v.spine_Bps * p.net_efficiency * share)
     return demands
+
+
+def cross_leaf_fraction(shape: AlgoShape, v: CommView) -> float:
+    """Share of a node's network traffic that leaves its leaf group (nodes numbered in order, the
+    groups of `nodes_per_leaf_group` consecutive nodes). A ring enters and leaves each group once
+    per channel: groups / nodes of the traffic on average. A double binary tree's edges mostly
+    join distant nodes: about 1 - 1/groups. Direct sends (alltoall) go to every node alike."""
+    groups = math.ceil(v.n_nodes / v.nodes_per_leaf_group)
+    if groups <= 1:
+        return 0.0
+    if shape.algo == "ring":
+        return groups / v.n_nodes
+    if shape.algo == "direct":
+        return (v.n_nodes - v.nodes_per_leaf_group) / v.n_nodes
+    return 1.0 - 1.0 / groups
 
 
 def per_channel_Bps(op: str, shape: AlgoShape, proto: str, v: CommView) -> float:

@@ -12,18 +12,22 @@ GPU's part of its node's NICs) has that share in its seconds-per-byte already.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from simulator.collectives.comm import CommView
 from simulator.collectives.cost import CollectiveEstimate
 from simulator.network.flows import FlowClass, Resource
 
-RESOURCE_NAMES = ("intra", "net")
+RESOURCE_NAMES = ("intra", "net", "spine")
 
 
 def resource_capacities(v: CommView) -> dict[str, float]:
-    """Capacity of the shared resources of a cluster (a floor of 1 B/s keeps absent NICs valid)."""
-    return {"intra": max(v.intra_Bps, 1.0), "net": max(v.net_Bps, 1.0)}
+    """Capacity of the shared resources of a cluster: a GPU's intra-node links, its node's NICs,
+    its node's share of leaf uplinks (a floor of 1 B/s keeps absent ones valid; a fabric without
+    spines gets the NICs' figure, unused)."""
+    spine = v.spine_Bps if math.isfinite(v.spine_Bps) else v.net_Bps
+    return {"intra": max(v.intra_Bps, 1.0), "net": max(v.net_Bps, 1.0), "spine": max(spine, 1.0)}
 
 
 def collective_resources(capacity: Mapping[str, float]) -> list[Resource]:

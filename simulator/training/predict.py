@@ -48,7 +48,7 @@ def communicators(v: CommView) -> dict[str, CommView]:
     """The groups a data-parallel step communicates in (see module docstring)."""
     g = v.ranks_per_node
     shard = replace(v, n_ranks=g, n_nodes=1, net_Bps=0.0, transport=None)
-    replica = replace(v, n_ranks=v.n_nodes, ranks_per_node=1, net_Bps=v.net_Bps / g,
+    replica = replace(v, n_ranks=v.n_nodes, ranks_per_node=1, net_Bps=v.net_Bps / g, spine_Bps=v.spine_Bps / g,
                       nics_per_node=max(1, v.nics_per_node // g))
     return {"dp": v, "shard": shard, "replica": replica}
 

@@ -15,6 +15,7 @@ from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibra
 from simulator.cli.common import read_yaml, write_text
 from simulator.collectives.comm import comm_view
 from simulator.core.errors import ConfigError, config_error_from
+from simulator.report.html import scale_report_html, step_report_html
 from simulator.report.trace import trace_events
 from simulator.scenario import DEFAULT_SCENARIO, ScenarioSpec, resolve_scenario, scenario_from_data
 from simulator.training.predict import compute_scale_for, predict_step
@@ -184,6 +185,8 @@ GpusOpt = Annotated[int | None, typer.Option(help="GPUs per node.")]
 ModelOpt = Annotated[str | None, typer.Option(help="Model preset, model YAML, or HuggingFace config.json.")]
 StrategyOpt = Annotated[str | None, typer.Option(help="ddp, zero1, zero2, zero3, fsdp or hsdp.")]
 IntOpt = Annotated[int | None, typer.Option()]
+ReportOpt = Annotated[Path | None, typer.Option(
+    help="Write an HTML report (plotly charts, self-contained: opens offline in a browser).")]
 
 
 def predict(
@@ -202,6 +205,7 @@ def predict(
     usd_per_gpu_hour: Annotated[float | None, typer.Option(help="Price of one GPU-hour, for the cost.")] = None,
     trace: Annotated[Path | None, typer.Option(
         help="Write the step's timeline as Chrome Trace Event JSON (open in ui.perfetto.dev).")] = None,
+    report: ReportOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the metrics.")] = False,
 ) -> None:
     options = dict(topology=topology, nodes=nodes, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
@@ -213,6 +217,8 @@ def predict(
              f"({topo.name or 'cluster'})")
     if trace is not None:
         write_text(trace, json.dumps(trace_events(p.spans, f"{title}: one data-parallel GPU")), "trace")
+    if report is not None:
+        write_text(report, step_report_html(title, p), "report")
     if as_json:
         typer.echo(json.dumps(prediction_json(p, train_tokens, usd_per_gpu_hour), indent=2))
         return
@@ -228,6 +234,7 @@ def scale(
     seq_len: Annotated[int | None, typer.Option(help="Tokens per sequence.")] = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
+    report: ReportOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
 ) -> None:
     try:
@@ -246,6 +253,10 @@ def scale(
                                                 "model": model_spec.name})
         rows.append((count, _run(topo, training, model_spec, calibration, force_calibration)))
     base = rows[0][1].tokens_per_s_per_gpu
+    if report is not None:
+        title = (f"{model_spec.name}, {training.strategy.kind}, {nodes} nodes x {topo.gpus_per_node} {topo.gpu} "
+                 f"({topo.name or 'cluster'}): scaling")
+        write_text(report, scale_report_html(title, rows), "report")
     if as_json:
         typer.echo(json.dumps({"rows": [
             {"nodes": n, "n_gpus": p.n_gpus, "step_time_s": p.step_time_s, "tokens_per_s": p.tokens_per_s,

@@ -28,6 +28,7 @@ LABEL_COLOURS = {
 OTHER_COLOUR = "#9D755D"
 OOM_COLOUR = "#D62728"
 UTILISATION_BINS = 100
+MARGIN = {"l": 10, "r": 10, "t": 50, "b": 40}
 
 
 def _ordered(names: set[str], known: list[str]) -> list[str]:
@@ -81,7 +82,7 @@ def timeline_figure(p: StepPrediction) -> go.Figure:
                            "duration %{customdata[3]:.3f} ms<br>size %{customdata[1]}<extra></extra>")))
     fig.update_layout(
         template=TEMPLATE, barmode="overlay", bargap=0.25, height=140 + 70 * len(rows),
-        margin={"l": 10, "r": 10, "t": 40, "b": 40}, title="Step timeline (representative GPU)",
+        margin=MARGIN, title="Step timeline (representative GPU)",
         legend={"orientation": "h", "y": -0.35},
         xaxis={"title": "time since the step started (ms)", "range": [0, 1e3 * p.step_time_s]},
         yaxis={"categoryorder": "array", "categoryarray": rows, "autorange": "reversed"})
@@ -98,7 +99,8 @@ def time_breakdown_figure(p: StepPrediction) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, specs=[[{"type": "domain"}, {"type": "xy"}]], column_widths=[0.4, 0.6],
                         subplot_titles=("the step", "GPU idle time by cause"))
     fig.add_trace(go.Pie(labels=[n for n, _, _ in parts], values=[s for _, s, _ in parts], hole=0.5, sort=False,
-                         marker={"colors": [c for _, _, c in parts]}, textinfo="percent", showlegend=False,
+                         marker={"colors": [c for _, _, c in parts]}, textinfo="label+percent", textposition="inside",
+                         showlegend=False,
                          hovertemplate="%{label}: %{value:.4f} s (%{percent})<extra></extra>"), row=1, col=1)
     fig.add_trace(go.Bar(x=[1e3 * s for _, s, _ in idle_parts], y=[n for n, _, _ in idle_parts], orientation="h",
                          marker={"color": [c for _, _, c in idle_parts]}, showlegend=False,
@@ -106,20 +108,20 @@ def time_breakdown_figure(p: StepPrediction) -> go.Figure:
                          hovertemplate="%{y}: %{x:.3f} ms<extra></extra>"), row=1, col=2)
     fig.update_xaxes(title_text="ms per step", row=1, col=2)
     fig.update_yaxes(autorange="reversed", row=1, col=2)
-    fig.update_layout(template=TEMPLATE, height=340, margin={"l": 10, "r": 10, "t": 50, "b": 40},
-                      title="Where the step's time went")
+    fig.update_layout(template=TEMPLATE, height=360, margin={**MARGIN, "t": 80},
+                      title="Where the step's time went", uniformtext={"minsize": 10, "mode": "hide"})
     return fig
 
 
 def memory_figure(p: StepPrediction) -> go.Figure:
     """Memory per GPU stacked by what holds it, against the GPU's capacity (red when it does not fit)."""
     m = p.memory
-    parts = (("parameters", m.parameters_bytes), ("gradients", m.gradients_bytes),
-             ("optimizer states", m.optimizer_bytes), ("activations", m.activations_bytes),
-             ("buffers", m.buffers_bytes), ("reserve", m.reserve_bytes))
+    parts = (("parameters", m.parameters_bytes, "#4C78A8"), ("gradients", m.gradients_bytes, "#F58518"),
+             ("optimizer states", m.optimizer_bytes, "#54A24B"), ("activations", m.activations_bytes, "#B279A2"),
+             ("buffers", m.buffers_bytes, "#72B7B2"), ("reserve", m.reserve_bytes, "#BAB0AC"))
     fig = go.Figure()
-    for name, size in parts:
-        fig.add_trace(go.Bar(name=name, x=[size / GIB], y=["per GPU"], orientation="h",
+    for name, size, colour in parts:
+        fig.add_trace(go.Bar(name=name, x=[size / GIB], y=["per GPU"], orientation="h", marker={"color": colour},
                              hovertemplate=name + ": %{x:.2f} GiB<extra></extra>"))
     capacity_gib = p.memory_capacity_bytes / GIB
     colour = "#555555" if p.fits_in_memory else OOM_COLOUR
@@ -127,10 +129,10 @@ def memory_figure(p: StepPrediction) -> go.Figure:
     fig.add_vline(x=capacity_gib, line={"color": colour, "width": 3, "dash": "dash"},
                   annotation={"text": f"capacity {capacity_gib:.0f} GiB", "font": {"color": colour}})
     fig.update_layout(
-        template=TEMPLATE, barmode="stack", height=260, margin={"l": 10, "r": 10, "t": 50, "b": 40},
+        template=TEMPLATE, barmode="stack", height=260, margin=MARGIN,
         title={"text": f"Memory per GPU: {m.total_bytes / GIB:.1f} GiB of {capacity_gib:.0f} GiB, {verdict}",
                "font": {"color": colour}},
-        legend={"orientation": "h", "y": -0.45},
+        legend={"orientation": "h", "y": -0.45, "traceorder": "normal"},
         xaxis={"title": "GiB", "range": [0, 1.08 * max(m.total_bytes / GIB, capacity_gib)]})
     return fig
 
@@ -143,9 +145,9 @@ def utilisation_figure(p: StepPrediction, bins: int = UTILISATION_BINS) -> go.Fi
         z=busy, x=centres_ms, y=[STREAM_NAMES.get(s, s) for s in streams], zmin=0.0, zmax=1.0,
         colorscale="Blues", colorbar={"title": "busy"},
         hovertemplate="%{y}<br>around %{x:.1f} ms: busy %{z:.0%}<extra></extra>"))
-    fig.update_layout(template=TEMPLATE, height=120 + 60 * len(streams), margin={"l": 10, "r": 10, "t": 40, "b": 40},
-                      title=f"Stream utilisation ({bins} time bins)", xaxis={"title": "time since the step started (ms)"},
-                      yaxis={"autorange": "reversed"})
+    fig.update_layout(template=TEMPLATE, height=120 + 60 * len(streams), margin=MARGIN,
+                      title=f"Stream utilisation ({bins} time bins)",
+                      xaxis={"title": "time since the step started (ms)"}, yaxis={"autorange": "reversed"})
     return fig
 
 
@@ -161,12 +163,15 @@ def scaling_figure(rows: list[tuple[int, StepPrediction]]) -> go.Figure:
     """Scaling efficiency (per-GPU throughput / the first row's) against node count."""
     nodes = [n for n, _ in rows]
     base = rows[0][1].tokens_per_s_per_gpu
+    efficiency = [100 * p.tokens_per_s_per_gpu / base for _, p in rows]
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=nodes, y=[100 * p.tokens_per_s_per_gpu / base for _, p in rows], mode="lines+markers",
-                             name="scaling efficiency", hovertemplate="%{x} nodes: %{y:.1f}%<extra></extra>"))
+    fig.add_trace(go.Scatter(x=nodes, y=efficiency, mode="lines+markers", name="scaling efficiency",
+                             hovertemplate="%{x} nodes: %{y:.1f}%<extra></extra>"))
     fig.add_hline(y=100, line={"color": "#888888", "dash": "dot"}, annotation={"text": "ideal"})
-    fig.update_layout(template=TEMPLATE, height=380, margin={"l": 10, "r": 10, "t": 50, "b": 40},
-                      title="Scaling efficiency", xaxis=_log2_nodes_axis(nodes), yaxis={"title": "% of the first row"})
+    # at least 80-105% so that a percent of noise does not look like a cliff
+    y_range = [min(80.0, min(efficiency) - 5), max(105.0, max(efficiency) + 5)]
+    fig.update_layout(template=TEMPLATE, height=380, margin=MARGIN, title="Scaling efficiency",
+                      xaxis=_log2_nodes_axis(nodes), yaxis={"title": "% of the first row", "range": y_range})
     return fig
 
 
@@ -179,7 +184,7 @@ def throughput_figure(rows: list[tuple[int, StepPrediction]]) -> go.Figure:
                              hovertemplate="%{x} nodes: %{y:,.0f} tokens/s<extra></extra>"))
     fig.add_trace(go.Scatter(x=nodes, y=[base * p.n_gpus for _, p in rows], mode="lines", name="ideal (linear)",
                              line={"dash": "dot", "color": "#888888"}, hoverinfo="skip"))
-    fig.update_layout(template=TEMPLATE, height=380, margin={"l": 10, "r": 10, "t": 50, "b": 40},
+    fig.update_layout(template=TEMPLATE, height=380, margin=MARGIN,
                       title="Throughput", xaxis=_log2_nodes_axis(nodes),
                       yaxis={"title": "tokens/s (log)", "type": "log"}, legend={"x": 0.02, "y": 0.98})
     return fig

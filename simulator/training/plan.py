@@ -65,7 +65,7 @@ def _buckets(sizes: list[float], first: float, cap: float) -> list[list[int]]:
 
 
 def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeModel, seq_len: int,
-              micro_steps: int, dp: int, local_params: float) -> StepPlan:
+              micro_steps: int, dp: int, local_params: float, shard_group: int = 1) -> StepPlan:
     """The task list of one optimizer step on one GPU (see module docstring)."""
     s = training.strategy
     kind = "fsdp" if s.kind in ("zero3", "hsdp") else s.kind
@@ -80,6 +80,9 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     root_params = model.total_params - L * model.params_per_layer
     root_param_bytes = int(root_params * PARAM_BYTES)
     root_grad_bytes = int(root_params * s.grad_reduce_bytes)
+    matrices = [k * n for _, _, n, k in reversed(model.layer_gemms(1))]  # backward meets mlp_down first
+    tensors = [size * s.grad_reduce_bytes for size in matrices]
+    tensors.append((model.params_per_layer - sum(matrices)) * s.grad_reduce_bytes)  # norms, biases
     tasks: list[Task] = []
     reductions: list[str] = []
     gathers_after_opt: list[Task] = []
@@ -91,9 +94,9 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
         tasks.append(Task(name, "rs", "reduce_scatter", collective=CollectiveCall("reduce_scatter", size, grad_group),
                           deps=(after,)))
         reductions.append(name)
-        if sharding == "HYBRID_SHARD":
+        if sharding == "HYBRID_SHARD":  # each rank all-reduces its 1/shard_group of the gradient
             tasks.append(Task(f"{name}.across", "rs", "all_reduce",
-                              collective=CollectiveCall("all_reduce", size, "replica"), deps=(name,)))
+                              collective=CollectiveCall("all_reduce", size // shard_group, "replica"), deps=(name,)))
             reductions.append(f"{name}.across")
 
     for m in range(micro_steps):
@@ -139,13 +142,15 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
             sharded_reduction(f"m{m}.rs_root", root_grad_bytes, f"m{m}.bwd0")
         if kind in ("ddp", "zero1", "zero2") and (last or kind == "zero2"):
             op = "all_reduce" if kind == "ddp" else "reduce_scatter"
-            grad_bytes = [float(layer_grad_bytes)] * L
+            # gradients become ready tensor by tensor, last layer first (a layer's matrices, then
+            # the rest of its parameters); buckets take whole tensors
+            grads = [(layer, float(t)) for layer in reversed(range(L)) for t in tensors]
             first, cap = ((s.first_bucket_bytes, s.bucket_bytes) if kind == "ddp"
                           else (s.zero_bucket_elements * s.grad_reduce_bytes,) * 2)
-            buckets = _buckets(grad_bytes, first, cap)
+            buckets = _buckets([size for _, size in grads], first, cap)
             for b, members in enumerate(buckets):
-                ready = f"m{m}.bwd{L - 1 - members[-1]}"
-                size = int(sum(grad_bytes[j] for j in members))
+                ready = f"m{m}.bwd{grads[members[-1]][0]}"
+                size = int(sum(grads[j][1] for j in members))
                 if b == len(buckets) - 1:
                     size += root_grad_bytes  # embeddings' gradients are ready last
                 name = f"m{m}.{op}{b}"

@@ -59,7 +59,8 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
     dp = v.n_ranks
     shard_group = v.ranks_per_node
     _, _, optimizer_shard = shard_degrees(training, dp, shard_group)
-    plan = plan_step(model, training, compute, seq_len, micro_steps, dp, model.total_params / optimizer_shard)
+    plan = plan_step(model, training, compute, seq_len, micro_steps, dp, model.total_params / optimizer_shard,
+                     shard_group)
     groups = communicators(v)
     capacity = resource_capacities(v)
     cache: dict[CollectiveCall, CollectiveEstimate] = {}

@@ -157,3 +157,27 @@ def test_planning_figures_by_hand():
     busy = 1 - p.gpu_idle_fraction
     assert p.average_power_w == pytest.approx(700.0 * (busy + 0.3 * (1 - busy)))
     assert p.energy_kwh(tokens) == pytest.approx(p.average_power_w * 8 * p.time_to_train_s(tokens) / 3.6e6)
+
+
+def test_hsdp_all_reduces_only_the_shard_across_nodes():
+    """HSDP reduce-scatters a block's gradients in the node, then all-reduces the 1/G shard across
+    nodes (PyTorch HYBRID_SHARD)."""
+    model = transformer(SMALL)
+    compute = ComputeModel(gpu_spec("H100-SXM5-80GB"), "bf16")
+    plan = plan_step(model, job("hsdp"), compute, 1024, 1, 32, model.total_params, shard_group=8)
+    scatter = [t.collective.size_bytes for t in plan.tasks if t.collective and t.collective.op == "reduce_scatter"]
+    across = [t.collective.size_bytes for t in plan.tasks if t.collective and t.collective.op == "all_reduce"]
+    assert across == [size // 8 for size in scatter]
+
+
+def test_ddp_buckets_take_whole_tensors():
+    """DDP buckets close at the 25 MiB cap on tensor boundaries: smaller caps give more all-reduces."""
+    model = transformer(SMALL)
+    compute = ComputeModel(gpu_spec("H100-SXM5-80GB"), "bf16")
+
+    def all_reduces(bucket_bytes: int) -> int:
+        training = job("ddp").model_copy(update={"strategy": StrategySpec(kind="ddp", bucket_bytes=bucket_bytes)})
+        plan = plan_step(model, training, compute, 1024, 1, 16, model.total_params)
+        return sum(1 for t in plan.tasks if t.collective and t.collective.op == "all_reduce")
+
+    assert all_reduces(1 << 20) > all_reduces(25 << 20) > all_reduces(1 << 30) == 2  # 1 MiB first bucket + rest

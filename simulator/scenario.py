@@ -15,6 +15,15 @@ from workloads.presets import load_model
 from workloads.spec import ModelSpec, StrategySpec, TrainingSpec
 
 
+class StragglerSpec(BaseModel):
+    """Slow GPUs: their compute takes `slowdown` times as long (thermal throttling, a bad HBM stack)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    slowdown: float = Field(ge=1.0, description="Compute time factor of the slow GPUs (1.2 = 20% slower).")
+    gpus: int = Field(default=1, ge=1, description="How many GPUs are slow (one is enough to pace a step).")
+
+
 class ScenarioSpec(BaseModel):
     """A training job on a cluster."""
 
@@ -24,6 +33,7 @@ class ScenarioSpec(BaseModel):
     topology: str | TopologySpec = Field(description="Topology preset name, or the topology inline.")
     nodes: int | None = Field(default=None, ge=1, description="Nodes (servers); default: the topology's.")
     training: TrainingSpec = Field(description="The training job.")
+    stragglers: StragglerSpec | None = Field(default=None, description="Slow GPUs, if any.")
 
 
 DEFAULT_SCENARIO = ScenarioSpec(

@@ -12,7 +12,7 @@ import click
 import typer
 from rich.console import Console
 
-from simulator.cli import calibrate, collective, predict, validate, validate_training
+from simulator.cli import calibrate, collective, compare, predict, validate, validate_training
 from simulator.cli import topology as topology_commands
 from simulator.core.errors import ClusterSimError
 
@@ -28,6 +28,7 @@ validate.register(app)
 calibrate.register(app)
 predict.register(app)
 validate_training.register(app)
+compare.register(app)
 topology_commands.register(app)
 
 _err = Console(stderr=True)

@@ -121,7 +121,7 @@ def prediction_json(p: StepPrediction, train_tokens: float = 1e12,
 
 
 def _run(topology: TopologySpec, training: TrainingSpec, model: ModelSpec, calibration: Path | None,
-         force: bool, measured_tokens_per_s: float | None = None) -> StepPrediction:
+         force: bool, measured_tokens_per_s: float | None = None, slowdown: float = 1.0) -> StepPrediction:
     """Predict with what the user measured: a calibration profile (collective parameters, and the
     GEMM efficiency of its compute section) and/or a single-GPU tokens/s for this job."""
     profile = load_profile(calibration)
@@ -138,7 +138,7 @@ def _run(topology: TopologySpec, training: TrainingSpec, model: ModelSpec, calib
     if measured_tokens_per_s is not None:
         scale = compute_scale_for(measured_tokens_per_s, topology, training, model, gemm)
         source.append(f"measured {measured_tokens_per_s:g} tokens/s/GPU (compute x {scale:.3f})")
-    return predict_step(topology, training, model, params, scale, gemm, "; ".join(source) or None)
+    return predict_step(topology, training, model, params, scale, gemm, "; ".join(source) or None, slowdown)
 
 
 def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour: float | None) -> Table:
@@ -163,6 +163,9 @@ def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour:
     other = p.gpu_idle_s - p.exposed_comm_s
     if other > 1e-9:
         table.add_row("  other idle (optimizer waits)", f"{other:.3f} s")
+    straggler = p.idle_breakdown_s.get("straggler_wait", 0.0)
+    if straggler > 0.0:
+        table.add_row("  the other GPUs wait on the straggler", f"{straggler:.3f} s")
     table.add_section()
     cost = f", ${p.gpu_hours(train_tokens) * usd_per_gpu_hour:,.0f}" if usd_per_gpu_hour is not None else ""
     table.add_row(f"to train on {train_tokens:.3g} tokens",
@@ -212,7 +215,8 @@ def predict(
                    tp=tp, pp=pp, micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len)
     spec = _load_scenario(scenario)
     topo, training, model_spec = _override(spec, options)
-    p = _run(topo, training, model_spec, calibration, force_calibration, measured_tokens_per_s_per_gpu)
+    slowdown = spec.stragglers.slowdown if spec.stragglers else 1.0
+    p = _run(topo, training, model_spec, calibration, force_calibration, measured_tokens_per_s_per_gpu, slowdown)
     title = (f"{model_spec.name}, {training.strategy.kind}, {topo.nodes} x {topo.gpus_per_node} {topo.gpu} "
              f"({topo.name or 'cluster'})")
     if trace is not None:

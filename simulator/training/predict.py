@@ -89,10 +89,15 @@ def compute_scale_for(measured_tokens_per_s: float, topology: TopologySpec, trai
 
 def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: ModelSpec,
                  params: ModelParams | None = None, compute_scale: float = 1.0,
-                 gemm_efficiency: float | None = None, calibration: str | None = None) -> StepPrediction:
+                 gemm_efficiency: float | None = None, calibration: str | None = None,
+                 straggler_slowdown: float = 1.0) -> StepPrediction:
     """Predict one optimizer step of `training` (model `model_spec`) on `topology`. `params` are
     calibrated collective parameters, `gemm_efficiency` a measured GEMM asymptote, `compute_scale`
-    a measured-over-modelled compute rate; `calibration` names where they came from."""
+    a measured-over-modelled compute rate; `calibration` names where they came from.
+
+    A straggler (`straggler_slowdown` > 1) computes that much slower; every collective waits for
+    it, so the step runs at its pace: the representative GPU is the straggler, and the others wait
+    (1 - 1/slowdown) of its compute time, reported as `straggler_wait` in the idle breakdown."""
     cluster = build(topology)
     v = comm_view(cluster)
     model = transformer(model_spec)
@@ -102,7 +107,9 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     if group is not None and group != v.ranks_per_node:
         raise ConfigError(f"training.strategy.shard_group_gpus {group}: only one node ({v.ranks_per_node} GPUs) "
                           "per HSDP shard group is modelled so far")
-    compute = ComputeModel(cluster.gpu, training.precision, compute_scale, gemm_efficiency)
+    if straggler_slowdown < 1.0:
+        raise ConfigError(f"stragglers.slowdown must be >= 1, got {straggler_slowdown}")
+    compute = ComputeModel(cluster.gpu, training.precision, compute_scale / straggler_slowdown, gemm_efficiency)
     timeline = simulate_step(model, training, v, compute, seq_len, micro_steps, params)
     waits = dict(timeline.compute_waits_s)
     exposed = sum(waits.values())
@@ -110,7 +117,8 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     memory = memory_per_gpu(model, training, seq_len, v.n_ranks, v.ranks_per_node,
                             units_in_flight=training.strategy.limit_all_gathers + 1)
     tokens = training.micro_batch * seq_len * micro_steps * v.n_ranks
-    idle = {"exposed_comm": exposed, "optimizer_wait": waits.get("optimizer", 0.0)}
+    idle = {"exposed_comm": exposed, "optimizer_wait": waits.get("optimizer", 0.0),
+            "straggler_wait": timeline.compute_s * (1.0 - 1.0 / straggler_slowdown)}
     return StepPrediction(
         step_time_s=timeline.step_time_s,
         compute_s=timeline.compute_s,

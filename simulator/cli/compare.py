@@ -1,0 +1,82 @@
+"""`clustersim compare`: predict several scenarios and show what changes, relative to the first."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from simulator.cli.predict import _load_scenario, _override, _run, prediction_json
+from simulator.core.errors import ConfigError
+from simulator.training.prediction import StepPrediction
+
+HELP = """Compare scenarios: predict each and print the differences that matter, relative to the first.
+
+A what-if is a diff of two YAML files: copy a scenario, change the network, the node count, the
+strategy, a bucket size, add a straggler (`stragglers: {slowdown: 1.2}`), and compare.
+
+Examples:
+
+  clustersim compare base.yaml roce.yaml more-nodes.yaml
+
+  clustersim compare base.yaml straggler.yaml --json
+"""
+
+GIB = 1024**3
+ROWS: tuple[tuple[str, Callable[[StepPrediction], float], str], ...] = (
+    ("step time", lambda p: p.step_time_s, "{:.3f} s"),
+    ("tokens/s", lambda p: p.tokens_per_s, "{:,.0f}"),
+    ("MFU", lambda p: 100 * p.mfu, "{:.1f}%"),
+    ("GPU idle", lambda p: 100 * p.gpu_idle_fraction, "{:.1f}%"),
+    ("exposed communication", lambda p: p.exposed_comm_s, "{:.3f} s"),
+    ("  waiting on all_gather", lambda p: p.comm_by_collective_s.get("all_gather", 0.0), "{:.3f} s"),
+    ("  waiting on reduce_scatter", lambda p: p.comm_by_collective_s.get("reduce_scatter", 0.0), "{:.3f} s"),
+    ("  waiting on all_reduce", lambda p: p.comm_by_collective_s.get("all_reduce", 0.0), "{:.3f} s"),
+    ("others waiting on a straggler", lambda p: p.idle_breakdown_s.get("straggler_wait", 0.0), "{:.3f} s"),
+    ("memory per GPU", lambda p: p.memory_per_gpu_bytes / GIB, "{:.1f} GiB"),
+)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `compare` to the app."""
+    app.command("compare", help=HELP)(compare)
+
+
+def _change(value: float, base: float) -> str:
+    if base == 0.0:
+        return "" if value == 0.0 else "(new)"
+    return f"({100 * (value - base) / base:+.1f}%)"
+
+
+def compare(
+    scenarios: Annotated[list[Path], typer.Argument(help="Two or more scenario YAML files; the first is the base.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the predictions as JSON.")] = False,
+) -> None:
+    if len(scenarios) < 2:
+        raise ConfigError("compare needs at least two scenario files (the first is the base)")
+    predictions = []
+    for path in scenarios:
+        spec = _load_scenario(path)
+        topology, training, model = _override(spec, dict(
+            topology=None, nodes=None, gpus_per_node=None, model=None, strategy=None, tp=1, pp=1,
+            micro_batch=None, global_batch=None, seq_len=None))
+        slowdown = spec.stragglers.slowdown if spec.stragglers else 1.0
+        predictions.append((path, spec, _run(topology, training, model, None, False, None, slowdown)))
+    if as_json:
+        typer.echo(json.dumps({"scenarios": [
+            {"file": str(path), "name": spec.name, **prediction_json(p)} for path, spec, p in predictions]}, indent=2))
+        return
+    table = Table("metric", *(spec.name or path.name for path, spec, _ in predictions),
+                  title=f"Compared with {scenarios[0].name}")
+    base = predictions[0][2]
+    for label, metric, fmt in ROWS:
+        cells = [fmt.format(metric(p)) + ("" if p is base else " " + _change(metric(p), metric(base)))
+                 for _, _, p in predictions]
+        table.add_row(label, *cells)
+    table.add_row("fits in memory", *("yes" if p.fits_in_memory else "[bold red]no[/]" for _, _, p in predictions))
+    Console(width=max(120, Console().width)).print(table)

@@ -1,0 +1,44 @@
+"""`compare` and stragglers: what-ifs as scenario files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "simulator.cli.app", *args], capture_output=True, text=True)
+
+
+def test_compare_reports_every_scenario_with_changes():
+    """Three scenarios: a table with one column each and changes relative to the first."""
+    out = run("compare", str(EXAMPLES / "base.yaml"), str(EXAMPLES / "roce-200g.yaml"), str(EXAMPLES / "straggler.yaml"))
+    assert out.returncode == 0, out.stderr
+    assert "RoCE 200G" in out.stdout and "one slow GPU" in out.stdout and "%)" in out.stdout
+
+
+def test_a_straggler_slows_the_step_by_its_factor_on_compute():
+    """A GPU 15% slower slows a synchronous, compute-bound step by about 15% (everyone waits for
+    it); the others' wait is (1 - 1/1.15) of its compute time."""
+    out = run("compare", str(EXAMPLES / "base.yaml"), str(EXAMPLES / "straggler.yaml"), "--json")
+    assert out.returncode == 0, out.stderr
+    base, slow = json.loads(out.stdout)["scenarios"]
+    assert slow["step_time_s"] / base["step_time_s"] == pytest.approx(1.15, rel=0.02)
+    assert slow["idle_breakdown_s"]["straggler_wait"] == pytest.approx(slow["compute_s"] * (1 - 1 / 1.15))
+
+
+def test_compare_needs_two_files_and_readable_ones(tmp_path):
+    """One file, or a missing one: exit 2 naming the problem."""
+    assert run("compare", str(EXAMPLES / "base.yaml")).returncode == 2
+    missing = run("compare", str(EXAMPLES / "base.yaml"), str(tmp_path / "nope.yaml"))
+    assert missing.returncode == 2 and "nope.yaml" in missing.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("topology: dgx-h100\ntraining: {model: llama2-7b}\nstragglers: {slowdown: 0.5}\n")
+    result = run("compare", str(EXAMPLES / "base.yaml"), str(bad))
+    assert result.returncode == 2 and "stragglers.slowdown" in result.stderr

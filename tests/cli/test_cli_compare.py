@@ -18,7 +18,8 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_compare_reports_every_scenario_with_changes():
     """Three scenarios: a table with one column each and changes relative to the first."""
-    out = run("compare", str(EXAMPLES / "base.yaml"), str(EXAMPLES / "roce-200g.yaml"), str(EXAMPLES / "straggler.yaml"))
+    files = [str(EXAMPLES / name) for name in ("base.yaml", "roce-200g.yaml", "straggler.yaml")]
+    out = run("compare", *files)
     assert out.returncode == 0, out.stderr
     assert "RoCE 200G" in out.stdout and "one slow GPU" in out.stdout and "%)" in out.stdout
 

@@ -6,6 +6,7 @@ command line's overrides; only the CLI reads scenario files.
 
 from __future__ import annotations
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from simulator.core.errors import config_error_from
@@ -24,6 +25,15 @@ class StragglerSpec(BaseModel):
     gpus: int = Field(default=1, ge=1, description="How many GPUs are slow (one is enough to pace a step).")
 
 
+class JitterSpec(BaseModel):
+    """Per-GPU compute time noise: each GPU's compute takes (1 + cv x z) with z standard normal."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cv: float = Field(ge=0.0, le=0.5, description="Coefficient of variation of a GPU's compute time per step.")
+    seed: int = Field(default=0, description="Seed of the draw (the same seed gives the same prediction).")
+
+
 class ScenarioSpec(BaseModel):
     """A training job on a cluster."""
 
@@ -34,6 +44,18 @@ class ScenarioSpec(BaseModel):
     nodes: int | None = Field(default=None, ge=1, description="Nodes (servers); default: the topology's.")
     training: TrainingSpec = Field(description="The training job.")
     stragglers: StragglerSpec | None = Field(default=None, description="Slow GPUs, if any.")
+    jitter: JitterSpec | None = Field(default=None, description="Per-step compute noise across GPUs.")
+
+
+def pace_slowdown(scenario: ScenarioSpec, n_gpus: int) -> float:
+    """How much slower than nominal the slowest GPU computes: a synchronous step runs at its pace.
+    A straggler's factor, times the jitter the slowest of `n_gpus` draws (seeded; the expected
+    maximum of n standard normals grows like sqrt(2 ln n), so big jobs feel jitter most)."""
+    slowdown = scenario.stragglers.slowdown if scenario.stragglers else 1.0
+    if scenario.jitter is not None and scenario.jitter.cv > 0.0 and n_gpus > 1:
+        draws = np.random.default_rng(scenario.jitter.seed).standard_normal(n_gpus)
+        slowdown *= max(1.0, 1.0 + scenario.jitter.cv * float(draws.max()))
+    return slowdown
 
 
 DEFAULT_SCENARIO = ScenarioSpec(

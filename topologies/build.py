@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import networkx as nx
 
+from simulator.core.errors import ConfigError, TopologyError
 from topologies.fabric import build_fabric, nvlink_domains
 from topologies.hardware import gpu_spec, intra_node_platform
 from topologies.model import Topology
@@ -20,4 +21,33 @@ def build(spec: TopologySpec) -> Topology:
     if intra_node_platform(spec.intra_node).layout == "nvl72":
         graph.update(nvlink_domains(spec.nodes, spec.gpus_per_node, spec.gpus_per_nvlink_domain, gpu))
     graph.update(build_fabric(spec))
+    apply_faults(graph, spec)
     return Topology(spec=spec, gpu=gpu, graph=nx.freeze(graph))
+
+
+def apply_faults(graph: nx.DiGraph, spec: TopologySpec) -> None:
+    """Scale the links of each faulty device by its factor; remove them where it failed (factor 0).
+    A failure that leaves some GPUs unable to reach the others is a TopologyError naming the cut."""
+    failed: list[str] = []
+    for fault in spec.link_faults:
+        devices = [fault.device] if fault.device in graph else [
+            node for node, role in graph.nodes(data="role") if role == fault.device]
+        if not devices:
+            raise ConfigError(f"link_faults: no device or role {fault.device!r} (e.g. s0/nic3, nic3, leaf0, spine1)")
+        for device in devices:
+            edges = list(graph.in_edges(device)) + list(graph.out_edges(device))
+            if fault.factor == 0.0:
+                graph.remove_edges_from(edges)
+                failed.append(device)
+            else:
+                for u, v in edges:
+                    graph.edges[u, v]["bandwidth_Bps"] *= fault.factor
+    if failed:
+        gpus = [node for node, kind in graph.nodes(data="kind") if kind == "gpu"]
+        reach = nx.node_connected_component(graph.to_undirected(as_view=True), gpus[0])
+        cut_off = [gpu for gpu in gpus if gpu not in reach]
+        if cut_off:
+            raise TopologyError(
+                f"link_faults: failing {', '.join(failed[:4])}{' ...' if len(failed) > 4 else ''} partitions the "
+                f"cluster: {len(cut_off)} of {len(gpus)} GPUs (e.g. {cut_off[0]}) can no longer reach the others"
+            )

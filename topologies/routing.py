@@ -109,8 +109,12 @@ class Router:
             raise TopologyError(f"no route from {device} to {peer}: the servers have no network (inter_node)")
         if kind == "gpu":
             local = int(self._graph.nodes[device]["local"])
-            return device_id(self._server(device), f"nic{nics_of_gpu(local, self._gpus, self._nics)[0]}")
-        return self._search(device, lambda n: self._kind(n) == "nic", {self._server(device)})[-1][1]
+            own = device_id(self._server(device), f"nic{nics_of_gpu(local, self._gpus, self._nics)[0]}")
+            if self._graph.out_degree(own):
+                return own
+            # its NIC failed: the nearest NIC that still has links (NCCL falls back to another NIC)
+        return self._search(device, lambda n: self._kind(n) == "nic" and self._graph.out_degree(n) > 0,
+                            {self._server(device)})[-1][1]
 
     def _search(self, src: str, accept: Callable[[str], bool], region: set[int]) -> list[Edge]:
         """Least-cost path from src to the first device `accept`s, through devices of `region`'s servers

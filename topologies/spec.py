@@ -112,6 +112,16 @@ class InterNodeSpec(BaseModel):
         return "tcp" if self.transport in ("tcpx", "tcpxo", "sockets") else self.transport
 
 
+class LinkFault(BaseModel):
+    """A degraded or failed device: every link into and out of it runs at `factor` of its rate."""
+
+    model_config = _SPEC_CONFIG
+
+    device: str = Field(description="A device id (s0/nic3, leaf2, spine0), or a role in every server "
+                                    "(nic3 = rail 3 on all servers; gpu0; nvswitch).")
+    factor: float = Field(ge=0.0, le=1.0, description="Bandwidth factor of its links: 0 = failed, 0.5 = half rate.")
+
+
 class FabricSpec(BaseModel):
     """How the NICs of the servers are switched."""
 
@@ -168,6 +178,8 @@ class TopologySpec(BaseModel):
     nvlink_domain_gpus: int | None = Field(
         default=None, ge=1, description="GPUs per NVLink domain for intra_node nvlink5-nvl72 (default 72)."
     )
+    link_faults: tuple[LinkFault, ...] = Field(
+        default=(), description="Degraded or failed devices (what-if); traffic reroutes around failures.")
 
     @property
     def gpus_per_nvlink_domain(self) -> int:

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from simulator.cli.predict import _load_scenario, _override, _run, prediction_json
 from simulator.core.errors import ConfigError
+from simulator.scenario import pace_slowdown
 from simulator.training.prediction import StepPrediction
 
 HELP = """Compare scenarios: predict each and print the differences that matter, relative to the first.
@@ -65,7 +66,7 @@ def compare(
         topology, training, model = _override(spec, dict(
             topology=None, nodes=None, gpus_per_node=None, model=None, strategy=None, tp=1, pp=1,
             micro_batch=None, global_batch=None, seq_len=None))
-        slowdown = spec.stragglers.slowdown if spec.stragglers else 1.0
+        slowdown = pace_slowdown(spec, topology.nodes * topology.gpus_per_node)
         predictions.append((path, spec, _run(topology, training, model, None, False, None, slowdown)))
     if as_json:
         typer.echo(json.dumps({"scenarios": [

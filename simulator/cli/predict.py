@@ -17,7 +17,7 @@ from simulator.collectives.comm import comm_view
 from simulator.core.errors import ConfigError, config_error_from
 from simulator.report.html import scale_report_html, step_report_html
 from simulator.report.trace import trace_events
-from simulator.scenario import DEFAULT_SCENARIO, ScenarioSpec, resolve_scenario, scenario_from_data
+from simulator.scenario import DEFAULT_SCENARIO, ScenarioSpec, pace_slowdown, resolve_scenario, scenario_from_data
 from simulator.training.predict import compute_scale_for, predict_step
 from simulator.training.prediction import StepPrediction
 from topologies.build import build
@@ -215,7 +215,7 @@ def predict(
                    tp=tp, pp=pp, micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len)
     spec = _load_scenario(scenario)
     topo, training, model_spec = _override(spec, options)
-    slowdown = spec.stragglers.slowdown if spec.stragglers else 1.0
+    slowdown = pace_slowdown(spec, topo.nodes * topo.gpus_per_node)
     p = _run(topo, training, model_spec, calibration, force_calibration, measured_tokens_per_s_per_gpu, slowdown)
     title = (f"{model_spec.name}, {training.strategy.kind}, {topo.nodes} x {topo.gpus_per_node} {topo.gpu} "
              f"({topo.name or 'cluster'})")

@@ -58,18 +58,29 @@ class CommView:
 
 
 def gpu_to_network_Bps(topology: Topology) -> float:
-    """What a server's GPUs can push to their NICs together: each GPU sends to its own NIC along
-    its route (through a PCIe switch, or staged through a CPU without GPUDirect RDMA); a link
-    shared by k of those routes gives each 1/k of its bandwidth (server 0; all are alike)."""
-    users: dict[tuple[str, str], int] = {}
+    """What a server's GPUs can push into the network together. Each GPU spreads its traffic evenly
+    over its NICs (NCCL's channels), along its route to each (a PCIe switch, or staged through a
+    CPU without GPUDirect RDMA) and on up the NIC's link to its leaf; a GPU whose NICs all failed
+    falls back to the nearest NIC that works. A link loaded by k GPUs' shares gives each its part,
+    and the GPUs send in lockstep, so the most loaded link sets every GPU's pace (server 0; all
+    servers are alike)."""
+    if topology.n_servers < 2:
+        return math.inf
+    graph = topology.graph
+    load: dict[tuple[str, str], float] = {}
     for local in range(topology.gpus_per_server):
         gpu = topology.gpu_id(0, local)
-        nic = topology.nics_of_gpu(0, local)[0]
-        for edge in topology.path(gpu, nic):
-            users[edge] = users.get(edge, 0) + 1
-    if not users:
+        nics = [nic for nic in topology.nics_of_gpu(0, local) if graph.out_degree(nic) > 0]
+        if not nics:
+            route = topology.path(gpu, topology.gpu_id(1, local))
+            nics = [next(v for _, v in route if graph.nodes[v]["kind"] == "nic")]
+        for nic in nics:
+            uplinks = [(nic, v) for v in graph.succ[nic] if graph.nodes[v]["kind"] not in ("gpu", "pcie_switch", "cpu")]
+            for edge in topology.path(gpu, nic) + uplinks[:1]:
+                load[edge] = load.get(edge, 0.0) + 1.0 / len(nics)
+    if not load:
         return math.inf
-    per_gpu = min(float(topology.graph.edges[edge]["bandwidth_Bps"]) / count for edge, count in users.items())
+    per_gpu = min(float(graph.edges[edge]["bandwidth_Bps"]) / share for edge, share in load.items())
     return per_gpu * topology.gpus_per_server
 
 

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.core.errors import ConfigError
+from simulator.scenario import JitterSpec, ScenarioSpec, pace_slowdown
 from simulator.training.compute import ComputeModel
 from simulator.training.memory import memory_per_gpu
 from simulator.training.plan import plan_step
@@ -181,3 +182,11 @@ def test_ddp_buckets_take_whole_tensors():
         return sum(1 for t in plan.tasks if t.collective and t.collective.op == "all_reduce")
 
     assert all_reduces(1 << 20) > all_reduces(25 << 20) > all_reduces(1 << 30) == 2  # 1 MiB first bucket + rest
+
+
+def test_jitter_is_seeded_and_bites_harder_at_scale():
+    """Jitter: the same seed gives the same pace; the slowest of 4,096 GPUs is slower than of 8."""
+    scenario = ScenarioSpec(topology="dgx-h100", training=job("fsdp"), jitter=JitterSpec(cv=0.03, seed=3))
+    assert pace_slowdown(scenario, 64) == pace_slowdown(scenario, 64)
+    assert pace_slowdown(scenario, 4096) > pace_slowdown(scenario, 8) >= 1.0
+    assert pace_slowdown(scenario.model_copy(update={"jitter": None}), 4096) == 1.0

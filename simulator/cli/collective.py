@@ -16,7 +16,8 @@ from simulator.collectives.comm import comm_view
 from simulator.collectives.predict import collective_table, size_sweep
 from simulator.collectives.select import ALGO_CHOICES, PROTO_CHOICES
 from simulator.core.errors import ConfigError
-from simulator.measurements.nccl_tests import NcclRow, format_nccl_tests_table
+from simulator.measurements.nccl_tests import NcclRow
+from simulator.measurements.nccl_tests_format import format_nccl_tests_table
 from topologies.build import build
 
 REDOP = {"all_reduce": "sum", "reduce_scatter": "sum", "reduce": "sum"}

@@ -27,8 +27,8 @@ from pydantic import ValidationError
 
 from simulator.core.errors import ClusterSimError, ConfigError
 from simulator.core.yaml_text import load_yaml_text
+from simulator.validation.training_cluster import Unexpressible, topology_of
 from topologies.hardware import gpu_spec
-from topologies.presets import load_preset
 from topologies.spec import TopologySpec
 from workloads.spec import Checkpointing, FsdpSharding, ModelSpec, Precision, StrategyKind, StrategySpec, TrainingSpec
 
@@ -135,10 +135,6 @@ def parse_cases(text: str, source: str) -> list[TrainingCase]:
     return cases
 
 
-class _Unexpressible(Exception):
-    """A case this tool cannot lower onto its specs (the message is the skip reason)."""
-
-
 @dataclass(frozen=True)
 class MappedCase:
     """A case lowered onto the predictor's specs, or the reason it is skipped (specs then None).
@@ -218,136 +214,29 @@ def _strategy_spec(training: Mapping[str, Any], names: list[str], family: Family
         return StrategySpec(kind="ddp")
     if family == "zero":
         if "zeropp" in names or training.get("zeropp") is True:
-            raise _Unexpressible("ZeRO++ (quantized weight/gradient collectives, hpZ secondary partition) "
+            raise Unexpressible("ZeRO++ (quantized weight/gradient collectives, hpZ secondary partition) "
                                  "is not expressible")
         if training.get("offload"):
-            raise _Unexpressible(f"ZeRO-Offload ({training['offload']}) is not expressible")
+            raise Unexpressible(f"ZeRO-Offload ({training['offload']}) is not expressible")
         stages = [int(n[4]) for n in names if n in ("zero1", "zero2", "zero3")]
         stage = stages[0] if stages else _leading_int(training.get("zero_stage"))
         if stage not in _ZERO_KINDS:
-            raise _Unexpressible(f"ZeRO stage {training.get('zero_stage')!r} not understood")
+            raise Unexpressible(f"ZeRO stage {training.get('zero_stage')!r} not understood")
         return StrategySpec(kind=_ZERO_KINDS[stage])
     stated = training.get("fsdp_sharding_strategy")
     if stated is None:
         defaults.append("fsdp_sharding_strategy not stated: FULL_SHARD")
     sharding = _FSDP_SHARDINGS.get(stated or "FULL_SHARD")
     if sharding is None:
-        raise _Unexpressible(f"fsdp_sharding_strategy {stated!r} not known; known: {', '.join(_FSDP_SHARDINGS)}")
+        raise Unexpressible(f"fsdp_sharding_strategy {stated!r} not known; known: {', '.join(_FSDP_SHARDINGS)}")
     mode = training.get("fsdp_mixed_precision_mode")
     if mode is not None and mode.upper() not in _REDUCE_BYTES:
-        raise _Unexpressible(f"fsdp_mixed_precision_mode {mode!r} not known; known: {', '.join(_REDUCE_BYTES)}")
+        raise Unexpressible(f"fsdp_mixed_precision_mode {mode!r} not known; known: {', '.join(_REDUCE_BYTES)}")
     knobs: dict[str, Any] = {"grad_reduce_bytes": _REDUCE_BYTES[mode.upper()]} if mode else {}
     shard_degree = training.get("fsdp")
     if sharding == "HYBRID_SHARD" or "hsdp" in names or (shard_degree and shard_degree < n_gpus):
         return StrategySpec(kind="hsdp", fsdp_sharding="HYBRID_SHARD", shard_group_gpus=shard_degree, **knobs)
     return StrategySpec(kind="fsdp", fsdp_sharding=sharding, **knobs)
-
-
-# --- cluster --------------------------------------------------------------------------------------
-
-_GBPS = r"(\d+(?:\.\d+)?)\s*([GT])(?:b|bit)(?:ps|/s)"
-
-
-def _gpu_and_preset(text: str, gpus_per_node: int | None, defaults: list[str]) -> tuple[str, str]:
-    """A GPU table name and the preset whose server it sits in, from free text like 'V100 32GB (DGX-2)'."""
-    low = text.lower()
-    memory = re.search(r"(\d+)\s*gb", low)
-    gib = int(memory.group(1)) if memory else None
-    if "pcie" in low:
-        raise _Unexpressible(f"GPU {text!r}: no PCIe server preset for it")
-    if "gb200" in low:
-        return "GB200", "gb200-nvl72"
-    if "b200" in low:
-        return "B200-180GB", "dgx-b200"
-    if "h200" in low:
-        return "H200-SXM-141GB", "hgx-h200"
-    if "h100" in low:
-        if gib is None:
-            defaults.append(f"GPU {text!r}: variant not stated: H100-SXM5-80GB")
-        elif gib != 80:
-            defaults.append(f"GPU {text!r}: {gib}GB part not in the GPU table: H100-SXM5-80GB")
-        return "H100-SXM5-80GB", "dgx-h100"
-    if "a100" in low:
-        if gib not in (40, 80):
-            defaults.append(f"GPU {text!r}: memory not stated: A100-SXM4-80GB")
-        return ("A100-SXM4-40GB" if gib == 40 else "A100-SXM4-80GB"), "dgx-a100"
-    if "v100" in low:
-        if gib not in (16, 32):
-            defaults.append(f"GPU {text!r}: memory not stated: V100-SXM2-32GB")
-        gpu = "V100-SXM2-16GB" if gib == 16 else "V100-SXM2-32GB"
-        if re.search(r"dgx-?2", low) or gpus_per_node == 16:
-            return gpu, "dgx-2-v100"
-        if not re.search(r"dgx-?1", low):
-            defaults.append("V100 server not stated: dgx-1-v100")
-        return gpu, "dgx-1-v100"
-    raise _Unexpressible(f"GPU {text!r} is not in the GPU table (topologies/data/gpus.yaml)")
-
-
-def _gbps(number: str, unit: str) -> float:
-    return float(number) * (1000.0 if unit.upper() == "T" else 1.0)
-
-
-def _stated_nics(cluster: Mapping[str, Any], gpus_per_node: int, preset_nics: int) -> tuple[int, float] | None:
-    """(NICs per node, Gb/s each) where the case states its network bandwidth, else None."""
-    for text in (cluster.get("ib_links"), cluster.get("inter_node_bw_per_node")):
-        if not text:
-            continue
-        links = re.search(r"(\d+)\s*x\s*" + _GBPS, text, re.IGNORECASE)
-        if links:
-            return int(links.group(1)), _gbps(links.group(2), links.group(3))
-        speed = re.search(_GBPS + r"(\s*per GPU)?", text, re.IGNORECASE)
-        if speed and speed.group(3):
-            return gpus_per_node, _gbps(speed.group(1), speed.group(2))
-        if speed:
-            return preset_nics, _gbps(speed.group(1), speed.group(2)) / preset_nics
-    return None
-
-
-def _stated_transport(text: str | None) -> str | None:
-    low = (text or "").lower()
-    if "roce" in low:
-        return "roce"
-    if "efa" in low:
-        return "efa"
-    if re.search(r"infiniband|\bib\b|\b[hne]dr\b|omni-?path|\bopa\b", low):
-        return "ib"  # Omni-Path is driven through verbs like InfiniBand
-    return None
-
-
-def _topology(case: TrainingCase, defaults: list[str]) -> tuple[TopologySpec, str]:
-    cluster = case.cluster
-    stated_per_node = cluster.get("gpus_per_node")
-    gpu, preset_name = _gpu_and_preset(cluster["gpu"], stated_per_node, defaults)
-    preset = load_preset(preset_name)
-    per_node = stated_per_node or preset.gpus_per_node
-    if stated_per_node is None:
-        defaults.append(f"gpus_per_node not stated: {per_node} ({preset_name})")
-    n_gpus = cluster.get("num_gpus") or (cluster.get("nodes") or 0) * per_node
-    if not n_gpus:
-        raise _Unexpressible("cluster size not stated (num_gpus or nodes)")
-    if n_gpus < per_node:
-        per_node = n_gpus  # part of one server
-    if n_gpus % per_node:
-        raise _Unexpressible(f"num_gpus {n_gpus} is not a multiple of gpus_per_node {per_node}")
-    nodes = n_gpus // per_node
-    overrides: dict[str, Any] = {"gpu": gpu, "gpus_per_node": per_node}
-    if nodes > 1 and preset.inter_node is not None:
-        base = preset.inter_node
-        nics = _stated_nics(cluster, per_node, base.nics_per_node)
-        transport = _stated_transport(cluster.get("inter_node"))
-        if nics is None and transport is None:
-            defaults.append(f"inter-node network not stated: {preset_name}'s {base.nics_per_node} x "
-                            f"{base.nic_gbps:g} Gb/s {base.transport}")
-        elif nics is None:
-            defaults.append(f"inter-node bandwidth not stated: {preset_name}'s {base.nics_per_node} x "
-                            f"{base.nic_gbps:g} Gb/s")
-        elif transport is None:
-            defaults.append(f"inter-node transport not stated: {base.transport}")
-        count, speed = nics or (base.nics_per_node, base.nic_gbps)
-        overrides["inter_node"] = {"transport": transport or base.transport, "nics_per_node": count, "nic_gbps": speed}
-        if transport not in (None, "ib"):
-            overrides["inter_node"]["sharp"] = False  # SHARP is InfiniBand only
-    return load_preset(preset_name, nodes=nodes, **overrides), gpu
 
 
 # --- model, batch, precision ----------------------------------------------------------------------
@@ -361,7 +250,7 @@ def _k_count(value: int | str, unit: int) -> int:
         return value
     match = _K_NUMBER.match(value)
     if not match:
-        raise _Unexpressible(f"count {value!r} not understood")
+        raise Unexpressible(f"count {value!r} not understood")
     return int(float(match.group(1)) * unit)
 
 
@@ -396,7 +285,7 @@ def _model_spec(case: TrainingCase, seq_len: int, defaults: list[str]) -> ModelS
     model = case.model
     missing = [k for k in ("layers", "hidden", "heads", "vocab") if model.get(k) is None]
     if missing:
-        raise _Unexpressible(f"model shape not stated: {', '.join(missing)}")
+        raise Unexpressible(f"model shape not stated: {', '.join(missing)}")
     vocab = model["vocab"]
     if isinstance(vocab, str):
         vocab = _k_count(vocab, 1000)
@@ -426,7 +315,7 @@ def _precision(text: str | None, gpu: str, defaults: list[str]) -> Precision:
         precision = "bf16" if gpu_spec(gpu).bf16_tflops else "fp16"
         defaults.append(f"precision not stated{f' ({text!r})' if text else ''}: {precision}")
     if getattr(gpu_spec(gpu), f"{precision}_tflops") is None:
-        raise _Unexpressible(f"precision {precision} on {gpu}: no such tensor path")
+        raise Unexpressible(f"precision {precision} on {gpu}: no such tensor path")
     return precision
 
 
@@ -442,7 +331,7 @@ def _checkpointing(value: bool | str | None, defaults: list[str]) -> Checkpointi
         return "full"
     if "none" in low or low == "false":
         return "none"
-    raise _Unexpressible(f"activation_checkpointing {value!r} not understood")
+    raise Unexpressible(f"activation_checkpointing {value!r} not understood")
 
 
 def _batch(training: Mapping[str, Any], n_gpus: int, defaults: list[str]) -> dict[str, int | None]:
@@ -460,9 +349,9 @@ def _batch(training: Mapping[str, Any], n_gpus: int, defaults: list[str]) -> dic
         micro = glob // (n_gpus * (accum or 1))
         defaults.append(f"micro_batch not stated: global_batch / (GPUs x grad_accum {accum or 1}) = {micro}")
     if micro < 1 or glob % (micro * n_gpus):
-        raise _Unexpressible(f"global_batch {glob} is not a multiple of micro_batch {micro} x {n_gpus} GPUs")
+        raise Unexpressible(f"global_batch {glob} is not a multiple of micro_batch {micro} x {n_gpus} GPUs")
     if accum is not None and accum != glob // (micro * n_gpus):
-        raise _Unexpressible(f"global_batch {glob} != micro_batch {micro} x grad_accum {accum} x {n_gpus} GPUs")
+        raise Unexpressible(f"global_batch {glob} != micro_batch {micro} x grad_accum {accum} x {n_gpus} GPUs")
     return {"micro_batch": micro, "global_batch": glob}
 
 
@@ -490,7 +379,7 @@ def map_case(case: TrainingCase) -> MappedCase:
     if family is None:
         return skipped(f"no data-parallel strategy in {names}")
     try:
-        topology, gpu = _topology(case, defaults)
+        topology, gpu = topology_of(case.cluster, defaults)
         n_gpus = topology.gpus_per_node * topology.nodes
         strategy = _strategy_spec(training, names, family, n_gpus, defaults)
         seq_len = _seq_len(case, defaults)
@@ -498,7 +387,7 @@ def map_case(case: TrainingCase) -> MappedCase:
         job = TrainingSpec(model=model, seq_len=seq_len, precision=_precision(training.get("precision"), gpu, defaults),
                            activation_checkpointing=_checkpointing(training.get("activation_checkpointing"), defaults),
                            strategy=strategy, **_batch(training, n_gpus, defaults))
-    except _Unexpressible as exc:
+    except Unexpressible as exc:
         return skipped(str(exc))
     except ClusterSimError as exc:
         return skipped(str(exc))

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from simulator.collectives.busbw import COLLECTIVES
 from simulator.core.errors import ConfigError
-from simulator.measurements.nccl_tests import NcclRow, format_nccl_tests_table, parse_nccl_tests
+from simulator.measurements.nccl_tests import NcclRow, parse_nccl_tests
+from simulator.measurements.nccl_tests_format import format_nccl_tests_table
 
 FIRST_ROW_LINE = 6
 

@@ -1,0 +1,121 @@
+"""The cluster of a published training case: free text ("A100 80GB (Selene, DGX A100)", "4 x 100
+Gbps IB", "400 Gb/s per GPU") read into a topology preset with the stated GPU, size and network;
+whatever is not stated comes from the preset and is named in the case's `defaults`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from topologies.presets import load_preset
+from topologies.spec import TopologySpec
+
+
+class Unexpressible(Exception):
+    """A case this tool cannot lower onto its specs (the message is the skip reason)."""
+
+
+_GBPS = r"(\d+(?:\.\d+)?)\s*([GT])(?:b|bit)(?:ps|/s)"
+
+
+def _gpu_and_preset(text: str, gpus_per_node: int | None, defaults: list[str]) -> tuple[str, str]:
+    """A GPU table name and the preset whose server it sits in, from free text like 'V100 32GB (DGX-2)'."""
+    low = text.lower()
+    memory = re.search(r"(\d+)\s*gb", low)
+    gib = int(memory.group(1)) if memory else None
+    if "pcie" in low:
+        raise Unexpressible(f"GPU {text!r}: no PCIe server preset for it")
+    if "gb200" in low:
+        return "GB200", "gb200-nvl72"
+    if "b200" in low:
+        return "B200-180GB", "dgx-b200"
+    if "h200" in low:
+        return "H200-SXM-141GB", "hgx-h200"
+    if "h100" in low:
+        if gib is None:
+            defaults.append(f"GPU {text!r}: variant not stated: H100-SXM5-80GB")
+        elif gib != 80:
+            defaults.append(f"GPU {text!r}: {gib}GB part not in the GPU table: H100-SXM5-80GB")
+        return "H100-SXM5-80GB", "dgx-h100"
+    if "a100" in low:
+        if gib not in (40, 80):
+            defaults.append(f"GPU {text!r}: memory not stated: A100-SXM4-80GB")
+        return ("A100-SXM4-40GB" if gib == 40 else "A100-SXM4-80GB"), "dgx-a100"
+    if "v100" in low:
+        if gib not in (16, 32):
+            defaults.append(f"GPU {text!r}: memory not stated: V100-SXM2-32GB")
+        gpu = "V100-SXM2-16GB" if gib == 16 else "V100-SXM2-32GB"
+        if re.search(r"dgx-?2", low) or gpus_per_node == 16:
+            return gpu, "dgx-2-v100"
+        if not re.search(r"dgx-?1", low):
+            defaults.append("V100 server not stated: dgx-1-v100")
+        return gpu, "dgx-1-v100"
+    raise Unexpressible(f"GPU {text!r} is not in the GPU table (topologies/data/gpus.yaml)")
+
+
+def _gbps(number: str, unit: str) -> float:
+    return float(number) * (1000.0 if unit.upper() == "T" else 1.0)
+
+
+def _stated_nics(cluster: Mapping[str, Any], gpus_per_node: int, preset_nics: int) -> tuple[int, float] | None:
+    """(NICs per node, Gb/s each) where the case states its network bandwidth, else None."""
+    for text in (cluster.get("ib_links"), cluster.get("inter_node_bw_per_node")):
+        if not text:
+            continue
+        links = re.search(r"(\d+)\s*x\s*" + _GBPS, text, re.IGNORECASE)
+        if links:
+            return int(links.group(1)), _gbps(links.group(2), links.group(3))
+        speed = re.search(_GBPS + r"(\s*per GPU)?", text, re.IGNORECASE)
+        if speed and speed.group(3):
+            return gpus_per_node, _gbps(speed.group(1), speed.group(2))
+        if speed:
+            return preset_nics, _gbps(speed.group(1), speed.group(2)) / preset_nics
+    return None
+
+
+def _stated_transport(text: str | None) -> str | None:
+    low = (text or "").lower()
+    if "roce" in low:
+        return "roce"
+    if "efa" in low:
+        return "efa"
+    if re.search(r"infiniband|\bib\b|\b[hne]dr\b|omni-?path|\bopa\b", low):
+        return "ib"  # Omni-Path is driven through verbs like InfiniBand
+    return None
+
+
+def topology_of(cluster: Mapping[str, Any], defaults: list[str]) -> tuple[TopologySpec, str]:
+    """The cluster a case's `cluster` section describes, and its GPU name; fillers go to `defaults`."""
+    stated_per_node = cluster.get("gpus_per_node")
+    gpu, preset_name = _gpu_and_preset(cluster["gpu"], stated_per_node, defaults)
+    preset = load_preset(preset_name)
+    per_node = stated_per_node or preset.gpus_per_node
+    if stated_per_node is None:
+        defaults.append(f"gpus_per_node not stated: {per_node} ({preset_name})")
+    n_gpus = cluster.get("num_gpus") or (cluster.get("nodes") or 0) * per_node
+    if not n_gpus:
+        raise Unexpressible("cluster size not stated (num_gpus or nodes)")
+    if n_gpus < per_node:
+        per_node = n_gpus  # part of one server
+    if n_gpus % per_node:
+        raise Unexpressible(f"num_gpus {n_gpus} is not a multiple of gpus_per_node {per_node}")
+    nodes = n_gpus // per_node
+    overrides: dict[str, Any] = {"gpu": gpu, "gpus_per_node": per_node}
+    if nodes > 1 and preset.inter_node is not None:
+        base = preset.inter_node
+        nics = _stated_nics(cluster, per_node, base.nics_per_node)
+        transport = _stated_transport(cluster.get("inter_node"))
+        if nics is None and transport is None:
+            defaults.append(f"inter-node network not stated: {preset_name}'s {base.nics_per_node} x "
+                            f"{base.nic_gbps:g} Gb/s {base.transport}")
+        elif nics is None:
+            defaults.append(f"inter-node bandwidth not stated: {preset_name}'s {base.nics_per_node} x "
+                            f"{base.nic_gbps:g} Gb/s")
+        elif transport is None:
+            defaults.append(f"inter-node transport not stated: {base.transport}")
+        count, speed = nics or (base.nics_per_node, base.nic_gbps)
+        overrides["inter_node"] = {"transport": transport or base.transport, "nics_per_node": count, "nic_gbps": speed}
+        if transport not in (None, "ib"):
+            overrides["inter_node"]["sharp"] = False  # SHARP is InfiniBand only
+    return load_preset(preset_name, nodes=nodes, **overrides), gpu

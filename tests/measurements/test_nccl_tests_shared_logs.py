@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from simulator.measurements.nccl_tests import (
+from simulator.measurements.nccl_tests_format import format_nccl_tests_table
     NcclLog,
     NcclRow,
     format_nccl_tests_table,

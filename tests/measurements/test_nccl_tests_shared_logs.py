@@ -14,14 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simulator.measurements.nccl_tests import (
+from simulator.measurements.nccl_tests import NcclLog, NcclRow, parse_log, parse_nccl_tests
 from simulator.measurements.nccl_tests_format import format_nccl_tests_table
-    NcclLog,
-    NcclRow,
-    format_nccl_tests_table,
-    parse_log,
-    parse_nccl_tests,
-)
 
 DATA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "nccl-tests"
 

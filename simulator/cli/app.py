@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 
 from simulator.cli import calibrate, collective, compare, predict, validate, validate_training
+from simulator.cli import sweep as sweep_commands
 from simulator.cli import topology as topology_commands
 from simulator.core.errors import ClusterSimError
 
@@ -29,6 +30,7 @@ calibrate.register(app)
 predict.register(app)
 validate_training.register(app)
 compare.register(app)
+sweep_commands.register(app)
 topology_commands.register(app)
 
 _err = Console(stderr=True)

@@ -45,6 +45,9 @@ class ScenarioSpec(BaseModel):
     training: TrainingSpec = Field(description="The training job.")
     stragglers: StragglerSpec | None = Field(default=None, description="Slow GPUs, if any.")
     jitter: JitterSpec | None = Field(default=None, description="Per-step compute noise across GPUs.")
+    nccl_env: dict[str, str] = Field(
+        default_factory=dict, description="NCCL environment for every collective, e.g. NCCL_NVLS_ENABLE: '0', "
+        "NCCL_COLLNET_ENABLE: '0', NCCL_ALGO: Ring, NCCL_PROTO: Simple.")
 
 
 def pace_slowdown(scenario: ScenarioSpec, n_gpus: int) -> float:

@@ -67,7 +67,7 @@ def compare(
             topology=None, nodes=None, gpus_per_node=None, model=None, strategy=None, tp=1, pp=1,
             micro_batch=None, global_batch=None, seq_len=None))
         slowdown = pace_slowdown(spec, topology.nodes * topology.gpus_per_node)
-        predictions.append((path, spec, _run(topology, training, model, None, False, None, slowdown)))
+        predictions.append((path, spec, _run(topology, training, model, None, False, None, slowdown, spec.nccl_env)))
     if as_json:
         typer.echo(json.dumps({"scenarios": [
             {"file": str(path), "name": spec.name, **prediction_json(p)} for path, spec, p in predictions]}, indent=2))

@@ -121,7 +121,8 @@ def prediction_json(p: StepPrediction, train_tokens: float = 1e12,
 
 
 def _run(topology: TopologySpec, training: TrainingSpec, model: ModelSpec, calibration: Path | None,
-         force: bool, measured_tokens_per_s: float | None = None, slowdown: float = 1.0) -> StepPrediction:
+         force: bool, measured_tokens_per_s: float | None = None, slowdown: float = 1.0,
+         env: dict[str, str] | None = None) -> StepPrediction:
     """Predict with what the user measured: a calibration profile (collective parameters, and the
     GEMM efficiency of its compute section) and/or a single-GPU tokens/s for this job."""
     profile = load_profile(calibration)
@@ -138,7 +139,7 @@ def _run(topology: TopologySpec, training: TrainingSpec, model: ModelSpec, calib
     if measured_tokens_per_s is not None:
         scale = compute_scale_for(measured_tokens_per_s, topology, training, model, gemm)
         source.append(f"measured {measured_tokens_per_s:g} tokens/s/GPU (compute x {scale:.3f})")
-    return predict_step(topology, training, model, params, scale, gemm, "; ".join(source) or None, slowdown)
+    return predict_step(topology, training, model, params, scale, gemm, "; ".join(source) or None, slowdown, env)
 
 
 def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour: float | None) -> Table:
@@ -216,7 +217,8 @@ def predict(
     spec = _load_scenario(scenario)
     topo, training, model_spec = _override(spec, options)
     slowdown = pace_slowdown(spec, topo.nodes * topo.gpus_per_node)
-    p = _run(topo, training, model_spec, calibration, force_calibration, measured_tokens_per_s_per_gpu, slowdown)
+    p = _run(topo, training, model_spec, calibration, force_calibration, measured_tokens_per_s_per_gpu, slowdown,
+             spec.nccl_env)
     title = (f"{model_spec.name}, {training.strategy.kind}, {topo.nodes} x {topo.gpus_per_node} {topo.gpu} "
              f"({topo.name or 'cluster'})")
     if trace is not None:

@@ -67,6 +67,7 @@ class Scenario:
     model: ModelSpec | None
     straggler_slowdown: float = 1.0  # the slowest GPU's compute factor (stragglers x jitter)
     error: str | None = None
+    nccl_env: tuple[tuple[str, str], ...] = ()
 
 
 def sweep_from_data(data: object, source: str) -> SweepSpec:
@@ -162,8 +163,9 @@ def _resolve(base: dict[str, Any], overrides: dict[str, Any]) -> Scenario:
     slowdown = pace_slowdown(spec, topology.nodes * topology.gpus_per_node)  # stragglers and jitter
     resolved = {"topology": topology.model_dump(mode="json"),
                 "training": {**training.model_dump(mode="json"), "model": model.model_dump(mode="json")},
-                "straggler_slowdown": slowdown}
-    return Scenario(_digest(resolved), overrides, topology, training, model, slowdown)
+                "straggler_slowdown": slowdown, "nccl_env": dict(sorted(spec.nccl_env.items()))}
+    return Scenario(_digest(resolved), overrides, topology, training, model, slowdown,
+                    nccl_env=tuple(sorted(spec.nccl_env.items())))
 
 
 def _points(spec: SweepSpec) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ a GPU's intra-node links and its node's NICs, so concurrent collectives contend.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from simulator.collectives.comm import CommView, comm_view
@@ -54,7 +55,8 @@ def communicators(v: CommView) -> dict[str, CommView]:
 
 
 def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, compute: ComputeModel,
-                  seq_len: int, micro_steps: int, params: ModelParams | None = None) -> Timeline:
+                  seq_len: int, micro_steps: int, params: ModelParams | None = None,
+                  env: Mapping[str, str] | None = None) -> Timeline:
     """The SimPy timeline of one optimizer step on a representative GPU."""
     dp = v.n_ranks
     shard_group = v.ranks_per_node
@@ -67,7 +69,7 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
 
     def flow_of(call: CollectiveCall, name: str) -> FlowClass:
         if call not in cache:
-            cache[call] = predict_collective(groups[call.group], call.op, call.size_bytes, params=params)
+            cache[call] = predict_collective(groups[call.group], call.op, call.size_bytes, env=env, params=params)
         return collective_flow(cache[call], capacity, name)
 
     return simulate_plan(plan, collective_resources(capacity), flow_of)
@@ -90,7 +92,7 @@ def compute_scale_for(measured_tokens_per_s: float, topology: TopologySpec, trai
 def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: ModelSpec,
                  params: ModelParams | None = None, compute_scale: float = 1.0,
                  gemm_efficiency: float | None = None, calibration: str | None = None,
-                 straggler_slowdown: float = 1.0) -> StepPrediction:
+                 straggler_slowdown: float = 1.0, env: Mapping[str, str] | None = None) -> StepPrediction:
     """Predict one optimizer step of `training` (model `model_spec`) on `topology`. `params` are
     calibrated collective parameters, `gemm_efficiency` a measured GEMM asymptote, `compute_scale`
     a measured-over-modelled compute rate; `calibration` names where they came from.
@@ -110,7 +112,7 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     if straggler_slowdown < 1.0:
         raise ConfigError(f"stragglers.slowdown must be >= 1, got {straggler_slowdown}")
     compute = ComputeModel(cluster.gpu, training.precision, compute_scale / straggler_slowdown, gemm_efficiency)
-    timeline = simulate_step(model, training, v, compute, seq_len, micro_steps, params)
+    timeline = simulate_step(model, training, v, compute, seq_len, micro_steps, params, env)
     waits = dict(timeline.compute_waits_s)
     exposed = sum(waits.values())
     by_collective = {label: t for label, t in waits.items() if label in ("all_gather", "reduce_scatter", "all_reduce")}

@@ -11,8 +11,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from simulator.cli.common import write_text
 from simulator.cli.predict import _load_scenario, _override, _run, prediction_json
 from simulator.core.errors import ConfigError
+from simulator.report.html import compare_report_html
 from simulator.scenario import pace_slowdown
 from simulator.training.prediction import StepPrediction
 
@@ -26,6 +28,8 @@ Examples:
   clustersim compare base.yaml roce.yaml more-nodes.yaml
 
   clustersim compare base.yaml straggler.yaml --json
+
+  clustersim compare base.yaml roce.yaml --report what-if.html
 """
 
 GIB = 1024**3
@@ -56,6 +60,7 @@ def _change(value: float, base: float) -> str:
 
 def compare(
     scenarios: Annotated[list[Path], typer.Argument(help="Two or more scenario YAML files; the first is the base.")],
+    report: Annotated[Path | None, typer.Option(help="Write a side-by-side HTML page.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the predictions as JSON.")] = False,
 ) -> None:
     if len(scenarios) < 2:
@@ -68,6 +73,9 @@ def compare(
             micro_batch=None, global_batch=None, seq_len=None))
         slowdown = pace_slowdown(spec, topology.nodes * topology.gpus_per_node)
         predictions.append((path, spec, _run(topology, training, model, None, False, None, slowdown, spec.nccl_env)))
+    if report is not None:
+        named = [(spec.name or path.name, p) for path, spec, p in predictions]
+        write_text(report, compare_report_html(f"Compared with {scenarios[0].name}", named), "report")
     if as_json:
         typer.echo(json.dumps({"scenarios": [
             {"file": str(path), "name": spec.name, **prediction_json(p)} for path, spec, p in predictions]}, indent=2))

@@ -188,3 +188,15 @@ def throughput_figure(rows: list[tuple[int, StepPrediction]]) -> go.Figure:
                       title="Throughput", xaxis=_log2_nodes_axis(nodes),
                       yaxis={"title": "tokens/s (log)", "type": "log"}, legend={"x": 0.02, "y": 0.98})
     return fig
+
+
+def compare_figure(named: list[tuple[str, StepPrediction]]) -> go.Figure:
+    """Stacked bars per scenario: the critical GPU's compute and its idle time (they sum to the step)."""
+    names = [name for name, _ in named]
+    fig = go.Figure()
+    parts = (("compute", lambda p: p.compute_s), ("GPU idle", lambda p: p.gpu_idle_s))
+    for label, value in parts:
+        fig.add_trace(go.Bar(name=label, x=names, y=[value(p) for _, p in named]))
+    fig.update_layout(barmode="stack", yaxis_title="seconds per step", template="plotly_white", height=420,
+                      title="Step time by part")
+    return fig

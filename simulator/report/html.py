@@ -156,3 +156,32 @@ def scale_report_html(title: str, rows: list[tuple[int, StepPrediction]]) -> str
     body = (f"{_source(rows[0][1])}\n{_figure_sections(sections)}\n<section>\n<h2>Per node count</h2>\n"
             f'{_scale_table(rows)}\n<p class="caption">{escape(METRICS_CAPTION)}</p>\n</section>')
     return _page(title, body)
+
+
+COMPARE_CAPTION = (
+    "Each scenario's step split into compute (the busy compute stream of the critical GPU: the straggler, "
+    "where there is one) and GPU idle time (gpu_idle_s = step_time_s - compute_s: exposed communication and "
+    "other waits); the bars sum to the step time. The table gives each metric and its change from the first "
+    "scenario.")
+
+
+def compare_report_html(title: str, named: list[tuple[str, StepPrediction]]) -> str:
+    """Side by side: several scenarios' steps (the first is the base), a stacked time chart, the
+    memory per GPU against capacity, and a table of metrics with their relative change."""
+    if len(named) < 2:
+        raise ValueError("compare_report_html needs at least two scenarios")
+    base = named[0][1]
+    head = ("scenario", "step time (s)", "tokens/s", "MFU", "GPU idle", "exposed comm (s)", "memory/GPU (GiB)",
+            "fits")
+    lines = ["<table>", "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"]
+    for name, p in named:
+        change = "" if p is base else f" ({100 * (p.step_time_s - base.step_time_s) / base.step_time_s:+.1f}%)"
+        cells = (name, f"{p.step_time_s:.3f}{change}", f"{p.tokens_per_s:,.0f}", f"{100 * p.mfu:.1f}%",
+                 f"{100 * p.gpu_idle_fraction:.1f}%", f"{p.exposed_comm_s:.3f}", f"{p.memory_per_gpu_bytes / GIB:.1f}")
+        fits = "<td>yes</td>" if p.fits_in_memory else '<td class="oom">OUT OF MEMORY</td>'
+        lines.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + fits + "</tr>")
+    lines.append("</table>")
+    sections = [("compare-time", "Where each step's time went", figures.compare_figure(named), COMPARE_CAPTION)]
+    body = (f"{_source(base)}\n{_figure_sections(sections)}\n<section>\n<h2>Side by side</h2>\n"
+            + "\n".join(lines) + f'\n<p class="caption">{escape(METRICS_CAPTION)}</p>\n</section>')
+    return _page(title, body)

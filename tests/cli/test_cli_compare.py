@@ -43,3 +43,13 @@ def test_compare_needs_two_files_and_readable_ones(tmp_path):
     bad.write_text("topology: dgx-h100\ntraining: {model: llama2-7b}\nstragglers: {slowdown: 0.5}\n")
     result = run("compare", str(EXAMPLES / "base.yaml"), str(bad))
     assert result.returncode == 2 and "stragglers.slowdown" in result.stderr
+
+
+def test_compare_report_is_a_self_contained_page(tmp_path):
+    """--report writes one HTML page with the chart and the side-by-side table, no network needed."""
+    page = tmp_path / "what-if.html"
+    files = [str(EXAMPLES / name) for name in ("base.yaml", "straggler.yaml")]
+    out = run("compare", *files, "--report", str(page))
+    assert out.returncode == 0, out.stderr
+    html = page.read_text()
+    assert 'src="http' not in html and "compare-time" in html and "one slow GPU" in html

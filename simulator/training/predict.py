@@ -75,6 +75,27 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
     return simulate_plan(plan, collective_resources(capacity), flow_of)
 
 
+def steady_state_step(model: TransformerModel, training: TrainingSpec, v: CommView, compute: ComputeModel,
+                      seq_len: int, micro_steps: int, params: ModelParams | None = None,
+                      env: Mapping[str, str] | None = None) -> Timeline:
+    """The step's timeline, simulating at most three micro-steps. Micro-steps between the first and
+    the last repeat exactly (same tasks, same waits), so with M > 3 the step is the 3-micro-step
+    step plus (M - 3) periods, the period being what one more middle micro-step adds (the 3-step
+    run minus the 2-step run). The cost of a step then grows with layers, not with accumulation.
+    The spans are the 3-micro-step run's (the first two and the last micro-step)."""
+    if micro_steps <= 3:
+        return simulate_step(model, training, v, compute, seq_len, micro_steps, params, env)
+    two = simulate_step(model, training, v, compute, seq_len, 2, params, env)
+    three = simulate_step(model, training, v, compute, seq_len, 3, params, env)
+    extra = micro_steps - 3
+    waits = {label: three.compute_waits_s.get(label, 0.0)
+             + extra * (three.compute_waits_s.get(label, 0.0) - two.compute_waits_s.get(label, 0.0))
+             for label in set(two.compute_waits_s) | set(three.compute_waits_s)}
+    return Timeline(three.spans, waits,
+                    step_time=three.step_time_s + extra * (three.step_time_s - two.step_time_s),
+                    busy=three.compute_s + extra * (three.compute_s - two.compute_s))
+
+
 def compute_scale_for(measured_tokens_per_s: float, topology: TopologySpec, training: TrainingSpec,
                       model_spec: ModelSpec, gemm_efficiency: float | None = None) -> float:
     """Scale on all compute so that one GPU running this job's micro-steps alone (no communication)
@@ -112,7 +133,7 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     if straggler_slowdown < 1.0:
         raise ConfigError(f"stragglers.slowdown must be >= 1, got {straggler_slowdown}")
     compute = ComputeModel(cluster.gpu, training.precision, compute_scale / straggler_slowdown, gemm_efficiency)
-    timeline = simulate_step(model, training, v, compute, seq_len, micro_steps, params, env)
+    timeline = steady_state_step(model, training, v, compute, seq_len, micro_steps, params, env)
     waits = dict(timeline.compute_waits_s)
     exposed = sum(waits.values())
     by_collective = {label: t for label, t in waits.items() if label in ("all_gather", "reduce_scatter", "all_reduce")}

@@ -39,13 +39,17 @@ class Span:
 class Timeline:
     spans: tuple[Span, ...]
     compute_waits_s: dict[str, float]  # compute-stream waiting, by what it waited for
+    step_time: float | None = None  # set when the spans cover only part of the step (extrapolated)
+    busy: float | None = None
 
     @property
     def step_time_s(self) -> float:
-        return max(span.end_s for span in self.spans)
+        return self.step_time if self.step_time is not None else max(span.end_s for span in self.spans)
 
     @property
     def compute_s(self) -> float:
+        if self.busy is not None:
+            return self.busy
         return sum(s.end_s - s.start_s for s in self.spans if s.stream == "compute")
 
 

@@ -6,12 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simulator.collectives.comm import comm_view
 from simulator.core.errors import ConfigError
 from simulator.scenario import JitterSpec, ScenarioSpec, pace_slowdown
 from simulator.training.compute import ComputeModel
 from simulator.training.memory import memory_per_gpu
 from simulator.training.plan import plan_step
-from simulator.training.predict import compute_scale_for, predict_step
+from simulator.training.predict import compute_scale_for, predict_step, simulate_step, steady_state_step
+from topologies.build import build
 from topologies.hardware import gpu_spec
 from topologies.presets import load_preset
 from workloads.model import transformer
@@ -190,3 +192,18 @@ def test_jitter_is_seeded_and_bites_harder_at_scale():
     assert pace_slowdown(scenario, 64) == pace_slowdown(scenario, 64)
     assert pace_slowdown(scenario, 4096) > pace_slowdown(scenario, 8) >= 1.0
     assert pace_slowdown(scenario.model_copy(update={"jitter": None}), 4096) == 1.0
+
+
+@pytest.mark.parametrize("kind", ["ddp", "zero2", "fsdp", "hsdp"])
+def test_steady_state_extrapolation_matches_full_simulation(kind):
+    """With 8 micro-steps, simulating 2 and 3 and adding periods gives the full simulation's step
+    time, compute time and waits (middle micro-steps repeat exactly)."""
+    v = comm_view(build(load_preset("dgx-h100", nodes=2)))
+    model = transformer(SMALL)
+    compute = ComputeModel(gpu_spec("H100-SXM5-80GB"), "bf16")
+    full = simulate_step(model, job(kind), v, compute, 1024, 8)
+    fast = steady_state_step(model, job(kind), v, compute, 1024, 8)
+    assert fast.step_time_s == pytest.approx(full.step_time_s, rel=1e-9)
+    assert fast.compute_s == pytest.approx(full.compute_s, rel=1e-9)
+    for label, wait in full.compute_waits_s.items():
+        assert fast.compute_waits_s[label] == pytest.approx(wait, rel=1e-6, abs=1e-12)

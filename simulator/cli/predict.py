@@ -96,6 +96,19 @@ def _override(scenario: ScenarioSpec, options: dict[str, Any]) -> tuple[Topology
     return topology, training, model
 
 
+def _ranks(text: str | None, n_gpus: int) -> tuple[int, ...]:
+    """--trace-gpus: comma-separated global ranks within the job; ConfigError otherwise."""
+    if not text:
+        return ()
+    try:
+        ranks = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    except ValueError:
+        raise ConfigError(f"--trace-gpus: expected comma-separated GPU ranks, got {text!r}") from None
+    if not ranks or ranks[0] < 0 or ranks[-1] >= n_gpus:
+        raise ConfigError(f"--trace-gpus: ranks must be within 0..{n_gpus - 1}, got {text!r}")
+    return ranks
+
+
 def prediction_json(p: StepPrediction, train_tokens: float = 1e12,
                     usd_per_gpu_hour: float | None = None) -> dict[str, Any]:
     """The `predict --json` object: the metric names of DESIGN.md section 9 and their parts, and
@@ -209,6 +222,8 @@ def predict(
     usd_per_gpu_hour: Annotated[float | None, typer.Option(help="Price of one GPU-hour, for the cost.")] = None,
     trace: Annotated[Path | None, typer.Option(
         help="Write the step's timeline as Chrome Trace Event JSON (open in ui.perfetto.dev).")] = None,
+    trace_gpus: Annotated[str | None, typer.Option(
+        help="Expand the folded trace to these global GPU ranks, e.g. 0,1,8 (one process per node).")] = None,
     report: ReportOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the metrics.")] = False,
 ) -> None:
@@ -222,7 +237,9 @@ def predict(
     title = (f"{model_spec.name}, {training.strategy.kind}, {topo.nodes} x {topo.gpus_per_node} {topo.gpu} "
              f"({topo.name or 'cluster'})")
     if trace is not None:
-        write_text(trace, json.dumps(trace_events(p.spans, f"{title}: one data-parallel GPU")), "trace")
+        ranks = _ranks(trace_gpus, p.n_gpus)
+        label = title if ranks else f"{title}: one data-parallel GPU"
+        write_text(trace, json.dumps(trace_events(p.spans, label, ranks, topo.gpus_per_node)), "trace")
     if report is not None:
         write_text(report, step_report_html(title, p), "report")
     if as_json:

@@ -67,12 +67,23 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
     capacity = resource_capacities(v)
     cache: dict[CollectiveCall, CollectiveEstimate] = {}
 
+    call_of = {task.name: task.collective for task in plan.tasks if task.collective is not None}
+
     def flow_of(call: CollectiveCall, name: str) -> FlowClass:
         if call not in cache:
             cache[call] = predict_collective(groups[call.group], call.op, call.size_bytes, env=env, params=params)
         return collective_flow(cache[call], capacity, name)
 
-    return simulate_plan(plan, collective_resources(capacity), flow_of)
+    timeline = simulate_plan(plan, collective_resources(capacity), flow_of)
+    spans = []
+    for span in timeline.spans:
+        call = call_of.get(span.name)
+        if call is not None and span.end_s > span.start_s:
+            rate = call.size_bytes / (span.end_s - span.start_s)
+            load = tuple((resource, rate * spb) for resource, spb in cache[call].demand_s_per_byte)
+            span = replace(span, resource_load=load)
+        spans.append(span)
+    return Timeline(tuple(spans), timeline.compute_waits_s)
 
 
 def steady_state_step(model: TransformerModel, training: TrainingSpec, v: CommView, compute: ComputeModel,

@@ -33,6 +33,9 @@ class Span:
     start_s: float
     end_s: float
     size_bytes: int = 0
+    # a collective's average load on each resource ("intra", "net", "spine") while it ran, as a
+    # fraction of the resource's achievable rate
+    resource_load: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -42,3 +42,23 @@ def test_trace_to_a_missing_folder_is_a_clear_error(tmp_path):
     result = subprocess.run([sys.executable, "-m", "simulator.cli.app", "predict", "--trace", str(target)],
                             capture_output=True, text=True)
     assert result.returncode == 2 and "step.json" in result.stderr
+
+
+def test_trace_expands_chosen_gpus_and_draws_link_load(tmp_path):
+    """--trace-gpus 0,1,9: one process per node (nodes 0 and 1), one thread per GPU stream, each a
+    copy of the representative timeline; counter tracks give the intra-node and NIC load in [0, 1.5]."""
+    out = tmp_path / "step.json"
+    result = subprocess.run([sys.executable, "-m", "simulator.cli.app", "predict", "--trace", str(out),
+                             "--trace-gpus", "0,1,9"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    events = json.loads(out.read_text())["traceEvents"]
+    threads = [e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"]
+    assert len(threads) == 3 * 3 and threads[0] == "GPU 0: compute stream"
+    assert {e["pid"] for e in events if e["ph"] == "X"} == {0, 1}
+    per_thread: dict[tuple[int, int], int] = {}
+    for e in events:
+        if e["ph"] == "X":
+            per_thread[(e["pid"], e["tid"])] = per_thread.get((e["pid"], e["tid"]), 0) + 1
+    assert len(set(per_thread.values())) <= 3  # every GPU's copy of a stream has the same spans
+    loads = [e["args"]["value"] for e in events if e["ph"] == "C" and e["name"].startswith("load:")]
+    assert loads and all(0.0 <= value <= 1.5 for value in loads)

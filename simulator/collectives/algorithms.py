@@ -55,6 +55,14 @@ def tree_net_volume(n_nodes: int) -> float:
     return min(2.0, 0.5 * n_nodes) if n_nodes > 1 else 0.0
 
 
+def tree_net_hops(depth: int) -> int:
+    """Network hop latencies on a double binary tree's critical path, up and down. The root has one
+    child; every other interior node has two, and it takes their chunks one after the other on the
+    way up and sends to them one after the other on the way down, so each level below the root
+    costs two hops: 2 x (2 depth - 1) (2 nodes: 2; 4: 6; 8: 10)."""
+    return 2 * (2 * depth - 1) if depth > 0 else 0
+
+
 def ring_shape(op: str, v: CommView) -> AlgoShape:
     """Ring (and the pipelined ring chain for broadcast/reduce)."""
     n, nodes, g = v.n_ranks, v.n_nodes, v.ranks_per_node
@@ -75,7 +83,7 @@ def tree_shape(v: CommView) -> AlgoShape:
     depth = _log2_ceil(v.n_nodes)
     g = v.ranks_per_node
     net = tree_net_volume(v.n_nodes)
-    return AlgoShape("tree", 2 * (g - 1), 2 * depth, 2.0 if g > 1 else 0.0, net, 2 * (g - 1 + depth))
+    return AlgoShape("tree", 2 * (g - 1), tree_net_hops(depth), 2.0 if g > 1 else 0.0, net, 2 * (g - 1 + depth))
 
 
 def nvls_shape(v: CommView) -> AlgoShape:
@@ -86,7 +94,7 @@ def nvls_shape(v: CommView) -> AlgoShape:
         return AlgoShape("nvls", 2, 0, intra, 0.0, 0, nvls_intra=True)
     depth = _log2_ceil(v.n_nodes)
     net = tree_net_volume(v.n_nodes)
-    return AlgoShape("nvls_tree", 2, 2 * depth, intra, net, 2 * (1 + depth), nvls_intra=True)
+    return AlgoShape("nvls_tree", 2, tree_net_hops(depth), intra, net, 2 * (1 + depth), nvls_intra=True)
 
 
 def collnet_shape(v: CommView) -> AlgoShape:

@@ -15,6 +15,10 @@ Checkpointing = Literal["none", "selective", "full"]
 Optimizer = Literal["adam", "adamw", "sgd"]
 StrategyKind = Literal["ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp"]
 FsdpSharding = Literal["FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD"]
+PipelineSchedule = Literal["1f1b", "gpipe", "interleaved"]
+# Order of the parallel dimensions over consecutive GPU ranks, innermost first: "tp-pp-dp" puts a
+# tensor-parallel group on neighbouring GPUs (one node), pipeline stages next, data parallel outermost.
+Placement = Literal["tp-pp-dp", "tp-dp-pp", "pp-tp-dp", "pp-dp-tp", "dp-tp-pp", "dp-pp-tp"]
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True)
 
@@ -71,6 +75,50 @@ class StrategySpec(BaseModel):
         default=None, ge=1, description="HSDP shard group size (default: GPUs per node).")
     grad_reduce_bytes: int = Field(
         default=2, ge=1, le=4, description="Bytes per gradient element reduced (2: bf16/fp16, 4: fp32).")
+    overlap_grad_reduce: bool = Field(
+        default=True, description="Reduce gradient buckets as backward produces them (PyTorch DDP, FSDP, "
+        "Megatron --overlap-grad-reduce); false: one reduction after the whole backward (Megatron-LM before 2023).")
+    overlap_param_gather: bool = Field(
+        default=False, description="ZeRO-1 / distributed optimizer: gather updated parameters during the next "
+        "step's forward (Megatron --overlap-param-gather) instead of right after the optimizer step.")
+
+
+class ParallelSpec(BaseModel):
+    """Model parallelism: tensor (Megatron), sequence and pipeline parallelism, and how ranks are placed.
+
+    The data-parallel degree is what is left: GPUs / (tp x pp)."""
+
+    model_config = _FROZEN
+
+    tp: int = Field(default=1, ge=1, description="Tensor-parallel degree (GPUs sharing every layer's matrices).")
+    pp: int = Field(default=1, ge=1, description="Pipeline-parallel degree (stages of contiguous layers).")
+    sequence_parallel: bool = Field(
+        default=False, description="Megatron sequence parallelism: norms and dropout sharded over the TP group; "
+        "all-reduces become reduce-scatter + all-gather pairs.")
+    tp_comm_overlap: bool = Field(
+        default=False, description="Overlap TP communication with the GEMMs (Megatron-Core --tp-comm-overlap, "
+        "torchtitan async TP).")
+    pipeline_schedule: PipelineSchedule = Field(
+        default="1f1b", description="gpipe (all forwards, then all backwards), 1f1b (PipeDream-Flush, Megatron's "
+        "default) or interleaved (1F1B over virtual stages).")
+    virtual_stages: int = Field(
+        default=1, ge=1, description="Model chunks per pipeline rank (interleaved schedule; Megatron "
+        "--num-layers-per-virtual-pipeline-stage).")
+    placement: Placement = Field(
+        default="tp-pp-dp", description="Order of the parallel dimensions over consecutive GPU ranks, innermost "
+        "first (Megatron-Core's default order is tp-dp-pp).")
+
+    @model_validator(mode="after")
+    def _check(self) -> ParallelSpec:
+        if self.pipeline_schedule == "interleaved" and self.virtual_stages < 2:
+            raise ValueError("pipeline_schedule interleaved needs virtual_stages >= 2")
+        if self.pipeline_schedule != "interleaved" and self.virtual_stages != 1:
+            raise ValueError(f"virtual_stages {self.virtual_stages} needs pipeline_schedule interleaved")
+        if self.pp == 1 and self.pipeline_schedule == "interleaved":
+            raise ValueError("pipeline_schedule interleaved needs pp >= 2")
+        if self.tp == 1 and (self.sequence_parallel or self.tp_comm_overlap):
+            raise ValueError("sequence_parallel and tp_comm_overlap need tp >= 2")
+        return self
 
 
 class TrainingSpec(BaseModel):
@@ -90,9 +138,14 @@ class TrainingSpec(BaseModel):
     flash_attention: bool = Field(
         default=True, description="Fused attention that keeps no seq x seq scores (FlashAttention, PyTorch SDPA).")
     strategy: StrategySpec = Field(default_factory=StrategySpec, description="Data-parallel strategy.")
+    parallel: ParallelSpec = Field(
+        default_factory=ParallelSpec, description="Tensor / pipeline parallelism and placement (default: none).")
 
     @model_validator(mode="after")
     def _check(self) -> TrainingSpec:
         if self.global_batch is not None and self.grad_accum is not None:
             raise ValueError("give global_batch or grad_accum, not both")
+        if self.parallel.pp > 1 and self.strategy.kind in ("zero2", "zero3"):
+            raise ValueError(f"strategy {self.strategy.kind} with pipeline parallelism: DeepSpeed shards gradients "
+                             "and parameters only without PP (use zero1, ddp or fsdp)")
         return self

@@ -18,6 +18,11 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN bytes per token per hidden unit per layer forward: two norms
   (read + write, 4 B each), two residual adds (6 B each), rotary on q/k (~4 B), and the MLP
   activation over the 2.7-4h wide intermediate (~16 B) -- about 40 bytes.
+- Tensor parallelism over t GPUs (Megatron, Shoeybi et al. 2019): qkv and mlp_up are split by
+  columns (n / t), attn_out and mlp_down by rows (k / t), attention by heads (/ t), the output layer
+  by vocabulary (V / t). Rotary and the MLP activation work on sharded tensors; norms, residual adds
+  and dropout are replicated (REPLICATED_ELEMENTWISE_SHARE of the bytes) unless sequence
+  parallelism shards them over t too (Korthikanti et al. 2022).
 - The optimizer is memory-bound: Adam reads and writes fp32 master weights, two moments and the
   gradient (OPTIMIZER_BYTES_PER_PARAM per locally owned parameter).
 A compute calibration (benchmarks/gpu_calibration.py) replaces the GEMM asymptote with the
@@ -38,6 +43,7 @@ MEMORY_EFFICIENCY = 0.85
 ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 40.0
 FP8_CAST_BYTES = 3.0  # read bf16 (2 B), write fp8 (1 B)
 OPTIMIZER_BYTES_PER_PARAM = {"adam": 32.0, "adamw": 32.0, "sgd": 16.0}
+REPLICATED_ELEMENTWISE_SHARE = 0.5  # norms (8 B) and residual adds (12 B) of the 40 B above
 KERNEL_LAUNCH_S = 5e-6  # per layer and pass: a dozen kernels of a few microseconds' launch gap
 
 
@@ -82,26 +88,31 @@ class ComputeModel:
         memory = bytes_moved / (self.gpu.hbm_GBps * 1e9 * MEMORY_EFFICIENCY)
         return max(compute, memory)
 
-    def layer(self, model: TransformerModel, micro_batch: int, seq_len: int, checkpointing: str) -> LayerTimes:
-        """Forward, backward (2x the forward's matmuls) and recompute time of one layer."""
+    def layer(self, model: TransformerModel, micro_batch: int, seq_len: int, checkpointing: str,
+              tp: int = 1, sequence_parallel: bool = False) -> LayerTimes:
+        """Forward, backward (2x the forward's matmuls) and recompute time of one layer on one GPU of
+        a tensor-parallel group of `tp` (see the module docstring)."""
         tokens = micro_batch * seq_len
         cast = FP8_CAST_BYTES if self.precision == "fp8" else 0.0
         gemm_s = sum(self._roofline(2.0 * m * n * k, self.gemm_efficiency(m, n, k),
                                     2.0 * (m * k + k * n + m * n) + cast * (m * k + k * n))
-                     for _, m, n, k in model.layer_gemms(tokens))
-        attention_s = self._roofline(model.attention_forward_flops(tokens, seq_len),
+                     for _, m, n, k in _sharded(model.layer_gemms(tokens), tp))
+        attention_s = self._roofline(model.attention_forward_flops(tokens, seq_len) / tp,
                                      ATTENTION_EFFICIENCY[self.gpu.arch], 0.0, self.half_precision_flops)
-        elementwise_s = tokens * model.spec.hidden * ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN / (
+        replicated = 0.0 if sequence_parallel else REPLICATED_ELEMENTWISE_SHARE
+        share = replicated + (1.0 - replicated) / tp
+        elementwise_s = share * tokens * model.spec.hidden * ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN / (
             self.gpu.hbm_GBps * 1e9 * MEMORY_EFFICIENCY)
         forward = gemm_s + attention_s + elementwise_s + KERNEL_LAUNCH_S
         backward = 2.0 * (gemm_s + attention_s) + 2.0 * elementwise_s + KERNEL_LAUNCH_S
         recompute = {"none": 0.0, "selective": attention_s, "full": forward}[checkpointing]
         return LayerTimes(forward / self.scale, backward / self.scale, recompute / self.scale)
 
-    def head(self, model: TransformerModel, micro_batch: int, seq_len: int) -> tuple[float, float]:
-        """(forward, backward) seconds of the embedding lookup, output projection and loss."""
+    def head(self, model: TransformerModel, micro_batch: int, seq_len: int, tp: int = 1) -> tuple[float, float]:
+        """(forward, backward) seconds of the embedding lookup, output projection and loss (the
+        vocabulary split over a tensor-parallel group of `tp`)."""
         tokens = micro_batch * seq_len
-        h, v = model.spec.hidden, model.spec.vocab
+        h, v = model.spec.hidden, -(-model.spec.vocab // tp)
         logits = self._roofline(model.head_forward_flops(tokens), self.gemm_efficiency(tokens, v, h),
                                 2.0 * (tokens * h + h * v) + 4.0 * tokens * v)
         return logits / self.scale, 2.0 * logits / self.scale
@@ -116,3 +127,10 @@ class ComputeModel:
         """Seconds of one optimizer step over the parameters this GPU owns."""
         return local_params * OPTIMIZER_BYTES_PER_PARAM[optimizer] / (
             self.gpu.hbm_GBps * 1e9 * MEMORY_EFFICIENCY) / self.scale
+
+
+def _sharded(gemms: list[tuple[str, int, int, int]], tp: int) -> list[tuple[str, int, int, int]]:
+    """Megatron's split of a block's GEMMs over `tp` GPUs: column-parallel qkv and mlp_up (n / tp),
+    row-parallel attn_out and mlp_down (k / tp)."""
+    rows = ("attn_out", "mlp_down")
+    return [(name, m, n, -(-k // tp)) if name in rows else (name, m, -(-n // tp), k) for name, m, n, k in gemms]

@@ -8,14 +8,21 @@ SHARD_GRAD_OP is ZeRO-2-like; HYBRID_SHARD shards within its shard group. SGD ke
 master weights (8 with momentum; we count momentum). fp32 training keeps 4 + 4 + 8.
 Sharded strategies also hold the gathered parameters of the units in flight (the current one plus
 the prefetched ones) and their gradients before reduce-scatter.
-Activations: Korthikanti et al. 2022 per layer (workloads.model), times the layers, plus the
-logits; with a fused (flash) attention kernel no s x s scores are stored, as with selective
-recomputation. Buffers: DDP's gradient buckets (bucket_cap_mb x 2), NCCL's channel buffers. Reserve: the
+Activations: Korthikanti et al. 2022 per layer (workloads.model, with the tensor-parallel degree
+and sequence parallelism), times the layers a stage holds, times the micro-batches it has in
+flight: the peak of forwards done minus backwards done in its pipeline schedule (1F1B: p - s on
+stage s, so the first stage holds p micro-batches of L / p layers; GPipe: all m), plus the
+embedding's on the first stage and the logits on the last; with a fused (flash) attention kernel
+no s x s scores are stored, as with selective recomputation. Model states per GPU are its stage's
+parameters over the tensor-parallel degree (the first stage also holds the embedding, the last the
+output layer), then sharded over the data-parallel group as above. The figure is the stage that
+needs the most. Buffers: DDP's gradient buckets (bucket_cap_mb x 2), NCCL's channel buffers. Reserve: the
 CUDA context and allocator fragmentation (RESERVE_BYTES + FRAGMENTATION of the rest).
 """
 
 from __future__ import annotations
 
+from simulator.training.pipeline import layers_per_virtual_stage, schedule
 from simulator.training.prediction import MemoryBreakdown
 from workloads.model import TransformerModel
 from workloads.spec import TrainingSpec
@@ -49,23 +56,60 @@ def shard_degrees(training: TrainingSpec, dp: int, shard_group: int) -> tuple[in
     return dp, dp, dp  # zero3, fsdp FULL_SHARD
 
 
+def in_flight_micro_batches(training: TrainingSpec, micro_steps: int, stage: int) -> int:
+    """Most chunks whose activations `stage` holds at once: forwards done minus backwards done,
+    at its peak, over its schedule (see the module docstring)."""
+    par = training.parallel
+    if par.pp == 1:
+        return 1
+    held = peak = 0
+    for direction, _, _ in schedule(par.pipeline_schedule, par.pp, par.virtual_stages, micro_steps, stage):
+        held += 1 if direction == "F" else -1
+        peak = max(peak, held)
+    return peak
+
+
 def memory_per_gpu(model: TransformerModel, training: TrainingSpec, seq_len: int, dp: int,
-                   shard_group: int, units_in_flight: int) -> MemoryBreakdown:
-    """Bytes per GPU (see module docstring)."""
+                   shard_group: int, units_in_flight: int, micro_steps: int = 1) -> MemoryBreakdown:
+    """Bytes per GPU of the stage that needs the most (see module docstring)."""
+    par = training.parallel
+    p, v = par.pp, par.virtual_stages
+    counts = layers_per_virtual_stage(model.spec.layers, p * v)
+    # a pipeline needs at least p micro-batches in flight to fill; size the schedule for that
+    steps = micro_steps if par.pipeline_schedule == "gpipe" else max(micro_steps, p)
+    steps += -steps % p if par.pipeline_schedule == "interleaved" else 0
+    stages = [_stage_memory(model, training, seq_len, dp, shard_group, units_in_flight, stage,
+                            [counts[c * p + stage] for c in range(v)], in_flight_micro_batches(training, steps, stage))
+              for stage in range(p)]
+    return max(stages, key=lambda m: m.total_bytes)
+
+
+def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int, dp: int, shard_group: int,
+                  units_in_flight: int, stage: int, chunk_layers: list[int], in_flight: int) -> MemoryBreakdown:
+    par = training.parallel
+    p, tp = par.pp, par.tp
     regime = "fp32" if training.precision == "fp32" else "mixed"
     p_bytes, g_bytes, o_bytes = STATE_BYTES[(regime, training.optimizer)]
     p_shard, g_shard, o_shard = shard_degrees(training, dp, shard_group)
-    n = float(model.total_params)
-    layer = float(model.params_per_layer)
+    layer = float(model.params_per_layer) / tp
+    first, last = stage == 0, stage == p - 1
+    output = model.output_params if model.output_params or p == 1 else model.spec.vocab * model.spec.hidden
+    n = (sum(chunk_layers) * layer + ((model.embedding_params + model.final_norm_params) / tp if first else 0.0)
+         + (output / tp if last else 0.0))
     gathered = 0.0
-    if p_shard > 1:  # full parameters (and their gradients) of the units being computed
+    if p_shard > 1 and p > 1:  # with pipelining FSDP keeps the stage's gathered parameters all step
+        gathered = n * p_bytes
+    elif p_shard > 1:  # full parameters (and their gradients) of the units being computed
         gathered = units_in_flight * layer * (p_bytes + g_bytes)
     stored = training.activation_checkpointing
     if stored == "none" and training.flash_attention:
         stored = "selective"  # a fused attention kernel keeps no scores: what selective recompute saves
-    activations = (model.layers_activation_bytes(training.micro_batch, seq_len, stored)
-                   + model.embedding_activation_bytes(training.micro_batch, seq_len)
-                   + model.output_activation_bytes(training.micro_batch, seq_len))
+    b = training.micro_batch
+    per_layer = model.activation_bytes_per_layer(b, seq_len, stored, tp, par.sequence_parallel)
+    chunk = sum(chunk_layers) / len(chunk_layers)  # layers of one chunk (interleaved: a stage holds several)
+    activations = (in_flight * chunk * per_layer
+                   + (in_flight * model.embedding_activation_bytes(b, seq_len) if first else 0.0)
+                   + (model.output_activation_bytes(b, seq_len, tp) if last else 0.0))
     buffers = 2.0 * training.strategy.bucket_bytes if training.strategy.kind == "ddp" else 0.0
     live = (n * p_bytes / p_shard + n * g_bytes / g_shard + n * o_bytes / o_shard + gathered
             + activations + buffers)

@@ -1,13 +1,14 @@
-"""Lowering a data-parallel training step onto one GPU's streams: the step plan.
+"""Lowering a training step without pipeline parallelism onto one GPU's streams: the step plan.
 
-Every GPU of a data-parallel job does the same work, so one representative GPU's plan is the step
-(collectives wait for all ranks, which are identical). A plan is a list of tasks, each on a stream
-(`compute`; `ag` for parameter all-gathers; `rs` for gradient reductions), with the tasks it waits
-for. Streams run their tasks in order; a task starts when its stream is free and its dependencies
-are done. What the strategies do (DESIGN.md section 7; PyTorch DDP and FSDP, DeepSpeed ZeRO):
+Every GPU of the job does the same work, so one representative GPU's plan is the step
+(collectives wait for all ranks, which are identical); see simulator.training.tasks for the
+vocabulary. With tensor parallelism each layer's pass is followed (or, overlapped, accompanied) by
+its TP collectives, and the data-parallel collectives run over the DP group. What the strategies
+do (DESIGN.md section 7; PyTorch DDP and FSDP, DeepSpeed ZeRO):
 - DDP: gradients of finished layers fill buckets (first 1 MiB, then 25 MiB) in backward order;
   a full bucket is all-reduced at once, overlapping the rest of backward; only on the last
-  micro-step (no_sync before). The optimizer waits for every bucket.
+  micro-step (no_sync before). Without overlap_grad_reduce every bucket waits for the whole
+  backward (Megatron-LM before 2023). The optimizer waits for every bucket.
 - ZeRO-1/2: gradients reduce-scattered in buckets during backward (every micro-step for ZeRO-2,
   the last for ZeRO-1), each rank updates its shard, then parameters are all-gathered in buckets.
 - ZeRO-3 / FSDP FULL_SHARD: each block's parameters are all-gathered before its forward and again
@@ -18,36 +19,10 @@ are done. What the strategies do (DESIGN.md section 7; PyTorch DDP and FSDP, Dee
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from simulator.training.compute import ComputeModel
+from simulator.training.tasks import PARAM_BYTES, CollectiveCall, StepPlan, Task, add_pass, tp_calls
 from workloads.model import TransformerModel
 from workloads.spec import TrainingSpec
-
-PARAM_BYTES = 2  # bf16/fp16 parameters as gathered
-
-
-@dataclass(frozen=True)
-class CollectiveCall:
-    op: str
-    size_bytes: int
-    group: str  # "dp" (all data-parallel ranks), "shard" (HSDP group), "replica" (across groups)
-
-
-@dataclass(frozen=True)
-class Task:
-    name: str
-    stream: str
-    label: str  # forward, backward, recompute, optimizer, all_gather, reduce_scatter, all_reduce
-    duration_s: float = 0.0
-    collective: CollectiveCall | None = None
-    deps: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class StepPlan:
-    tasks: tuple[Task, ...]
-    micro_steps: int
 
 
 def _buckets(sizes: list[float], first: float, cap: float) -> list[list[int]]:
@@ -68,21 +43,24 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
               micro_steps: int, dp: int, local_params: float, shard_group: int = 1) -> StepPlan:
     """The task list of one optimizer step on one GPU (see module docstring)."""
     s = training.strategy
+    par = training.parallel
+    tp, b = par.tp, training.micro_batch
     kind = "fsdp" if s.kind in ("zero3", "hsdp") else s.kind
     sharding = "HYBRID_SHARD" if s.kind == "hsdp" else ("FULL_SHARD" if s.kind == "zero3" else s.fsdp_sharding)
     if kind == "fsdp" and sharding == "NO_SHARD":
         kind = "ddp"
-    layer = compute.layer(model, training.micro_batch, seq_len, training.activation_checkpointing)
-    head_f, head_b = compute.head(model, training.micro_batch, seq_len)
+    layer = compute.layer(model, b, seq_len, training.activation_checkpointing, tp, par.sequence_parallel)
+    head_f, head_b = compute.head(model, b, seq_len, tp)
     L = model.spec.layers
-    layer_param_bytes = int(model.params_per_layer * PARAM_BYTES)
-    layer_grad_bytes = int(model.params_per_layer * s.grad_reduce_bytes)
-    root_params = model.total_params - L * model.params_per_layer
+    layer_param_bytes = int(model.params_per_layer * PARAM_BYTES / tp)
+    layer_grad_bytes = int(model.params_per_layer * s.grad_reduce_bytes / tp)
+    root_params = (model.total_params - L * model.params_per_layer) / tp
     root_param_bytes = int(root_params * PARAM_BYTES)
     root_grad_bytes = int(root_params * s.grad_reduce_bytes)
-    matrices = [k * n for _, _, n, k in reversed(model.layer_gemms(1))]  # backward meets mlp_down first
+    pass_calls = tp_calls(model, b, seq_len, tp, par.sequence_parallel, 1)
+    matrices = [k * n / tp for _, _, n, k in reversed(model.layer_gemms(1))]  # backward meets mlp_down first
     tensors = [size * s.grad_reduce_bytes for size in matrices]
-    tensors.append((model.params_per_layer - sum(matrices)) * s.grad_reduce_bytes)  # norms, biases
+    tensors.append((model.params_per_layer / tp - sum(matrices)) * s.grad_reduce_bytes)  # norms, biases
     tasks: list[Task] = []
     reductions: list[str] = []
     gathers_after_opt: list[Task] = []
@@ -110,6 +88,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                               collective=CollectiveCall("all_gather", root_param_bytes, grad_group)))
             emb_deps = (*emb_deps, f"m{m}.ag_root")
         tasks.append(Task(f"m{m}.emb_fwd", "compute", "forward", head_f * 0.05, deps=emb_deps))
+        ready: tuple[str, ...] = ()  # what the next pass waits for: the last pass and its TP collectives
         for i in range(L):
             deps: tuple[str, ...] = ()
             if kind == "fsdp":
@@ -118,9 +97,11 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                                   collective=CollectiveCall("all_gather", layer_param_bytes, grad_group),
                                   deps=(gate,) if gate else ()))
                 deps = (f"m{m}.ag_fwd{i}",)
-            tasks.append(Task(f"m{m}.fwd{i}", "compute", "forward", layer.forward_s, deps=deps))
-        tasks.append(Task(f"m{m}.head_fwd", "compute", "forward", head_f * 0.95))
+            ready = add_pass(tasks, f"m{m}.fwd{i}", "forward", layer.forward_s, ready + deps, pass_calls,
+                             par.tp_comm_overlap)
+        tasks.append(Task(f"m{m}.head_fwd", "compute", "forward", head_f * 0.95, deps=ready))
         tasks.append(Task(f"m{m}.head_bwd", "compute", "backward", head_b))
+        ready = ()
         # backward, last layer first; without backward prefetch a block's gather waits for the
         # previous block's backward to finish
         ahead = s.limit_all_gathers if s.backward_prefetch else 1
@@ -133,9 +114,12 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                                   deps=(gate,) if gate else ()))
                 deps = (f"m{m}.ag_bwd{i}",)
             if layer.recompute_s:
-                tasks.append(Task(f"m{m}.rec{i}", "compute", "recompute", layer.recompute_s, deps=deps))
+                full = training.activation_checkpointing == "full"
+                ready = add_pass(tasks, f"m{m}.rec{i}", "recompute", layer.recompute_s, ready + deps,
+                                 pass_calls if full else [], par.tp_comm_overlap)
                 deps = ()
-            tasks.append(Task(f"m{m}.bwd{i}", "compute", "backward", layer.backward_s, deps=deps))
+            ready = add_pass(tasks, f"m{m}.bwd{i}", "backward", layer.backward_s, ready + deps, pass_calls,
+                             par.tp_comm_overlap)
             if kind == "fsdp":
                 sharded_reduction(f"m{m}.rs{i}", layer_grad_bytes, f"m{m}.bwd{i}")
         if kind == "fsdp":
@@ -149,17 +133,17 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                           else (s.zero_bucket_elements * s.grad_reduce_bytes,) * 2)
             buckets = _buckets([size for _, size in grads], first, cap)
             for b, members in enumerate(buckets):
-                ready = f"m{m}.bwd{grads[members[-1]][0]}"
+                produced = f"m{m}.bwd{grads[members[-1]][0] if s.overlap_grad_reduce else 0}"
                 size = int(sum(grads[j][1] for j in members))
                 if b == len(buckets) - 1:
                     size += root_grad_bytes  # embeddings' gradients are ready last
                 name = f"m{m}.{op}{b}"
-                tasks.append(Task(name, "rs", op, collective=CollectiveCall(op, size, "dp"), deps=(ready,)))
+                tasks.append(Task(name, "rs", op, collective=CollectiveCall(op, size, "dp"), deps=(produced,)))
                 reductions.append(name)
     tasks.append(Task("optimizer", "compute", "optimizer", compute.optimizer(local_params, training.optimizer),
-                      deps=tuple(reductions)))
+                      deps=(*reductions, *ready)))
     if kind in ("zero1", "zero2"):
-        total = model.total_params * PARAM_BYTES
+        total = model.total_params * PARAM_BYTES / tp
         cap = s.zero_bucket_elements * PARAM_BYTES
         for b in range(max(1, -int(-total // cap))):
             size = int(min(cap, total - b * cap))

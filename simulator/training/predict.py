@@ -1,13 +1,17 @@
 """Predict one training step: specs -> topology + plan -> SimPy timeline -> metrics.
 
-The data-parallel group spans every GPU (tensor and pipeline parallelism come later); HSDP adds a
-shard group (one node) and a replica group (the same GPU of every node). Collectives are priced
-by the collective model on their group's communicator and run as flows on two shared resources,
-a GPU's intra-node links and its node's NICs, so concurrent collectives contend.
+The GPUs split into tensor-parallel, pipeline and data-parallel groups by the placement
+(simulator.training.groups); HSDP adds a shard group (one node of the DP group) and a replica group
+(the same GPU of every node). Without pipeline parallelism one GPU's plan is the step
+(simulator.training.plan), with it one GPU per stage (simulator.training.pipeline). Collectives
+are priced by the collective model on their group's communicator and run as flows on each stage's
+shared resources (its GPU's intra-node links, its share of the NICs and of the leaf uplinks), so
+concurrent collectives contend.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -19,14 +23,20 @@ from simulator.collectives.predict import predict_collective
 from simulator.core.errors import ConfigError
 from simulator.network.flows import FlowClass
 from simulator.training.compute import ComputeModel
+from simulator.training.groups import Layout, communicators, layout_of
 from simulator.training.memory import memory_per_gpu, shard_degrees
-from simulator.training.plan import CollectiveCall, plan_step
+from simulator.training.pipeline import plan_pipeline
+from simulator.training.plan import plan_step
 from simulator.training.prediction import StepPrediction
+from simulator.training.tasks import Task
 from simulator.training.timeline import Timeline, simulate_plan
 from topologies.build import build
 from topologies.spec import TopologySpec
 from workloads.model import TransformerModel, transformer
 from workloads.spec import ModelSpec, TrainingSpec
+
+# what the compute stream can wait on that is communication (the rest: pipeline bubble, optimizer)
+COMMUNICATION_LABELS = ("all_gather", "reduce_scatter", "all_reduce", "tp_comm", "p2p")
 
 
 def micro_steps_of(training: TrainingSpec, dp: int) -> int:
@@ -45,66 +55,102 @@ def micro_steps_of(training: TrainingSpec, dp: int) -> int:
     return training.global_batch // per_step
 
 
-def communicators(v: CommView) -> dict[str, CommView]:
-    """The groups a data-parallel step communicates in (see module docstring)."""
-    g = v.ranks_per_node
-    shard = replace(v, n_ranks=g, n_nodes=1, net_Bps=0.0, transport=None)
-    replica = replace(v, n_ranks=v.n_nodes, ranks_per_node=1, net_Bps=v.net_Bps / g, spine_Bps=v.spine_Bps / g,
-                      nics_per_node=max(1, v.nics_per_node // g))
-    return {"dp": v, "shard": shard, "replica": replica}
+def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> Layout:
+    """The job's parallel layout on the cluster; ConfigError for one that cannot run."""
+    layout = layout_of(training.parallel, v.n_ranks, v.ranks_per_node)
+    spec = model.spec
+    if spec.heads % layout.tp or model.kv_heads % layout.tp:
+        raise ConfigError(f"training.parallel.tp {layout.tp} must divide the model's attention heads ({spec.heads}) "
+                          f"and key/value heads ({model.kv_heads})")
+    if layout.pp * training.parallel.virtual_stages > spec.layers:
+        raise ConfigError(f"training.parallel: pp {layout.pp} x virtual_stages {training.parallel.virtual_stages} "
+                          f"exceeds the model's {spec.layers} layers")
+    if layout.tp > 1 and training.strategy.kind == "hsdp":
+        raise ConfigError("training.strategy.kind hsdp with tensor parallelism is not modelled (use fsdp)")
+    return layout
 
 
 def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, compute: ComputeModel,
                   seq_len: int, micro_steps: int, params: ModelParams | None = None,
                   env: Mapping[str, str] | None = None) -> Timeline:
-    """The SimPy timeline of one optimizer step on a representative GPU."""
-    dp = v.n_ranks
-    shard_group = v.ranks_per_node
-    _, _, optimizer_shard = shard_degrees(training, dp, shard_group)
-    plan = plan_step(model, training, compute, seq_len, micro_steps, dp, model.total_params / optimizer_shard,
-                     shard_group)
-    groups = communicators(v)
+    """The SimPy timeline of one optimizer step: one GPU, or one GPU per pipeline stage."""
+    layout = job_layout(training, model, v)
+    groups = communicators(v, layout)
+    shard_group = layout.members_per_node("dp")
+    _, _, optimizer_shard = shard_degrees(training, layout.dp, shard_group)
+    if layout.pp == 1:
+        plan = plan_step(model, training, compute, seq_len, micro_steps, layout.dp,
+                         model.total_params / layout.tp / optimizer_shard, shard_group)
+    else:
+        plan = plan_pipeline(model, training, compute, seq_len, micro_steps, layout.dp, optimizer_shard)
     capacity = resource_capacities(v)
-    cache: dict[CollectiveCall, CollectiveEstimate] = {}
+    cache: dict[tuple[str, int, str], CollectiveEstimate] = {}
+    estimate_of: dict[str, CollectiveEstimate] = {}
 
-    call_of = {task.name: task.collective for task in plan.tasks if task.collective is not None}
-
-    def flow_of(call: CollectiveCall, name: str) -> FlowClass:
-        if call not in cache:
-            cache[call] = predict_collective(groups[call.group], call.op, call.size_bytes, env=env, params=params)
-        return collective_flow(cache[call], capacity, name)
+    def flow_of(task: Task) -> FlowClass:
+        call = task.collective
+        assert call is not None  # simulate_plan asks only for collective tasks
+        group = call.group
+        if group.startswith("pp:"):
+            group = "pp:inter" if layout.stages_cross_node(task.stage, int(group[3:])) else "pp:intra"
+        key = (call.op, call.size_bytes, group)
+        if key not in cache:
+            cache[key] = predict_collective(groups[group], call.op, call.size_bytes, env=env, params=params)
+        estimate_of[task.name] = cache[key]
+        flow = collective_flow(cache[key], capacity, task.name)
+        if call.count == 1:
+            return flow
+        return replace(flow, size_bytes=flow.size_bytes * call.count, latency_s=flow.latency_s * call.count)
 
     timeline = simulate_plan(plan, collective_resources(capacity), flow_of)
     spans = []
     for span in timeline.spans:
-        call = call_of.get(span.name)
-        if call is not None and span.end_s > span.start_s:
-            rate = call.size_bytes / (span.end_s - span.start_s)
-            load = tuple((resource, rate * spb) for resource, spb in cache[call].demand_s_per_byte)
-            span = replace(span, resource_load=load)
+        est = estimate_of.get(span.name)
+        if est is not None and span.end_s > span.start_s:
+            rate = span.size_bytes / (span.end_s - span.start_s)
+            span = replace(span, resource_load=tuple((resource, rate * spb) for resource, spb in est.demand_s_per_byte))
         spans.append(span)
-    return Timeline(tuple(spans), timeline.compute_waits_s)
+    return replace(timeline, spans=tuple(spans))
+
+
+def _extrapolation_points(training: TrainingSpec, micro_steps: int) -> tuple[int, int, int] | None:
+    """(m1, m2, period) such that every `period` micro-steps beyond m1 add the same time, or None
+    when simulating all `micro_steps` is as cheap. Without a pipeline the micro-steps between the
+    first and the last repeat exactly (m1 = 2, m2 = 3); with one, once every stage is past its
+    warm-up (m1 >= pp + 1), one more micro-batch (interleaved: one more group of pp) adds one
+    steady-state period."""
+    par = training.parallel
+    if par.pp == 1:
+        first, period = 2, 1
+    else:
+        period = par.pp if par.pipeline_schedule == "interleaved" else 1
+        first = period * math.ceil((par.pp + 1) / period)
+    if micro_steps <= first + period or (micro_steps - first) % period:
+        return None
+    return first, first + period, period
 
 
 def steady_state_step(model: TransformerModel, training: TrainingSpec, v: CommView, compute: ComputeModel,
                       seq_len: int, micro_steps: int, params: ModelParams | None = None,
                       env: Mapping[str, str] | None = None) -> Timeline:
-    """The step's timeline, simulating at most three micro-steps. Micro-steps between the first and
-    the last repeat exactly (same tasks, same waits), so with M > 3 the step is the 3-micro-step
-    step plus (M - 3) periods, the period being what one more middle micro-step adds (the 3-step
-    run minus the 2-step run). The cost of a step then grows with layers, not with accumulation.
-    The spans are the 3-micro-step run's (the first two and the last micro-step)."""
-    if micro_steps <= 3:
+    """The step's timeline, simulating few micro-steps: beyond a point (see _extrapolation_points)
+    each period of micro-steps adds exactly the same time, waits and compute, so the step is the
+    m2-micro-step step plus (M - m2) / period periods, a period being the m2 run minus the m1 run.
+    The cost of a step then grows with layers (and stages), not with accumulation. The spans are
+    the m2 run's."""
+    points = _extrapolation_points(training, micro_steps)
+    if points is None:
         return simulate_step(model, training, v, compute, seq_len, micro_steps, params, env)
-    two = simulate_step(model, training, v, compute, seq_len, 2, params, env)
-    three = simulate_step(model, training, v, compute, seq_len, 3, params, env)
-    extra = micro_steps - 3
-    waits = {label: three.compute_waits_s.get(label, 0.0)
-             + extra * (three.compute_waits_s.get(label, 0.0) - two.compute_waits_s.get(label, 0.0))
-             for label in set(two.compute_waits_s) | set(three.compute_waits_s)}
-    return Timeline(three.spans, waits,
-                    step_time=three.step_time_s + extra * (three.step_time_s - two.step_time_s),
-                    busy=three.compute_s + extra * (three.compute_s - two.compute_s))
+    m1, m2, period = points
+    one = simulate_step(model, training, v, compute, seq_len, m1, params, env)
+    two = simulate_step(model, training, v, compute, seq_len, m2, params, env)
+    extra = (micro_steps - m2) // period
+    waits = {label: two.compute_waits_s.get(label, 0.0)
+             + extra * (two.compute_waits_s.get(label, 0.0) - one.compute_waits_s.get(label, 0.0))
+             for label in set(one.compute_waits_s) | set(two.compute_waits_s)}
+    return replace(two, compute_waits_s=waits,
+                   step_time=two.step_time_s + extra * (two.step_time_s - one.step_time_s),
+                   busy=two.compute_s + extra * (two.compute_s - one.compute_s))
 
 
 def compute_scale_for(measured_tokens_per_s: float, topology: TopologySpec, training: TrainingSpec,
@@ -136,7 +182,8 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     v = comm_view(cluster)
     model = transformer(model_spec)
     seq_len = training.seq_len or model_spec.max_seq_len
-    micro_steps = micro_steps_of(training, v.n_ranks)
+    layout = job_layout(training, model, v)
+    micro_steps = micro_steps_of(training, layout.dp)
     group = training.strategy.shard_group_gpus
     if group is not None and group != v.ranks_per_node:
         raise ConfigError(f"training.strategy.shard_group_gpus {group}: only one node ({v.ranks_per_node} GPUs) "
@@ -146,12 +193,12 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     compute = ComputeModel(cluster.gpu, training.precision, compute_scale / straggler_slowdown, gemm_efficiency)
     timeline = steady_state_step(model, training, v, compute, seq_len, micro_steps, params, env)
     waits = dict(timeline.compute_waits_s)
-    exposed = sum(waits.values())
-    by_collective = {label: t for label, t in waits.items() if label in ("all_gather", "reduce_scatter", "all_reduce")}
-    memory = memory_per_gpu(model, training, seq_len, v.n_ranks, v.ranks_per_node,
-                            units_in_flight=training.strategy.limit_all_gathers + 1)
-    tokens = training.micro_batch * seq_len * micro_steps * v.n_ranks
-    idle = {"exposed_comm": exposed, "optimizer_wait": waits.get("optimizer", 0.0),
+    by_collective = {label: t for label, t in waits.items() if label in COMMUNICATION_LABELS}
+    memory = memory_per_gpu(model, training, seq_len, layout.dp, layout.members_per_node("dp"),
+                            units_in_flight=training.strategy.limit_all_gathers + 1, micro_steps=micro_steps)
+    tokens = training.micro_batch * seq_len * micro_steps * layout.dp
+    idle = {"exposed_comm": sum(by_collective.values()), "pipeline_bubble": waits.get("pipeline_bubble", 0.0),
+            "optimizer_wait": waits.get("optimizer", 0.0),
             "straggler_wait": timeline.compute_s * (1.0 - 1.0 / straggler_slowdown)}
     return StepPrediction(
         step_time_s=timeline.step_time_s,

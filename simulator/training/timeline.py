@@ -1,24 +1,32 @@
 """Running a step plan through SimPy: streams, dependencies, and collectives sharing the links.
 
-Each stream is a SimPy process that takes its tasks in order; a task waits for its dependencies,
-then runs: a compute task for its duration, a collective as a flow class on the shared flow
-engine (simulator.network), so collectives on different streams (FSDP's all-gather of the next
-block and reduce-scatter of the previous one) share bandwidth by max-min fairness. Compute that
-starts while a collective is in flight runs OVERLAP_SLOWDOWN slower: NCCL's kernels occupy SMs
-(8-32 channels of one SM each out of ~100-140) and HBM bandwidth (DESIGN.md section 7).
+Each stream of each pipeline stage's representative GPU is a SimPy process that takes its tasks in
+order; a task waits for its dependencies, then runs: a compute task for its duration, a collective
+as a flow class on the shared flow engine (simulator.network), so collectives on different streams
+(FSDP's all-gather of the next block and reduce-scatter of the previous one, a stage's gradient
+reduction and its activation sends) share bandwidth by max-min fairness. Every stage has its own
+block of resources (its GPU's links and its share of the NICs); a flow loads its sending stage's.
+Compute that starts while a collective of the same stage is in flight runs OVERLAP_SLOWDOWN
+slower: NCCL's kernels occupy SMs (8-32 channels of one SM each out of ~100-140) and HBM bandwidth
+(DESIGN.md section 7).
+
+What the compute stream waits for is booked under the label of the task it waited on; a wait on a
+pipeline transfer ("p2p") is split at the transfer's start: before it, the neighbouring stage was
+still computing ("pipeline_bubble"); after it, the transfer itself was exposed ("p2p"). A stage
+that finishes before the step ends waits for the pipeline to drain: bubble as well.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import simpy
 
 from simulator.network.engine import FlowEngine
 from simulator.network.flows import FlowClass, Resource
-from simulator.training.plan import CollectiveCall, StepPlan, Task
+from simulator.training.tasks import StepPlan, Task
 
 OVERLAP_SLOWDOWN = 0.10
 
@@ -33,6 +41,7 @@ class Span:
     start_s: float
     end_s: float
     size_bytes: int = 0
+    stage: int = 0  # pipeline stage of the GPU that ran it
     # a collective's average load on each resource ("intra", "net", "spine") while it ran, as a
     # fraction of the resource's achievable rate
     resource_load: tuple[tuple[str, float], ...] = ()
@@ -40,10 +49,14 @@ class Span:
 
 @dataclass(frozen=True)
 class Timeline:
+    """The spans of a step and what the critical GPU's compute stream waited for. The critical GPU
+    is the pipeline stage with the most compute (the only stage without pipeline parallelism)."""
+
     spans: tuple[Span, ...]
-    compute_waits_s: dict[str, float]  # compute-stream waiting, by what it waited for
+    compute_waits_s: dict[str, float]  # the critical stage's compute-stream waiting, by what it waited for
     step_time: float | None = None  # set when the spans cover only part of the step (extrapolated)
     busy: float | None = None
+    critical_stage: int = 0
 
     @property
     def step_time_s(self) -> float:
@@ -53,19 +66,37 @@ class Timeline:
     def compute_s(self) -> float:
         if self.busy is not None:
             return self.busy
-        return sum(s.end_s - s.start_s for s in self.spans if s.stream == "compute")
+        return busy_by_stage(self.spans).get(self.critical_stage, 0.0)
 
 
-def simulate_plan(plan: StepPlan, resources: list[Resource],
-                  flow_of: Callable[[CollectiveCall, str], FlowClass]) -> Timeline:
-    """Run the plan (see module docstring); `flow_of` turns a collective call into a flow class."""
+def busy_by_stage(spans: tuple[Span, ...]) -> dict[int, float]:
+    """Compute-stream busy seconds of each stage."""
+    busy: dict[int, float] = {}
+    for span in spans:
+        if span.stream == "compute":
+            busy[span.stage] = busy.get(span.stage, 0.0) + span.end_s - span.start_s
+    return busy
+
+
+def simulate_plan(plan: StepPlan, stage_resources: list[Resource],
+                  flow_of: Callable[[Task], FlowClass]) -> Timeline:
+    """Run the plan (see module docstring). `stage_resources` is one stage's block of resources;
+    `flow_of` turns a collective task into a flow class over that block's indices."""
     env = simpy.Environment()
-    engine = FlowEngine(resources, env)
+    stages = 1 + max(task.stage for task in plan.tasks)
+    block = len(stage_resources)
+    engine = FlowEngine([replace(r, name=f"s{k}.{r.name}") for k in range(stages) for r in stage_resources], env)
     done = {task.name: env.event() for task in plan.tasks}
-    label_of = {task.name: task.label for task in plan.tasks}
+    by_name = {task.name: task for task in plan.tasks}
     spans: list[Span] = []
-    waits: dict[str, float] = {}
-    in_flight = [0]
+    waits: dict[int, dict[str, float]] = {k: {} for k in range(stages)}
+    in_flight = [0] * stages
+    started: dict[str, float] = {}
+    finished: dict[str, float] = {}
+
+    def book(stage: int, label: str, seconds: float) -> None:
+        if seconds > 0:
+            waits[stage][label] = waits[stage].get(label, 0.0) + seconds
 
     def run(tasks: list[Task]) -> Generator[simpy.Event, Any, None]:
         for task in tasks:
@@ -74,29 +105,41 @@ def simulate_plan(plan: StepPlan, resources: list[Resource],
                 asked = env.now
                 yield env.all_of(pending)
                 if task.stream == "compute" and env.now > asked:
-                    blocker = max((d for d in task.deps), key=lambda d: finished.get(d, 0.0))
-                    waits[label_of[blocker]] = waits.get(label_of[blocker], 0.0) + env.now - asked
-            start = env.now
+                    blocker = by_name[max(task.deps, key=lambda d: finished.get(d, 0.0))]
+                    if blocker.label == "p2p":
+                        split = min(max(asked, started[blocker.name]), env.now)
+                        book(task.stage, "pipeline_bubble", split - asked)
+                        book(task.stage, "p2p", env.now - split)
+                    else:
+                        book(task.stage, blocker.label, env.now - asked)
+            start = started[task.name] = env.now
             if task.collective is not None:
-                in_flight[0] += 1
-                yield engine.transfer([flow_of(task.collective, task.name)])
-                in_flight[0] -= 1
+                in_flight[task.stage] += 1
+                flow = flow_of(task)
+                offset = task.stage * block
+                flow = replace(flow, usage=tuple((i + offset, c) for i, c in flow.usage))
+                yield engine.transfer([flow])
+                in_flight[task.stage] -= 1
             else:
-                slow = 1.0 + OVERLAP_SLOWDOWN if in_flight[0] else 1.0
+                slow = 1.0 + OVERLAP_SLOWDOWN if in_flight[task.stage] else 1.0
                 yield env.timeout(task.duration_s * slow)
             finished[task.name] = env.now
-            size = task.collective.size_bytes if task.collective else 0
-            spans.append(Span(task.name, task.stream, task.label, start, env.now, size))
+            size = task.collective.size_bytes * task.collective.count if task.collective else 0
+            spans.append(Span(task.name, task.stream, task.label, start, env.now, size, task.stage))
             done[task.name].succeed()
 
-    finished: dict[str, float] = {}
-    streams: dict[str, list[Task]] = {}
+    streams: dict[tuple[int, str], list[Task]] = {}
     for task in plan.tasks:
-        streams.setdefault(task.stream, []).append(task)
+        streams.setdefault((task.stage, task.stream), []).append(task)
     for tasks in streams.values():
         env.process(run(tasks))
     env.run()
     missing = [name for name, event in done.items() if not event.triggered]
     if missing:
         raise RuntimeError(f"step plan deadlocked at {missing[:3]} (a dependency cycle in the plan)")
-    return Timeline(tuple(spans), waits)
+    busy = busy_by_stage(tuple(spans))
+    critical = max(range(stages), key=lambda k: (busy.get(k, 0.0), -k))
+    if stages > 1:  # a stage done before the others waits for the pipeline to drain: bubble too
+        last = max(span.end_s for span in spans if span.stage == critical and span.stream == "compute")
+        book(critical, "pipeline_bubble", max(span.end_s for span in spans) - last)
+    return Timeline(tuple(spans), waits[critical], critical_stage=critical)

@@ -1,0 +1,187 @@
+"""Lowering a pipeline-parallel training step onto the streams of one GPU per stage.
+
+The p stages of one pipeline stand for all pipelines (data-parallel replicas and tensor-parallel
+ranks are identical). Stage s holds the layers of virtual stages s, s + p, ... (v model chunks per
+stage with the interleaved schedule), the first stage also the embedding, the last the output
+layer. Layers divide as evenly as possible; extra layers go to the virtual stages after the first,
+which carries the embedding (DeepSpeed's uniform partition; Megatron requires even division).
+
+Each stage runs its schedule on its compute stream, one task per chunk (a micro-batch's forward or
+backward over the chunk's layers, with its tensor-parallel collectives, see tasks.tp_calls), and
+sends activations forward and gradients back on its own streams, as flows over the real link
+between the two stages' GPUs; a stage's chunk waits for its input to arrive. Schedules:
+- gpipe (Huang et al. 2019): all forwards, then all backwards (last micro-batch first).
+- 1f1b (PipeDream-Flush, Narayanan et al. 2021): stage s runs p - s - 1 warm-up forwards, then
+  alternates one forward and one backward, then drains the remaining backwards.
+- interleaved (Narayanan et al. 2021, section 2.2.2): each stage holds v chunks; forwards take
+  micro-batches in groups of p, chunk after chunk; warm-up 2 (p - s - 1) + (v - 1) p forwards;
+  needs the micro-batch count to be a multiple of p (as Megatron does).
+The bubble is not a formula here: it is the time stages wait for their neighbours. For uniform
+stages and free communication it comes out as (p - 1) / (m + p - 1) of the step (1f1b, gpipe) and
+(p - 1) / (v m + p - 1) interleaved.
+
+Data parallelism over the rest: each stage reduces its own gradients over its DP group, layer by
+layer during the last micro-batch's backward (overlap_grad_reduce; the last backward chunk of
+every model chunk is then split per layer) or all at once after it; ddp all-reduces, zero1 (the
+distributed optimizer) reduce-scatters, updates its shard, then all-gathers the parameters (after
+the optimizer, or at the start of the step before each chunk's first forward with
+overlap_param_gather); fsdp gathers each chunk's parameters before its first forward, keeps them
+for all micro-batches, and reduce-scatters the gradients of the last. Not modelled: the all-reduce
+of tied embedding gradients between the first and last stage, Megatron's vocabulary-parallel
+embedding all-reduce.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.core.errors import ConfigError
+from simulator.training.compute import ComputeModel
+from simulator.training.tasks import PARAM_BYTES, CollectiveCall, StepPlan, Task, add_pass, tp_calls
+from workloads.model import ACTIVATION_BYTES, TransformerModel
+from workloads.spec import TrainingSpec
+
+Work = tuple[str, int, int]  # ("F" or "B", micro-batch, chunk)
+
+
+def layers_per_virtual_stage(layers: int, virtual_stages: int) -> list[int]:
+    """Layers of each virtual stage (see module docstring); ConfigError when some would get none."""
+    if layers < virtual_stages:
+        raise ConfigError(f"model has {layers} layers, fewer than the {virtual_stages} pipeline stages x chunks")
+    base, extra = divmod(layers, virtual_stages)
+    return [base + (1 if 1 <= k <= extra else 0) for k in range(virtual_stages)]
+
+
+def schedule(kind: str, p: int, v: int, m: int, stage: int) -> list[Work]:
+    """The order in which `stage` runs its forwards and backwards (see module docstring)."""
+    if kind == "gpipe":
+        return [("F", j, 0) for j in range(m)] + [("B", j, 0) for j in reversed(range(m))]
+    if kind == "1f1b":
+        forwards = [("F", j, 0) for j in range(m)]
+        backwards = [("B", j, 0) for j in range(m)]
+        warm = min(p - stage - 1, m)
+    else:
+        if m % p:
+            raise ConfigError(f"interleaved schedule: micro-batches per step ({m}) must be a multiple of pp ({p})")
+        total = m * v
+
+        def micro(k: int) -> int:
+            return (k // (p * v)) * p + k % p
+
+        forwards = [("F", micro(k), (k // p) % v) for k in range(total)]
+        backwards = [("B", micro(k), v - 1 - (k // p) % v) for k in range(total)]
+        warm = min(2 * (p - stage - 1) + (v - 1) * p, total)
+    order = forwards[:warm]
+    for i in range(len(forwards) - warm):
+        order += [forwards[warm + i], backwards[i]]
+    return order + backwards[len(forwards) - warm:]
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """What one model chunk of one stage computes and holds."""
+
+    layers: int
+    first: bool  # holds the embedding
+    last: bool  # holds the output layer
+    params: float  # on one GPU (after tensor parallelism)
+
+
+def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: ComputeModel, seq_len: int,
+                  micro_steps: int, dp: int, optimizer_shard: int) -> StepPlan:
+    """The task list of one optimizer step over all pipeline stages (see module docstring)."""
+    par, s, b = training.parallel, training.strategy, training.micro_batch
+    p, v, tp = par.pp, par.virtual_stages, par.tp
+    kind = "fsdp" if s.kind in ("fsdp", "zero3", "hsdp") else s.kind
+    if kind not in ("ddp", "zero1", "fsdp"):
+        raise ConfigError(f"training.strategy.kind {s.kind} with pipeline parallelism: use ddp, zero1 or fsdp")
+    layer = compute.layer(model, b, seq_len, training.activation_checkpointing, tp, par.sequence_parallel)
+    head_f, head_b = compute.head(model, b, seq_len, tp)
+    full = training.activation_checkpointing == "full"
+    counts = layers_per_virtual_stage(model.spec.layers, p * v)
+    embedding = (model.embedding_params + model.final_norm_params) / tp
+    output = (model.output_params or model.spec.vocab * model.spec.hidden) / tp  # tied: the last stage's copy
+    chunks = {(k % p, k // p): _Chunk(n, k == 0, k == p * v - 1, n * model.params_per_layer / tp
+                                      + (embedding if k == 0 else 0.0) + (output if k == p * v - 1 else 0.0))
+              for k, n in enumerate(counts)}
+    send_size = int(ACTIVATION_BYTES * b * seq_len * model.spec.hidden / tp)  # Megatron's scatter-gather
+    grad_op = "all_reduce" if kind == "ddp" else "reduce_scatter"
+    tasks: list[Task] = []
+
+    def name(work: Work, stage: int) -> str:
+        return f"{work[0]}{stage}.{work[2]}.{work[1]}"
+
+    def virtual(stage: int, chunk: int) -> int:
+        return chunk * p + stage
+
+    def stage_chunk(k: int) -> tuple[int, int]:
+        return k % p, k // p
+
+    for stage in range(p):
+        reductions: list[str] = []
+        gathers: dict[int, str] = {}
+        if dp > 1 and (kind == "fsdp" or (kind == "zero1" and s.overlap_param_gather)):
+            for c in range(v):
+                size = int(chunks[stage, c].params * PARAM_BYTES)
+                tasks.append(Task(f"ag{stage}.{c}", "ag", "all_gather", collective=CollectiveCall(
+                    "all_gather", size, "dp"), stage=stage))
+                gathers[c] = f"ag{stage}.{c}"
+        ready: tuple[str, ...] = ()
+        last_micro = micro_steps - 1
+        for work in schedule(par.pipeline_schedule, p, v, micro_steps, stage):
+            direction, j, c = work
+            chunk, k = chunks[stage, c], virtual(stage, c)
+            deps: tuple[str, ...] = ready
+            if direction == "F":
+                if k > 0:
+                    deps += (f"send{k - 1}.{j}",)
+                if j == 0 and c in gathers:
+                    deps += (gathers[c],)
+                duration = chunk.layers * layer.forward_s + (head_f * 0.05 if chunk.first else 0.0) + (
+                    head_f * 0.95 if chunk.last else 0.0)
+                calls = tp_calls(model, b, seq_len, tp, par.sequence_parallel, chunk.layers)
+                ready = add_pass(tasks, name(work, stage), "forward", duration, deps, calls, par.tp_comm_overlap,
+                                 stage)
+                if k < p * v - 1:
+                    peer, _ = stage_chunk(k + 1)
+                    tasks.append(Task(f"send{k}.{j}", "send", "p2p", collective=CollectiveCall(
+                        "sendrecv", send_size, f"pp:{peer}"), deps=ready, stage=stage))
+                continue
+            if k < p * v - 1:
+                deps += (f"back{k + 1}.{j}",)
+            per_layer = layer.recompute_s + layer.backward_s
+            passes = 2 if full else 1  # the backward pass, and the recomputed forward's
+            split = j == last_micro and s.overlap_grad_reduce and dp > 1
+            pieces = [(f"{name(work, stage)}.l{i}", 1) for i in range(chunk.layers)] if split else [
+                (name(work, stage), chunk.layers)]
+            for piece, n in pieces:
+                extra = head_b if chunk.last and piece == pieces[0][0] else 0.0
+                calls = tp_calls(model, b, seq_len, tp, par.sequence_parallel, n * passes)
+                ready = add_pass(tasks, piece, "backward", n * per_layer + extra, deps, calls, par.tp_comm_overlap,
+                                 stage)
+                deps = ready
+                if split:
+                    # the layer's gradients; the last piece also carries the embedding or output layer's
+                    extra_params = chunk.params - chunk.layers * model.params_per_layer / tp
+                    grads = (model.params_per_layer / tp + (extra_params if piece == pieces[-1][0] else 0.0))
+                    tasks.append(Task(f"red.{piece}", "rs", grad_op, collective=CollectiveCall(
+                        grad_op, int(grads * s.grad_reduce_bytes), "dp"), deps=(piece,), stage=stage))
+                    reductions.append(f"red.{piece}")
+            if k > 0:
+                peer, _ = stage_chunk(k - 1)
+                tasks.append(Task(f"back{k}.{j}", "send_back", "p2p", collective=CollectiveCall(
+                    "sendrecv", send_size, f"pp:{peer}"), deps=ready, stage=stage))
+        stage_params = sum(chunks[stage, c].params for c in range(v))
+        if dp > 1 and not s.overlap_grad_reduce:
+            tasks.append(Task(f"red{stage}", "rs", grad_op, collective=CollectiveCall(
+                grad_op, int(stage_params * s.grad_reduce_bytes), "dp"), deps=ready, stage=stage))
+            reductions.append(f"red{stage}")
+        tasks.append(Task(f"optimizer{stage}", "compute", "optimizer",
+                          compute.optimizer(stage_params / optimizer_shard, training.optimizer),
+                          deps=(*ready, *reductions), stage=stage))
+        if kind == "zero1" and not s.overlap_param_gather and dp > 1:
+            tasks.append(Task(f"param_ag{stage}", "ag", "all_gather", collective=CollectiveCall(
+                "all_gather", int(stage_params * PARAM_BYTES), "dp"), deps=(f"optimizer{stage}",), stage=stage))
+            tasks.append(Task(f"step_end{stage}", "compute", "optimizer", 0.0, deps=(f"param_ag{stage}",),
+                              stage=stage))
+    return StepPlan(tuple(tasks), micro_steps)

@@ -1,0 +1,72 @@
+"""The vocabulary of a step plan (tasks on streams, collective calls) and the tensor-parallel
+communication a layer's pass adds.
+
+A plan is a list of tasks, each on a stream of one pipeline stage's representative GPU (`compute`;
+`tp` for tensor-parallel collectives; `ag` for parameter gathers; `rs` for gradient reductions;
+`send` for pipeline transfers), with the tasks it waits for. Streams run their tasks in order; a
+task starts when its stream is free and its dependencies are done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from workloads.model import ACTIVATION_BYTES, TransformerModel
+
+PARAM_BYTES = 2  # bf16/fp16 parameters as gathered
+
+
+@dataclass(frozen=True)
+class CollectiveCall:
+    op: str
+    size_bytes: int
+    group: str  # "dp", "shard" (HSDP group), "replica" (across groups), "tp", "pp" (to the next stage)
+    count: int = 1  # back-to-back calls of this size (the TP collectives of a pipeline chunk)
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    stream: str
+    label: str  # forward, backward, recompute, optimizer, all_gather, reduce_scatter, all_reduce, tp_comm, p2p
+    duration_s: float = 0.0
+    collective: CollectiveCall | None = None
+    deps: tuple[str, ...] = ()
+    stage: int = 0
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    tasks: tuple[Task, ...]
+    micro_steps: int
+
+
+def tp_calls(model: TransformerModel, micro_batch: int, seq_len: int, tp: int, sequence_parallel: bool,
+             layer_passes: int) -> list[CollectiveCall]:
+    """The tensor-parallel collectives of `layer_passes` passes of one layer (a forward, a backward
+    and a recomputed forward each count one) on one micro-batch. Megatron (Shoeybi et al. 2019,
+    figure 3): each pass of a block all-reduces the b s h activation (or its gradient) twice, after
+    the attention and after the MLP (the g and f operators). With sequence parallelism (Korthikanti
+    et al. 2022, section 4.2.2) each all-reduce becomes an all-gather before the column-parallel
+    GEMM and a reduce-scatter after the row-parallel one, the same bytes on the wire."""
+    if tp == 1 or layer_passes == 0:
+        return []
+    size = ACTIVATION_BYTES * micro_batch * seq_len * model.spec.hidden
+    count = 2 * layer_passes
+    if sequence_parallel:
+        return [CollectiveCall("all_gather", size, "tp", count), CollectiveCall("reduce_scatter", size, "tp", count)]
+    return [CollectiveCall("all_reduce", size, "tp", count)]
+
+
+def add_pass(tasks: list[Task], name: str, label: str, duration_s: float, ready: tuple[str, ...],
+             calls: list[CollectiveCall], overlap: bool, stage: int = 0) -> tuple[str, ...]:
+    """Append a compute task and its tensor-parallel collectives; return what the next pass waits
+    for. Without overlap the collectives follow the compute (the GEMM's output is reduced before
+    the next layer can use it); with overlap (Megatron-Core tp-comm-overlap, async TP) they run
+    beside it, chunked against the GEMMs, and the pass ends when both are done."""
+    tasks.append(Task(name, "compute", label, duration_s, deps=ready, stage=stage))
+    after = ready if overlap else (name,)
+    for k, call in enumerate(calls):
+        tasks.append(Task(f"{name}.tp{k}", "tp", "tp_comm", collective=call, deps=after if k == 0 else (),
+                          stage=stage))
+    return (name, f"{name}.tp{len(calls) - 1}") if calls else (name,)

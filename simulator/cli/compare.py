@@ -69,7 +69,7 @@ def compare(
     for path in scenarios:
         spec = _load_scenario(path)
         topology, training, model = _override(spec, dict(
-            topology=None, nodes=None, gpus_per_node=None, model=None, strategy=None, tp=1, pp=1,
+            topology=None, nodes=None, gpus_per_node=None, model=None, strategy=None,
             micro_batch=None, global_batch=None, seq_len=None))
         slowdown = pace_slowdown(spec, topology.nodes * topology.gpus_per_node)
         predictions.append((path, spec, _run(topology, training, model, None, False, None, slowdown, spec.nccl_env)))

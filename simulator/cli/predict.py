@@ -33,11 +33,12 @@ With no arguments: {DEFAULT_SCENARIO.name}. A scenario YAML (topology, nodes, tr
 options below change it; options override the file.
 
 Metrics (DESIGN.md section 9): step_time_s = wall time of one optimizer step (all micro-batches);
-compute_s = busy time of the compute stream; gpu_idle_s = step_time_s - compute_s and
-gpu_idle_fraction = gpu_idle_s / step_time_s; exposed_comm_s = time compute waits on
-communication (by collective); tokens_per_s; tflops_per_gpu = model FLOPs (6N + attention, no
-recomputation) per second per GPU; mfu = tflops_per_gpu / dense peak; memory_per_gpu_bytes and
-fits_in_memory (OOM is a result, not an error).
+compute_s = busy time of the compute stream of the critical GPU (with pipeline parallelism the
+stage with the most compute); gpu_idle_s = step_time_s - compute_s and gpu_idle_fraction =
+gpu_idle_s / step_time_s; exposed_comm_s = time compute waits on communication (by collective,
+incl. tensor-parallel and pipeline transfers); the pipeline bubble is reported apart;
+tokens_per_s; tflops_per_gpu = model FLOPs (6N + attention, no recomputation) per second per
+GPU; mfu = tflops_per_gpu / dense peak; memory_per_gpu_bytes and fits_in_memory (OOM is a result, not an error).
 
 Examples:
 
@@ -48,6 +49,9 @@ Examples:
   clustersim predict scenario.yaml --topology dgx-a100 --json
 
   clustersim predict --model path/to/config.json --strategy zero2 --seq-len 2048
+
+  clustersim predict --model gpt3-175b --topology dgx-a100 --nodes 128 --tp 8 --pp 8 --strategy zero1
+      --sequence-parallel --micro-batch 1 --global-batch 1536
 """
 
 SCALE_HELP = """Scaling-efficiency curve: predict the same job (same per-GPU micro-batch and
@@ -72,11 +76,12 @@ def _load_scenario(path: Path | None) -> ScenarioSpec:
     return scenario_from_data(read_yaml(path, "scenario"), str(path))
 
 
+PARALLEL_OPTIONS = ("tp", "pp", "sequence_parallel", "pipeline_schedule", "virtual_stages", "placement")
+
+
 def _override(scenario: ScenarioSpec, options: dict[str, Any]) -> tuple[TopologySpec, TrainingSpec, ModelSpec]:
     """Apply the command line to the scenario, validating every changed field."""
     topology, training, model = resolve_scenario(scenario)
-    if options["tp"] != 1 or options["pp"] != 1:
-        raise ConfigError("--tp/--pp: tensor and pipeline parallelism are not modelled yet (use 1)")
     if options["topology"] is not None:  # another cluster: its own default node count unless given
         topology, _, _ = resolve_scenario(ScenarioSpec(topology=options["topology"], nodes=options["nodes"],
                                                        training=training))
@@ -88,6 +93,9 @@ def _override(scenario: ScenarioSpec, options: dict[str, Any]) -> tuple[Topology
     train = {key: options[key] for key in ("micro_batch", "global_batch", "seq_len") if options[key] is not None}
     if options["strategy"] is not None:
         train["strategy"] = {**training.strategy.model_dump(), "kind": options["strategy"]}
+    parallel = {key: options.get(key) for key in PARALLEL_OPTIONS if options.get(key) is not None}
+    if parallel:
+        train["parallel"] = {**training.parallel.model_dump(), **parallel}
     if train:
         try:
             training = TrainingSpec.model_validate({**training.model_dump(), **train, "model": model.name})
@@ -174,7 +182,10 @@ def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour:
     table.add_row("  compute (incl. recompute, optimizer)", f"{p.compute_s:.3f} s")
     for name, seconds in sorted(p.comm_by_collective_s.items()):
         table.add_row(f"  waiting on {name}", f"{seconds:.3f} s")
-    other = p.gpu_idle_s - p.exposed_comm_s
+    bubble = p.idle_breakdown_s.get("pipeline_bubble", 0.0)
+    if bubble > 0.0:
+        table.add_row("  pipeline bubble (waiting on other stages)", f"{bubble:.3f} s")
+    other = p.gpu_idle_s - p.exposed_comm_s - bubble
     if other > 1e-9:
         table.add_row("  other idle (optimizer waits)", f"{other:.3f} s")
     straggler = p.idle_breakdown_s.get("straggler_wait", 0.0)
@@ -209,8 +220,14 @@ ReportOpt = Annotated[Path | None, typer.Option(
 def predict(
     scenario: Scenario = None, topology: TopologyOpt = None, nodes: NodesOpt = None, gpus_per_node: GpusOpt = None,
     model: ModelOpt = None, strategy: StrategyOpt = None,
-    tp: Annotated[int, typer.Option(help="Tensor parallel size (1 until TP is modelled).")] = 1,
-    pp: Annotated[int, typer.Option(help="Pipeline parallel size (1 until PP is modelled).")] = 1,
+    tp: Annotated[int | None, typer.Option(help="Tensor-parallel degree (GPUs sharing each layer).")] = None,
+    pp: Annotated[int | None, typer.Option(help="Pipeline-parallel degree (stages).")] = None,
+    sequence_parallel: Annotated[bool | None, typer.Option(
+        "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (needs --tp > 1).")] = None,
+    schedule: Annotated[str | None, typer.Option(help="Pipeline schedule: 1f1b, gpipe or interleaved.")] = None,
+    virtual_stages: Annotated[int | None, typer.Option(help="Model chunks per stage (interleaved).")] = None,
+    placement: Annotated[str | None, typer.Option(
+        help="Order of tp/pp/dp over consecutive ranks, innermost first, e.g. tp-pp-dp (default) or tp-dp-pp.")] = None,
     micro_batch: Annotated[int | None, typer.Option(help="Sequences per GPU per micro-step.")] = None,
     global_batch: Annotated[int | None, typer.Option(help="Sequences per optimizer step.")] = None,
     seq_len: Annotated[int | None, typer.Option(help="Tokens per sequence.")] = None,
@@ -228,7 +245,9 @@ def predict(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the metrics.")] = False,
 ) -> None:
     options = dict(topology=topology, nodes=nodes, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
-                   tp=tp, pp=pp, micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len)
+                   tp=tp, pp=pp, sequence_parallel=sequence_parallel, pipeline_schedule=schedule,
+                   virtual_stages=virtual_stages, placement=placement, micro_batch=micro_batch,
+                   global_batch=global_batch, seq_len=seq_len)
     spec = _load_scenario(scenario)
     topo, training, model_spec = _override(spec, options)
     slowdown = pace_slowdown(spec, topo.nodes * topo.gpus_per_node)
@@ -238,6 +257,9 @@ def predict(
              f"({topo.name or 'cluster'})")
     if trace is not None:
         ranks = _ranks(trace_gpus, p.n_gpus)
+        if ranks and training.parallel.pp > 1:
+            raise ConfigError("--trace-gpus: not available with pipeline parallelism (ranks of different stages "
+                              "run different timelines); the folded trace shows one GPU per stage")
         label = title if ranks else f"{title}: one data-parallel GPU"
         write_text(trace, json.dumps(trace_events(p.spans, label, ranks, topo.gpus_per_node)), "trace")
     if report is not None:
@@ -270,7 +292,7 @@ def scale(
     rows = []
     for count in counts:
         options = dict(topology=topology, nodes=count, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
-                       tp=1, pp=1, micro_batch=micro_batch, global_batch=None, seq_len=seq_len)
+                       micro_batch=micro_batch, global_batch=None, seq_len=seq_len)
         topo, training, model_spec = _override(spec, options)
         training = TrainingSpec.model_validate({**training.model_dump(), "global_batch": None, "grad_accum": grad_accum,
                                                 "model": model_spec.name})

@@ -37,8 +37,24 @@ def _ordered(names: set[str], known: list[str]) -> list[str]:
 
 
 def stream_order(spans: tuple[Span, ...]) -> list[str]:
-    """The streams of a timeline, compute first, then the all-gather and reduction streams."""
-    return _ordered({span.stream for span in spans}, list(STREAM_NAMES))
+    """The rows of a timeline: its streams, compute first, then the collective streams; with
+    pipeline parallelism one set per stage ("stage 1: compute")."""
+    stages = sorted({span.stage for span in spans})
+    streams = _ordered({span.stream for span in spans}, list(STREAM_NAMES))
+    if len(stages) < 2:
+        return streams
+    present = {(span.stage, span.stream) for span in spans}
+    return [f"stage {k}: {stream}" for k in stages for stream in streams if (k, stream) in present]
+
+
+def row_of(span: Span, rows: list[str]) -> str:
+    """The row `span` is drawn on, among `rows` (from stream_order)."""
+    return span.stream if span.stream in rows else f"stage {span.stage}: {span.stream}"
+
+
+def _row_name(row: str) -> str:
+    stage, _, stream = row.rpartition(": ")
+    return f"{stage}: {STREAM_NAMES.get(stream, stream)}" if stage else STREAM_NAMES.get(stream, stream)
 
 
 def stream_utilisation(spans: tuple[Span, ...], step_time_s: float,
@@ -51,8 +67,8 @@ def stream_utilisation(spans: tuple[Span, ...], step_time_s: float,
     width = step_time_s / bins if step_time_s > 0 else 1.0
     busy = np.zeros((len(streams), bins))
     for row, stream in enumerate(streams):
-        starts = np.array([s.start_s for s in spans if s.stream == stream])
-        ends = np.array([s.end_s for s in spans if s.stream == stream])
+        starts = np.array([s.start_s for s in spans if row_of(s, streams) == stream])
+        ends = np.array([s.end_s for s in spans if row_of(s, streams) == stream])
         # busy time before each edge = sum over spans of clip(edge - start, 0, duration)
         before = np.clip(edges[:, None] - starts[None, :], 0.0, (ends - starts)[None, :]).sum(axis=1)
         busy[row] = np.diff(before) / width
@@ -68,12 +84,12 @@ def _size_text(size_bytes: int) -> str:
 def timeline_figure(p: StepPrediction) -> go.Figure:
     """Gantt of the representative GPU's step: one row per stream, bars coloured by task label."""
     streams = stream_order(p.spans)
-    rows = [STREAM_NAMES.get(s, s) for s in streams]
+    rows = [_row_name(s) for s in streams]
     fig = go.Figure()
     for label in _ordered({s.label for s in p.spans}, list(LABEL_COLOURS)):
         spans = [s for s in p.spans if s.label == label]
         fig.add_trace(go.Bar(
-            name=label, orientation="h", y=[STREAM_NAMES.get(s.stream, s.stream) for s in spans],
+            name=label, orientation="h", y=[_row_name(row_of(s, streams)) for s in spans],
             base=[1e3 * s.start_s for s in spans], x=[1e3 * (s.end_s - s.start_s) for s in spans],
             marker={"color": LABEL_COLOURS.get(label, OTHER_COLOUR), "line": {"width": 0}},
             customdata=[[s.name, _size_text(s.size_bytes), 1e3 * s.start_s, 1e3 * (s.end_s - s.start_s)]
@@ -142,7 +158,7 @@ def utilisation_figure(p: StepPrediction, bins: int = UTILISATION_BINS) -> go.Fi
     streams, edges, busy = stream_utilisation(p.spans, p.step_time_s, bins)
     centres_ms = 1e3 * (edges[:-1] + edges[1:]) / 2
     fig = go.Figure(go.Heatmap(
-        z=busy, x=centres_ms, y=[STREAM_NAMES.get(s, s) for s in streams], zmin=0.0, zmax=1.0,
+        z=busy, x=centres_ms, y=[_row_name(s) for s in streams], zmin=0.0, zmax=1.0,
         colorscale="Blues", colorbar={"title": "busy"},
         hovertemplate="%{y}<br>around %{x:.1f} ms: busy %{z:.0%}<extra></extra>"))
     fig.update_layout(template=TEMPLATE, height=120 + 60 * len(streams), margin=MARGIN,

@@ -8,8 +8,9 @@ data-parallel group (every rank runs the same timeline); one thread per stream (
 all-gather stream, the reduction stream); counter tracks show how many collectives are in flight
 and how loaded the GPU's intra-node links, its node's NICs and its share of the spines are
 (fraction of their achievable rate). Ranks are symmetric, so the timeline is folded into one
-GPU; `expand` lists global GPU ranks to draw instead, one process per node and one thread per GPU
-stream, each a copy of the representative timeline.
+GPU, or with pipeline parallelism one GPU per stage (threads named by stage); `expand` lists
+global GPU ranks to draw instead, one process per node and one thread per GPU stream, each a copy
+of the representative timeline (without pipeline parallelism only).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from typing import Any
 
 from simulator.training.timeline import Span
 
-STREAM_NAMES = {"compute": "compute stream", "ag": "NCCL stream: all-gather", "rs": "NCCL stream: reductions"}
+STREAM_NAMES = {"compute": "compute stream", "tp": "NCCL stream: tensor parallel",
+                "ag": "NCCL stream: all-gather", "rs": "NCCL stream: reductions",
+                "send": "NCCL stream: send to next stage", "send_back": "NCCL stream: send to previous stage"}
 
 
 def _counters(spans: tuple[Span, ...]) -> list[dict[str, Any]]:
@@ -46,14 +49,19 @@ def trace_events(spans: tuple[Span, ...], title: str, expand: tuple[int, ...] = 
     if expand:
         return _expanded(spans, title, expand, gpus_per_node)
     streams = _ordered_streams(spans)
-    tid = {stream: index for index, stream in enumerate(streams)}
+    stages = sorted({span.stage for span in spans})
+    threads = [(stage, stream) for stage in stages for stream in streams
+               if any(s.stage == stage and s.stream == stream for s in spans)]
+    tid = {thread: index for index, thread in enumerate(threads)}
     events: list[dict[str, Any]] = [
         {"ph": "M", "pid": 0, "tid": 0, "name": "process_name", "args": {"name": title}},
     ]
-    events += [{"ph": "M", "pid": 0, "tid": tid[s], "name": "thread_name", "args": {"name": STREAM_NAMES.get(s, s)}}
-               for s in streams]
+    for stage, stream in threads:
+        name = STREAM_NAMES.get(stream, stream)
+        events.append({"ph": "M", "pid": 0, "tid": tid[stage, stream], "name": "thread_name",
+                       "args": {"name": f"stage {stage}: {name}" if len(stages) > 1 else name}})
     for span in sorted(spans, key=lambda s: (s.start_s, s.name)):
-        events.append(_span_event(span, 0, tid[span.stream]))
+        events.append(_span_event(span, 0, tid[span.stage, span.stream]))
     events += _counters(spans)
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": {"title": title}}
 

@@ -53,7 +53,7 @@ def test_scale_reports_efficiency_against_the_first_row():
     [
         (["predict", "--model", "no-such-model"], "no-such-model"),
         (["predict", "--global-batch", "100", "--micro-batch", "3"], "global_batch"),
-        (["predict", "--tp", "2"], "--tp"),
+        (["predict", "--tp", "3"], "tp 3 x pp 1"),
         (["predict", "--nodes", "0"], "nodes"),
         (["predict", "--strategy", "zero9"], "strategy"),
         (["predict", "does-not-exist.yaml"], "not found"),

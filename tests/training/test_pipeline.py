@@ -1,0 +1,199 @@
+"""Tensor, sequence and pipeline parallelism: bubbles, TP volumes, placement, memory, bad layouts."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator.collectives.comm import comm_view
+from simulator.core.errors import ConfigError
+from simulator.network.flows import FlowClass, Resource
+from simulator.training.compute import ComputeModel
+from simulator.training.groups import communicators, layout_of
+from simulator.training.memory import in_flight_micro_batches, memory_per_gpu
+from simulator.training.pipeline import layers_per_virtual_stage, plan_pipeline, schedule
+from simulator.training.plan import plan_step
+from simulator.training.predict import predict_step, simulate_step, steady_state_step
+from simulator.training.tasks import Task, tp_calls
+from simulator.training.timeline import simulate_plan
+from topologies.build import build
+from topologies.hardware import gpu_spec
+from topologies.presets import load_preset
+from workloads.model import transformer
+from workloads.spec import ModelSpec, ParallelSpec, StrategySpec, TrainingSpec
+
+# vocabulary 8: embedding and output layer negligible, so stages are uniform
+UNIFORM = ModelSpec(name="uniform", layers=16, hidden=1024, heads=16, vocab=8, max_seq_len=1024)
+GPT = ModelSpec(name="gpt-13b", layers=40, hidden=5120, heads=40, vocab=51200, max_seq_len=2048,
+                tied_embeddings=True, learned_positions=True, bias=True)
+H100 = ComputeModel(gpu_spec("H100-SXM5-80GB"), "bf16")
+
+
+def free_flow(task: Task) -> FlowClass:
+    """Communication that takes no time: what is left is compute and waiting."""
+    return FlowClass(task.name, 0.0, (), rate_cap_Bps=1e30)
+
+
+def pipeline_job(m: int, schedule_kind: str = "1f1b", v: int = 1, pp: int = 4, **kw: object) -> TrainingSpec:
+    return TrainingSpec(model=UNIFORM, micro_batch=1, grad_accum=m, optimizer="sgd", strategy=StrategySpec(kind="ddp"),
+                        parallel=ParallelSpec(pp=pp, pipeline_schedule=schedule_kind, virtual_stages=v), **kw)
+
+
+@pytest.mark.parametrize(("kind", "v"), [("1f1b", 1), ("gpipe", 1), ("interleaved", 2)])
+@pytest.mark.parametrize("m", [4, 8, 16])
+def test_bubble_matches_closed_form(kind: str, v: int, m: int) -> None:
+    """Uniform stages, free communication: idle fraction = (p-1)/(v m + p-1) (Narayanan et al. 2021:
+    (p-1)/(m+p-1) for GPipe and 1F1B, divided by v interleaved), within 5% of itself (the optimizer
+    step, which is not bubble, is the difference)."""
+    p = 4
+    plan = plan_pipeline(transformer(UNIFORM), pipeline_job(m, kind, v), H100, 1024, m, 1, 1)
+    timeline = simulate_plan(plan, [Resource("link", 1e9)], free_flow)
+    idle = (timeline.step_time_s - timeline.compute_s) / timeline.step_time_s
+    assert idle == pytest.approx((p - 1) / (v * m + p - 1), rel=0.05)
+    assert timeline.compute_waits_s["pipeline_bubble"] == pytest.approx(
+        timeline.step_time_s - timeline.compute_s, rel=0.02)
+
+
+def test_schedules_run_every_chunk_once() -> None:
+    """Each schedule runs every (micro-batch, chunk) forward and backward exactly once, a forward
+    before its backward; 1F1B's warm-up on stage s is p - s - 1 forwards."""
+    p, m = 4, 8
+    for kind, v in (("gpipe", 1), ("1f1b", 1), ("interleaved", 2)):
+        for stage in range(p):
+            order = schedule(kind, p, v, m, stage)
+            assert sorted(order) == sorted([(d, j, c) for d in "FB" for j in range(m) for c in range(v)])
+            assert all(order.index(("F", j, c)) < order.index(("B", j, c)) for j in range(m) for c in range(v))
+    assert [w[0] for w in schedule("1f1b", 4, 1, 8, 1)[:4]] == ["F", "F", "F", "B"]
+
+
+def test_interleaved_needs_multiple_of_pp() -> None:
+    """Megatron's interleaved schedule needs micro-batches in multiples of pp: a clear error otherwise."""
+    with pytest.raises(ConfigError, match="multiple of pp"):
+        schedule("interleaved", 4, 2, 6, 0)
+
+
+def test_layers_split_evenly_extra_after_the_first() -> None:
+    """70 layers over 12 stages: 5 each and the 10 left over to stages 1..10 (not the first, which
+    holds the embedding)."""
+    assert layers_per_virtual_stage(70, 12) == [5] + [6] * 10 + [5]
+    assert sum(layers_per_virtual_stage(105, 35)) == 105
+
+
+def test_tp_volume_matches_megatron() -> None:
+    """Megatron (Shoeybi et al. 2019): per layer, forward 2 and backward 2 all-reduces of b s h
+    activations; each moves 2 (t-1)/t of them per GPU. With sequence parallelism the same bytes go
+    as all-gathers and reduce-scatters ((t-1)/t each, twice as many)."""
+    model = transformer(GPT)
+    b, s, t = 2, 2048, 8
+    size = 2 * b * s * GPT.hidden
+    per_gpu = {"all_reduce": 2 * (t - 1) / t, "all_gather": (t - 1) / t, "reduce_scatter": (t - 1) / t}
+    for sp in (False, True):
+        calls = tp_calls(model, b, s, t, sp, 2)  # one forward and one backward pass of one layer
+        assert all(c.size_bytes == size for c in calls)
+        moved = sum(c.count * c.size_bytes * per_gpu[c.op] for c in calls)
+        assert moved == pytest.approx(4 * 2 * (t - 1) / t * size)
+
+
+def test_tp_plan_has_collectives_per_pass() -> None:
+    """A TP step plan issues 2 all-reduces per layer forward and backward, plus 2 per recomputed
+    forward with full recomputation."""
+    model = transformer(GPT)
+    for checkpointing, per_layer in (("none", 4), ("full", 6)):
+        training = TrainingSpec(model=GPT, micro_batch=1, activation_checkpointing=checkpointing,
+                                strategy=StrategySpec(kind="ddp"), parallel=ParallelSpec(tp=8))
+        plan = plan_step(model, training, H100, 2048, 1, 4, model.total_params / 8)
+        tp = [t.collective for t in plan.tasks if t.collective and t.collective.group == "tp"]
+        assert sum(c.count for c in tp) == per_layer * GPT.layers
+
+
+def test_layout_must_divide_gpus() -> None:
+    """tp x pp must divide the GPU count: a clear error naming the layout."""
+    with pytest.raises(ConfigError, match="does not divide"):
+        layout_of(ParallelSpec(tp=8, pp=3), 64, 8)
+    topology = load_preset("dgx-a100", nodes=4)
+    training = TrainingSpec(model=GPT, micro_batch=1, parallel=ParallelSpec(tp=8, pp=3),
+                            strategy=StrategySpec(kind="zero1"))
+    with pytest.raises(ConfigError, match="tp 8 x pp 3"):
+        predict_step(topology, training, GPT)
+
+
+def test_tp_must_divide_heads() -> None:
+    """A TP degree that does not divide the attention heads is an error."""
+    training = TrainingSpec(model=GPT, micro_batch=1, parallel=ParallelSpec(tp=16), strategy=StrategySpec(kind="ddp"))
+    with pytest.raises(ConfigError, match="heads"):
+        predict_step(load_preset("dgx-a100", nodes=2), training, GPT)
+
+
+def test_default_placement_keeps_tp_in_a_node() -> None:
+    """tp-pp-dp on 8-GPU nodes: a TP group of 8 is one node; DP groups take one GPU per node."""
+    v = comm_view(build(load_preset("dgx-a100", nodes=8)))
+    layout = layout_of(ParallelSpec(tp=8, pp=2), v.n_ranks, 8)
+    views = communicators(v, layout)
+    assert (views["tp"].n_nodes, views["tp"].n_ranks) == (1, 8)
+    assert (views["dp"].n_nodes, views["dp"].ranks_per_node) == (4, 1)
+    assert views["dp"].net_Bps == pytest.approx(v.net_Bps / 8)
+    assert layout.stages_cross_node(0, 1)
+
+
+def test_bad_placement_is_slower() -> None:
+    """The same job with TP outermost (dp-pp-tp: TP ranks on different nodes) sends its all-reduces
+    over the network and runs slower than TP inside a node."""
+    topology = load_preset("dgx-a100", nodes=4)
+    base = dict(model=GPT, micro_batch=1, global_batch=32, strategy=StrategySpec(kind="ddp"))
+    good = predict_step(topology, TrainingSpec(**base, parallel=ParallelSpec(tp=8)), GPT)
+    bad = predict_step(topology, TrainingSpec(**base, parallel=ParallelSpec(tp=8, placement="dp-pp-tp")), GPT)
+    assert bad.step_time_s > 1.5 * good.step_time_s
+
+
+def test_first_stage_holds_p_micro_batches() -> None:
+    """1F1B: stage s keeps p - s micro-batches in flight, so the first stage holds p of them, L/p
+    layers each (Korthikanti et al. 2022: as much as the whole model without PP); GPipe all m."""
+    for kind, expected in (("1f1b", [4, 3, 2, 1]), ("gpipe", [16] * 4)):
+        training = pipeline_job(16, kind)
+        assert [in_flight_micro_batches(training, 16, s) for s in range(4)] == expected
+
+
+def test_pipeline_memory_is_the_fullest_stage() -> None:
+    """Per-GPU memory with PP is the stage needing most: here the first (p micro-batches of
+    activations), whose activations are 4 x (L/4 layers) x Korthikanti's per-layer bytes + embedding."""
+    model = transformer(UNIFORM)
+    training = pipeline_job(16, activation_checkpointing="none", flash_attention=False)
+    memory = memory_per_gpu(model, training, 1024, 1, 1, 3, micro_steps=16)
+    per_layer = model.activation_bytes_per_layer(1, 1024, "none")
+    expected = 4 * (UNIFORM.layers // 4) * per_layer + 4 * model.embedding_activation_bytes(1, 1024)
+    assert memory.activations_bytes == pytest.approx(expected)
+
+
+@settings(max_examples=6, deadline=None)
+@given(extra=st.integers(min_value=1, max_value=5))
+def test_pipeline_extrapolation_is_exact(extra: int) -> None:
+    """Simulating a few micro-batches and adding steady-state periods gives the same step as
+    simulating all of them (1F1B, with communication on real links)."""
+    topology = build(load_preset("dgx-h100", nodes=2))
+    v = comm_view(topology)
+    m = 6 + extra
+    training = TrainingSpec(model=UNIFORM, micro_batch=1, grad_accum=m, strategy=StrategySpec(kind="zero1"),
+                            parallel=ParallelSpec(tp=2, pp=4))
+    model, compute = transformer(UNIFORM), ComputeModel(topology.gpu, "bf16")
+    full = simulate_step(model, training, v, compute, 1024, m)
+    fast = steady_state_step(model, training, v, compute, 1024, m)
+    assert fast.step_time_s == pytest.approx(full.step_time_s, rel=1e-6)
+    assert fast.compute_s == pytest.approx(full.compute_s, rel=1e-6)
+
+
+def test_more_micro_batches_shrink_the_bubble() -> None:
+    """The same pipeline with 4x the micro-batches idles a smaller fraction of the step."""
+    topology = load_preset("dgx-h100", nodes=4)
+    fractions = []
+    for batch in (16, 64):
+        training = TrainingSpec(model=GPT, micro_batch=1, global_batch=batch, strategy=StrategySpec(kind="zero1"),
+                                parallel=ParallelSpec(tp=8, pp=4))
+        fractions.append(predict_step(topology, training, GPT).gpu_idle_fraction)
+    assert fractions[1] < fractions[0]
+
+
+def test_zero3_with_pipeline_is_an_error() -> None:
+    """DeepSpeed does not combine ZeRO-2/3 with pipeline parallelism: the spec says so."""
+    with pytest.raises(ValueError, match="pipeline"):
+        TrainingSpec(model=GPT, strategy=StrategySpec(kind="zero3"), parallel=ParallelSpec(pp=2))

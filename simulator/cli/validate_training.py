@@ -18,10 +18,12 @@ from simulator.validation.training_report import CaseResult, Summary, TrainingRe
 
 HELP = """Predict each published training case that the tool can express and compare with the source.
 
-Cases (e.g. ../shared/data/training/cases.yaml) are lowered onto a topology preset, a model shape and
-a data-parallel strategy: FSDP, ZeRO-1/2/3 and DDP. Tensor, pipeline and context parallelism, ZeRO++
-and ZeRO-Offload are skipped with the reason. Fields a case does not state are filled with stated
-defaults (listed per case; such cases are flagged).
+Cases (e.g. ../shared/data/training/cases.yaml) are lowered onto a topology preset, a model shape, a
+data-parallel strategy (FSDP, ZeRO-1/2/3, DDP) and tensor/pipeline parallelism with the conventions
+of the framework that ran them (rank placement, sequence parallelism, pipeline schedule). Context
+parallelism, ZeRO++, ZeRO-Offload, LoRA and layouts whose tp x pp x dp is not the GPU count are
+skipped with the reason. Fields a case does not state are filled with stated defaults (listed per
+case; such cases are flagged).
 
 Metric per case, the first the source publishes: tokens/s/GPU, model TFLOP/s per GPU, MFU %.
 Where the source's TFLOP/s count recomputation (hardware FLOPs), the prediction is converted
@@ -31,7 +33,8 @@ Summaries per source and overall: median |error| over the expressed cases; the l
 baseline (each case predicted by the median of the other cases with the same GPU, strategy family
 and metric); the change figure (pairs differing only in GPU count or inter-node bandwidth: error
 of the predicted throughput ratio, and of the lookup table's ratio 1); coverage = expressed /
-data-parallel cases.
+in-scope cases (no context parallelism), also apart for the cases with and without tensor/pipeline
+parallelism (rows "ALL tp/pp" and "ALL dp-only").
 
 Examples:
 
@@ -103,6 +106,8 @@ def _summary_table(report: TrainingReport) -> Table:
     for source in report.sources:
         table.add_row(*_summary_row(report.summary(source)))
     table.add_section()
+    table.add_row(*_summary_row(report.summary(model_parallel=True)))
+    table.add_row(*_summary_row(report.summary(model_parallel=False)))
     table.add_row(*_summary_row(report.summary()))
     return table
 

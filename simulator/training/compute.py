@@ -12,6 +12,13 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   backward together: FlashAttention-2 reaches 50-73% of A100 peak forward and less backward
   (Dao 2023), and only ~35% of H100 peak (Shah et al. 2024, FlashAttention-3, section 1); Volta
   has no flash kernels (xformers/apex memory-efficient attention, ~25%).
+- Without a fused attention kernel (Megatron-LM before 2023, BLOOM's Megatron-DeepSpeed, eager
+  PyTorch) the b a s^2 score matrix goes through HBM: the QK^T GEMM writes it (2 B per score),
+  the fused scale-mask-softmax reads and writes it (4 B), attention dropout reads and writes it
+  and writes its 1-byte mask (5 B), and the AV GEMM reads it (2 B): UNFUSED_SCORE_BYTES = 13 per
+  score forward; backward reads and writes it about UNFUSED_SCORE_BYTES_BACKWARD = 17 times
+  (dprobs, dropout and softmax backward, dscores for the QK^T backward). Memory-bound on top of
+  the attention GEMMs.
 - fp8 training (Transformer Engine) runs the GEMMs at the fp8 rate but attention and element-wise
   work in bf16, and casts each GEMM's inputs (FP8_CAST_BYTES per element read and written).
 - Element-wise work (norms, rotary, residual adds, the MLP activation, dropout) is memory-bound:
@@ -43,6 +50,8 @@ MEMORY_EFFICIENCY = 0.85
 ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 40.0
 FP8_CAST_BYTES = 3.0  # read bf16 (2 B), write fp8 (1 B)
 OPTIMIZER_BYTES_PER_PARAM = {"adam": 32.0, "adamw": 32.0, "sgd": 16.0}
+UNFUSED_SCORE_BYTES = 13.0
+UNFUSED_SCORE_BYTES_BACKWARD = 17.0
 REPLICATED_ELEMENTWISE_SHARE = 0.5  # norms (8 B) and residual adds (12 B) of the 40 B above
 KERNEL_LAUNCH_S = 5e-6  # per layer and pass: a dozen kernels of a few microseconds' launch gap
 
@@ -89,7 +98,7 @@ class ComputeModel:
         return max(compute, memory)
 
     def layer(self, model: TransformerModel, micro_batch: int, seq_len: int, checkpointing: str,
-              tp: int = 1, sequence_parallel: bool = False) -> LayerTimes:
+              tp: int = 1, sequence_parallel: bool = False, flash_attention: bool = True) -> LayerTimes:
         """Forward, backward (2x the forward's matmuls) and recompute time of one layer on one GPU of
         a tensor-parallel group of `tp` (see the module docstring)."""
         tokens = micro_batch * seq_len
@@ -103,9 +112,13 @@ class ComputeModel:
         share = replicated + (1.0 - replicated) / tp
         elementwise_s = share * tokens * model.spec.hidden * ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN / (
             self.gpu.hbm_GBps * 1e9 * MEMORY_EFFICIENCY)
-        forward = gemm_s + attention_s + elementwise_s + KERNEL_LAUNCH_S
-        backward = 2.0 * (gemm_s + attention_s) + 2.0 * elementwise_s + KERNEL_LAUNCH_S
-        recompute = {"none": 0.0, "selective": attention_s, "full": forward}[checkpointing]
+        scores = 0.0 if flash_attention else micro_batch * model.spec.heads / tp * float(seq_len) ** 2
+        hbm = self.gpu.hbm_GBps * 1e9 * MEMORY_EFFICIENCY
+        forward = gemm_s + attention_s + elementwise_s + scores * UNFUSED_SCORE_BYTES / hbm + KERNEL_LAUNCH_S
+        backward = (2.0 * (gemm_s + attention_s) + 2.0 * elementwise_s + scores * UNFUSED_SCORE_BYTES_BACKWARD / hbm
+                    + KERNEL_LAUNCH_S)
+        core = attention_s + scores * UNFUSED_SCORE_BYTES / hbm
+        recompute = {"none": 0.0, "selective": core, "full": forward}[checkpointing]
         return LayerTimes(forward / self.scale, backward / self.scale, recompute / self.scale)
 
     def head(self, model: TransformerModel, micro_batch: int, seq_len: int, tp: int = 1) -> tuple[float, float]:
@@ -113,7 +126,7 @@ class ComputeModel:
         vocabulary split over a tensor-parallel group of `tp`)."""
         tokens = micro_batch * seq_len
         h, v = model.spec.hidden, -(-model.spec.vocab // tp)
-        logits = self._roofline(model.head_forward_flops(tokens), self.gemm_efficiency(tokens, v, h),
+        logits = self._roofline(model.head_forward_flops(tokens) / tp, self.gemm_efficiency(tokens, v, h),
                                 2.0 * (tokens * h + h * v) + 4.0 * tokens * v)
         return logits / self.scale, 2.0 * logits / self.scale
 

@@ -95,7 +95,8 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
     kind = "fsdp" if s.kind in ("fsdp", "zero3", "hsdp") else s.kind
     if kind not in ("ddp", "zero1", "fsdp"):
         raise ConfigError(f"training.strategy.kind {s.kind} with pipeline parallelism: use ddp, zero1 or fsdp")
-    layer = compute.layer(model, b, seq_len, training.activation_checkpointing, tp, par.sequence_parallel)
+    layer = compute.layer(model, b, seq_len, training.activation_checkpointing, tp, par.sequence_parallel,
+                          training.flash_attention)
     head_f, head_b = compute.head(model, b, seq_len, tp)
     full = training.activation_checkpointing == "full"
     counts = layers_per_virtual_stage(model.spec.layers, p * v)

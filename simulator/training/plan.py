@@ -49,7 +49,8 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     sharding = "HYBRID_SHARD" if s.kind == "hsdp" else ("FULL_SHARD" if s.kind == "zero3" else s.fsdp_sharding)
     if kind == "fsdp" and sharding == "NO_SHARD":
         kind = "ddp"
-    layer = compute.layer(model, b, seq_len, training.activation_checkpointing, tp, par.sequence_parallel)
+    layer = compute.layer(model, b, seq_len, training.activation_checkpointing, tp, par.sequence_parallel,
+                          training.flash_attention)
     head_f, head_b = compute.head(model, b, seq_len, tp)
     L = model.spec.layers
     layer_param_bytes = int(model.params_per_layer * PARAM_BYTES / tp)

@@ -1,16 +1,23 @@
 """Published training-throughput cases (../shared/data/training/cases.yaml): parsing, and the lowering
 of each case onto the specs the predictor takes, or the reason it cannot be expressed.
 
-A case is lowered to (TopologySpec, TrainingSpec, ModelSpec). Only data parallelism is expressible here
-(FSDP, ZeRO-1/2/3, DDP); tensor, pipeline and context parallelism come later and such cases are skipped
-with the reason. Every field a case does not state and that had to be filled in is named in the
+A case is lowered to (TopologySpec, TrainingSpec, ModelSpec): data parallelism (FSDP, ZeRO-1/2/3, DDP)
+with tensor and pipeline parallelism (training_parallel: degrees, placement, schedule and the framework's
+conventions); context parallelism (cp > 1) is not modelled and such cases are skipped with the reason.
+A layout must fit: tp x pp divides the GPUs and a stated dp gives tp x pp x dp = GPUs, else skipped.
+Every field a case does not state and that had to be filled in is named in the
 mapped case's `defaults` ("flagged" cases). The fillers, in one place:
 
 - GPUs per node: the preset's (8; 16 on DGX-2). Inter-node network: the preset's NICs and transport.
 - seq_len: 8192 for torchtitan (its llama3 train configs), else 2048. Precision: bf16, or fp16 on GPUs
   without bf16 (V100). Activation checkpointing: none. FFN: 4 x hidden. FSDP sharding: FULL_SHARD.
-- Batch: micro-batch = global batch / (GPUs x grad_accum); no global batch: no accumulation.
+- Batch: micro-batch = global batch / (data-parallel ranks x grad_accum); no global batch: no
+  accumulation. With PP the micro-batch is one pipeline micro-step's, global = micro x dp x micro-steps.
+- A strategy list naming no data-parallel strategy ('tp', 'pp'): ddp, or the framework's (zero1 for
+  Megatron-Core's distributed optimizer, NeMo, Megatron-DeepSpeed bf16). LoRA fine-tuning: skipped.
 - The optimizer is AdamW for every case (no source names another): not flagged.
+- Attention: fused (flash) except in Megatron-LM and Megatron-DeepSpeed runs, which predate their
+  flash-attention support and pass the score matrix through memory (not flagged: a fact of the era).
 Free text is read with a few patterns: "A100 80GB (Selene, DGX A100)" -> A100-SXM4-80GB on dgx-a100,
 "4 x 100 Gbps IB" -> 4 NICs of 100 Gb/s, "400 Gb/s per GPU" -> one 400 Gb/s NIC per GPU, "1600 Gbps"
 -> the node total over the preset's NIC count; "8K" tokens = 8192, "250k" vocabulary = 250000.
@@ -21,18 +28,26 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import ValidationError
 
 from simulator.core.errors import ClusterSimError, ConfigError
 from simulator.core.yaml_text import load_yaml_text
 from simulator.validation.training_cluster import Unexpressible, topology_of
+from simulator.validation.training_parallel import lower_parallel
+from simulator.validation.training_strategy import (
+    FAMILY_OF_KIND,
+    KNOWN_STRATEGIES,
+    Family,
+    model_parallel_degrees,
+    strategy_family,
+    strategy_names,
+    strategy_spec,
+)
 from topologies.hardware import gpu_spec
 from topologies.spec import TopologySpec
-from workloads.spec import Checkpointing, FsdpSharding, ModelSpec, Precision, StrategyKind, StrategySpec, TrainingSpec
-
-Family = Literal["fsdp", "zero", "ddp"]
+from workloads.spec import Checkpointing, ModelSpec, Precision, TrainingSpec
 
 _SECTIONS = ("model", "training", "cluster", "metrics")
 # Field -> what parse_cases accepts besides null ("int", "str", "int|str", "bool|str", "str-list").
@@ -140,7 +155,8 @@ class MappedCase:
     """A case lowered onto the predictor's specs, or the reason it is skipped (specs then None).
 
     family: the data-parallel strategy family (fsdp / zero / ddp; None: none understood).
-    model_parallel: the case uses tensor/pipeline/context parallelism (out of scope for now).
+    model_parallel: the case uses tensor, pipeline or context parallelism (a degree above 1, or unknown).
+    context_parallel: the case uses context parallelism (cp > 1), which is not modelled.
     """
 
     case: TrainingCase
@@ -152,91 +168,13 @@ class MappedCase:
     topology: TopologySpec | None = None
     training: TrainingSpec | None = None
     model: ModelSpec | None = None
+    context_parallel: bool = False
 
     @property
     def in_scope(self) -> bool:
-        """A data-parallel case (FSDP, ZeRO, DDP) without model parallelism: what this tool should express."""
-        return self.family is not None and not self.model_parallel
-
-
-# --- strategy -------------------------------------------------------------------------------------
-
-_KNOWN_STRATEGIES = ("fsdp", "hsdp", "zero1", "zero2", "zero3", "zeropp", "ddp", "dp", "tp", "pp", "cp")
-_MODEL_PARALLEL = ("tp", "pp", "cp")
-_ZERO_KINDS: dict[int | None, StrategyKind] = {1: "zero1", 2: "zero2", 3: "zero3"}
-_FSDP_SHARDINGS: dict[str, FsdpSharding] = {
-    "FULL_SHARD": "FULL_SHARD", "SHARD_GRAD_OP": "SHARD_GRAD_OP", "HYBRID_SHARD": "HYBRID_SHARD",
-    "NO_SHARD": "NO_SHARD"}
-# Composer's FSDP mixed_precision modes: FULL and DEFAULT reduce gradients in fp32, PURE in the amp dtype.
-_REDUCE_BYTES = {"FULL": 4, "DEFAULT": 4, "PURE": 2}
-
-
-def _strategy_names(training: Mapping[str, Any]) -> list[str]:
-    raw = training["strategy"]
-    return [s.strip().lower() for s in ([raw] if isinstance(raw, str) else raw)]
-
-
-def _leading_int(value: Any) -> int | None:
-    if isinstance(value, int):
-        return value
-    match = re.match(r"\s*(\d+)", value) if isinstance(value, str) else None
-    return int(match.group(1)) if match else None
-
-
-def _model_parallel(training: Mapping[str, Any], names: list[str]) -> list[str]:
-    """'tp=4'-style descriptions of the model-parallel degrees above 1 (or stated but unknown)."""
-    used = [f"{n}={training[n]}" for n in _MODEL_PARALLEL if (training.get(n) or 1) > 1]
-    product = training.get("model_parallel_size_tp_x_pp")
-    if product and product > 1:
-        used.append(f"tp x pp={product}")
-    elif not product:
-        used += [f"{n}=?" for n in _MODEL_PARALLEL if n in names and training.get(n) is None]
-    return used
-
-
-def _family(training: Mapping[str, Any], names: list[str], model_parallel: bool) -> tuple[Family | None, str | None]:
-    """The data-parallel family and, when it is inferred rather than named, the flag saying so."""
-    if "fsdp" in names or "hsdp" in names:
-        return "fsdp", None
-    if any(n.startswith("zero") for n in names) or training.get("zeropp") is True \
-            or _leading_int(training.get("zero_stage")):
-        return "zero", None
-    if "ddp" in names or "dp" in names:
-        return "ddp", None
-    if not model_parallel and all(n in _MODEL_PARALLEL for n in names):
-        return "ddp", f"strategy {names} at degree 1: plain data parallelism (ddp)"
-    return None, None
-
-
-def _strategy_spec(training: Mapping[str, Any], names: list[str], family: Family, n_gpus: int,
-                   defaults: list[str]) -> StrategySpec:
-    if family == "ddp":
-        return StrategySpec(kind="ddp")
-    if family == "zero":
-        if "zeropp" in names or training.get("zeropp") is True:
-            raise Unexpressible("ZeRO++ (quantized weight/gradient collectives, hpZ secondary partition) "
-                                 "is not expressible")
-        if training.get("offload"):
-            raise Unexpressible(f"ZeRO-Offload ({training['offload']}) is not expressible")
-        stages = [int(n[4]) for n in names if n in ("zero1", "zero2", "zero3")]
-        stage = stages[0] if stages else _leading_int(training.get("zero_stage"))
-        if stage not in _ZERO_KINDS:
-            raise Unexpressible(f"ZeRO stage {training.get('zero_stage')!r} not understood")
-        return StrategySpec(kind=_ZERO_KINDS[stage])
-    stated = training.get("fsdp_sharding_strategy")
-    if stated is None:
-        defaults.append("fsdp_sharding_strategy not stated: FULL_SHARD")
-    sharding = _FSDP_SHARDINGS.get(stated or "FULL_SHARD")
-    if sharding is None:
-        raise Unexpressible(f"fsdp_sharding_strategy {stated!r} not known; known: {', '.join(_FSDP_SHARDINGS)}")
-    mode = training.get("fsdp_mixed_precision_mode")
-    if mode is not None and mode.upper() not in _REDUCE_BYTES:
-        raise Unexpressible(f"fsdp_mixed_precision_mode {mode!r} not known; known: {', '.join(_REDUCE_BYTES)}")
-    knobs: dict[str, Any] = {"grad_reduce_bytes": _REDUCE_BYTES[mode.upper()]} if mode else {}
-    shard_degree = training.get("fsdp")
-    if sharding == "HYBRID_SHARD" or "hsdp" in names or (shard_degree and shard_degree < n_gpus):
-        return StrategySpec(kind="hsdp", fsdp_sharding="HYBRID_SHARD", shard_group_gpus=shard_degree, **knobs)
-    return StrategySpec(kind="fsdp", fsdp_sharding=sharding, **knobs)
+        """A case whose data-parallel family is understood and that uses no context parallelism: what this
+        tool should express (with or without tensor/pipeline parallelism)."""
+        return self.family is not None and not self.context_parallel
 
 
 # --- model, batch, precision ----------------------------------------------------------------------
@@ -281,8 +219,8 @@ def _architecture(name: str, framework: str) -> dict[str, bool]:
     return {}
 
 
-def _model_spec(case: TrainingCase, seq_len: int, defaults: list[str]) -> ModelSpec:
-    model = case.model
+def _model_spec(case: TrainingCase, model: Mapping[str, Any], seq_len: int, defaults: list[str]) -> ModelSpec:
+    """The case's model section (with filled-in fields) as a ModelSpec."""
     missing = [k for k in ("layers", "hidden", "heads", "vocab") if model.get(k) is None]
     if missing:
         raise Unexpressible(f"model shape not stated: {', '.join(missing)}")
@@ -334,8 +272,13 @@ def _checkpointing(value: bool | str | None, defaults: list[str]) -> Checkpointi
     raise Unexpressible(f"activation_checkpointing {value!r} not understood")
 
 
-def _batch(training: Mapping[str, Any], n_gpus: int, defaults: list[str]) -> dict[str, int | None]:
-    """micro_batch and global_batch (or grad_accum) for a data-parallel job on `n_gpus` GPUs."""
+def _batch(training: Mapping[str, Any], n_dp: int, n_gpus: int, defaults: list[str]) -> dict[str, int | None]:
+    """micro_batch and global_batch (or grad_accum) over `n_dp` data-parallel ranks of `n_gpus` GPUs.
+
+    global_batch = micro_batch x data-parallel ranks x micro-steps (Megatron's and DeepSpeed's
+    definition; with pipeline parallelism a micro-step is one pipeline micro-batch).
+    """
+    ranks = "GPUs" if n_dp == n_gpus else f"data-parallel degree {n_dp}"
     micro: int | None = training.get("micro_batch")
     glob: int | None = training.get("global_batch")
     accum: int | None = training.get("grad_accum")
@@ -346,51 +289,81 @@ def _batch(training: Mapping[str, Any], n_gpus: int, defaults: list[str]) -> dic
             defaults.append("global_batch not stated: no gradient accumulation")
         return {"micro_batch": micro or 1, "grad_accum": accum}
     if micro is None:
-        micro = glob // (n_gpus * (accum or 1))
-        defaults.append(f"micro_batch not stated: global_batch / (GPUs x grad_accum {accum or 1}) = {micro}")
-    if micro < 1 or glob % (micro * n_gpus):
-        raise Unexpressible(f"global_batch {glob} is not a multiple of micro_batch {micro} x {n_gpus} GPUs")
-    if accum is not None and accum != glob // (micro * n_gpus):
-        raise Unexpressible(f"global_batch {glob} != micro_batch {micro} x grad_accum {accum} x {n_gpus} GPUs")
+        micro = glob // (n_dp * (accum or 1))
+        defaults.append(f"micro_batch not stated: global_batch / ({ranks} x grad_accum {accum or 1}) = {micro}")
+    if micro < 1 or glob % (micro * n_dp):
+        raise Unexpressible(f"global_batch {glob} is not a multiple of micro_batch {micro} x {ranks}")
+    if accum is not None and accum != glob // (micro * n_dp):
+        raise Unexpressible(f"global_batch {glob} != micro_batch {micro} x grad_accum {accum} x {ranks}")
     return {"micro_batch": micro, "global_batch": glob}
+
+
+def _check_task(training: Mapping[str, Any]) -> None:
+    if "lora" in str(training.get("task") or "").lower():
+        raise Unexpressible("LoRA fine-tuning (frozen base weights: no weight gradients or optimizer states for "
+                            "them) is not expressible")
+
+
+# Frameworks whose attention ran unfused (scores through HBM) in the published runs: Megatron-LM before
+# its --use-flash-attn (2023) and BLOOM's Megatron-DeepSpeed (2022); FlashAttention (Dao et al.) is from 2022.
+_UNFUSED_ATTENTION_FRAMEWORKS = ("megatron-lm", "megatron-deepspeed")
+
+
+def _flash_attention(framework: str) -> bool:
+    """Whether the case's framework ran a fused attention kernel (see _UNFUSED_ATTENTION_FRAMEWORKS)."""
+    return framework.strip().lower() not in _UNFUSED_ATTENTION_FRAMEWORKS
 
 
 def map_case(case: TrainingCase) -> MappedCase:
     """Lower `case` onto (TopologySpec, TrainingSpec, ModelSpec), or say why it is skipped.
 
-    Order of the checks (the first failing one is the reason): strategy understood; no tensor/pipeline/
-    context parallelism; strategy expressible; GPU and cluster; model shape; precision, batch.
+    Order of the checks (the first failing one is the reason): strategy understood; no context
+    parallelism; task (not LoRA); GPU and cluster; layout (tp x pp x dp fits the GPUs); strategy
+    expressible; model shape; precision, batch.
     """
     training = case.training
-    names = _strategy_names(training)
-    unknown = [n for n in names if n not in _KNOWN_STRATEGIES]
-    model_parallel = _model_parallel(training, names)
-    family, inferred = _family(training, names, bool(model_parallel))
+    names = strategy_names(training)
+    unknown = [n for n in names if n not in KNOWN_STRATEGIES]
+    model_parallel = model_parallel_degrees(training, names)
+    cp = training.get("cp") or 1
+    family, inferred = strategy_family(training, names, bool(model_parallel))
     defaults: list[str] = [inferred] if inferred else []
     gpu: str | None = None
 
     def skipped(reason: str) -> MappedCase:
-        return MappedCase(case, family, bool(model_parallel), gpu, tuple(defaults), skipped=reason)
+        return MappedCase(case, family, bool(model_parallel), gpu, tuple(defaults), skipped=reason,
+                          context_parallel=cp > 1)
 
     if unknown:
-        return skipped(f"strategy {unknown} not known; known: {', '.join(_KNOWN_STRATEGIES)}")
-    if model_parallel:
-        return skipped(f"tensor/pipeline/context parallelism ({', '.join(model_parallel)}): later issue")
+        return skipped(f"strategy {unknown} not known; known: {', '.join(KNOWN_STRATEGIES)}")
+    if cp > 1:
+        return skipped(f"context parallelism (cp={cp}) not modelled")
     if family is None:
         return skipped(f"no data-parallel strategy in {names}")
     try:
+        _check_task(training)
         topology, gpu = topology_of(case.cluster, defaults)
         n_gpus = topology.gpus_per_node * topology.nodes
-        strategy = _strategy_spec(training, names, family, n_gpus, defaults)
+        layout = lower_parallel(case.id, training, case.model, names, n_gpus, defaults)
+        kind = layout.strategy_kind
+        if kind not in (None, "ddp") and inferred in defaults:
+            defaults.remove(inferred)  # the framework's convention says which strategy, and is flagged
+        strategy = strategy_spec(layout.training, names, family, layout.dp, defaults, kind, layout.strategy_knobs)
+        family = FAMILY_OF_KIND[strategy.kind]
         seq_len = _seq_len(case, defaults)
-        model = _model_spec(case, seq_len, defaults)
-        job = TrainingSpec(model=model, seq_len=seq_len, precision=_precision(training.get("precision"), gpu, defaults),
-                           activation_checkpointing=_checkpointing(training.get("activation_checkpointing"), defaults),
-                           strategy=strategy, **_batch(training, n_gpus, defaults))
+        model = _model_spec(case, layout.model, seq_len, defaults)
+        job = TrainingSpec(model=model, seq_len=seq_len,
+                           precision=_precision(layout.training.get("precision") or training.get("quantization"),
+                                                gpu, defaults),
+                           activation_checkpointing=_checkpointing(layout.training.get("activation_checkpointing"),
+                                                                   defaults),
+                           flash_attention=_flash_attention(str(training.get("framework", ""))),
+                           strategy=strategy, parallel=layout.parallel,
+                           **_batch(layout.training, layout.dp, n_gpus, defaults))
     except Unexpressible as exc:
         return skipped(str(exc))
     except ClusterSimError as exc:
         return skipped(str(exc))
     except ValidationError as exc:
         return skipped(" ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
-    return MappedCase(case, family, False, gpu, tuple(defaults), None, topology, job, model)
+    return MappedCase(case, family, bool(model_parallel), gpu, tuple(defaults), None, topology, job, model)

@@ -17,6 +17,8 @@ class Unexpressible(Exception):
 
 
 _GBPS = r"(\d+(?:\.\d+)?)\s*([GT])(?:b|bit)(?:ps|/s)"
+_OPA_LINKS = re.compile(r"(\d+)\s*(?:x\s*)?(?:intel\s*)?omni-?path(?:\s*architecture)?\s*links?", re.IGNORECASE)
+OPA_GBPS = 100.0  # Intel Omni-Path Architecture (100 Series): 100 Gb/s per port
 
 
 def _gpu_and_preset(text: str, gpus_per_node: int | None, defaults: list[str]) -> tuple[str, str]:
@@ -71,6 +73,9 @@ def _stated_nics(cluster: Mapping[str, Any], gpus_per_node: int, preset_nics: in
             return gpus_per_node, _gbps(speed.group(1), speed.group(2))
         if speed:
             return preset_nics, _gbps(speed.group(1), speed.group(2)) / preset_nics
+    opa = _OPA_LINKS.search(str(cluster.get("inter_node") or ""))
+    if opa:  # "4 OmniPath links per node": the links' count, at Omni-Path's one speed
+        return int(opa.group(1)), OPA_GBPS
     return None
 
 

@@ -1,19 +1,25 @@
 """Predicted vs published training throughput: the metric each case is judged on, the error per case,
 two baselines the simulator must beat, and the summaries per source and overall.
 
-- Metric: per case, the first published one of tokens/s/GPU, model TFLOP/s per GPU, MFU % (in that
-  order). Where the case's note says the source's TFLOP/s count activation recomputation (hardware
-  FLOPs, e.g. Megatron-DeepSpeed's "4*2 coefficient"), the prediction is converted to hardware FLOPs:
-  full recomputation runs the forward twice, 8 instead of 6 FLOPs per parameter and token, so x 4/3
-  (the factor of Megatron's formula: checkpoint factor 4 instead of 3); with selective recomputation
-  the recomputed share is unknown and the case is skipped. Error = |predicted - published| / published.
+- Metric: per case, the first published one of model TFLOP/s per GPU, MFU %, tokens/s/GPU (in that
+  order). Where the source's TFLOP/s count activation recomputation (hardware FLOPs), the prediction
+  is converted to hardware FLOPs: full recomputation runs the forward twice, 8 instead of 6 FLOPs per
+  parameter and token, so x 4/3 (the factor of Megatron's formula: checkpoint factor 4 instead of 3);
+  with selective recomputation the recomputed share is unknown and the case is skipped. Sources
+  counting recomputation: the case's note says so (e.g. Megatron-DeepSpeed's "4*2 coefficient");
+  Narayanan et al. 2021 (SC21, megatron-sc21-*), whose eq. 3, 96 B s l h^2 (1 + s/6h + V/16lh), is
+  4 x 24 B s l h^2: it counts the recomputed forward of its full-recompute runs; and Megatron-DeepSpeed
+  (BLOOM), whose throughput log is that equation with checkpoint_activations_factor 4 when recomputing.
+  Error = |predicted - published| / published.
 - Lookup table: a case's metric predicted as the median of the same metric over the OTHER expressed
-  cases with the same GPU and strategy family (fsdp / zero / ddp); no such case, no baseline.
+  cases with the same GPU, strategy family (fsdp / zero / ddp) and parallelism class (with or without
+  tensor/pipeline parallelism); no such case, no baseline.
 - Change figure: for pairs of expressed cases identical but for GPU count or inter-node bandwidth, the
   predicted ratio of the metric vs the published one, |pred ratio / pub ratio - 1|; the lookup table
   predicts every ratio to be 1.
-- Coverage: expressed cases / data-parallel cases (FSDP, ZeRO, DDP without tensor/pipeline/context
-  parallelism).
+- Coverage: expressed cases / in-scope cases (a data-parallel family understood, no context
+  parallelism), overall and separately for the cases with tensor/pipeline parallelism
+  (model_parallel) and those without.
 """
 
 from __future__ import annotations
@@ -58,12 +64,15 @@ _HARDWARE_FLOPS_NOTE = re.compile(
     r"hardware TFLOP|4\s*\*\s*2 coefficient|incl(?:\.|uding) (?:activation )?recomput|count(?:s|ing) recomputation",
     re.IGNORECASE)
 _RECOMPUTE_FACTOR = {"none": 1.0, "full": 4.0 / 3.0}  # hardware / model FLOPs (see module docstring)
+_HARDWARE_FLOPS_IDS = ("megatron-sc21-",)  # SC21 eq. 3 counts the recomputed forward
+_HARDWARE_FLOPS_FRAMEWORKS = ("megatron-deepspeed",)  # its log: SC21 eq. 3, checkpoint_activations_factor 4
 # Training fields the mapping reads; the others (torch_compile, fsdp_mixed_precision_mode, ...) must be
 # equal for two cases to form a change pair.
 _MAPPED_TRAINING_KEYS = frozenset({
     "strategy", "tp", "pp", "cp", "dp", "dp_derived", "fsdp", "model_parallel_size_tp_x_pp", "micro_batch",
     "global_batch", "global_batch_tokens", "grad_accum", "precision", "activation_checkpointing",
-    "fsdp_sharding_strategy", "fsdp_mixed_precision_mode", "zero_stage", "zeropp"})
+    "fsdp_sharding_strategy", "fsdp_mixed_precision_mode", "zero_stage", "zeropp", "pp_schedule", "async_tp",
+    "comm_overlap", "quantization"})
 
 
 @dataclass(frozen=True)
@@ -86,13 +95,19 @@ def _number(value: Any) -> float | None:
     return float(match.group(1)) if match else None
 
 
+def counts_recomputation(case: TrainingCase) -> bool:
+    """The source's FLOP figures count activation recomputation (see the module docstring)."""
+    framework = str(case.training.get("framework") or "").lower()
+    return bool(_HARDWARE_FLOPS_NOTE.search(case.note)) or case.id.startswith(_HARDWARE_FLOPS_IDS) \
+        or any(name in framework for name in _HARDWARE_FLOPS_FRAMEWORKS)
+
+
 def choose_metric(case: TrainingCase) -> CaseMetric | None:
     """The first published metric of METRIC_KEYS that the case has as a number ('49%' reads 49)."""
     for key, kind in METRIC_KEYS:
         value = _number(case.metrics.get(key))
         if value is not None and value > 0:
-            hardware = kind != "tokens_per_s_per_gpu" and bool(_HARDWARE_FLOPS_NOTE.search(case.note))
-            return CaseMetric(key, kind, value, hardware)
+            return CaseMetric(key, kind, value, kind != "tokens_per_s_per_gpu" and counts_recomputation(case))
     return None
 
 
@@ -145,6 +160,7 @@ class CaseResult:
     defaults: tuple[str, ...]
     fits_in_memory: bool | None = None
     lookup_predicted: float | None = None
+    model_parallel: bool = False
 
     @property
     def published(self) -> float | None:
@@ -163,7 +179,7 @@ def _predict(mapped: MappedCase, predictor: Predictor) -> CaseResult:
     case = mapped.case
     metric = choose_metric(case)
     result = CaseResult(case.id, case.source, mapped.family, mapped.in_scope, mapped.gpu, metric, None,
-                        mapped.skipped, mapped.defaults)
+                        mapped.skipped, mapped.defaults, model_parallel=mapped.model_parallel)
     skipped = mapped.skipped or _metric_problem(metric, case, mapped.training)
     if skipped or mapped.topology is None or mapped.training is None or mapped.model is None:
         return replace(result, skipped=skipped or "not expressed")
@@ -188,7 +204,7 @@ def lookup_table_predictions(entries: Sequence[tuple[Hashable, float] | None]) -
 def _lookup_key(r: CaseResult) -> tuple[Hashable, float] | None:
     if r.predicted is None or r.metric is None:
         return None
-    return (r.gpu, r.family, r.metric.kind, r.metric.hardware_flops), r.metric.published
+    return (r.gpu, r.family, r.model_parallel, r.metric.kind, r.metric.hardware_flops), r.metric.published
 
 
 @dataclass(frozen=True)
@@ -219,8 +235,8 @@ def _scale(topo: TopologySpec) -> tuple[int, float | None]:
 
 def _pair_key(case: TrainingCase, topo: TopologySpec, job: TrainingSpec, model: ModelSpec) -> str:
     """Everything that must be equal for two cases to form a change pair."""
-    n_gpus = topo.gpus_per_node * topo.nodes
-    accum = job.global_batch // (job.micro_batch * n_gpus) if job.global_batch else job.grad_accum or 1
+    n_dp = topo.gpus_per_node * topo.nodes // (job.parallel.tp * job.parallel.pp)
+    accum = job.global_batch // (job.micro_batch * n_dp) if job.global_batch else job.grad_accum or 1
     extras = {k: v for k, v in case.training.items() if k not in _MAPPED_TRAINING_KEYS}
     metric = choose_metric(case)
     return json.dumps([
@@ -259,7 +275,7 @@ def _median(values: Sequence[float | None]) -> float | None:
 
 @dataclass(frozen=True)
 class Summary:
-    """The figures of one source (or of all: source 'ALL')."""
+    """The figures of one source (or of all: source 'ALL'; of a parallelism class: 'ALL tp/pp', 'ALL dp-only')."""
 
     source: str
     cases: int
@@ -287,15 +303,18 @@ class TrainingReport:
     def sources(self) -> list[str]:
         return sorted({r.source for r in self.cases})
 
-    def summary(self, source: str | None = None) -> Summary:
-        """Figures over the cases of `source` (all cases when None)."""
-        rows = [r for r in self.cases if source is None or r.source == source]
+    def summary(self, source: str | None = None, model_parallel: bool | None = None) -> Summary:
+        """Figures over the cases of `source` (all cases when None); with `model_parallel`, only the cases
+        with (True) or without (False) tensor/pipeline parallelism."""
+        rows = [r for r in self.cases if (source is None or r.source == source)
+                and (model_parallel is None or r.model_parallel == model_parallel)]
+        label = (source or "ALL") + ("" if model_parallel is None else " tp/pp" if model_parallel else " dp-only")
         ids = {r.id for r in rows}
         expressed = [r for r in rows if r.predicted is not None]
         with_lookup = [r for r in expressed if r.lookup_predicted is not None]
         pairs = [p for p in self.pairs if p.first in ids]
         return Summary(
-            source or "ALL", len(rows), sum(r.in_scope for r in rows), len(expressed),
+            label, len(rows), sum(r.in_scope for r in rows), len(expressed),
             _median([r.abs_pct_error for r in expressed]), len(with_lookup),
             _median([r.lookup_abs_pct_error for r in with_lookup]), _median([r.abs_pct_error for r in with_lookup]),
             len(pairs), _median([p.abs_pct_error for p in pairs]), _median([p.lookup_abs_pct_error for p in pairs]))
@@ -335,7 +354,9 @@ def _summary_json(s: Summary) -> dict[str, Any]:
 
 
 def report_to_json(report: TrainingReport) -> dict[str, Any]:
-    """The `validate-training --json` contract (DESIGN.md section 11), plus baselines and summaries."""
+    """The `validate-training --json` contract (DESIGN.md section 11), plus baselines and summaries: per
+    source, and for the cases with tensor/pipeline parallelism (`model_parallel`) and without
+    (`data_parallel_only`)."""
     cases = [{
         "id": r.id, "source": r.source, "metric": r.metric.key if r.metric else None,
         "metric_kind": r.metric.kind if r.metric else None,
@@ -343,11 +364,12 @@ def report_to_json(report: TrainingReport) -> dict[str, Any]:
         "predicted": None if r.predicted is None else round(r.predicted, 4), "abs_pct_error": _r(r.abs_pct_error),
         "skipped": r.skipped, "defaults": list(r.defaults), "family": r.family, "in_scope": r.in_scope,
         "fits_in_memory": r.fits_in_memory, "lookup_predicted": _r(r.lookup_predicted),
-        "lookup_abs_pct_error": _r(r.lookup_abs_pct_error),
+        "lookup_abs_pct_error": _r(r.lookup_abs_pct_error), "model_parallel": r.model_parallel,
     } for r in report.cases]
     pairs = [{"first": p.first, "second": p.second, "change": p.change, "published_ratio": round(p.published_ratio, 4),
               "predicted_ratio": round(p.predicted_ratio, 4), "abs_pct_error": _r(p.abs_pct_error),
               "lookup_abs_pct_error": _r(p.lookup_abs_pct_error)} for p in report.pairs]
     overall = _summary_json(report.summary())
     return {"cases": cases, **overall, "sources": {s: _summary_json(report.summary(s)) for s in report.sources},
-            "pairs": pairs}
+            "model_parallel": _summary_json(report.summary(model_parallel=True)),
+            "data_parallel_only": _summary_json(report.summary(model_parallel=False)), "pairs": pairs}

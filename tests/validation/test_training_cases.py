@@ -93,9 +93,10 @@ def fake_prediction(n_gpus: int, tokens_per_step: int, tokens_per_s_per_gpu: flo
 def fake_predictor(topology, training, model) -> StepPrediction:
     """tokens/s/GPU = 1000 x layers / 32 on one node, 10% less on more (6 GFLOP per token)."""
     n_gpus = topology.gpus_per_node * topology.nodes
-    accum = training.global_batch // (training.micro_batch * n_gpus) if training.global_batch else \
+    n_dp = n_gpus // (training.parallel.tp * training.parallel.pp)
+    accum = training.global_batch // (training.micro_batch * n_dp) if training.global_batch else \
         training.grad_accum or 1
-    tokens = training.micro_batch * accum * n_gpus * training.seq_len
+    tokens = training.micro_batch * accum * n_dp * training.seq_len
     rate = 1000.0 * model.layers / 32 * (0.9 if topology.nodes > 1 else 1.0)
     return fake_prediction(n_gpus, tokens, rate)
 
@@ -158,13 +159,6 @@ def test_llmfoundry_fsdp_case_lowers_to_full_shard_on_64_dgx_h100():
     assert m.model.tied_embeddings and m.model.learned_positions and m.model.bias  # LLM Foundry MPTConfig
     assert any("gpus_per_node not stated" in d for d in m.defaults)
     assert any("inter-node network not stated" in d for d in m.defaults)
-
-
-def test_bloom_tp_pp_case_is_skipped_for_a_later_issue():
-    """TP=4 x PP=12: skipped with the model-parallel reason; a ZeRO case, but not in this issue's scope."""
-    m = mapped(BLOOM_176B)
-    assert m.skipped == "tensor/pipeline/context parallelism (tp=4, pp=12): later issue"
-    assert m.family == "zero" and m.model_parallel and not m.in_scope and m.training is None
 
 
 def test_case_without_hidden_size_is_skipped():
@@ -259,14 +253,15 @@ def test_seq_len_in_k_and_missing_fields_use_flagged_defaults():
         ({"strategy": ["fsdp"], "fsdp_mixed_precision_mode": "HALF"}, None, "fsdp_mixed_precision_mode 'HALF'"),
         ({"strategy": ["zeropp"], "zero_stage": 3, "zeropp": True}, None, "ZeRO++"),
         ({"strategy": ["zero3"], "zero_stage": 3, "offload": "CPU"}, None, "ZeRO-Offload"),
-        ({"strategy": ["fsdp", "cp"], "cp": 4}, None, "(cp=4): later issue"),
-        ({"strategy": ["tp", "pp", "dp"], "model_parallel_size_tp_x_pp": 2}, None, "(tp x pp=2): later issue"),
+        ({"strategy": ["fsdp", "cp"], "cp": 4}, None, "context parallelism (cp=4) not modelled"),
+        ({"strategy": ["tp", "pp", "dp"], "model_parallel_size_tp_x_pp": 2}, None,
+         "tp x pp = 2 stated without the split into tp and pp"),
         ({"strategy": ["moe"]}, None, "strategy ['moe'] not known"),
     ],
 )
 def test_strategies(training, kind, reason):
-    """fsdp / hsdp / zero1-3 / ddp (dp) are expressed; ZeRO++, offload, model parallelism and unknown
-    settings are skipped with the reason."""
+    """fsdp / hsdp / zero1-3 / ddp (dp) are expressed; ZeRO++, offload, context parallelism, a tp x pp
+    product without its split and unknown settings are skipped with the reason."""
     m = mapped(case(training={"fsdp_sharding_strategy": None, "grad_accum": None, **training},
                     cluster={"num_gpus": 16}))
     if reason is None:
@@ -388,13 +383,18 @@ def test_predictor_errors_skip_the_case_and_never_stop_the_run():
 
 def test_report_json_keys():
     """--json: cases with id, metric, published (the source's number), predicted, abs_pct_error, skipped,
-    defaults; overall median, baselines and coverage; per-source summaries and the pairs."""
+    defaults, model_parallel; overall median, baselines and coverage; per-source summaries, the summaries
+    with and without tensor/pipeline parallelism, and the pairs."""
     data = report_to_json(evaluate(parse(*_scaling_set(), BLOOM_176B), fake_predictor))
     row = data["cases"][-1]
-    assert {"id", "metric", "published", "predicted", "abs_pct_error", "skipped", "defaults"} <= set(row)
-    assert (row["id"], row["metric"], row["published"], row["predicted"]) == \
-        ("bloom-176b-production-384gpu", "TFLOPs_per_GPU", 149.77, None)
-    assert row["skipped"].startswith("tensor/pipeline") and data["cases"][0]["skipped"] is None
+    assert {"id", "metric", "published", "predicted", "abs_pct_error", "skipped", "defaults",
+            "model_parallel"} <= set(row)
+    assert (row["id"], row["metric"], row["published"], row["skipped"], row["model_parallel"]) == \
+        ("bloom-176b-production-384gpu", "TFLOPs_per_GPU", 149.77, None, True)
+    assert row["predicted"] is not None and data["cases"][0]["skipped"] is None
     assert {"median_abs_pct_error", "lookup_median_abs_pct_error", "change_median_abs_pct_error",
-            "change_lookup_median_abs_pct_error", "coverage", "sources", "pairs"} <= set(data)
+            "change_lookup_median_abs_pct_error", "coverage", "sources", "pairs", "model_parallel",
+            "data_parallel_only"} <= set(data)
     assert data["coverage"] == 1.0 and set(data["sources"]) == {"bloom", "other", "src"}
+    assert (data["model_parallel"]["n_cases"], data["model_parallel"]["expressed"]) == (1, 1)
+    assert (data["data_parallel_only"]["n_cases"], data["data_parallel_only"]["expressed"]) == (5, 5)

@@ -1,0 +1,308 @@
+"""Tensor / pipeline parallelism of a published training case: its degrees, the data-parallel degree
+left over, and the conventions of the framework that ran it (placement of ranks, sequence
+parallelism, pipeline schedule, when gradients are reduced), or why it cannot be expressed.
+
+A case states at most its degrees (tp, pp, dp, or only tp x pp); everything else is the framework's
+behaviour, read from its code and named in the case's `defaults` ("flagged"):
+
+- Megatron-LM (2019-2022, megatron-2020-* and megatron-sc21-*): ranks tp innermost, then dp, then pp
+  (mpu.initialize_model_parallel); no sequence parallelism; `--DDP-impl local` (the default until
+  2023) all-reduces gradients after the whole backward. SC21 rows give only tp x pp and no heads:
+  the split, heads, micro-batch, recomputation, virtual pipeline and DDP implementation come from
+  SC21_TABLE_1 (the paper's Table 1 as its authors ran it).
+- Megatron-Core (the Megatron-LM README's H100 table): the flags in `comm_overlap`;
+  --overlap-param-gather means the distributed optimizer (zero1); --tp-comm-overlap requires
+  --sequence-parallel (Megatron-Core's argument check); ranks tp-dp-pp; micro-batch 1 if not stated.
+- NeMo (Megatron-Core): distributed optimizer (zero1) with grad-reduce and param-gather overlap,
+  sequence parallelism whenever tp > 1 (its llama recipes), ranks tp-dp-pp.
+- Megatron-DeepSpeed (BLOOM): ranks tp innermost, then dp, then pp (PipeModelDataParallelTopology,
+  axes pipe, data, model); DeepSpeed's TrainSchedule (1F1B) reduces gradients after the last
+  micro-batch; no sequence parallelism; its bf16 optimizer shards optimizer states (ZeRO-1).
+- torchtitan: device mesh (pp, dp_replicate, dp_shard, cp, tp), so tp-dp-pp; its TP plan shards the
+  norms (SequenceParallel); async TP overlaps TP communication; with PP, FSDP keeps parameters
+  gathered after forward, the local batch is split into one micro-batch per stage
+  (pp x stages per rank) and interleaved 1F1B puts 2 stages on each rank (generate_split_points).
+- Any other framework: the spec's defaults (tp-pp-dp, no sequence parallelism, 1F1B), flagged.
+Context parallelism (cp > 1) is not modelled: such cases are skipped by the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from simulator.validation.training_cluster import Unexpressible
+from simulator.validation.training_strategy import unnamed_strategy
+from workloads.spec import ParallelSpec, StrategyKind
+
+
+@dataclass(frozen=True)
+class Sc21Run:
+    """One weak-scaling run of Narayanan et al. 2021 (SC21), Table 1."""
+
+    heads: int
+    tp: int
+    pp: int
+    micro_batch: int
+    global_batch: int
+    layers_per_virtual_stage: int | None  # --num-layers-per-virtual-pipeline-stage (None: plain 1F1B)
+    torch_ddp: bool  # --DDP-impl torch (PyTorch DDP, overlapped); else local (after the backward)
+
+
+# (layers, hidden) -> the run. Source: Narayanan et al., "Efficient Large-Scale Language Model Training on
+# GPU Clusters Using Megatron-LM", SC21, Table 1, as run by its authors' script NVIDIA/Megatron-LM
+# examples/sc21/run_table_1.sh (TP, PP, MBS, GBS, NLS, HS, NAH, DDP, --num-layers-per-virtual-pipeline-stage;
+# every run --activations-checkpoint-method uniform, i.e. full recomputation, and --fp16).
+SC21_TABLE_1: dict[tuple[int, int], Sc21Run] = {
+    (24, 2304): Sc21Run(24, 1, 1, 16, 512, None, True),  # 1.7B
+    (30, 3072): Sc21Run(32, 2, 1, 16, 512, None, True),  # 3.6B
+    (36, 4096): Sc21Run(32, 4, 1, 16, 512, None, True),  # 7.5B
+    (40, 6144): Sc21Run(48, 8, 1, 8, 1024, None, True),  # 18.4B
+    (48, 8192): Sc21Run(64, 8, 2, 4, 1536, None, False),  # 39.1B
+    (60, 10240): Sc21Run(80, 8, 4, 2, 1792, 5, False),  # 76.1B
+    (80, 12288): Sc21Run(96, 8, 8, 2, 2304, 5, False),  # 145.6B
+    (96, 16384): Sc21Run(128, 8, 16, 1, 2160, 3, False),  # 310.1B
+    (105, 20480): Sc21Run(128, 8, 35, 1, 2520, 1, False),  # 529.6B
+    (128, 25600): Sc21Run(160, 8, 64, 1, 3072, None, False),  # 1008B
+}
+_SC21_SOURCE = "SC21 Table 1 as run by Megatron-LM examples/sc21/run_table_1.sh"
+_SC21_SCRIPT = "run_table_1.sh"
+TORCHTITAN_STAGES_PER_RANK = 2  # torchtitan generate_split_points: multi-stage schedules, no split points given
+
+
+@dataclass(frozen=True)
+class ParallelLowering:
+    """The case's layout with its framework's conventions.
+
+    training / model: the case's sections with filled-in fields (micro_batch, activation_checkpointing,
+    heads). strategy_kind: the framework's data-parallel strategy where the case names none (see
+    unnamed_strategy), else None. strategy_knobs: StrategySpec fields the framework sets.
+    """
+
+    training: Mapping[str, Any]
+    model: Mapping[str, Any]
+    parallel: ParallelSpec
+    dp: int
+    strategy_kind: StrategyKind | None = None
+    strategy_knobs: Mapping[str, Any] = field(default_factory=dict)
+
+
+def framework_of(training: Mapping[str, Any]) -> str:
+    """megatron-lm, megatron-core, nemo, megatron-deepspeed, torchtitan, or '' (not known)."""
+    text = str(training.get("framework") or "").lower()
+    for key, name in (("nemo", "nemo"), ("megatron-deepspeed", "megatron-deepspeed"),
+                      ("megatron-core", "megatron-core"), ("megatron-lm", "megatron-lm"),
+                      ("torchtitan", "torchtitan")):
+        if key in text:
+            return name
+    return ""
+
+
+def _fill_sc21(training: dict[str, Any], model: dict[str, Any], defaults: list[str]) -> Sc21Run:
+    """Fill tp, pp, heads, micro-batch and recomputation of an SC21 row that states only tp x pp."""
+    key = (int(model.get("layers") or 0), int(model.get("hidden") or 0))
+    run = SC21_TABLE_1.get(key)
+    product = training["model_parallel_size_tp_x_pp"]
+    if run is None:
+        raise Unexpressible(f"tp x pp = {product} without the split, and no SC21 Table 1 row with "
+                            f"{key[0]} layers x {key[1]} hidden")
+    if run.tp * run.pp != product or training.get("global_batch") not in (None, run.global_batch) \
+            or model.get("heads") not in (None, run.heads):
+        raise Unexpressible(f"SC21 Table 1 row for {key[0]} layers x {key[1]} hidden (tp {run.tp} x pp {run.pp}, "
+                            f"global batch {run.global_batch}, {run.heads} heads) disagrees with the case")
+    filled = [f"tp {run.tp}, pp {run.pp}", f"{run.heads} heads"]
+    training.update(tp=run.tp, pp=run.pp)
+    model["heads"] = run.heads
+    if training.get("micro_batch") is None:
+        training["micro_batch"] = run.micro_batch
+        filled.append(f"micro_batch {run.micro_batch}")
+    if training.get("activation_checkpointing") is None:
+        training["activation_checkpointing"] = "full"
+        filled.append("full recomputation (--activations-checkpoint-method uniform)")
+    defaults.append(f"not stated: {', '.join(filled)} ({_SC21_SOURCE})")
+    return run
+
+
+def _degrees(training: Mapping[str, Any], names: list[str], n_gpus: int, stated_dp: int | None) -> tuple[int, int, int]:
+    """(tp, pp, dp) with dp = GPUs / (tp x pp); a layout that does not fit the GPU count is an error."""
+    for name in ("tp", "pp"):
+        if name in names and training.get(name) is None and not training.get("model_parallel_size_tp_x_pp"):
+            raise Unexpressible(f"{name} degree not stated")
+    tp, pp = training.get("tp") or 1, training.get("pp") or 1
+    product = training.get("model_parallel_size_tp_x_pp")
+    if product and product != tp * pp:
+        if training.get("tp") is None and training.get("pp") is None:
+            raise Unexpressible(f"tp x pp = {product} stated without the split into tp and pp")
+        raise Unexpressible(f"tp x pp = {product} stated, but tp {tp} x pp {pp} = {tp * pp}")
+    if n_gpus % (tp * pp):
+        raise Unexpressible(f"tp x pp = {tp} x {pp} = {tp * pp} does not divide the {n_gpus} GPUs")
+    if stated_dp is not None and tp * pp * stated_dp != n_gpus:
+        raise Unexpressible(f"layout tp x pp x dp = {tp} x {pp} x {stated_dp} = {tp * pp * stated_dp} GPUs, but "
+                            f"the case has {n_gpus} GPUs")
+    return tp, pp, n_gpus // (tp * pp)
+
+
+@dataclass
+class _Draft:
+    """What a framework's conventions set, collected while lowering one case (then frozen into specs)."""
+
+    case_id: str
+    training: dict[str, Any]
+    unnamed: bool  # the case names no data-parallel strategy: the framework's applies
+    layers: int
+    tp: int
+    pp: int
+    dp: int
+    sc21: Sc21Run | None
+    kind: StrategyKind | None = None
+    spec: dict[str, Any] = field(default_factory=dict)
+    knobs: dict[str, Any] = field(default_factory=dict)
+    parts: list[str] = field(default_factory=list)
+
+    @property
+    def layered(self) -> bool:
+        return self.tp > 1 or self.pp > 1
+
+    def plain_schedule(self, why: str) -> None:
+        if self.pp > 1:
+            self.parts.append(f"pipeline schedule 1f1b ({why})")
+
+
+def _megatron_lm(d: _Draft) -> None:
+    d.kind = "ddp"
+    torch_ddp = bool(d.sc21 and d.sc21.torch_ddp)
+    d.knobs["overlap_grad_reduce"] = torch_ddp
+    if d.dp > 1:
+        d.parts.append(f"--DDP-impl {'torch' if torch_ddp else 'local'} "
+                       f"({_SC21_SCRIPT if d.sc21 else 'the default before 2023'}): "
+                       + ("PyTorch DDP buckets overlap the backward" if torch_ddp
+                          else "gradients all-reduced after the whole backward"))
+    if d.layered:
+        d.parts.append("ranks tp-dp-pp (mpu.initialize_model_parallel), no sequence parallelism")
+    per_stage = d.sc21.layers_per_virtual_stage if d.sc21 else None
+    if per_stage and d.pp > 1:
+        d.spec.update(pipeline_schedule="interleaved", virtual_stages=d.layers // (d.pp * per_stage))
+        d.parts.append(f"interleaved schedule, {d.spec['virtual_stages']} virtual stages "
+                       f"(--num-layers-per-virtual-pipeline-stage {per_stage}, {_SC21_SCRIPT})")
+    else:
+        d.plain_schedule(f"no virtual pipeline in {_SC21_SCRIPT}" if d.sc21 else "no virtual pipeline stated")
+
+
+def _megatron_core(d: _Draft) -> None:
+    flags = str(d.training.get("comm_overlap") or "")
+    d.knobs.update(overlap_grad_reduce="--overlap-grad-reduce" in flags,
+                   overlap_param_gather="--overlap-param-gather" in flags)
+    d.kind = "zero1" if d.knobs["overlap_param_gather"] else "ddp"
+    if d.knobs["overlap_param_gather"] and d.unnamed:
+        d.parts.append("--overlap-param-gather implies the distributed optimizer: zero1")
+    if d.tp > 1:
+        d.spec["tp_comm_overlap"] = d.spec["sequence_parallel"] = "--tp-comm-overlap" in flags
+        d.parts.append("sequence parallelism on (--tp-comm-overlap requires --sequence-parallel)"
+                       if d.spec["sequence_parallel"] else "sequence parallelism off")
+    if d.layered:
+        d.parts.append("ranks tp-dp-pp (Megatron-Core's order tp-cp-ep-dp-pp)")
+    d.plain_schedule("no virtual pipeline stated")
+    if d.training.get("micro_batch") is None:
+        d.training["micro_batch"] = 1
+        d.parts.append("micro_batch 1")
+
+
+def _nemo(d: _Draft) -> None:
+    d.kind = "zero1"
+    d.knobs.update(overlap_grad_reduce=True, overlap_param_gather=True)
+    d.parts.append(f"{'distributed optimizer (zero1) ' if d.unnamed else ''}with grad-reduce and param-gather "
+                   "overlap (NeMo recipes)")
+    if d.tp > 1:
+        d.spec["sequence_parallel"] = True
+        d.parts.append("sequence parallelism on with tp > 1 (NeMo llama recipes)")
+    if d.layered:
+        d.parts.append("ranks tp-dp-pp (Megatron-Core)")
+    d.plain_schedule("no virtual pipeline stated")
+
+
+def _megatron_deepspeed(d: _Draft) -> None:
+    bf16 = "bf16" in str(d.training.get("precision") or "").lower()
+    d.kind = "zero1" if bf16 else "ddp"
+    d.knobs["overlap_grad_reduce"] = False
+    if bf16 and d.unnamed:
+        d.parts.append("no strategy named: the bf16 optimizer shards optimizer states (zero1)")
+    if d.dp > 1:
+        d.parts.append("gradients reduced after the last micro-batch (DeepSpeed TrainSchedule ReduceGrads)")
+    if d.layered:
+        d.parts.append("ranks tp-dp-pp (DeepSpeed PipeModelDataParallelTopology), no sequence parallelism")
+    d.plain_schedule("DeepSpeed TrainSchedule")
+
+
+def _torchtitan_micro_batch(training: dict[str, Any], pp: int, virtual_stages: int) -> str:
+    """torchtitan's local batch split into pp x stages-per-rank pipeline micro-batches (its default)."""
+    local = training.get("micro_batch")
+    if local is None:
+        raise Unexpressible("local batch not stated (torchtitan splits it into pipeline micro-batches)")
+    count = pp * virtual_stages
+    if local % count:
+        raise Unexpressible(f"local batch {local} does not split into {count} pipeline micro-batches")
+    training["micro_batch"] = local // count
+    return (f"micro_batch {local} is torchtitan's local batch: {count} pipeline micro-batches of {local // count} "
+            "(default: one per stage)")
+
+
+def _torchtitan(d: _Draft) -> None:
+    if d.tp > 1:
+        d.spec["sequence_parallel"] = True
+        d.spec["tp_comm_overlap"] = bool(d.training.get("async_tp")) or "asynctp" in d.case_id.lower()
+        d.parts.append("sequence parallelism on (TP plan: SequenceParallel norms)")
+    if d.layered:
+        d.parts.append("ranks tp-dp-pp (device mesh pp, dp_replicate, dp_shard, cp, tp)")
+    if d.pp == 1:
+        return
+    text = str(d.training.get("pp_schedule") or d.case_id).lower().replace(" ", "")
+    if "interleaved" in text:
+        d.spec.update(pipeline_schedule="interleaved", virtual_stages=TORCHTITAN_STAGES_PER_RANK)
+        d.parts.append(f"interleaved 1F1B with {TORCHTITAN_STAGES_PER_RANK} stages per rank (torchtitan default, "
+                       "generate_split_points)")
+    elif "gpipe" in text:
+        d.spec["pipeline_schedule"] = "gpipe"
+    elif "1f1b" not in text:
+        d.plain_schedule("not stated")
+    d.knobs["reshard_after_forward"] = False
+    d.parts.append("FSDP keeps parameters gathered after forward with PP (torchtitan apply_fsdp)")
+    d.parts.append(_torchtitan_micro_batch(d.training, d.pp, d.spec.get("virtual_stages", 1)))
+
+
+def _unknown(d: _Draft) -> None:
+    if d.layered:
+        d.spec["placement"] = "tp-pp-dp"
+        d.parts.append("framework not known: ranks tp-pp-dp (the spec's default), no sequence parallelism")
+        d.plain_schedule("not stated")
+
+
+_CONVENTIONS: dict[str, Callable[[_Draft], None]] = {
+    "megatron-lm": _megatron_lm, "megatron-core": _megatron_core, "nemo": _nemo,
+    "megatron-deepspeed": _megatron_deepspeed, "torchtitan": _torchtitan, "": _unknown}
+
+
+def lower_parallel(case_id: str, training_in: Mapping[str, Any], model_in: Mapping[str, Any], names: list[str],
+                   n_gpus: int, defaults: list[str]) -> ParallelLowering:
+    """The layout of a case on `n_gpus` GPUs with its framework's conventions (flags go to `defaults`).
+
+    Raises Unexpressible where the layout does not fit the GPU count or a degree is not known.
+    """
+    training, model = dict(training_in), dict(model_in)
+    fw = framework_of(training)
+    sc21 = None
+    if fw == "megatron-lm" and training.get("model_parallel_size_tp_x_pp") and training.get("tp") is None \
+            and training.get("pp") is None:
+        sc21 = _fill_sc21(training, model, defaults)
+    stated_dp = training.get("dp") or training.get("dp_derived")
+    if fw == "torchtitan" and training.get("fsdp") and ((training.get("tp") or 1) > 1 or (training.get("pp") or 1) > 1):
+        stated_dp = stated_dp or training["fsdp"]  # torchtitan's fsdp degree is dp_shard (no dp_replicate here)
+    tp, pp, dp = _degrees(training, names, n_gpus, stated_dp)
+    draft = _Draft(case_id, training, unnamed_strategy(training, names), int(model.get("layers") or 0), tp, pp, dp,
+                   sc21)
+    _CONVENTIONS[fw](draft)
+    if draft.parts:
+        defaults.append(f"{fw or 'framework'} conventions, not stated in the case: {'; '.join(draft.parts)}")
+    spec = {"placement": "tp-dp-pp", **draft.spec} if draft.layered else draft.spec
+    parallel = ParallelSpec(tp=tp, pp=pp, **spec)
+    return ParallelLowering(training, model, parallel, dp, draft.kind if draft.unnamed else None, draft.knobs)

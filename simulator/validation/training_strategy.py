@@ -1,0 +1,112 @@
+"""The data-parallel strategy of a published training case: the names in its strategy list, its family
+(fsdp / zero / ddp), and the StrategySpec it lowers to (ZeRO stage, FSDP sharding, HSDP shard group,
+gradient-reduction precision), or why it cannot be expressed (ZeRO++, ZeRO-Offload, unknown settings).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from simulator.validation.training_cluster import Unexpressible
+from workloads.spec import FsdpSharding, StrategyKind, StrategySpec
+
+Family = Literal["fsdp", "zero", "ddp"]
+
+KNOWN_STRATEGIES = ("fsdp", "hsdp", "zero1", "zero2", "zero3", "zeropp", "ddp", "dp", "tp", "pp", "cp")
+_MODEL_PARALLEL = ("tp", "pp", "cp")
+_ZERO_KINDS: dict[int | None, StrategyKind] = {1: "zero1", 2: "zero2", 3: "zero3"}
+_FSDP_SHARDINGS: dict[str, FsdpSharding] = {
+    "FULL_SHARD": "FULL_SHARD", "SHARD_GRAD_OP": "SHARD_GRAD_OP", "HYBRID_SHARD": "HYBRID_SHARD",
+    "NO_SHARD": "NO_SHARD"}
+# Composer's FSDP mixed_precision modes: FULL and DEFAULT reduce gradients in fp32, PURE in the amp dtype.
+_REDUCE_BYTES = {"FULL": 4, "DEFAULT": 4, "PURE": 2}
+FAMILY_OF_KIND: dict[StrategyKind, Family] = {"ddp": "ddp", "zero1": "zero", "zero2": "zero", "zero3": "zero",
+                                               "fsdp": "fsdp", "hsdp": "fsdp"}
+
+
+def strategy_names(training: Mapping[str, Any]) -> list[str]:
+    """The case's strategy list, lower-cased ('FSDP' -> 'fsdp'; a single string is a list of one)."""
+    raw = training["strategy"]
+    return [s.strip().lower() for s in ([raw] if isinstance(raw, str) else raw)]
+
+
+def _leading_int(value: Any) -> int | None:
+    if isinstance(value, int):
+        return value
+    match = re.match(r"\s*(\d+)", value) if isinstance(value, str) else None
+    return int(match.group(1)) if match else None
+
+
+def model_parallel_degrees(training: Mapping[str, Any], names: list[str]) -> list[str]:
+    """'tp=4'-style descriptions of the model-parallel degrees above 1 (or stated but unknown)."""
+    used = [f"{n}={training[n]}" for n in _MODEL_PARALLEL if (training.get(n) or 1) > 1]
+    product = training.get("model_parallel_size_tp_x_pp")
+    if product and product > 1:
+        used.append(f"tp x pp={product}")
+    elif not product:
+        used += [f"{n}=?" for n in _MODEL_PARALLEL if n in names and training.get(n) is None]
+    return used
+
+
+def strategy_family(training: Mapping[str, Any], names: list[str],
+                    model_parallel: bool) -> tuple[Family | None, str | None]:
+    """The data-parallel family and, when it is inferred rather than named, the flag saying so."""
+    if "fsdp" in names or "hsdp" in names:
+        return "fsdp", None
+    if any(n.startswith("zero") for n in names) or training.get("zeropp") is True \
+            or _leading_int(training.get("zero_stage")):
+        return "zero", None
+    if "ddp" in names or "dp" in names:
+        return "ddp", None
+    if all(n in _MODEL_PARALLEL for n in names):
+        if model_parallel:
+            return "ddp", f"strategy {names} names no data-parallel strategy: ddp"
+        return "ddp", f"strategy {names} at degree 1: plain data parallelism (ddp)"
+    return None, None
+
+
+def strategy_spec(training: Mapping[str, Any], names: list[str], family: Family, n_dp: int, defaults: list[str],
+                   kind: StrategyKind | None = None, knobs: Mapping[str, Any] | None = None) -> StrategySpec:
+    """The data-parallel strategy over `n_dp` ranks; `kind` (a framework's, where the case names none)
+    replaces ddp; `knobs` are the framework's StrategySpec fields (overlap, resharding)."""
+    base = _named_strategy(training, names, family, n_dp, defaults, kind)
+    return StrategySpec(**{**base.model_dump(), **(knobs or {})}) if knobs else base
+
+
+def _named_strategy(training: Mapping[str, Any], names: list[str], family: Family, n_dp: int, defaults: list[str],
+                    kind: StrategyKind | None) -> StrategySpec:
+    if family == "ddp":
+        return StrategySpec(kind=kind or "ddp")
+    if family == "zero":
+        if "zeropp" in names or training.get("zeropp") is True:
+            raise Unexpressible("ZeRO++ (quantized weight/gradient collectives, hpZ secondary partition) "
+                                 "is not expressible")
+        if training.get("offload"):
+            raise Unexpressible(f"ZeRO-Offload ({training['offload']}) is not expressible")
+        stages = [int(n[4]) for n in names if n in ("zero1", "zero2", "zero3")]
+        stage = stages[0] if stages else _leading_int(training.get("zero_stage"))
+        if stage not in _ZERO_KINDS:
+            raise Unexpressible(f"ZeRO stage {training.get('zero_stage')!r} not understood")
+        return StrategySpec(kind=_ZERO_KINDS[stage])
+    stated = training.get("fsdp_sharding_strategy")
+    if stated is None:
+        defaults.append("fsdp_sharding_strategy not stated: FULL_SHARD")
+    sharding = _FSDP_SHARDINGS.get(stated or "FULL_SHARD")
+    if sharding is None:
+        raise Unexpressible(f"fsdp_sharding_strategy {stated!r} not known; known: {', '.join(_FSDP_SHARDINGS)}")
+    mode = training.get("fsdp_mixed_precision_mode")
+    if mode is not None and mode.upper() not in _REDUCE_BYTES:
+        raise Unexpressible(f"fsdp_mixed_precision_mode {mode!r} not known; known: {', '.join(_REDUCE_BYTES)}")
+    knobs: dict[str, Any] = {"grad_reduce_bytes": _REDUCE_BYTES[mode.upper()]} if mode else {}
+    shard_degree = training.get("fsdp")
+    if sharding == "HYBRID_SHARD" or "hsdp" in names or (shard_degree and shard_degree < n_dp):
+        return StrategySpec(kind="hsdp", fsdp_sharding="HYBRID_SHARD", shard_group_gpus=shard_degree, **knobs)
+    return StrategySpec(kind="fsdp", fsdp_sharding=sharding, **knobs)
+
+
+def unnamed_strategy(training: Mapping[str, Any], names: list[str]) -> bool:
+    """The case names no data-parallel strategy ('dp' only names the dimension) and no ZeRO stage."""
+    return all(n in ("tp", "pp", "cp", "dp") for n in names) and training.get("zero_stage") is None \
+        and training.get("zeropp") is None

@@ -1,0 +1,246 @@
+"""Training cases with tensor / pipeline parallelism: layouts, the frameworks' conventions, filled-in facts
+(SC21 Table 1), skips (layouts that do not fit, context parallelism), hardware FLOPs and the TP/PP summary.
+
+Inputs are entries of ../shared/data/training/cases.yaml as published (source blocks left out); the
+expected values are the sources' (cited in each test) or hand-computed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from simulator.training.prediction import MemoryBreakdown, StepPrediction
+from simulator.validation.training_cases import map_case, parse_cases
+from simulator.validation.training_parallel import SC21_TABLE_1
+from simulator.validation.training_report import choose_metric, evaluate, predicted_metric, report_to_json
+
+# Narayanan et al. 2021 (SC21) Table 1, 76.1B row, as in cases.yaml: tp x pp only, no heads.
+SC21_76B: dict[str, Any] = {
+    "id": "megatron-sc21-weak-76B",
+    "model": {"name": "GPT 76B", "params": "76.1B", "layers": 60, "hidden": 10240, "heads": None, "ffn": None,
+              "seq_len": 2048, "vocab": 51200},
+    "training": {"framework": "Megatron-LM", "strategy": ["tp", "pp", "dp"], "model_parallel_size_tp_x_pp": 32,
+                 "tp": None, "pp": None, "dp": 32, "global_batch": 1792, "precision": "mixed (fp16, per paper)",
+                 "activation_checkpointing": None},
+    "cluster": {"gpu": "A100 80GB (Selene, DGX A100)", "gpus_per_node": 8, "nodes": 128, "num_gpus": 1024,
+                "intra_node": "NVLink/NVSwitch (DGX A100)", "inter_node": "HDR InfiniBand (Selene)",
+                "inter_node_bw_per_node": "8 x 200 Gb/s (per paper/brief; not re-read here)"},
+    "metrics": {"achieved_teraFLOP/s_per_GPU": 140, "percent_of_theoretical_peak": "45%",
+                "aggregate_petaFLOP/s": 143.8},
+    "note": "README image gives only model-parallel size (TP x PP) and no attention heads.",
+}
+
+# BigScience chronicles-prequel "Best TFLOPs" bf16 row on 160 GPUs (Megatron-DeepSpeed TP 8 x PP 10 x DP 2).
+BLOOM_160: dict[str, Any] = {
+    "id": "bloom-prequel-best-bf16-200B-160gpu",
+    "model": {"name": "BLOOM-prototype 200B", "params": "200B", "layers": 80, "hidden": 14400, "heads": 96,
+              "ffn": None, "seq_len": 2048, "vocab": "250k"},
+    "training": {"framework": "Megatron-DeepSpeed", "strategy": ["tp", "pp", "dp", "zero1"], "tp": 8, "pp": 10,
+                 "dp": 2, "micro_batch": 1, "global_batch": 2048, "precision": "bf16",
+                 "activation_checkpointing": True},
+    "cluster": {"gpu": "A100 80GB (Jean Zay)", "gpus_per_node": 8, "nodes": 20, "num_gpus": 160,
+                "intra_node": "NVLink (4 inter-GPU NVLink connects)",
+                "inter_node": "Omni-Path Architecture (OPA), 4 OmniPath links per node, dedicated NCCL subnet",
+                "inter_node_bw_per_node": "not stated"},
+    "metrics": {"elapsed_time_per_iteration_s": 434.14, "samples_per_second": 4.717, "TFLOPs_per_GPU": 96.19},
+    "note": "Iteration 2 snapshot; old TFLOPs estimator. 160-GPU row = 2 replicas (DP=2) of the 80-GPU row.",
+}
+
+# torchtitan Dec-2024 benchmark, Table 5: Llama 3.1 405B, FSDP 8 x TP 8 x PP 8, Interleaved 1F1B.
+TITAN_405B: dict[str, Any] = {
+    "id": "torchtitan-t5-405b-512gpu-Interleaved1F1B",
+    "model": {"name": "Llama 3.1 405B", "params": "405B", "layers": 126, "hidden": 16384, "heads": 128,
+              "ffn": 53248, "seq_len": None, "vocab": 128256, "kv_heads": 8},
+    "training": {"framework": "torchtitan", "strategy": ["fsdp", "tp", "pp"], "fsdp": 8, "tp": 8, "pp": 8,
+                 "pp_schedule": "Interleaved 1F1B", "micro_batch": 32, "global_batch": 256, "async_tp": True,
+                 "precision": "bf16 + float8 linear", "torch_compile": True, "activation_checkpointing": "full"},
+    "cluster": {"gpu": "H100 SXM 96GB HBM2e (Grand Teton, 500W power limit)", "gpus_per_node": 8, "nodes": 64,
+                "num_gpus": 512, "intra_node": "NVLink (fully connected)", "inter_node": "backend RDMA network",
+                "inter_node_bw_per_node": "400 Gb/s per GPU (3.2 Tb/s per 8-GPU host)"},
+    "metrics": {"tokens_per_sec_per_GPU": 128, "memory_GiB": 72.7},
+    "note": '"Local batch size 32, global batch size 256" as published.',
+}
+
+# Megatron-LM README H100 weak-scaling table, 70B row (Megatron-Core).
+MCORE_70B: dict[str, Any] = {
+    "id": "megatron-readme-h100-weak-70B",
+    "model": {"name": "GPT 70B", "params": "70B", "layers": 84, "hidden": 8192, "heads": 64, "ffn": None,
+              "seq_len": 4096, "vocab": 131072},
+    "training": {"framework": "Megatron-Core", "strategy": ["tp", "pp", "dp"], "tp": 8, "pp": 2, "dp": 48,
+                 "global_batch": 384, "micro_batch": None, "precision": None, "activation_checkpointing": None,
+                 "comm_overlap": "--overlap-grad-reduce, --overlap-param-gather, --tp-comm-overlap, PP overlap"},
+    "cluster": {"gpu": "H100", "gpus_per_node": None, "nodes": None, "num_gpus": 768},
+    "metrics": {"per_gpu_teraFLOP/s": 419.7, "MFU": "42%"},
+    "note": "Precision, micro-batch, GPUs/node and inter-node fabric not stated in README.",
+}
+
+
+def _entry(base: dict[str, Any], **sections: dict[str, Any] | str) -> dict[str, Any]:
+    """`base` with keys of its sections replaced (`id=` replaces the id)."""
+    return {**base, **{k: {**base[k], **v} if isinstance(v, dict) else v for k, v in sections.items()}}
+
+
+def _map(base: dict[str, Any], **sections: dict[str, Any] | str):
+    """map_case of `_entry(base, **sections)`, through the parser."""
+    return map_case(parse_cases(yaml.safe_dump([_entry(base, **sections)]), "cases.yaml")[0])
+
+
+def _global_batch_predictor(topology, training, model) -> StepPrediction:
+    """100 tokens/s per GPU whatever the layout: step time = global batch x seq_len / (GPUs x 100)."""
+    n_gpus = topology.gpus_per_node * topology.nodes
+    tokens = training.global_batch * training.seq_len
+    step = tokens / (n_gpus * 100.0)
+    return StepPrediction(step_time_s=step, compute_s=step, exposed_comm_s=0.0, idle_breakdown_s={},
+                          tokens_per_step=tokens, n_gpus=n_gpus, model_flops_per_step=6e9 * tokens,
+                          peak_tflops=1000.0, memory=MemoryBreakdown(1.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+                          memory_capacity_bytes=2.0)
+
+
+def test_sc21_row_fills_table_1_and_flags_it():
+    """76.1B: tp 8 x pp 4, 80 heads, micro-batch 2, full recompute, interleaved with 60 / (4 x 5) = 3 virtual
+    stages, --DDP-impl local (no overlap), ranks tp-dp-pp; dp = 1024 / 32 = 32; all flagged."""
+    m = _map(SC21_76B)
+    assert m.skipped is None and m.model_parallel and m.in_scope and m.family == "ddp"
+    job, par = m.training, m.training.parallel
+    assert (par.tp, par.pp, par.pipeline_schedule, par.virtual_stages, par.placement) == \
+        (8, 4, "interleaved", 3, "tp-dp-pp")
+    assert not par.sequence_parallel and not par.tp_comm_overlap
+    assert (m.model.heads, job.micro_batch, job.global_batch, job.activation_checkpointing, job.precision) == \
+        (80, 2, 1792, "full", "fp16")
+    assert (job.strategy.kind, job.strategy.overlap_grad_reduce) == ("ddp", False)
+    filled = next(d for d in m.defaults if "run_table_1.sh" in d and "80 heads" in d)
+    assert "tp 8, pp 4" in filled and "micro_batch 2" in filled and "full recomputation" in filled
+    assert any("--DDP-impl local" in d and "virtual stages" in d for d in m.defaults)
+
+
+def test_sc21_tflops_are_hardware_flops_with_full_recompute():
+    """SC21 eq. 3 counts the recomputed forward: the metric is hardware FLOPs, the prediction x 4/3."""
+    m = _map(SC21_76B)
+    metric = choose_metric(m.case)
+    assert (metric.key, metric.published, metric.hardware_flops) == ("achieved_teraFLOP/s_per_GPU", 140.0, True)
+    prediction = _global_batch_predictor(m.topology, m.training, m.model)  # 100 tokens/s/GPU x 6 GFLOP
+    assert predicted_metric(m, prediction) == pytest.approx(0.6 * 4.0 / 3.0)
+
+
+def test_sc21_table_rows_are_consistent():
+    """Every SC21 row: hidden divisible by heads, and whole virtual stages (layers / (pp x layers per stage))."""
+    for (layers, hidden), run in SC21_TABLE_1.items():
+        assert hidden % run.heads == 0
+        if run.layers_per_virtual_stage:
+            assert layers % (run.pp * run.layers_per_virtual_stage) == 0
+
+
+def test_sc21_row_that_disagrees_with_the_table_is_skipped():
+    """A stated tp x pp other than Table 1's for that shape is not silently replaced: skipped, naming the row."""
+    m = _map(SC21_76B, training={"model_parallel_size_tp_x_pp": 64})
+    assert "SC21 Table 1 row for 60 layers x 10240 hidden" in m.skipped and m.training is None
+
+
+def test_bloom_row_zero1_placement_full_recompute():
+    """Megatron-DeepSpeed TP 8 x PP 10 x DP 2: zero1, ranks tp-dp-pp, 1F1B, gradients reduced after the last
+    micro-batch, full recompute, 2048 / (1 x 2) = 1024 micro-steps; BLOOM block (ALiBi, tied, biases)."""
+    m = _map(BLOOM_160)
+    assert m.skipped is None and m.family == "zero" and m.in_scope
+    job, par = m.training, m.training.parallel
+    assert (par.tp, par.pp, par.placement, par.pipeline_schedule, par.sequence_parallel) == \
+        (8, 10, "tp-dp-pp", "1f1b", False)
+    assert (job.strategy.kind, job.strategy.overlap_grad_reduce) == ("zero1", False)
+    assert (job.activation_checkpointing, job.micro_batch, job.global_batch) == ("full", 1, 2048)
+    assert m.model.tied_embeddings and not m.model.learned_positions and m.model.bias
+    assert any("PipeModelDataParallelTopology" in d for d in m.defaults)
+    assert choose_metric(m.case).hardware_flops  # Megatron-DeepSpeed logs SC21 eq. 3 with factor 4
+
+
+def test_bloom_row_naming_no_strategy_takes_the_bf16_optimizer():
+    """The 80-GPU row ('tp', 'pp'; dp 1): Megatron-DeepSpeed's bf16 optimizer is ZeRO-1-like: zero1, flagged."""
+    m = _map(BLOOM_160, id="bloom-prequel-best-bf16-200B-80gpu", training={"strategy": ["tp", "pp"], "dp": 1},
+             cluster={"nodes": 10, "num_gpus": 80})
+    assert m.skipped is None and m.training.strategy.kind == "zero1" and m.family == "zero"
+    assert any("bf16 optimizer shards optimizer states (zero1)" in d for d in m.defaults)
+
+
+@pytest.mark.parametrize(
+    ("training", "cluster", "reason"),
+    [
+        # chronicles-prequel row "n40 dp8 tp8 pp10": 8 x 10 x 8 = 640, but 40 nodes = 320 GPUs
+        ({"dp": 8}, {"nodes": 40, "num_gpus": 320},
+         "layout tp x pp x dp = 8 x 10 x 8 = 640 GPUs, but the case has 320 GPUs"),
+        ({"pp": 3, "dp": None}, {}, "tp x pp = 8 x 3 = 24 does not divide the 160 GPUs"),
+        ({"tp": None, "strategy": ["tp", "pp", "dp", "zero1"]}, {}, "tp degree not stated"),
+    ],
+)
+def test_layout_that_does_not_fit_is_skipped_with_the_reason(training, cluster, reason):
+    """tp x pp must divide the GPUs and a stated dp must give tp x pp x dp = GPUs; never silently changed."""
+    m = _map(BLOOM_160, training=training, cluster=cluster)
+    assert m.skipped == reason and m.training is None and m.in_scope
+
+
+def test_context_parallel_case_is_skipped_and_out_of_scope():
+    """cp > 1 (torchtitan 405B FSDP 4 x CP 2 x TP 8 x PP 8): skipped, not in scope, but model-parallel."""
+    m = _map(TITAN_405B, id="torchtitan-t6-405b-512gpu-fsdp4-cp2",
+             training={"strategy": ["fsdp", "tp", "pp", "cp"], "fsdp": 4, "cp": 2, "pp_schedule": "1F1B",
+                       "micro_batch": 8, "global_batch": None})
+    assert m.skipped == "context parallelism (cp=2) not modelled"
+    assert m.context_parallel and m.model_parallel and not m.in_scope
+
+
+def test_torchtitan_3d_interleaved():
+    """FSDP 8 x TP 8 x PP 8, Interleaved 1F1B: 2 stages per rank, the local batch 32 split into 8 x 2 = 16
+    micro-batches of 2 (global 256 = 2 x 8 dp x 16); sequence parallel and async TP; FSDP without
+    resharding after forward; ranks tp-dp-pp."""
+    m = _map(TITAN_405B)
+    assert m.skipped is None and m.family == "fsdp"
+    job, par = m.training, m.training.parallel
+    assert (par.tp, par.pp, par.pipeline_schedule, par.virtual_stages, par.placement) == \
+        (8, 8, "interleaved", 2, "tp-dp-pp")
+    assert par.sequence_parallel and par.tp_comm_overlap
+    assert (job.strategy.kind, job.strategy.fsdp_sharding, job.strategy.reshard_after_forward) == \
+        ("fsdp", "FULL_SHARD", False)
+    assert (job.micro_batch, job.global_batch, job.precision, job.seq_len) == (2, 256, "fp8", 8192)
+    assert any("16 pipeline micro-batches of 2" in d for d in m.defaults)
+
+
+def test_torchtitan_1f1b_and_an_unsplittable_local_batch():
+    """1F1B: 8 micro-batches of 4; a local batch of 12 does not split into 16 micro-batches: skipped."""
+    plain = _map(TITAN_405B, id="torchtitan-t5-405b-512gpu-1F1B", training={"pp_schedule": "1F1B"})
+    assert (plain.training.parallel.pipeline_schedule, plain.training.micro_batch) == ("1f1b", 4)
+    odd = _map(TITAN_405B, training={"micro_batch": 12, "global_batch": 96})
+    assert odd.skipped == "local batch 12 does not split into 16 pipeline micro-batches"
+
+
+def test_megatron_core_readme_row():
+    """--overlap-param-gather: distributed optimizer (zero1) with both overlaps; --tp-comm-overlap with sequence
+    parallelism; micro-batch 1 (flagged): 384 / (1 x 48) = 8 micro-steps; precision bf16 (flagged)."""
+    m = _map(MCORE_70B)
+    job, par = m.training, m.training.parallel
+    assert (job.strategy.kind, job.strategy.overlap_grad_reduce, job.strategy.overlap_param_gather) == \
+        ("zero1", True, True)
+    assert (par.sequence_parallel, par.tp_comm_overlap, par.placement) == (True, True, "tp-dp-pp")
+    assert (job.micro_batch, job.global_batch, job.precision) == (1, 384, "bf16")
+    assert any("micro_batch 1" in d for d in m.defaults) and "precision not stated: bf16" in m.defaults
+
+
+def test_unknown_framework_takes_the_spec_defaults_flagged():
+    """TP without a known framework: ranks tp-pp-dp, no sequence parallelism, ddp; all flagged."""
+    m = _map(MCORE_70B, training={"framework": None, "comm_overlap": None, "micro_batch": 1, "pp": 1, "dp": 96})
+    assert (m.training.parallel.placement, m.training.parallel.sequence_parallel) == ("tp-pp-dp", False)
+    assert m.training.strategy.kind == "ddp"
+    assert any(d.startswith("framework conventions") for d in m.defaults)
+    assert "strategy ['tp', 'pp', 'dp'] names no data-parallel strategy: ddp" not in m.defaults  # 'dp' names it
+
+
+def test_summary_of_the_tp_pp_subset():
+    """The report summarizes cases with and without tensor/pipeline parallelism apart (coverage each)."""
+    dp_only = _entry(MCORE_70B, id="other-dp", training={"tp": 1, "pp": 1, "dp": 768, "global_batch": 768})
+    context = _entry(TITAN_405B, id="titan-cp", training={"cp": 2, "fsdp": 4})
+    report = evaluate(parse_cases(yaml.safe_dump([SC21_76B, BLOOM_160, dp_only, context]), "c"),
+                      _global_batch_predictor)
+    tp_pp, rest = report.summary(model_parallel=True), report.summary(model_parallel=False)
+    assert (tp_pp.source, tp_pp.cases, tp_pp.in_scope, tp_pp.expressed) == ("ALL tp/pp", 3, 2, 2)
+    assert (rest.source, rest.cases, rest.in_scope, rest.expressed) == ("ALL dp-only", 1, 1, 1)
+    data = report_to_json(report)
+    assert (data["model_parallel"]["coverage"], data["data_parallel_only"]["coverage"]) == (1.0, 1.0)
+    assert [c["model_parallel"] for c in data["cases"]] == [True, True, False, True]

@@ -1,10 +1,13 @@
-"""Benchmark: predict one training step of Llama-3-70B with FSDP at 1,024 and 16,384 GPUs, and a
-`scale` sweep over 1..1024 nodes (DGX H100, NDR).
+"""Benchmark: predict one training step of Llama-3-70B with FSDP at 1,024 and 16,384 GPUs, a
+`scale` sweep over 1..1024 nodes (DGX H100, NDR), and Megatron-style 3D layouts (GPT-3 175B with
+TP 8 x PP 16 on 1,024 A100s; the SC21 1T model with TP 8 x PP 64 on 3,072).
 
 Run: python benchmarks/bench_training.py
 Targets (issue #4): 1,024 GPUs < 1 s, 16,384 GPUs < 3 s, memory < 2 GiB, scale 1..1024 nodes < 20 s.
 The per-step cost does not grow with the GPU count (one representative GPU's streams are simulated;
 collectives are priced on the whole communicator in closed form); building the device graph does.
+With pipeline parallelism one GPU per stage is simulated over pp + 2 micro-batches, so the cost
+grows as pp^2 x layers / pp.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import time
 from simulator.training.predict import predict_step
 from topologies.presets import load_preset
 from workloads.presets import load_model
-from workloads.spec import StrategySpec, TrainingSpec
+from workloads.spec import ModelSpec, ParallelSpec, StrategySpec, TrainingSpec
 
 MODEL = load_model("llama3-70b")
 
@@ -28,6 +31,14 @@ def one(nodes: int, global_batch: int) -> tuple[float, float]:
     return time.perf_counter() - start, p.step_time_s
 
 
+def three_d(model: ModelSpec, nodes: int, tp: int, pp: int, global_batch: int) -> tuple[float, float]:
+    training = TrainingSpec(model=model, micro_batch=1, global_batch=global_batch, activation_checkpointing="full",
+                            strategy=StrategySpec(kind="zero1"), parallel=ParallelSpec(tp=tp, pp=pp))
+    start = time.perf_counter()
+    p = predict_step(load_preset("dgx-a100", nodes=nodes), training, model)
+    return time.perf_counter() - start, p.step_time_s
+
+
 def main() -> None:
     for nodes, batch in ((128, 1024), (2048, 16384)):
         wall, step = one(nodes, batch)
@@ -37,6 +48,10 @@ def main() -> None:
     for nodes in counts:
         one(nodes, nodes * 8)
     print(f"scale over {counts[0]}..{counts[-1]} nodes ({len(counts)} points): {time.perf_counter() - start:.1f} s")
+    gpt_1t = ModelSpec(name="gpt-1t", layers=128, hidden=25600, heads=160, vocab=51200, max_seq_len=2048)
+    for model, nodes, tp, pp, batch in ((load_model("gpt3-175b"), 128, 8, 16, 1536), (gpt_1t, 384, 8, 64, 3072)):
+        wall, step = three_d(model, nodes, tp, pp, batch)
+        print(f"{model.name} TP {tp} x PP {pp} on {nodes * 8:>5} GPUs: predicted step {step:.1f} s, wall {wall:.2f} s")
     print(f"peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 

@@ -84,8 +84,8 @@ def simulate_plan(plan: StepPlan, stage_resources: list[Resource],
     `flow_of` turns a collective task into a flow class over that block's indices."""
     env = simpy.Environment()
     stages = 1 + max(task.stage for task in plan.tasks)
-    block = len(stage_resources)
-    engine = FlowEngine([replace(r, name=f"s{k}.{r.name}") for k in range(stages) for r in stage_resources], env)
+    # stages share no resource (a transfer loads its sender's), so each gets its own, smaller, engine
+    engines = [FlowEngine([replace(r, name=f"s{k}.{r.name}") for r in stage_resources], env) for k in range(stages)]
     done = {task.name: env.event() for task in plan.tasks}
     by_name = {task.name: task for task in plan.tasks}
     spans: list[Span] = []
@@ -115,10 +115,7 @@ def simulate_plan(plan: StepPlan, stage_resources: list[Resource],
             start = started[task.name] = env.now
             if task.collective is not None:
                 in_flight[task.stage] += 1
-                flow = flow_of(task)
-                offset = task.stage * block
-                flow = replace(flow, usage=tuple((i + offset, c) for i, c in flow.usage))
-                yield engine.transfer([flow])
+                yield engines[task.stage].transfer([flow_of(task)])
                 in_flight[task.stage] -= 1
             else:
                 slow = 1.0 + OVERLAP_SLOWDOWN if in_flight[task.stage] else 1.0

@@ -73,3 +73,26 @@ def test_out_of_memory_is_a_result_not_an_error():
               "--global-batch", "32", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["fits_in_memory"] is False
+
+
+def test_predict_with_tensor_and_pipeline_parallelism():
+    """--tp/--pp/--sequence-parallel: a 3D layout runs; the bubble shows in the idle breakdown, the
+    idle parts add up to the idle time, and the tokens per step count data-parallel replicas only."""
+    out = run("predict", "--model", "gpt3-13b", "--nodes", "2", "--tp", "2", "--pp", "4", "--sequence-parallel",
+              "--strategy", "zero1", "--micro-batch", "1", "--global-batch", "32", "--seq-len", "2048", "--json")
+    assert out.returncode == 0, out.stderr
+    p = json.loads(out.stdout)
+    idle = p["idle_breakdown_s"]
+    assert idle["pipeline_bubble"] > 0.0
+    assert idle["exposed_comm"] + idle["pipeline_bubble"] + idle["optimizer_wait"] == pytest.approx(
+        p["gpu_idle_s"], rel=1e-6)
+    assert p["tokens_per_s"] == pytest.approx(32 * 2048 / p["step_time_s"])
+    assert "tp_comm" in p["exposed_comm_by_collective_s"]
+
+
+def test_trace_gpus_refused_with_pipeline():
+    """--trace-gpus expands symmetric ranks; with PP stages differ, so it is refused with exit 2."""
+    out = run("predict", "--model", "gpt3-13b", "--nodes", "2", "--pp", "2", "--strategy", "zero1",
+              "--global-batch", "32", "--trace", "/dev/null", "--trace-gpus", "0,8")
+    assert out.returncode == 2
+    assert "--trace-gpus" in out.stderr

@@ -10,7 +10,8 @@ do (DESIGN.md section 7; PyTorch DDP and FSDP, DeepSpeed ZeRO):
   micro-step (no_sync before). Without overlap_grad_reduce every bucket waits for the whole
   backward (Megatron-LM before 2023). The optimizer waits for every bucket.
 - ZeRO-1/2: gradients reduce-scattered in buckets during backward (every micro-step for ZeRO-2,
-  the last for ZeRO-1), each rank updates its shard, then parameters are all-gathered in buckets.
+  the last for ZeRO-1), each rank updates its shard, then parameters are all-gathered in buckets
+  (with overlap_param_gather, layer by layer ahead of the first micro-step's forward instead).
 - ZeRO-3 / FSDP FULL_SHARD: each block's parameters are all-gathered before its forward and again
   before its backward, with the next block's gather in flight (limit_all_gathers), then the
   block's gradients reduce-scattered. SHARD_GRAD_OP keeps gathered parameters from forward to
@@ -67,6 +68,9 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     gathers_after_opt: list[Task] = []
     grad_group = "shard" if sharding == "HYBRID_SHARD" and kind == "fsdp" else "dp"
     reshard = s.reshard_after_forward if s.reshard_after_forward is not None else sharding != "SHARD_GRAD_OP"
+    # Megatron --overlap-param-gather: the parameters the last step's optimizer updated are gathered
+    # layer by layer as the first micro-step's forward reaches them
+    early_gather = kind in ("zero1", "zero2") and s.overlap_param_gather and dp > 1
 
     def sharded_reduction(name: str, size: int, after: str) -> None:
         """FSDP: reduce-scatter a unit's gradients; HSDP then all-reduces the shard across groups."""
@@ -84,7 +88,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
         # forward; FSDP's root unit (embeddings, output layer, final norm) is gathered first and
         # kept until its gradients are reduced after the whole backward
         emb_deps: tuple[str, ...] = (previous,) if previous else ()
-        if kind == "fsdp":
+        if kind == "fsdp" or (early_gather and m == 0):
             tasks.append(Task(f"m{m}.ag_root", "ag", "all_gather",
                               collective=CollectiveCall("all_gather", root_param_bytes, grad_group)))
             emb_deps = (*emb_deps, f"m{m}.ag_root")
@@ -92,8 +96,8 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
         ready: tuple[str, ...] = ()  # what the next pass waits for: the last pass and its TP collectives
         for i in range(L):
             deps: tuple[str, ...] = ()
-            if kind == "fsdp":
-                gate = f"m{m}.fwd{i - s.limit_all_gathers}" if i >= s.limit_all_gathers else None
+            if kind == "fsdp" or (early_gather and m == 0):
+                gate = f"m{m}.fwd{i - s.limit_all_gathers}" if i >= s.limit_all_gathers and not early_gather else None
                 tasks.append(Task(f"m{m}.ag_fwd{i}", "ag", "all_gather",
                                   collective=CollectiveCall("all_gather", layer_param_bytes, grad_group),
                                   deps=(gate,) if gate else ()))
@@ -143,7 +147,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                 reductions.append(name)
     tasks.append(Task("optimizer", "compute", "optimizer", compute.optimizer(local_params, training.optimizer),
                       deps=(*reductions, *ready)))
-    if kind in ("zero1", "zero2"):
+    if kind in ("zero1", "zero2") and not early_gather:
         total = model.total_params * PARAM_BYTES / tp
         cap = s.zero_bucket_elements * PARAM_BYTES
         for b in range(max(1, -int(-total // cap))):

@@ -106,6 +106,10 @@ def topology_of(cluster: Mapping[str, Any], defaults: list[str]) -> tuple[Topolo
     if n_gpus % per_node:
         raise Unexpressible(f"num_gpus {n_gpus} is not a multiple of gpus_per_node {per_node}")
     nodes = n_gpus // per_node
+    stated_intra = str(cluster.get("intra_node") or "")
+    if stated_intra and not re.search(r"nvswitch|dgx|fully connected", stated_intra, re.IGNORECASE):
+        defaults.append(f"intra_node {stated_intra!r} read as {preset.intra_node} ({preset_name}); "
+                        "the server's NVLink wiring is not stated")
     overrides: dict[str, Any] = {"gpu": gpu, "gpus_per_node": per_node}
     if nodes > 1 and preset.inter_node is not None:
         base = preset.inter_node

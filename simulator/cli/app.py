@@ -7,12 +7,13 @@ error (a bug: the traceback is shown).
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 import typer
 from rich.console import Console
 
-from simulator.cli import calibrate, collective, compare, predict, validate, validate_training
+from simulator.cli import calibrate, collective, compare, plan, predict, validate, validate_training
 from simulator.cli import sweep as sweep_commands
 from simulator.cli import topology as topology_commands
 from simulator.core.errors import ClusterSimError
@@ -28,12 +29,18 @@ collective.register(app)
 validate.register(app)
 calibrate.register(app)
 predict.register(app)
+plan.register(app)
 validate_training.register(app)
 compare.register(app)
 sweep_commands.register(app)
 topology_commands.register(app)
 
 _err = Console(stderr=True)
+# Usage errors (missing option, bad integer): click's ClickException, and the one of the click copy
+# that typer >= 0.26 vendors (typer._click), reached through a public typer exception's bases.
+USAGE_ERRORS: tuple[type[Exception], ...] = (
+    click.exceptions.ClickException,
+    *(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException" and issubclass(c, Exception)))
 
 
 def main() -> None:
@@ -48,9 +55,10 @@ def main() -> None:
     except typer.Abort:
         _err.print("aborted")
         sys.exit(130)
-    except click.exceptions.ClickException as exc:  # usage errors: exit code 2, click's message
-        exc.show()
-        sys.exit(exc.exit_code)
+    except USAGE_ERRORS as exc:  # exit code 2, click's message
+        usage: Any = exc  # either click's ClickException: both have show() and exit_code
+        usage.show()
+        sys.exit(usage.exit_code)
 
 
 if __name__ == "__main__":

@@ -96,3 +96,12 @@ def test_trace_gpus_refused_with_pipeline():
               "--global-batch", "32", "--trace", "/dev/null", "--trace-gpus", "0,8")
     assert out.returncode == 2
     assert "--trace-gpus" in out.stderr
+
+
+@pytest.mark.parametrize("args", [["sweep"], ["predict", "--nodes", "two"]])
+def test_usage_errors_exit_2_without_traceback(args: list[str]):
+    """A missing argument or a malformed option value is a usage error: exit 2, click's message, no
+    traceback (typer vendors its own click; both copies' exceptions are caught)."""
+    out = run(*args)
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr

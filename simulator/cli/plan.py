@@ -1,0 +1,266 @@
+"""`clustersim plan`: search the (TP, PP, DP, micro-batch, strategy, recompute) layouts of one job."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Annotated, Any, TypeVar, get_args
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from simulator.cli.common import read_yaml
+from simulator.core.errors import ConfigError, config_error_from
+from simulator.scenario import resolve_scenario, scenario_from_data
+from simulator.training.search import (
+    DEFAULT_KEEP,
+    DEFAULT_SLACK,
+    POOL_AFTER_S,
+    RankedLayout,
+    SearchResult,
+    SearchSpace,
+    describe,
+    search_layouts,
+)
+from topologies.presets import resolve_topology
+from topologies.spec import TopologySpec, validate_topology_spec
+from workloads.presets import resolve_model
+from workloads.spec import Checkpointing, ModelSpec, StrategyKind, TrainingSpec
+
+GIB = 1024**3
+T = TypeVar("T")
+
+HELP = f"""Find the fastest layouts of a training job: enumerate (TP, PP, DP, micro-batch, strategy,
+recompute, sequence parallelism) layouts that fit in memory and rank them by predicted tokens/s.
+
+The job is --model on --nodes of --topology with --global-batch sequences a step, or a scenario
+YAML (as `clustersim predict` takes) whose other training fields (precision, flash attention,
+strategy knobs such as overlap_grad_reduce, rank placement) are kept for every layout.
+
+Enumerated: TP divides the GPUs per node and the (key/value) heads; PP divides the layers and TP x PP
+the GPUs; DP = GPUs / (TP x PP); micro-batches whose multiples of DP divide the global batch;
+ddp and zero1 (distributed optimizer) always, fsdp (and zero2/zero3/hsdp if asked) only with PP = 1;
+recompute none, selective, full (selective not with flash attention and none: flash attention
+already keeps no s x s scores); sequence parallelism on with TP > 1 (--sequence-parallel both to try
+off too); --interleaved adds 2 virtual stages per pipeline rank where the layers and micro-batches allow.
+
+Ranking: layouts over the GPU memory (the memory model) are dropped; a closed-form estimate
+(compute per stage, pipeline bubble (p - 1) / (m + p - 1), TP, PP and DP ring traffic at link
+rates) drops those more than --slack (default {DEFAULT_SLACK}) times slower than the best estimate
+and picks up to --keep (default {DEFAULT_KEEP}) to simulate: the best of each TP x PP shape, then
+the second best of each, and so on. Each is simulated (as `clustersim predict` would) and the ones
+that fit are ranked by tokens/s. Every number shown is the simulation's. Deep pipelines take long
+to simulate (tens of seconds at PP 64 and more): when the simulations would take over
+{POOL_AFTER_S:g} s they run in --workers processes.
+
+Columns: step time (one optimizer step), tokens/s, model TFLOP/s per GPU (no recomputation), MFU =
+TFLOP/s / dense peak, memory per GPU.
+
+Examples:
+
+  clustersim plan --model gpt3-175b --topology dgx-a100 --nodes 128 --global-batch 1536
+
+  clustersim plan --model llama2-70b --topology dgx-h100 --nodes 16 --global-batch 512 --seq-len 4096
+      --top 5 --strategies zero1,fsdp --recompute selective,full --json
+
+  clustersim plan --model gpt3-175b --topology dgx-a100 --nodes 128 --global-batch 1536 --tp 8 --pp 4,8,16
+      --interleaved --workers 8
+
+  clustersim plan megatron-2021.yaml --strategies ddp --sequence-parallel off --top 5
+"""
+
+
+def register(app: typer.Typer) -> None:
+    """Add `plan` to the app."""
+    app.command("plan", help=HELP)(plan)
+
+
+def _required(value: T | None, flag: str) -> T:
+    """The option's value; ConfigError naming it when it was not given (a usage error, exit code 2)."""
+    if value is None:
+        raise ConfigError(f"{flag} is required (see clustersim plan --help)")
+    return value
+
+
+def _ints(text: str | None, flag: str) -> tuple[int, ...] | None:
+    """'1,2,4' -> (1, 2, 4); None stays None; ConfigError naming the flag otherwise."""
+    if text is None:
+        return None
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ConfigError(f"{flag}: expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise ConfigError(f"{flag}: expected integers >= 1, got {text!r}")
+    return values
+
+
+def _choices(text: str, flag: str, allowed: tuple[str, ...]) -> tuple[Any, ...]:
+    """'a,b' -> ('a', 'b'), each one of `allowed`; ConfigError naming the flag otherwise."""
+    values = tuple(part.strip() for part in text.split(",") if part.strip())
+    bad = [v for v in values if v not in allowed]
+    if bad or not values:
+        raise ConfigError(f"{flag}: {', '.join(bad) or 'nothing given'} not among {', '.join(allowed)}")
+    return values
+
+
+def _space(tp: str | None, pp: str | None, micro_batch: str, strategies: str, recompute: str,
+           sequence_parallel: str, interleaved: bool) -> SearchSpace:
+    sp = {"on": (True,), "off": (False,), "both": (False, True)}
+    if sequence_parallel not in sp:
+        raise ConfigError(f"--sequence-parallel: expected on, off or both, got {sequence_parallel!r}")
+    return SearchSpace(
+        tp=_ints(tp, "--tp"), pp=_ints(pp, "--pp"), micro_batches=_ints(micro_batch, "--micro-batch") or (),
+        strategies=_choices(strategies, "--strategies", get_args(StrategyKind)),
+        recompute=_choices(recompute, "--recompute", get_args(Checkpointing)),
+        sequence_parallel=sp[sequence_parallel], interleaved=interleaved)
+
+
+def _job(scenario: Path | None, model: str | None, topology: str | None, nodes: int | None,
+         global_batch: int | None, seq_len: int | None,
+         precision: str | None) -> tuple[TopologySpec, TrainingSpec, ModelSpec]:
+    """The job to lay out: the scenario's (if given) with the options applied, as `predict` applies
+    them (another --topology brings its own node count unless --nodes is given). Without a scenario,
+    --model, --topology and --global-batch are required. ConfigError names the option."""
+    topo: TopologySpec | None = None
+    model_spec: ModelSpec | None = None
+    base = TrainingSpec(model=model or "")
+    if scenario is not None:
+        topo, base, model_spec = resolve_scenario(scenario_from_data(read_yaml(scenario, "scenario"), str(scenario)))
+    try:
+        if model is not None:
+            model_spec = resolve_model(model)
+    except ConfigError as exc:
+        raise ConfigError(f"--model: {exc}") from None
+    try:
+        if topology is not None:
+            topo = resolve_topology(topology, nodes)
+        elif topo is not None and nodes is not None:
+            topo = validate_topology_spec({**topo.model_dump(), "nodes": nodes}, "--nodes")
+    except ConfigError as exc:
+        raise ConfigError(f"--topology/--nodes: {exc}") from None
+    model_spec, topo = _required(model_spec, "--model"), _required(topo, "--topology")
+    options = {"global_batch": global_batch, "seq_len": seq_len, "precision": precision}
+    data = {**base.model_dump(), "model": model_spec.name, "grad_accum": None,
+            **{key: value for key, value in options.items() if value is not None}}
+    _required(data["global_batch"], "--global-batch" + (" (or training.global_batch in the scenario)" * bool(scenario)))
+    try:
+        return topo, TrainingSpec.model_validate(data), model_spec
+    except ValidationError as exc:
+        raise config_error_from(exc, "command line") from None
+
+
+def layout_json(rank: int, r: RankedLayout) -> dict[str, Any]:
+    """One ranked layout of `plan --json`."""
+    lay, p = r.layout, r.prediction
+    return {"rank": rank, "tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "micro_batch": lay.micro_batch,
+            "micro_steps": lay.micro_steps, "strategy": lay.strategy, "recompute": lay.recompute,
+            "sequence_parallel": lay.sequence_parallel, "pipeline_schedule": lay.schedule,
+            "virtual_stages": lay.virtual_stages, "step_time_s": p.step_time_s, "tokens_per_s": p.tokens_per_s,
+            "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu, "tflops_per_gpu": p.tflops_per_gpu, "mfu": p.mfu,
+            "memory_per_gpu_bytes": p.memory_per_gpu_bytes, "fits_in_memory": p.fits_in_memory,
+            "estimated_step_time_s": r.estimated_step_s}
+
+
+def _seconds(t: float) -> str:
+    """Three significant digits: 18.5, 2.13, 0.0856."""
+    return f"{t:.1f}" if t >= 10 else f"{t:.2f}" if t >= 1 else f"{t:.3g}"
+
+
+def _table(title: str, result: SearchResult, top: int, caption: str) -> Table:
+    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left", box=None,
+                  padding=(0, 1, 0, 0), pad_edge=False, header_style="bold underline")
+    for header in ("#", "TP", "PP", "DP", "micro-\nbatch", "strategy", "recompute", "SP"):
+        table.add_column(header)
+    for header in ("step\ns", "tokens/s", "TFLOP/s\n/GPU", "MFU", "memory\nGiB"):
+        table.add_column(header, justify="right")
+    for rank, r in enumerate(result.ranked[:top], start=1):
+        lay, p = r.layout, r.prediction
+        pp = f"{lay.pp}v{lay.virtual_stages}" if lay.virtual_stages > 1 else str(lay.pp)
+        table.add_row(str(rank), str(lay.tp), pp, str(lay.dp), f"{lay.micro_batch}x{lay.micro_steps}",
+                      lay.strategy, lay.recompute, "on" if lay.sequence_parallel else "-", _seconds(p.step_time_s),
+                      f"{p.tokens_per_s:,.0f}", f"{p.tflops_per_gpu:.1f}", f"{100 * p.mfu:.1f}%",
+                      f"{p.memory_per_gpu_bytes / GIB:.1f}")
+    return table
+
+
+def plan(
+    scenario: Annotated[Path | None, typer.Argument(
+        help="Scenario YAML: the job whose layout is searched (its precision, flash attention, strategy knobs, "
+        "placement are kept); the options below override it.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model preset, model YAML, or HuggingFace config.json.")] = None,
+    topology: Annotated[str | None, typer.Option(help="Topology preset or YAML file.")] = None,
+    global_batch: Annotated[int | None, typer.Option(
+        help="Sequences per optimizer step (what the layouts divide).")] = None,
+    nodes: Annotated[int | None, typer.Option(help="Nodes (servers); default: the topology's.")] = None,
+    seq_len: Annotated[int | None, typer.Option(help="Tokens per sequence (default: the model's).")] = None,
+    precision: Annotated[str | None, typer.Option(help="bf16 (default), fp16, fp8 or fp32.")] = None,
+    top: Annotated[int, typer.Option(help="Layouts to show.")] = 10,
+    tp: Annotated[str | None, typer.Option(help="Tensor-parallel sizes to try, e.g. 4,8 (default: all valid).")]
+    = None,
+    pp: Annotated[str | None, typer.Option(help="Pipeline sizes to try, e.g. 1,2,4,8 (default: all valid).")] = None,
+    micro_batch: Annotated[str, typer.Option(help="Micro-batch sizes to try.")] = "1,2,4,8",
+    strategies: Annotated[str, typer.Option(help="Data-parallel strategies to try (ddp, zero1, zero2, zero3, "
+                                            "fsdp, hsdp); sharded ones only with PP 1.")] = "ddp,zero1,fsdp",
+    recompute: Annotated[str, typer.Option(help="Activation recomputation to try: none, selective, full.")]
+    = "none,selective,full",
+    sequence_parallel: Annotated[str, typer.Option(help="With TP > 1: on, off or both.")] = "on",
+    interleaved: Annotated[bool, typer.Option(help="Also try the interleaved 1F1B schedule (2 virtual stages).")]
+    = False,
+    keep: Annotated[int, typer.Option(help="Layouts simulated at most, chosen by the closed-form estimate.")]
+    = DEFAULT_KEEP,
+    slack: Annotated[float, typer.Option(help="Simulate only layouts estimated within this factor of the best.")]
+    = DEFAULT_SLACK,
+    workers: Annotated[int | None, typer.Option(
+        help="Processes for long searches (default: the CPU count; 1: this process only).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the ranked layouts.")] = False,
+) -> None:
+    if top < 1:
+        raise ConfigError(f"--top must be >= 1, got {top}")
+    workers = workers if workers is not None else os.cpu_count() or 1
+    if workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {workers}")
+    space = _space(tp, pp, micro_batch, strategies, recompute, sequence_parallel, interleaved)
+    topo, training, model_spec = _job(scenario, model, topology, nodes, global_batch, seq_len, precision)
+    start = time.perf_counter()
+    columns = (TextColumn("plan: simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("layouts"),
+               TimeElapsedColumn())
+    progress = Progress(*columns, console=Console(stderr=True))
+    task = progress.add_task("plan", total=None, start=False)
+
+    def started(n: int) -> None:  # shown once the layouts to simulate are known (none on an input error)
+        progress.update(task, total=n)
+        progress.start_task(task)
+        progress.start()
+
+    try:
+        result = search_layouts(topo, training, model_spec, space, keep, slack, workers, on_start=started,
+                                on_predicted=lambda: progress.advance(task))
+    finally:
+        progress.stop()
+    seconds = time.perf_counter() - start
+    n_gpus = topo.nodes * topo.gpus_per_node
+    seq = training.seq_len or model_spec.max_seq_len
+    if as_json:
+        typer.echo(json.dumps({
+            "model": model_spec.name, "topology": topo.name, "nodes": topo.nodes, "n_gpus": n_gpus,
+            "global_batch": training.global_batch, "seq_len": seq, "enumerated": result.enumerated,
+            "fit_in_memory": result.fit_in_memory, "within_slack": result.promising, "simulated": result.predicted,
+            "refused": [{"layout": describe(lay), "error": error} for lay, error in result.failed], "search_s": seconds,
+            "layouts": [layout_json(rank, r) for rank, r in enumerate(result.ranked[:top], start=1)]}, indent=2))
+        return
+    title = (f"{model_spec.name} on {topo.nodes} x {topo.gpus_per_node} {topo.gpu} ({topo.name or 'cluster'}), "
+             f"global batch {training.global_batch} x {seq} tokens: best {min(top, len(result.ranked))} layouts")
+    caption = (f"{result.enumerated} layouts enumerated, {result.fit_in_memory} fit in memory, {result.promising} "
+               f"estimated within {slack:g}x of the best, {result.predicted} simulated ({len(result.ranked)} fit), "
+               f"{seconds:.1f} s. Micro-batch: sequences x micro-batches per step; PP 8v2: 8 stages of 2 virtual "
+               "stages (interleaved).")
+    console = Console()
+    if not console.is_terminal:  # a file or a pipe: no terminal to wrap the rows for
+        console = Console(width=max(console.width, 132))
+    console.print(_table(title, result, top, caption))

@@ -1,0 +1,142 @@
+"""Layout search: enumeration rules, memory filter, the estimate's pipeline bubble, ranking."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.collectives.comm import comm_view
+from simulator.core.errors import ConfigError
+from simulator.training.compute import ComputeModel
+from simulator.training.search import CandidateLayout, SearchSpace, enumerate_layouts, estimate_step_s, search_layouts
+from topologies.build import build
+from topologies.presets import load_preset
+from workloads.model import transformer
+from workloads.presets import load_model
+from workloads.spec import ModelSpec, TrainingSpec
+
+TINY = ModelSpec(name="tiny", layers=4, hidden=256, heads=4, vocab=1024, max_seq_len=256)
+SPACE = SearchSpace(micro_batches=(1, 2), recompute=("none",))
+
+
+def test_enumeration_lists_exactly_the_valid_layouts():
+    """4 layers, 4 heads, 8 GPUs of 4 per node, global batch 8, micro-batch 1 or 2: TP in {1, 2, 4}
+    (divides the node and the heads), PP in {1, 2, 4} (divides the layers), TP x PP divides 8; fsdp
+    only with PP 1; one strategy (ddp) with DP 1; SP with TP > 1. Listed by hand."""
+    got = {(lay.tp, lay.pp, lay.dp, lay.micro_batch, lay.micro_steps, lay.strategy, lay.sequence_parallel)
+           for lay in enumerate_layouts(TINY, 4, 8, 8, SPACE)}
+    expected = set()
+    for tp, pp, dp, batches, kinds in [
+        (1, 1, 8, [1], ["ddp", "zero1", "fsdp"]),  # micro-batch 2 x 8 ranks = 16 > 8
+        (1, 2, 4, [1, 2], ["ddp", "zero1"]),
+        (1, 4, 2, [1, 2], ["ddp", "zero1"]),
+        (2, 1, 4, [1, 2], ["ddp", "zero1", "fsdp"]),
+        (2, 2, 2, [1, 2], ["ddp", "zero1"]),
+        (2, 4, 1, [1, 2], ["ddp"]),
+        (4, 1, 2, [1, 2], ["ddp", "zero1", "fsdp"]),
+        (4, 2, 1, [1, 2], ["ddp"]),  # (4, 4) needs 16 GPUs
+    ]:
+        expected |= {(tp, pp, dp, b, 8 // (b * dp), kind, tp > 1) for b in batches for kind in kinds}
+    assert got == expected
+    assert len(expected) == 31
+
+
+def test_every_layout_uses_every_gpu_and_divides_the_batch():
+    """tp x pp x dp = GPUs and micro-batch x micro-steps x dp = global batch, for a 175B model on 1,024 GPUs."""
+    model = load_model("gpt3-175b")
+    layouts = enumerate_layouts(model, 8, 1024, 1536, SearchSpace(interleaved=True))
+    assert layouts
+    for lay in layouts:
+        assert lay.tp * lay.pp * lay.dp == 1024
+        assert lay.micro_batch * lay.micro_steps * lay.dp == 1536
+        assert model.heads % lay.tp == 0 and model.layers % lay.pp == 0
+
+
+def test_interleaving_needs_layers_and_micro_batches_to_divide():
+    """--interleaved adds 2 virtual stages only where layers % (2 pp) == 0 and micro-steps % pp == 0
+    (Megatron's conditions): 4 layers allow it at PP 2, not at PP 4."""
+    layouts = enumerate_layouts(TINY, 4, 8, 8, SearchSpace(micro_batches=(1,), recompute=("none",),
+                                                           strategies=("ddp",), interleaved=True))
+    interleaved = {(lay.tp, lay.pp) for lay in layouts if lay.virtual_stages == 2}
+    assert interleaved == {(1, 2), (2, 2), (4, 2)}
+    assert all(lay.schedule == "interleaved" for lay in layouts if lay.virtual_stages == 2)
+
+
+@pytest.mark.parametrize(
+    ("space", "batch", "needle"),
+    [
+        (SearchSpace(tp=(3,)), 8, "--tp 3"),
+        (SearchSpace(pp=(3,)), 8, "--pp 3"),
+        (SearchSpace(tp=(1,), pp=(1,), micro_batches=(1, 2)), 12, "--global-batch 12"),
+    ],
+)
+def test_impossible_requests_name_the_option(space, batch, needle):
+    """An invalid degree, or a global batch no layout divides: ConfigError naming the option."""
+    with pytest.raises(ConfigError, match=needle):
+        enumerate_layouts(TINY, 4, 8, batch, space)
+
+
+def test_estimate_pays_the_pipeline_bubble():
+    """With one data-parallel rank (no gradient reduction), a 4-stage pipeline takes (m + 3) stage
+    times for m micro-batches: 8 micro-batches cost 11/4 of one, apart from the optimizer step."""
+    topology = load_preset("dgx-a100")
+    cluster = build(topology)
+    model = transformer(TINY)
+    compute = ComputeModel(cluster.gpu, "bf16")
+    base = TrainingSpec(model=TINY, seq_len=256, global_batch=8)
+    one, eight = (CandidateLayout(tp=2, pp=4, dp=1, micro_batch=1, micro_steps=m, strategy="ddp", recompute="none",
+                         sequence_parallel=True) for m in (1, 8))
+    optimizer_s = compute.optimizer(model.total_params / 8, "adamw")
+    step = [estimate_step_s(lay, lay.training(base), model, compute, comm_view(cluster), 256) - optimizer_s
+            for lay in (one, eight)]
+    assert step[1] / step[0] == pytest.approx(11 / 4)
+
+
+def test_nothing_fits_is_an_error_naming_the_need():
+    """GPT-3 175B on one DGX A100 (8 x 80 GiB): 16 bytes of model state per parameter alone is 350 GB
+    per GPU, so no layout fits."""
+    base = TrainingSpec(model="gpt3-175b", global_batch=8)
+    with pytest.raises(ConfigError, match="no layout fits in 80 GiB"):
+        search_layouts(load_preset("dgx-a100"), base, load_model("gpt3-175b"), SearchSpace())
+
+
+@pytest.fixture(scope="module")
+def tiny_result():
+    base = TrainingSpec(model=TINY, seq_len=256, global_batch=64)
+    return search_layouts(load_preset("dgx-a100"), base, TINY, SearchSpace(micro_batches=(1, 2)), keep=12, slack=10.0)
+
+
+def test_search_returns_fitting_layouts_over_every_gpu(tiny_result):
+    """Every ranked layout was simulated, fits in memory and uses tp x pp x dp = 8 GPUs."""
+    assert tiny_result.ranked
+    assert tiny_result.predicted == 12 and len(tiny_result.ranked) + len(tiny_result.failed) <= 12
+    for r in tiny_result.ranked:
+        assert r.prediction.fits_in_memory
+        assert r.layout.tp * r.layout.pp * r.layout.dp == 8
+
+
+def test_search_ranks_by_predicted_throughput(tiny_result):
+    """Best first: predicted tokens/s never increases down the list."""
+    rates = [r.prediction.tokens_per_s for r in tiny_result.ranked]
+    assert rates == sorted(rates, reverse=True)
+
+
+def test_kept_layouts_cover_the_shapes_first(tiny_result):
+    """The simulated layouts are the best of each TP x PP shape before any second variant: 12 kept
+    of the tiny model's 8 shapes on one node cover all 8."""
+    shapes = {(r.layout.tp, r.layout.pp) for r in tiny_result.ranked} | {
+        (lay.tp, lay.pp) for lay, _ in tiny_result.failed}
+    assert len(shapes) == 8
+
+
+def test_selective_recompute_is_dropped_with_flash_attention(tiny_result):
+    """Flash attention keeps no s x s scores, so selective recomputation only adds work: not tried."""
+    assert all(r.layout.recompute != "selective" for r in tiny_result.ranked)
+
+
+def test_slack_limits_simulation_to_the_promising():
+    """With slack 1 only the layouts estimated as fast as the best one are simulated."""
+    base = TrainingSpec(model=TINY, seq_len=256, global_batch=64)
+    result = search_layouts(load_preset("dgx-a100"), base, TINY, SearchSpace(micro_batches=(1, 2)), slack=1.0)
+    assert result.predicted == result.promising >= 1
+    assert len({r.estimated_step_s for r in result.ranked}) == 1
+    assert result.fit_in_memory > result.promising

@@ -78,6 +78,10 @@ class StrategySpec(BaseModel):
     overlap_grad_reduce: bool = Field(
         default=True, description="Reduce gradient buckets as backward produces them (PyTorch DDP, FSDP, "
         "Megatron --overlap-grad-reduce); false: one reduction after the whole backward (Megatron-LM before 2023).")
+    fp32_grad_copy: bool = Field(
+        default=False, description="The optimizer step copies 16-bit gradients to fp32 beside fp32 master weights "
+        "(Megatron-LM, DeepSpeed mixed-precision optimizers): 4 more bytes per parameter of the optimizer's shard "
+        "at the step; false for PyTorch AMP / FSDP, whose gradients are already fp32.")
     overlap_param_gather: bool = Field(
         default=False, description="ZeRO-1 / distributed optimizer: gather updated parameters during the next "
         "step's forward (Megatron --overlap-param-gather) instead of right after the optimizer step.")

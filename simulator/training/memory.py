@@ -29,7 +29,8 @@ from workloads.spec import TrainingSpec
 
 GIB = 1024**3
 RESERVE_BYTES = 1.5 * GIB  # CUDA context (~0.5-1 GiB) + NCCL buffers (~0.5 GiB at 8-16 channels)
-FRAGMENTATION = 0.05  # caching-allocator slack over the live tensors
+FRAGMENTATION = 0.05
+FP32_GRAD_COPY_BYTES = 4.0  # caching-allocator slack over the live tensors
 
 STATE_BYTES = {  # (parameters, gradients, optimizer) per parameter
     ("mixed", "adam"): (2.0, 2.0, 12.0),
@@ -111,6 +112,11 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
                    + (in_flight * model.embedding_activation_bytes(b, seq_len) if first else 0.0)
                    + (model.output_activation_bytes(b, seq_len, tp) if last else 0.0))
     buffers = 2.0 * training.strategy.bucket_bytes if training.strategy.kind == "ddp" else 0.0
+    # the optimizer step's peak: activations are freed, the fp32 copy of the shard's gradients is made
+    copy = n * FP32_GRAD_COPY_BYTES / o_shard if training.strategy.fp32_grad_copy and regime == "mixed" else 0.0
+    if copy > activations + gathered:
+        activations, gathered = 0.0, 0.0
+        o_bytes += FP32_GRAD_COPY_BYTES
     live = (n * p_bytes / p_shard + n * g_bytes / g_shard + n * o_bytes / o_shard + gathered
             + activations + buffers)
     return MemoryBreakdown(

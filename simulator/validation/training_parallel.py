@@ -15,6 +15,8 @@ behaviour, read from its code and named in the case's `defaults` ("flagged"):
   --sequence-parallel (Megatron-Core's argument check); ranks tp-dp-pp; micro-batch 1 if not stated.
 - NeMo (Megatron-Core): distributed optimizer (zero1) with grad-reduce and param-gather overlap,
   sequence parallelism whenever tp > 1 (its llama recipes), ranks tp-dp-pp.
+- Megatron-LM and Megatron-DeepSpeed optimizers keep 16-bit model parameters beside fp32 master
+  weights and copy the gradients to fp32 for the step (fp32_grad_copy; memory only).
 - Megatron-DeepSpeed (BLOOM): ranks tp innermost, then dp, then pp (PipeModelDataParallelTopology,
   axes pipe, data, model); DeepSpeed's TrainSchedule (1F1B) reduces gradients after the last
   micro-batch; no sequence parallelism; its bf16 optimizer shards optimizer states (ZeRO-1).
@@ -172,7 +174,7 @@ class _Draft:
 def _megatron_lm(d: _Draft) -> None:
     d.kind = "ddp"
     torch_ddp = bool(d.sc21 and d.sc21.torch_ddp)
-    d.knobs["overlap_grad_reduce"] = torch_ddp
+    d.knobs.update(overlap_grad_reduce=torch_ddp, fp32_grad_copy=True)  # Float16OptimizerWithFloat16Params
     if d.dp > 1:
         d.parts.append(f"--DDP-impl {'torch' if torch_ddp else 'local'} "
                        f"({_SC21_SCRIPT if d.sc21 else 'the default before 2023'}): "
@@ -224,7 +226,7 @@ def _nemo(d: _Draft) -> None:
 def _megatron_deepspeed(d: _Draft) -> None:
     bf16 = "bf16" in str(d.training.get("precision") or "").lower()
     d.kind = "zero1" if bf16 else "ddp"
-    d.knobs["overlap_grad_reduce"] = False
+    d.knobs.update(overlap_grad_reduce=False, fp32_grad_copy=True)  # DeepSpeed's fp16/bf16 optimizers
     if bf16 and d.unnamed:
         d.parts.append("no strategy named: the bf16 optimizer shards optimizer states (zero1)")
     if d.dp > 1:

@@ -89,7 +89,7 @@ def _named_strategy(training: Mapping[str, Any], names: list[str], family: Famil
         stage = stages[0] if stages else _leading_int(training.get("zero_stage"))
         if stage not in _ZERO_KINDS:
             raise Unexpressible(f"ZeRO stage {training.get('zero_stage')!r} not understood")
-        return StrategySpec(kind=_ZERO_KINDS[stage])
+        return StrategySpec(kind=_ZERO_KINDS[stage], fp32_grad_copy=True)  # DeepSpeed's ZeRO optimizer
     stated = training.get("fsdp_sharding_strategy")
     if stated is None:
         defaults.append("fsdp_sharding_strategy not stated: FULL_SHARD")

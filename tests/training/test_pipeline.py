@@ -197,3 +197,20 @@ def test_zero3_with_pipeline_is_an_error() -> None:
     """DeepSpeed does not combine ZeRO-2/3 with pipeline parallelism: the spec says so."""
     with pytest.raises(ValueError, match="pipeline"):
         TrainingSpec(model=GPT, strategy=StrategySpec(kind="zero3"), parallel=ParallelSpec(pp=2))
+
+
+def test_fp32_grad_copy_peaks_at_the_optimizer_step() -> None:
+    """A Megatron/DeepSpeed-style optimizer copies the 16-bit gradients to fp32 for the step: with
+    full recompute (few activations) the step is the peak, 4 more bytes per parameter:
+    2 + 2 + 12 + 4 = 20 bytes per parameter of the GPU's share, activations freed."""
+    model = transformer(GPT)
+    base = TrainingSpec(model=GPT, micro_batch=1, activation_checkpointing="full", flash_attention=False,
+                        parallel=ParallelSpec(tp=4), strategy=StrategySpec(kind="ddp"))
+    copying = base.model_copy(update={"strategy": StrategySpec(kind="ddp", fp32_grad_copy=True)})
+    plain = memory_per_gpu(model, base, 2048, 8, 1, 3)
+    step = memory_per_gpu(model, copying, 2048, 8, 1, 3)
+    n = model.total_params / 4
+    assert step.activations_bytes == 0.0
+    assert step.optimizer_bytes == pytest.approx(16.0 * n)
+    assert plain.optimizer_bytes == pytest.approx(12.0 * n)
+    assert step.total_bytes > plain.total_bytes

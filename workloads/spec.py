@@ -108,6 +108,12 @@ class ParallelSpec(BaseModel):
     virtual_stages: int = Field(
         default=1, ge=1, description="Model chunks per pipeline rank (interleaved schedule; Megatron "
         "--num-layers-per-virtual-pipeline-stage).")
+    p2p_scatter_gather: bool = Field(
+        default=True, description="Each TP rank sends 1/tp of a stage's activation and the next stage all-gathers it "
+        "over NVLink (Megatron's scatter-gather); false: every TP rank sends it whole (DeepSpeed's pipeline engine).")
+    overlap_p2p: bool = Field(
+        default=False, description="Pipeline sends overlap the next chunk's compute (Megatron-Core "
+        "--overlap-p2p-communication, torchtitan); false: a stage waits for its transfer (Megatron-LM, DeepSpeed).")
     placement: Placement = Field(
         default="tp-pp-dp", description="Order of the parallel dimensions over consecutive GPU ranks, innermost "
         "first (Megatron-Core's default order is tp-dp-pp).")

@@ -117,8 +117,9 @@ def direct_shape(op: str, v: CommView) -> AlgoShape:
         return AlgoShape("direct", 1, 1 if nodes > 1 else 0, (g - 1) / n, g * (n - g) / n if nodes > 1 else 0.0)
     if nodes == 1:
         return AlgoShape("direct", 1, 0, 1.0, 0.0)
-    # one GPU per node sends across: bound by a single NIC
-    return AlgoShape("direct", 0, 1, 1.0, 0.0, net_volume_per_nic=1.0)
+    # one GPU per node sends across: bound by a single NIC; the others (if any) send to a neighbour
+    # over NVLink, so a pair alone on its nodes (pipeline stages) loads no intra-node link
+    return AlgoShape("direct", 0, 1, 1.0 if g > 1 else 0.0, 0.0, net_volume_per_nic=1.0)
 
 
 def shapes_for(op: str, v: CommView) -> list[AlgoShape]:

@@ -9,7 +9,9 @@ which carries the embedding (DeepSpeed's uniform partition; Megatron requires ev
 Each stage runs its schedule on its compute stream, one task per chunk (a micro-batch's forward or
 backward over the chunk's layers, with its tensor-parallel collectives, see tasks.tp_calls), and
 sends activations forward and gradients back on its own streams, as flows over the real link
-between the two stages' GPUs; a stage's chunk waits for its input to arrive. Schedules:
+between the two stages' GPUs (1/tp of the activation per TP rank with Megatron's scatter-gather,
+all of it without); a stage's chunk waits for its input to arrive and, unless `overlap_p2p`, the
+sender's next chunk waits for its send to complete (Megatron-LM's and DeepSpeed's blocking p2p). Schedules:
 - gpipe (Huang et al. 2019): all forwards, then all backwards (last micro-batch first).
 - 1f1b (PipeDream-Flush, Narayanan et al. 2021): stage s runs p - s - 1 warm-up forwards, then
   alternates one forward and one backward, then drains the remaining backwards.
@@ -105,7 +107,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
     chunks = {(k % p, k // p): _Chunk(n, k == 0, k == p * v - 1, n * model.params_per_layer / tp
                                       + (embedding if k == 0 else 0.0) + (output if k == p * v - 1 else 0.0))
               for k, n in enumerate(counts)}
-    send_size = int(ACTIVATION_BYTES * b * seq_len * model.spec.hidden / tp)  # Megatron's scatter-gather
+    send_size = int(ACTIVATION_BYTES * b * seq_len * model.spec.hidden / (tp if par.p2p_scatter_gather else 1))
     grad_op = "all_reduce" if kind == "ddp" else "reduce_scatter"
     tasks: list[Task] = []
 
@@ -147,6 +149,8 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                     peer, _ = stage_chunk(k + 1)
                     tasks.append(Task(f"send{k}.{j}", "send", "p2p", collective=CollectiveCall(
                         "sendrecv", send_size, f"pp:{peer}"), deps=ready, stage=stage))
+                    if not par.overlap_p2p:
+                        ready = (*ready, f"send{k}.{j}")
                 continue
             if k < p * v - 1:
                 deps += (f"back{k + 1}.{j}",)
@@ -172,6 +176,8 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 peer, _ = stage_chunk(k - 1)
                 tasks.append(Task(f"back{k}.{j}", "send_back", "p2p", collective=CollectiveCall(
                     "sendrecv", send_size, f"pp:{peer}"), deps=ready, stage=stage))
+                if not par.overlap_p2p:
+                    ready = (*ready, f"back{k}.{j}")
         stage_params = sum(chunks[stage, c].params for c in range(v))
         if dp > 1 and not s.overlap_grad_reduce:
             tasks.append(Task(f"red{stage}", "rs", grad_op, collective=CollectiveCall(

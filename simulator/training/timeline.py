@@ -6,14 +6,16 @@ as a flow class on the shared flow engine (simulator.network), so collectives on
 (FSDP's all-gather of the next block and reduce-scatter of the previous one, a stage's gradient
 reduction and its activation sends) share bandwidth by max-min fairness. Every stage has its own
 block of resources (its GPU's links and its share of the NICs); a flow loads its sending stage's.
-Compute that starts while a collective of the same stage is in flight runs OVERLAP_SLOWDOWN
-slower: NCCL's kernels occupy SMs (8-32 channels of one SM each out of ~100-140) and HBM bandwidth
+Compute runs OVERLAP_SLOWDOWN slower for as long as a collective of the same stage is in flight:
+NCCL's kernels occupy SMs (8-32 channels of one SM each out of ~100-140) and HBM bandwidth
 (DESIGN.md section 7).
 
-What the compute stream waits for is booked under the label of the task it waited on; a wait on a
-pipeline transfer ("p2p") is split at the transfer's start: before it, the neighbouring stage was
-still computing ("pipeline_bubble"); after it, the transfer itself was exposed ("p2p"). A stage
-that finishes before the step ends waits for the pipeline to drain: bubble as well.
+What the compute stream waits for is booked under the label of the task it waited on, from that
+task's start on; before it started, under what that task was itself waiting for, and so on: a
+transfer that waited for the neighbouring stage's compute books the wait before it as
+"pipeline_bubble", the transfer itself as "p2p", a transfer that waited for this stage's TP
+collective books that part as "tp_comm". A stage that finishes before the step ends waits for the
+pipeline to drain: bubble as well.
 """
 
 from __future__ import annotations
@@ -91,12 +93,50 @@ def simulate_plan(plan: StepPlan, stage_resources: list[Resource],
     spans: list[Span] = []
     waits: dict[int, dict[str, float]] = {k: {} for k in range(stages)}
     in_flight = [0] * stages
+    changed = [env.event() for _ in range(stages)]  # fires when a stage's collectives in flight change
     started: dict[str, float] = {}
     finished: dict[str, float] = {}
 
     def book(stage: int, label: str, seconds: float) -> None:
         if seconds > 0:
             waits[stage][label] = waits[stage].get(label, 0.0) + seconds
+
+    def last_done(task: Task) -> Task:
+        return by_name[max(task.deps, key=lambda d: finished.get(d, 0.0))]
+
+    def attribute(stage: int, begin: float, end: float, blocker: Task) -> None:
+        """Book the compute stream's wait [begin, end] on `blocker`, the dependency that finished
+        last: from its start on, to its label; before, to what it was itself waiting for (a
+        transfer waits for the neighbouring stage's compute: the pipeline bubble)."""
+        while True:
+            if blocker.collective is None:  # another stage's compute
+                book(stage, "pipeline_bubble", end - begin)
+                return
+            split = min(max(begin, started[blocker.name]), end)
+            book(stage, blocker.label, end - split)
+            if split <= begin:
+                return
+            if not blocker.deps or finished.get(last_done(blocker).name, 0.0) <= begin:
+                book(stage, blocker.label, split - begin)  # queued behind its own stream
+                return
+            blocker, end = last_done(blocker), split
+
+    def flight(stage: int, delta: int) -> None:
+        """Count the stage's collectives in flight and wake its compute to re-pace itself."""
+        in_flight[stage] += delta
+        event, changed[stage] = changed[stage], env.event()
+        event.succeed()
+
+    def compute(task: Task) -> Generator[simpy.Event, Any, None]:
+        """Run `task.duration_s` of work, OVERLAP_SLOWDOWN slower while a collective is in flight."""
+        left = task.duration_s
+        while left > 0.0:
+            slow = 1.0 + OVERLAP_SLOWDOWN if in_flight[task.stage] else 1.0
+            began, finish = env.now, env.timeout(left * slow)
+            yield finish | changed[task.stage]
+            if finish.processed:
+                return
+            left -= (env.now - began) / slow
 
     def run(tasks: list[Task]) -> Generator[simpy.Event, Any, None]:
         for task in tasks:
@@ -105,21 +145,14 @@ def simulate_plan(plan: StepPlan, stage_resources: list[Resource],
                 asked = env.now
                 yield env.all_of(pending)
                 if task.stream == "compute" and env.now > asked:
-                    blocker = by_name[max(task.deps, key=lambda d: finished.get(d, 0.0))]
-                    if blocker.label == "p2p":
-                        split = min(max(asked, started[blocker.name]), env.now)
-                        book(task.stage, "pipeline_bubble", split - asked)
-                        book(task.stage, "p2p", env.now - split)
-                    else:
-                        book(task.stage, blocker.label, env.now - asked)
+                    attribute(task.stage, asked, env.now, last_done(task))
             start = started[task.name] = env.now
             if task.collective is not None:
-                in_flight[task.stage] += 1
+                flight(task.stage, +1)
                 yield engines[task.stage].transfer([flow_of(task)])
-                in_flight[task.stage] -= 1
+                flight(task.stage, -1)
             else:
-                slow = 1.0 + OVERLAP_SLOWDOWN if in_flight[task.stage] else 1.0
-                yield env.timeout(task.duration_s * slow)
+                yield from compute(task)
             finished[task.name] = env.now
             size = task.collective.size_bytes * task.collective.count if task.collective else 0
             spans.append(Span(task.name, task.stream, task.label, start, env.now, size, task.stage))

@@ -17,6 +17,9 @@ behaviour, read from its code and named in the case's `defaults` ("flagged"):
   sequence parallelism whenever tp > 1 (its llama recipes), ranks tp-dp-pp.
 - Megatron-LM and Megatron-DeepSpeed optimizers keep 16-bit model parameters beside fp32 master
   weights and copy the gradients to fp32 for the step (fp32_grad_copy; memory only).
+- Pipeline transfers block the sender in Megatron-LM and DeepSpeed; they overlap compute in
+  Megatron-Core when its flags say "PP overlap", and in torchtitan. DeepSpeed's pipeline engine
+  sends whole activations from every TP rank (no scatter-gather).
 - Megatron-DeepSpeed (BLOOM): ranks tp innermost, then dp, then pp (PipeModelDataParallelTopology,
   axes pipe, data, model); DeepSpeed's TrainSchedule (1F1B) reduces gradients after the last
   micro-batch; no sequence parallelism; its bf16 optimizer shards optimizer states (ZeRO-1).
@@ -205,6 +208,9 @@ def _megatron_core(d: _Draft) -> None:
     if d.layered:
         d.parts.append("ranks tp-dp-pp (Megatron-Core's order tp-cp-ep-dp-pp)")
     d.plain_schedule("no virtual pipeline stated")
+    if d.pp > 1 and "pp overlap" in flags.lower():
+        d.spec["overlap_p2p"] = True
+        d.parts.append("pipeline sends overlap compute (PP overlap)")
     if d.training.get("micro_batch") is None:
         d.training["micro_batch"] = 1
         d.parts.append("micro_batch 1")
@@ -234,6 +240,9 @@ def _megatron_deepspeed(d: _Draft) -> None:
     if d.layered:
         d.parts.append("ranks tp-dp-pp (DeepSpeed PipeModelDataParallelTopology), no sequence parallelism")
     d.plain_schedule("DeepSpeed TrainSchedule")
+    if d.pp > 1:
+        d.spec["p2p_scatter_gather"] = False
+        d.parts.append("every TP rank sends whole activations, blocking (DeepSpeed PipelineEngine p2p)")
 
 
 def _torchtitan_micro_batch(training: dict[str, Any], pp: int, virtual_stages: int) -> str:
@@ -268,7 +277,9 @@ def _torchtitan(d: _Draft) -> None:
     elif "1f1b" not in text:
         d.plain_schedule("not stated")
     d.knobs["reshard_after_forward"] = False
-    d.parts.append("FSDP keeps parameters gathered after forward with PP (torchtitan apply_fsdp)")
+    d.spec["overlap_p2p"] = True
+    d.parts.append("FSDP keeps parameters gathered after forward with PP (torchtitan apply_fsdp); sends overlap "
+                   "compute (asynchronous isend/irecv)")
     d.parts.append(_torchtitan_micro_batch(d.training, d.pp, d.spec.get("virtual_stages", 1)))
 
 

@@ -15,8 +15,8 @@ from simulator.training.memory import in_flight_micro_batches, memory_per_gpu
 from simulator.training.pipeline import layers_per_virtual_stage, plan_pipeline, schedule
 from simulator.training.plan import plan_step
 from simulator.training.predict import predict_step, simulate_step, steady_state_step
-from simulator.training.tasks import Task, tp_calls
-from simulator.training.timeline import simulate_plan
+from simulator.training.tasks import CollectiveCall, StepPlan, Task, tp_calls
+from simulator.training.timeline import OVERLAP_SLOWDOWN, simulate_plan
 from topologies.build import build
 from topologies.hardware import gpu_spec
 from topologies.presets import load_preset
@@ -214,3 +214,15 @@ def test_fp32_grad_copy_peaks_at_the_optimizer_step() -> None:
     assert step.optimizer_bytes == pytest.approx(16.0 * n)
     assert plain.optimizer_bytes == pytest.approx(12.0 * n)
     assert step.total_bytes > plain.total_bytes
+
+
+def test_overlap_slowdown_lasts_only_while_a_collective_is_in_flight() -> None:
+    """A 1 s compute task overlapped by a collective for its first 0.1 s progresses at 1/(1 + slowdown)
+    for that 0.1 s only: it ends at 1 + 0.1 x (1 - 1/(1 + OVERLAP_SLOWDOWN)) s."""
+    plan = StepPlan((Task("work", "compute", "forward", 1.0),
+                     Task("comm", "rs", "all_reduce", collective=CollectiveCall("all_reduce", 1, "dp"))), 1)
+    timeline = simulate_plan(plan, [Resource("link", 1e9)],
+                             lambda t: FlowClass(t.name, 1e8, ((0, 1.0),), rate_cap_Bps=1e9))
+    end = {s.name: s.end_s for s in timeline.spans}
+    assert end["comm"] == pytest.approx(0.1)
+    assert end["work"] == pytest.approx(1.0 + 0.1 * (1.0 - 1.0 / (1.0 + OVERLAP_SLOWDOWN)))

@@ -226,3 +226,26 @@ def test_overlap_slowdown_lasts_only_while_a_collective_is_in_flight() -> None:
     end = {s.name: s.end_s for s in timeline.spans}
     assert end["comm"] == pytest.approx(0.1)
     assert end["work"] == pytest.approx(1.0 + 0.1 * (1.0 - 1.0 / (1.0 + OVERLAP_SLOWDOWN)))
+
+
+@settings(max_examples=12, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4, 8]), pp=st.sampled_from([1, 2, 4]), kind=st.sampled_from(["ddp", "zero1", "fsdp"]),
+       schedule_kind=st.sampled_from(["1f1b", "gpipe", "interleaved"]), overlap=st.booleans(),
+       placement=st.sampled_from(["tp-pp-dp", "tp-dp-pp", "dp-pp-tp"]))
+def test_idle_splits_into_its_parts(tp: int, pp: int, kind: str, schedule_kind: str, overlap: bool,
+                                    placement: str) -> None:
+    """Any 3D layout: idle time is within [0, step time] and equals exposed communication + pipeline
+    bubble + optimizer waits (every second the critical GPU's compute stream waits is booked once)."""
+    if pp == 1:
+        schedule_kind = "1f1b"
+    interleaved = schedule_kind == "interleaved"
+    training = TrainingSpec(
+        model=UNIFORM, micro_batch=1, global_batch=64, strategy=StrategySpec(kind=kind),
+        parallel=ParallelSpec(tp=tp, pp=pp, pipeline_schedule=schedule_kind,
+                              virtual_stages=2 if interleaved else 1, sequence_parallel=tp > 1, overlap_p2p=overlap,
+                              placement=placement))
+    p = predict_step(load_preset("dgx-h100", nodes=4), training, UNIFORM)
+    idle = p.idle_breakdown_s
+    assert 0.0 <= p.gpu_idle_s <= p.step_time_s
+    assert idle["exposed_comm"] + idle["pipeline_bubble"] + idle["optimizer_wait"] == pytest.approx(p.gpu_idle_s,
+                                                                                                   rel=1e-6, abs=1e-9)

@@ -65,8 +65,11 @@ def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> 
     if layout.pp * training.parallel.virtual_stages > spec.layers:
         raise ConfigError(f"training.parallel: pp {layout.pp} x virtual_stages {training.parallel.virtual_stages} "
                           f"exceeds the model's {spec.layers} layers")
-    if layout.tp > 1 and training.strategy.kind == "hsdp":
-        raise ConfigError("training.strategy.kind hsdp with tensor parallelism is not modelled (use fsdp)")
+    strategy = training.strategy
+    hybrid = strategy.kind == "hsdp" or (strategy.kind == "fsdp" and strategy.fsdp_sharding == "HYBRID_SHARD")
+    if hybrid and (layout.tp > 1 or layout.pp > 1):
+        raise ConfigError("training.strategy: hybrid sharding (hsdp, HYBRID_SHARD) with tensor or pipeline "
+                          "parallelism is not modelled (use fsdp FULL_SHARD)")
     return layout
 
 

@@ -180,6 +180,9 @@ class TopologySpec(BaseModel):
     )
     link_faults: tuple[LinkFault, ...] = Field(
         default=(), description="Degraded or failed devices (what-if); traffic reroutes around failures.")
+    gpu_power_limit_w: float | None = Field(
+        default=None, gt=0, description="Board power cap per GPU (nvidia-smi --power-limit), at most the GPU's TDP; "
+        "default: the TDP.")
 
     @property
     def gpus_per_nvlink_domain(self) -> int:
@@ -194,6 +197,9 @@ class TopologySpec(BaseModel):
             gpu = gpu_spec(self.gpu)
         except ConfigError as exc:
             raise ValueError(f"gpu: {exc}") from None
+        if self.gpu_power_limit_w is not None and self.gpu_power_limit_w > gpu.tdp_w:
+            raise ValueError(f"gpu_power_limit_w: {self.gpu_power_limit_w:g} W is above the {gpu.name}'s TDP of "
+                             f"{gpu.tdp_w:g} W")
         platform = intra_node_platform(self.intra_node)
         if self.gpus_per_node > platform.max_gpus_per_node:
             raise ValueError(

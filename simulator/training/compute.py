@@ -32,6 +32,11 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   parallelism shards them over t too (Korthikanti et al. 2022).
 - The optimizer is memory-bound: Adam reads and writes fp32 master weights, two moments and the
   gradient (OPTIMIZER_BYTES_PER_PARAM per locally owned parameter).
+- A power cap below the TDP lowers the clock the GPU sustains under load: dynamic power goes as
+  C V^2 f and, along the DVFS curve, V roughly with f, so P ~ f^3 and the clock falls as the cube
+  root of cap / TDP (the standard DVFS approximation; A100 PCIe at 250 W against SXM at 400 W gives
+  0.855, in line with its ~10-15% lower sustained GEMM rate). Compute-bound work slows by that
+  factor; memory-bound work does not.
 A compute calibration (benchmarks/gpu_calibration.py) replaces the GEMM asymptote with the
 measured median; a user's measured single-GPU tokens/s for the job scales all compute (`scale`).
 """
@@ -73,6 +78,7 @@ class ComputeModel:
     precision: str
     scale: float = 1.0  # measured / modelled throughput (1.0 = uncalibrated)
     gemm_efficiency_asymptote: float | None = None  # measured (compute calibration) instead of the table
+    clock_factor: float = 1.0  # sustained clock under a power cap over the uncapped one (power_capped_clock)
 
     @property
     def peak_flops(self) -> float:
@@ -93,7 +99,7 @@ class ComputeModel:
         return asymptote * smallest / (smallest + GEMM_HALF_DIM)
 
     def _roofline(self, flops: float, efficiency: float, bytes_moved: float, peak: float | None = None) -> float:
-        compute = flops / ((peak or self.peak_flops) * efficiency)
+        compute = flops / ((peak or self.peak_flops) * efficiency * self.clock_factor)
         memory = bytes_moved / (self.gpu.hbm_GBps * 1e9 * MEMORY_EFFICIENCY)
         return max(compute, memory)
 
@@ -147,3 +153,11 @@ def _sharded(gemms: list[tuple[str, int, int, int]], tp: int) -> list[tuple[str,
     row-parallel attn_out and mlp_down (k / tp)."""
     rows = ("attn_out", "mlp_down")
     return [(name, m, n, -(-k // tp)) if name in rows else (name, m, -(-n // tp), k) for name, m, n, k in gemms]
+
+
+def power_capped_clock(gpu: GpuSpec, power_limit_w: float | None) -> float:
+    """The clock a GPU sustains under a power cap, over its uncapped clock: (cap / TDP)^(1/3) (see
+    the module docstring); 1 without a cap."""
+    if power_limit_w is None or power_limit_w >= gpu.tdp_w:
+        return 1.0
+    return float((power_limit_w / gpu.tdp_w) ** (1.0 / 3.0))

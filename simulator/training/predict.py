@@ -22,7 +22,7 @@ from simulator.collectives.params import ModelParams
 from simulator.collectives.predict import predict_collective
 from simulator.core.errors import ConfigError
 from simulator.network.flows import FlowClass
-from simulator.training.compute import ComputeModel
+from simulator.training.compute import ComputeModel, power_capped_clock
 from simulator.training.groups import Layout, communicators, layout_of
 from simulator.training.memory import memory_per_gpu, shard_degrees
 from simulator.training.pipeline import plan_pipeline
@@ -164,7 +164,9 @@ def compute_scale_for(measured_tokens_per_s: float, topology: TopologySpec, trai
         raise ConfigError(f"measured tokens/s per GPU must be > 0, got {measured_tokens_per_s}")
     model = transformer(model_spec)
     seq_len = training.seq_len or model_spec.max_seq_len
-    compute = ComputeModel(build(topology).gpu, training.precision, 1.0, gemm_efficiency)
+    gpu = build(topology).gpu
+    compute = ComputeModel(gpu, training.precision, 1.0, gemm_efficiency,
+                           power_capped_clock(gpu, topology.gpu_power_limit_w))
     modelled = training.micro_batch * seq_len / compute.micro_step_s(
         model, training.micro_batch, seq_len, training.activation_checkpointing)
     return measured_tokens_per_s / modelled
@@ -193,7 +195,8 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
                           "per HSDP shard group is modelled so far")
     if straggler_slowdown < 1.0:
         raise ConfigError(f"stragglers.slowdown must be >= 1, got {straggler_slowdown}")
-    compute = ComputeModel(cluster.gpu, training.precision, compute_scale / straggler_slowdown, gemm_efficiency)
+    compute = ComputeModel(cluster.gpu, training.precision, compute_scale / straggler_slowdown, gemm_efficiency,
+                           power_capped_clock(cluster.gpu, topology.gpu_power_limit_w))
     timeline = steady_state_step(model, training, v, compute, seq_len, micro_steps, params, env)
     waits = dict(timeline.compute_waits_s)
     by_collective = {label: t for label, t in waits.items() if label in COMMUNICATION_LABELS}
@@ -217,5 +220,5 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
         comm_by_collective_s=by_collective,
         calibration=calibration,
         spans=timeline.spans,
-        gpu_tdp_w=cluster.gpu.tdp_w,
+        gpu_tdp_w=topology.gpu_power_limit_w or cluster.gpu.tdp_w,
     )

@@ -111,6 +111,9 @@ def topology_of(cluster: Mapping[str, Any], defaults: list[str]) -> tuple[Topolo
         defaults.append(f"intra_node {stated_intra!r} read as {preset.intra_node} ({preset_name}); "
                         "the server's NVLink wiring is not stated")
     overrides: dict[str, Any] = {"gpu": gpu, "gpus_per_node": per_node}
+    cap = re.search(r"(\d+(?:\.\d+)?)\s*W\s*power\s*limit", str(cluster["gpu"]), re.IGNORECASE)
+    if cap:  # e.g. "H100 SXM 96GB HBM2e (Grand Teton, 500W power limit)"
+        overrides["gpu_power_limit_w"] = float(cap.group(1))
     if nodes > 1 and preset.inter_node is not None:
         base = preset.inter_node
         nics = _stated_nics(cluster, per_node, base.nics_per_node)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from simulator.collectives.comm import comm_view
 from simulator.core.errors import ConfigError
 from simulator.scenario import JitterSpec, ScenarioSpec, pace_slowdown
-from simulator.training.compute import ComputeModel
+from simulator.training.compute import ComputeModel, power_capped_clock
 from simulator.training.memory import memory_per_gpu
 from simulator.training.plan import plan_step
 from simulator.training.predict import compute_scale_for, predict_step, simulate_step, steady_state_step
@@ -207,3 +207,21 @@ def test_steady_state_extrapolation_matches_full_simulation(kind):
     assert fast.compute_s == pytest.approx(full.compute_s, rel=1e-9)
     for label, wait in full.compute_waits_s.items():
         assert fast.compute_waits_s[label] == pytest.approx(wait, rel=1e-6, abs=1e-12)
+
+
+def test_power_cap_slows_compute_by_the_cube_root():
+    """A GPU capped at 500 W of its 700 W TDP sustains (500/700)^(1/3) = 0.894 of its clock: a
+    compute-bound layer takes 1/0.894 longer; no cap (or a cap at the TDP) changes nothing."""
+    gpu = gpu_spec("H100-SXM5-80GB")
+    assert power_capped_clock(gpu, 500.0) == pytest.approx((500.0 / 700.0) ** (1 / 3))
+    assert power_capped_clock(gpu, None) == power_capped_clock(gpu, 700.0) == 1.0
+    model = transformer(load_model("llama3-70b"))
+    full = ComputeModel(gpu, "bf16").layer(model, 1, 8192, "none")
+    capped = ComputeModel(gpu, "bf16", clock_factor=power_capped_clock(gpu, 500.0)).layer(model, 1, 8192, "none")
+    assert capped.forward_s / full.forward_s == pytest.approx(1 / power_capped_clock(gpu, 500.0), rel=0.02)
+
+
+def test_power_cap_above_tdp_is_refused():
+    """gpu_power_limit_w above the GPU's TDP is a configuration error naming the field."""
+    with pytest.raises(ConfigError, match="gpu_power_limit_w: 800 W is above"):
+        load_preset("dgx-h100", gpu_power_limit_w=800.0)

@@ -16,6 +16,7 @@ import yaml
 from simulator.core.errors import ConfigError, TopologyError
 from simulator.training.prediction import MemoryBreakdown, StepPrediction
 from simulator.validation.training_cases import map_case, parse_cases
+from simulator.validation.training_cluster import topology_of
 from simulator.validation.training_report import (
     choose_metric,
     evaluate,
@@ -398,3 +399,13 @@ def test_report_json_keys():
     assert data["coverage"] == 1.0 and set(data["sources"]) == {"bloom", "other", "src"}
     assert (data["model_parallel"]["n_cases"], data["model_parallel"]["expressed"]) == (1, 1)
     assert (data["data_parallel_only"]["n_cases"], data["data_parallel_only"]["expressed"]) == (5, 5)
+
+
+def test_power_limit_in_the_gpu_text_caps_the_topology():
+    """'(Grand Teton, 500W power limit)' in a case's GPU text becomes gpu_power_limit_w 500."""
+    defaults: list[str] = []
+    topology, _ = topology_of({"gpu": "H100 SXM 96GB HBM2e (Grand Teton, 500W power limit)", "num_gpus": 8},
+                              defaults)
+    assert topology.gpu_power_limit_w == 500.0
+    plain, _ = topology_of({"gpu": "H100 80GB", "num_gpus": 8}, [])
+    assert plain.gpu_power_limit_w is None

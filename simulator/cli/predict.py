@@ -104,6 +104,16 @@ def _override(scenario: ScenarioSpec, options: dict[str, Any]) -> tuple[Topology
     return topology, training, model
 
 
+def _layout_text(training: TrainingSpec) -> str:
+    """', TP8 PP4 (interleaved x2), SP' for a model-parallel job; '' otherwise."""
+    par = training.parallel
+    if par.tp == 1 and par.pp == 1:
+        return ""
+    schedule = f" ({par.pipeline_schedule}{f' x{par.virtual_stages}' if par.virtual_stages > 1 else ''})" \
+        if par.pp > 1 else ""
+    return f", TP{par.tp} PP{par.pp}{schedule}{', SP' if par.sequence_parallel else ''}"
+
+
 def _ranks(text: str | None, n_gpus: int) -> tuple[int, ...]:
     """--trace-gpus: comma-separated global ranks within the job; ConfigError otherwise."""
     if not text:
@@ -253,7 +263,8 @@ def predict(
     slowdown = pace_slowdown(spec, topo.nodes * topo.gpus_per_node)
     p = _run(topo, training, model_spec, calibration, force_calibration, measured_tokens_per_s_per_gpu, slowdown,
              spec.nccl_env)
-    title = (f"{model_spec.name}, {training.strategy.kind}, {topo.nodes} x {topo.gpus_per_node} {topo.gpu} "
+    title = (f"{model_spec.name}, {training.strategy.kind}{_layout_text(training)}, {topo.nodes} x "
+             f"{topo.gpus_per_node} {topo.gpu} "
              f"({topo.name or 'cluster'})")
     if trace is not None:
         ranks = _ranks(trace_gpus, p.n_gpus)

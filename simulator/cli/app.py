@@ -13,7 +13,7 @@ import click
 import typer
 from rich.console import Console
 
-from simulator.cli import calibrate, collective, compare, plan, predict, validate, validate_training
+from simulator.cli import calibrate, collective, compare, plan, predict, schema, validate, validate_training
 from simulator.cli import sweep as sweep_commands
 from simulator.cli import topology as topology_commands
 from simulator.core.errors import ClusterSimError
@@ -30,6 +30,7 @@ validate.register(app)
 calibrate.register(app)
 predict.register(app)
 plan.register(app)
+schema.register(app)
 validate_training.register(app)
 compare.register(app)
 sweep_commands.register(app)

@@ -21,6 +21,7 @@ from simulator.collectives.flows import collective_flow, collective_resources, r
 from simulator.collectives.params import ModelParams
 from simulator.collectives.predict import predict_collective
 from simulator.core.errors import ConfigError
+from simulator.network.closed_form import uncontended_time_s
 from simulator.network.flows import FlowClass
 from simulator.training.compute import ComputeModel, power_capped_clock
 from simulator.training.groups import Layout, communicators, layout_of
@@ -90,9 +91,9 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
     cache: dict[tuple[str, int, str], CollectiveEstimate] = {}
     estimate_of: dict[str, CollectiveEstimate] = {}
 
-    def flow_of(task: Task) -> FlowClass:
+    def estimate(task: Task) -> CollectiveEstimate:
         call = task.collective
-        assert call is not None  # simulate_plan asks only for collective tasks
+        assert call is not None  # only collective tasks are priced
         group = call.group
         if group.startswith("pp:"):
             group = "pp:inter" if layout.stages_cross_node(task.stage, int(group[3:])) else "pp:intra"
@@ -100,12 +101,32 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
         if key not in cache:
             cache[key] = predict_collective(groups[group], call.op, call.size_bytes, env=env, params=params)
         estimate_of[task.name] = cache[key]
-        flow = collective_flow(cache[key], capacity, task.name)
+        return cache[key]
+
+    def flow_of(task: Task) -> FlowClass:
+        call = task.collective
+        assert call is not None
+        flow = collective_flow(estimate(task), capacity, task.name)
         if call.count == 1:
             return flow
         return replace(flow, size_bytes=flow.size_bytes * call.count, latency_s=flow.latency_s * call.count)
 
-    timeline = simulate_plan(plan, collective_resources(capacity), flow_of)
+    # TP collectives run one after another on their stream; where nothing else of their stage uses
+    # the resources they use (TP on NVLink, DP and pipeline traffic on the NICs), they never share
+    # bandwidth and the engine's answer is the closed form, so the engine is skipped for them
+    collectives = [task for task in plan.tasks if task.collective is not None]
+    busy: dict[int, set[str]] = {}
+    for task in collectives:
+        if task.stream != "tp":
+            busy.setdefault(task.stage, set()).update(r for r, spb in estimate(task).demand_s_per_byte if spb > 0)
+    resources = collective_resources(capacity)
+    lone: dict[str, float] = {}
+    for task in collectives:
+        used = {r for r, spb in estimate(task).demand_s_per_byte if spb > 0}
+        if task.stream == "tp" and not used & busy.get(task.stage, set()):
+            lone[task.name] = uncontended_time_s([flow_of(task)], resources)
+
+    timeline = simulate_plan(plan, resources, flow_of, lambda task: lone.get(task.name))
     spans = []
     for span in timeline.spans:
         est = estimate_of.get(span.name)

@@ -81,9 +81,12 @@ def busy_by_stage(spans: tuple[Span, ...]) -> dict[int, float]:
 
 
 def simulate_plan(plan: StepPlan, stage_resources: list[Resource],
-                  flow_of: Callable[[Task], FlowClass]) -> Timeline:
+                  flow_of: Callable[[Task], FlowClass],
+                  alone_s: Callable[[Task], float | None] | None = None) -> Timeline:
     """Run the plan (see module docstring). `stage_resources` is one stage's block of resources;
-    `flow_of` turns a collective task into a flow class over that block's indices."""
+    `flow_of` turns a collective task into a flow class over that block's indices. `alone_s` may
+    give a collective's time when nothing can share its resources (the flow engine would give the
+    same closed form): it then skips the engine, which is what costs time in deep pipelines."""
     env = simpy.Environment()
     stages = 1 + max(task.stage for task in plan.tasks)
     # stages share no resource (a transfer loads its sender's), so each gets its own, smaller, engine
@@ -149,7 +152,8 @@ def simulate_plan(plan: StepPlan, stage_resources: list[Resource],
             start = started[task.name] = env.now
             if task.collective is not None:
                 flight(task.stage, +1)
-                yield engines[task.stage].transfer([flow_of(task)])
+                fixed = alone_s(task) if alone_s is not None else None
+                yield env.timeout(fixed) if fixed is not None else engines[task.stage].transfer([flow_of(task)])
                 flight(task.stage, -1)
             else:
                 yield from compute(task)

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import simulator.training.predict as predict_module
 from simulator.collectives.comm import comm_view
 from simulator.core.errors import ConfigError
 from simulator.network.flows import FlowClass, Resource
@@ -249,3 +250,18 @@ def test_idle_splits_into_its_parts(tp: int, pp: int, kind: str, schedule_kind: 
     assert 0.0 <= p.gpu_idle_s <= p.step_time_s
     assert idle["exposed_comm"] + idle["pipeline_bubble"] + idle["optimizer_wait"] == pytest.approx(p.gpu_idle_s,
                                                                                                    rel=1e-6, abs=1e-9)
+
+
+def test_tp_closed_form_fast_path_equals_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TP collectives that share no resource with the stage's other traffic skip the flow engine;
+    running them through it instead gives the same step (the engine alone is the closed form)."""
+    topology = load_preset("dgx-a100", nodes=4)
+    training = TrainingSpec(model=GPT, micro_batch=1, global_batch=32, strategy=StrategySpec(kind="zero1"),
+                            parallel=ParallelSpec(tp=8, pp=2, sequence_parallel=True))
+    fast = predict_step(topology, training, GPT)
+    engine_only = predict_module.simulate_plan
+    monkeypatch.setattr(predict_module, "simulate_plan",
+                        lambda plan, resources, flow_of, alone_s=None: engine_only(plan, resources, flow_of))
+    slow = predict_step(topology, training, GPT)
+    assert fast.step_time_s == pytest.approx(slow.step_time_s, rel=1e-9)
+    assert fast.idle_breakdown_s == pytest.approx(slow.idle_breakdown_s, rel=1e-6, abs=1e-9)

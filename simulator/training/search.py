@@ -19,9 +19,10 @@ and the pipeline schedule. The search runs in four phases:
 3. Estimate (`estimate_step_s`): a closed-form step time that chooses what to simulate: compute of
    the critical stage (ComputeModel) over m micro-batches plus the 1F1B pipeline bubble of
    (p - 1) / v micro-batch times, a fraction (p - 1) / (m + p - 1) with v = 1 (Narayanan et al.
-   2021, section 2.2); ring-volume TP, PP and DP communication at each group's share of the links
-   under the job's placement (2 (n - 1) / n x S per all-reduce, Patarasuk & Yuan 2009; groups as in
-   simulator.training.groups), the DP reduction hidden behind one micro-batch's backward when
+   2021, section 2.2); the TP collectives of each layer pass (tasks.tp_calls), the pipeline sends and
+   the DP collectives, each alone on its group's communicator under the job's placement
+   (simulator.training.groups) by the collective model's closed form (predict_collective), the DP
+   reduction hidden behind one micro-batch's backward when
    overlapped; the optimizer step. Layouts estimated over `slack` x the best are dropped (on
    GPT-3-class jobs the simulation lands within -5%..+15% of the estimate). Of the rest, `keep` are
    simulated: the best of each TP x PP shape (shapes in order of their best estimate), then the
@@ -41,20 +42,21 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from typing import Any
 
-from simulator.collectives.comm import INTRA_EFFICIENCY, CommView, comm_view
+from simulator.collectives.comm import CommView, comm_view
+from simulator.collectives.predict import predict_collective
 from simulator.core.errors import ClusterSimError, ConfigError
 from simulator.training.compute import ComputeModel, power_capped_clock
 from simulator.training.groups import communicators
 from simulator.training.memory import memory_per_gpu, shard_degrees
 from simulator.training.predict import job_layout, predict_step
 from simulator.training.prediction import StepPrediction
+from simulator.training.tasks import PARAM_BYTES, tp_calls
 from topologies.build import build
 from topologies.spec import TopologySpec
-from workloads.model import TransformerModel, transformer
+from workloads.model import ACTIVATION_BYTES, TransformerModel, transformer
 from workloads.spec import Checkpointing, ModelSpec, StrategyKind, TrainingSpec
 
 GIB = 1024**3
-NETWORK_EFFICIENCY = 0.9  # share of the NIC line rate a large NCCL transfer reaches (estimate only)
 SHARDED = ("zero2", "zero3", "fsdp", "hsdp")  # shard gradients or parameters: not with pipeline parallelism
 DEFAULT_KEEP = 24
 DEFAULT_SLACK = 1.3  # the estimate is within about -5%..+15% of the simulation on GPT-3-class jobs
@@ -191,17 +193,9 @@ def layout_memory_bytes(layout: CandidateLayout, training: TrainingSpec, model: 
                           micro_steps=layout.micro_steps).total_bytes
 
 
-def _ring_s(size_bytes: float, ranks: int, bandwidth_Bps: float, volume: float = 2.0) -> float:
-    """A ring collective moving volume x (n - 1) / n x S per rank (2 for all-reduce, 1 for
-    reduce-scatter or all-gather) at `bandwidth_Bps`; nothing for one rank."""
-    return 0.0 if ranks <= 1 else volume * (ranks - 1) / ranks * size_bytes / bandwidth_Bps
-
-
-def _ring_Bps(view: CommView) -> float:
-    """What a ring over a group's communicator moves per rank: NVLink inside a node; across nodes,
-    the group's share of each node's NICs (the ring crosses each node's boundary once)."""
-    intra = view.intra_Bps * INTRA_EFFICIENCY.get(view.intra_kind, 0.8)
-    return intra if view.n_nodes <= 1 or view.net_Bps <= 0.0 else min(intra, view.net_Bps * NETWORK_EFFICIENCY)
+def _collective_s(view: CommView, op: str, size_bytes: float) -> float:
+    """One collective alone on its group's communicator, by the collective model (closed form)."""
+    return predict_collective(view, op, int(size_bytes)).time_s if size_bytes > 0 else 0.0
 
 
 def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: TransformerModel,
@@ -214,30 +208,31 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
     layers = model.spec.layers / p
     times = compute.layer(model, b, seq_len, layout.recompute, t, layout.sequence_parallel)
     head_f, head_b = compute.head(model, b, seq_len, t)
-    activation = 2.0 * b * seq_len * model.spec.hidden
-    tp_collectives = 4 + (2 if layout.recompute == "full" else 0)  # 2 forward, 2 backward (+ recomputed forward)
-    tp_s = layers * tp_collectives * _ring_s(activation, t, _ring_Bps(views["tp"]))
+    passes = 3 if layout.recompute == "full" else 2  # forward, backward (+ recomputed forward)
+    tp_s = layers * sum(call.count * _collective_s(views["tp"], call.op, call.size_bytes)
+                        for call in tp_calls(model, b, seq_len, t, layout.sequence_parallel, passes))
     stage_s = layers * (times.forward_s + times.recompute_s + times.backward_s) + head_f + head_b + tp_s
     p2p_view = views["pp:inter" if p > 1 and ranks.stages_cross_node(0, 1) else "pp:intra"]
-    p2p_bytes = activation / (t if layout.sequence_parallel else 1)
-    p2p_s = 0.0 if p == 1 else 2.0 * layout.virtual_stages * p2p_bytes / _ring_Bps(p2p_view)
+    activation = ACTIVATION_BYTES * b * seq_len * model.spec.hidden
+    p2p_bytes = activation / (t if training.parallel.p2p_scatter_gather else 1)
+    p2p_s = 0.0 if p == 1 else 2.0 * layout.virtual_stages * _collective_s(p2p_view, "sendrecv", p2p_bytes)
     pipeline_s = (m + (p - 1) / layout.virtual_stages) * (stage_s + p2p_s)
     local_params = model.total_params / (t * p)
-    grads = local_params * training.strategy.grad_reduce_bytes
-    dp_Bps = _ring_Bps(views["dp"])
+    dp = views["dp"]
+    reduce_s = _collective_s(dp, "reduce_scatter", local_params * training.strategy.grad_reduce_bytes)
+    gather_s = _collective_s(dp, "all_gather", local_params * PARAM_BYTES)
     strategy = training.strategy
     # the last micro-batch's backward hides the gradient reduction (if overlapped), the next step's
     # first forward the parameter all-gather of ZeRO-1/2 (if overlapped)
     backward = layers * times.backward_s if strategy.overlap_grad_reduce else 0.0
     forward = layers * times.forward_s if strategy.overlap_param_gather else 0.0
     if layout.strategy in ("zero3", "fsdp", "hsdp"):  # gather twice and reduce-scatter every micro-step
-        per_micro = _ring_s(2.0 * local_params, d, dp_Bps, 2.0) + _ring_s(grads, d, dp_Bps, 1.0)
-        dp_s = m * max(0.0, per_micro - stage_s)
+        dp_s = m * max(0.0, 2.0 * gather_s + reduce_s - stage_s)
     elif layout.strategy == "ddp":
-        dp_s = max(0.0, _ring_s(grads, d, dp_Bps) - backward)
+        all_reduce_s = _collective_s(dp, "all_reduce", local_params * strategy.grad_reduce_bytes)
+        dp_s = max(0.0, all_reduce_s - backward)
     else:
-        dp_s = (max(0.0, _ring_s(grads, d, dp_Bps, 1.0) - backward)
-                + max(0.0, _ring_s(2.0 * local_params, d, dp_Bps, 1.0) - forward))
+        dp_s = max(0.0, reduce_s - backward) + max(0.0, gather_s - forward)
     optimizer_shard = shard_degrees(training, d, ranks.members_per_node("dp"))[2]
     return pipeline_s + dp_s + compute.optimizer(local_params / optimizer_shard, training.optimizer)
 

@@ -121,10 +121,15 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
             busy.setdefault(task.stage, set()).update(r for r, spb in estimate(task).demand_s_per_byte if spb > 0)
     resources = collective_resources(capacity)
     lone: dict[str, float] = {}
+    alone_s: dict[tuple[int, int], float] = {}  # by (estimate, count): identical calls take the same time
     for task in collectives:
-        used = {r for r, spb in estimate(task).demand_s_per_byte if spb > 0}
+        est = estimate(task)
+        used = {r for r, spb in est.demand_s_per_byte if spb > 0}
         if task.stream == "tp" and not used & busy.get(task.stage, set()):
-            lone[task.name] = uncontended_time_s([flow_of(task)], resources)
+            key = (id(est), task.collective.count if task.collective else 1)
+            if key not in alone_s:
+                alone_s[key] = uncontended_time_s([flow_of(task)], resources)
+            lone[task.name] = alone_s[key]
 
     timeline = simulate_plan(plan, resources, flow_of, lambda task: lone.get(task.name))
     spans = []

@@ -23,24 +23,13 @@ import os
 import time
 
 from simulator.training.search import DEFAULT_SLACK, SearchResult, SearchSpace, describe, search_layouts
+from simulator.validation.training_parallel import SC21_TABLE_1
 from topologies.presets import load_preset
 from workloads.presets import load_model
 from workloads.spec import ModelSpec, ParallelSpec, StrategySpec, TrainingSpec
 
-# Narayanan et al. 2021 (SC21), Table 1: name -> layers, hidden, heads, GPUs, global batch, published (tp, pp).
-SC21_ROWS = {
-    "1.7b": (24, 2304, 24, 32, 512, (1, 1)),
-    "3.6b": (30, 3072, 32, 64, 512, (2, 1)),
-    "7.5b": (36, 4096, 32, 128, 512, (4, 1)),
-    "18.4b": (40, 6144, 48, 256, 1024, (8, 1)),
-    "39.1b": (48, 8192, 64, 512, 1536, (8, 2)),
-    "76.1b": (60, 10240, 80, 1024, 1792, (8, 4)),
-    "145.6b": (80, 12288, 96, 1536, 2304, (8, 8)),
-    "310.1b": (96, 16384, 128, 1920, 2160, (8, 16)),
-    "529.6b": (105, 20480, 128, 2520, 2520, (8, 35)),
-    "1t": (128, 25600, 160, 3072, 3072, (8, 64)),
-}
-TORCH_DDP_UP_TO_LAYERS = 40  # run_table_1.sh: --DDP-impl torch up to 18.4B, local (after the backward) above
+# Narayanan et al. 2021 (SC21), Table 1, as the validation holds it: name -> (layers, hidden, run).
+SC21_ROWS = {run.name.lower(): (layers, hidden, run) for (layers, hidden), run in SC21_TABLE_1.items()}
 
 
 def _run(model: ModelSpec, nodes: int, base: TrainingSpec, space: SearchSpace,
@@ -55,7 +44,8 @@ def _run(model: ModelSpec, nodes: int, base: TrainingSpec, space: SearchSpace,
 
 
 def _sc21(name: str, args: argparse.Namespace) -> None:
-    layers, hidden, heads, gpus, batch, published = SC21_ROWS[name.lower()]
+    layers, hidden, run = SC21_ROWS[name.lower()]
+    heads, gpus, batch, published = run.heads, run.gpus, run.global_batch, (run.tp, run.pp)
     model = ModelSpec(name=f"gpt-{name}", layers=layers, hidden=hidden, heads=heads, vocab=51200, max_seq_len=2048,
                       learned_positions=True, tied_embeddings=True, bias=True, source="Narayanan et al. 2021")
     if args.modern:
@@ -63,7 +53,7 @@ def _sc21(name: str, args: argparse.Namespace) -> None:
         space = SearchSpace(interleaved=args.interleaved)
     else:
         base = TrainingSpec(model=model.name, global_batch=batch, seq_len=2048, precision="fp16", flash_attention=False,
-                            strategy=StrategySpec(kind="ddp", overlap_grad_reduce=layers <= TORCH_DDP_UP_TO_LAYERS,
+                            strategy=StrategySpec(kind="ddp", overlap_grad_reduce=run.torch_ddp,
                                                   fp32_grad_copy=True),
                             parallel=ParallelSpec(placement="tp-dp-pp"))
         space = SearchSpace(strategies=("ddp",), recompute=("full",), sequence_parallel=(False,),

@@ -123,10 +123,10 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
     lone: dict[str, float] = {}
     alone_s: dict[tuple[int, int], float] = {}  # by (estimate, count): identical calls take the same time
     for task in collectives:
-        est = estimate(task)
-        used = {r for r, spb in est.demand_s_per_byte if spb > 0}
+        priced = estimate(task)
+        used = {r for r, spb in priced.demand_s_per_byte if spb > 0}
         if task.stream == "tp" and not used & busy.get(task.stage, set()):
-            key = (id(est), task.collective.count if task.collective else 1)
+            key = (id(priced), task.collective.count if task.collective else 1)
             if key not in alone_s:
                 alone_s[key] = uncontended_time_s([flow_of(task)], resources)
             lone[task.name] = alone_s[key]

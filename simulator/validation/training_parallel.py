@@ -46,6 +46,8 @@ from workloads.spec import ParallelSpec, StrategyKind
 class Sc21Run:
     """One weak-scaling run of Narayanan et al. 2021 (SC21), Table 1."""
 
+    name: str  # the paper's model size
+    gpus: int
     heads: int
     tp: int
     pp: int
@@ -57,19 +59,19 @@ class Sc21Run:
 
 # (layers, hidden) -> the run. Source: Narayanan et al., "Efficient Large-Scale Language Model Training on
 # GPU Clusters Using Megatron-LM", SC21, Table 1, as run by its authors' script NVIDIA/Megatron-LM
-# examples/sc21/run_table_1.sh (TP, PP, MBS, GBS, NLS, HS, NAH, DDP, --num-layers-per-virtual-pipeline-stage;
+# examples/sc21/run_table_1.sh (GPUs, TP, PP, MBS, GBS, NLS, HS, NAH, DDP, --num-layers-per-virtual-pipeline-stage;
 # every run --activations-checkpoint-method uniform, i.e. full recomputation, and --fp16).
 SC21_TABLE_1: dict[tuple[int, int], Sc21Run] = {
-    (24, 2304): Sc21Run(24, 1, 1, 16, 512, None, True),  # 1.7B
-    (30, 3072): Sc21Run(32, 2, 1, 16, 512, None, True),  # 3.6B
-    (36, 4096): Sc21Run(32, 4, 1, 16, 512, None, True),  # 7.5B
-    (40, 6144): Sc21Run(48, 8, 1, 8, 1024, None, True),  # 18.4B
-    (48, 8192): Sc21Run(64, 8, 2, 4, 1536, None, False),  # 39.1B
-    (60, 10240): Sc21Run(80, 8, 4, 2, 1792, 5, False),  # 76.1B
-    (80, 12288): Sc21Run(96, 8, 8, 2, 2304, 5, False),  # 145.6B
-    (96, 16384): Sc21Run(128, 8, 16, 1, 2160, 3, False),  # 310.1B
-    (105, 20480): Sc21Run(128, 8, 35, 1, 2520, 1, False),  # 529.6B
-    (128, 25600): Sc21Run(160, 8, 64, 1, 3072, None, False),  # 1008B
+    (24, 2304): Sc21Run("1.7B", 32, 24, 1, 1, 16, 512, None, True),
+    (30, 3072): Sc21Run("3.6B", 64, 32, 2, 1, 16, 512, None, True),
+    (36, 4096): Sc21Run("7.5B", 128, 32, 4, 1, 16, 512, None, True),
+    (40, 6144): Sc21Run("18.4B", 256, 48, 8, 1, 8, 1024, None, True),
+    (48, 8192): Sc21Run("39.1B", 512, 64, 8, 2, 4, 1536, None, False),
+    (60, 10240): Sc21Run("76.1B", 1024, 80, 8, 4, 2, 1792, 5, False),
+    (80, 12288): Sc21Run("145.6B", 1536, 96, 8, 8, 2, 2304, 5, False),
+    (96, 16384): Sc21Run("310.1B", 1920, 128, 8, 16, 1, 2160, 3, False),
+    (105, 20480): Sc21Run("529.6B", 2520, 128, 8, 35, 1, 2520, 1, False),
+    (128, 25600): Sc21Run("1T", 3072, 160, 8, 64, 1, 3072, None, False),
 }
 _SC21_SOURCE = "SC21 Table 1 as run by Megatron-LM examples/sc21/run_table_1.sh"
 _SC21_SCRIPT = "run_table_1.sh"

@@ -126,9 +126,12 @@ def test_sc21_tflops_are_hardware_flops_with_full_recompute():
 
 
 def test_sc21_table_rows_are_consistent():
-    """Every SC21 row: hidden divisible by heads, and whole virtual stages (layers / (pp x layers per stage))."""
+    """Every SC21 row: hidden divisible by heads, whole virtual stages (layers / (pp x layers per stage)),
+    and a whole data-parallel degree whose micro-batches divide the global batch."""
     for (layers, hidden), run in SC21_TABLE_1.items():
         assert hidden % run.heads == 0
+        assert run.gpus % (run.tp * run.pp) == 0
+        assert run.global_batch % (run.gpus // (run.tp * run.pp) * run.micro_batch) == 0
         if run.layers_per_virtual_stage:
             assert layers % (run.pp * run.layers_per_virtual_stage) == 0
 

@@ -45,23 +45,25 @@ def _run(model: ModelSpec, nodes: int, base: TrainingSpec, space: SearchSpace,
 
 def _sc21(name: str, args: argparse.Namespace) -> None:
     layers, hidden, run = SC21_ROWS[name.lower()]
-    heads, gpus, batch, published = run.heads, run.gpus, run.global_batch, (run.tp, run.pp)
-    model = ModelSpec(name=f"gpt-{name}", layers=layers, hidden=hidden, heads=heads, vocab=51200, max_seq_len=2048,
+    published = (run.tp, run.pp)
+    model = ModelSpec(name=f"gpt-{name}", layers=layers, hidden=hidden, heads=run.heads, vocab=51200, max_seq_len=2048,
                       learned_positions=True, tied_embeddings=True, bias=True, source="Narayanan et al. 2021")
     if args.modern:
-        base = TrainingSpec(model=model.name, global_batch=batch, seq_len=2048)
+        base = TrainingSpec(model=model.name, global_batch=run.global_batch, seq_len=2048)
         space = SearchSpace(interleaved=args.interleaved)
     else:
-        base = TrainingSpec(model=model.name, global_batch=batch, seq_len=2048, precision="fp16", flash_attention=False,
+        base = TrainingSpec(model=model.name, global_batch=run.global_batch, seq_len=2048, precision="fp16",
+                            flash_attention=False,
                             strategy=StrategySpec(kind="ddp", overlap_grad_reduce=run.torch_ddp,
                                                   fp32_grad_copy=True),
                             parallel=ParallelSpec(placement="tp-dp-pp"))
         space = SearchSpace(strategies=("ddp",), recompute=("full",), sequence_parallel=(False,),
                             interleaved=args.interleaved)
-    result, _, total_s = _run(model, gpus // 8, base, space, args)
+    result, _, total_s = _run(model, run.gpus // 8, base, space, args)
     shapes = list(dict.fromkeys((r.layout.tp, r.layout.pp) for r in result.ranked))  # best variant of each
     rank = shapes.index(published) + 1 if published in shapes else None
-    print(f"SC21 {name} on {gpus} GPUs, batch {batch} ({'modern' if args.modern else 'as run'}): published "
+    print(f"SC21 {name} on {run.gpus} GPUs, batch {run.global_batch} ({'modern' if args.modern else 'as run'}): "
+          f"published "
           f"TP{published[0]} PP{published[1]} ranks {rank or 'not among the ' + str(len(shapes))} of "
           f"{len(shapes)} TP x PP shapes ({result.predicted} layouts simulated, {total_s:.1f} s)")
     for i, r in enumerate(result.ranked[:5], start=1):

@@ -29,7 +29,7 @@ from simulator.training.memory import memory_per_gpu, shard_degrees
 from simulator.training.pipeline import plan_pipeline
 from simulator.training.plan import plan_step
 from simulator.training.prediction import StepPrediction
-from simulator.training.tasks import Task
+from simulator.training.tasks import CollectiveCall, Task
 from simulator.training.timeline import Timeline, simulate_plan
 from topologies.build import build
 from topologies.spec import TopologySpec
@@ -121,15 +121,15 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
             busy.setdefault(task.stage, set()).update(r for r, spb in estimate(task).demand_s_per_byte if spb > 0)
     resources = collective_resources(capacity)
     lone: dict[str, float] = {}
-    alone_s: dict[tuple[int, int], float] = {}  # by (estimate, count): identical calls take the same time
+    alone_s: dict[CollectiveCall, float] = {}  # identical TP calls take the same time
     for task in collectives:
-        priced = estimate(task)
-        used = {r for r, spb in priced.demand_s_per_byte if spb > 0}
+        call = task.collective
+        assert call is not None
+        used = {r for r, spb in estimate(task).demand_s_per_byte if spb > 0}
         if task.stream == "tp" and not used & busy.get(task.stage, set()):
-            key = (id(priced), task.collective.count if task.collective else 1)
-            if key not in alone_s:
-                alone_s[key] = uncontended_time_s([flow_of(task)], resources)
-            lone[task.name] = alone_s[key]
+            if call not in alone_s:
+                alone_s[call] = uncontended_time_s([flow_of(task)], resources)
+            lone[task.name] = alone_s[call]
 
     timeline = simulate_plan(plan, resources, flow_of, lambda task: lone.get(task.name))
     spans = []

@@ -82,9 +82,23 @@ class StrategySpec(BaseModel):
         default=False, description="The optimizer step copies 16-bit gradients to fp32 beside fp32 master weights "
         "(Megatron-LM, DeepSpeed mixed-precision optimizers): 4 more bytes per parameter of the optimizer's shard "
         "at the step; false for PyTorch AMP / FSDP, whose gradients are already fp32.")
+    zero_grad_all_reduce: bool = Field(
+        default=False, description="ZeRO-1: all-reduce the full gradients (at grad_reduce_bytes, held whole on "
+        "every rank) instead of reduce-scattering them, then step the rank's shard and all-gather the parameters "
+        "(DeepSpeed's bf16 optimizer: buffered_allreduce_fallback over its fp32 gradient buffer).")
+    grad_accumulation_bytes: float = Field(
+        default=0.0, ge=0.0, description="HBM bytes moved per locally held parameter after every micro-batch's "
+        "backward to add its gradients into the accumulation buffer (DeepSpeed's bf16 optimizer: 18, a bf16 -> fp32 "
+        "cast and an fp32 add); 0 where the weight-gradient GEMM accumulates in place.")
     overlap_param_gather: bool = Field(
         default=False, description="ZeRO-1 / distributed optimizer: gather updated parameters during the next "
         "step's forward (Megatron --overlap-param-gather) instead of right after the optimizer step.")
+
+    @model_validator(mode="after")
+    def _check(self) -> StrategySpec:
+        if self.zero_grad_all_reduce and self.kind != "zero1":
+            raise ValueError(f"zero_grad_all_reduce is a ZeRO-1 variant; kind is {self.kind}")
+        return self
 
 
 class ParallelSpec(BaseModel):

@@ -32,6 +32,9 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   parallelism shards them over t too (Korthikanti et al. 2022).
 - The optimizer is memory-bound: Adam reads and writes fp32 master weights, two moments and the
   gradient (OPTIMIZER_BYTES_PER_PARAM per locally owned parameter).
+- Gradient accumulation outside the GEMMs (DeepSpeed's bf16 optimizer adds each micro-batch's
+  bf16 gradients into an fp32 buffer) is a memory-bound pass: the strategy's bytes per locally held
+  parameter, after every micro-batch's backward.
 - A power cap below the TDP lowers the clock the GPU sustains under load: dynamic power goes as
   C V^2 f and, along the DVFS curve, V roughly with f, so P ~ f^3 and the clock falls as the cube
   root of cap / TDP (the standard DVFS approximation; A100 PCIe at 250 W against SXM at 400 W gives
@@ -141,6 +144,11 @@ class ComputeModel:
         layer = self.layer(model, micro_batch, seq_len, checkpointing)
         head_f, head_b = self.head(model, micro_batch, seq_len)
         return model.spec.layers * (layer.forward_s + layer.recompute_s + layer.backward_s) + head_f + head_b
+
+    def grad_accumulation(self, local_params: float, bytes_per_param: float) -> float:
+        """Seconds of adding one micro-batch's gradients into the accumulation buffer (see the module
+        docstring); 0 where the weight-gradient GEMMs accumulate in place."""
+        return local_params * bytes_per_param / (self.gpu.hbm_GBps * 1e9 * MEMORY_EFFICIENCY) / self.scale
 
     def optimizer(self, local_params: float, optimizer: str) -> float:
         """Seconds of one optimizer step over the parameters this GPU owns."""

@@ -4,7 +4,9 @@ Model states follow the ZeRO paper (Rajbhandari et al. 2020, section 3): mixed-p
 keeps 2 bytes of bf16/fp16 parameters, 2 of gradients and 12 of optimizer state (fp32 master
 weights, momentum, variance) per parameter; ZeRO-1 shards the optimizer states over the N
 data-parallel ranks, ZeRO-2 also the gradients, ZeRO-3 / FSDP FULL_SHARD also the parameters;
-SHARD_GRAD_OP is ZeRO-2-like; HYBRID_SHARD shards within its shard group. SGD keeps 4 bytes of
+SHARD_GRAD_OP is ZeRO-2-like; HYBRID_SHARD shards within its shard group. A ZeRO-1 that all-reduces
+whole gradients in another precision (zero_grad_all_reduce; DeepSpeed's bf16 optimizer accumulates
+and reduces an fp32 copy) holds that buffer whole too, beside the 16-bit gradients. SGD keeps 4 bytes of
 master weights (8 with momentum; we count momentum). fp32 training keeps 4 + 4 + 8.
 Sharded strategies also hold the gathered parameters of the units in flight (the current one plus
 the prefetched ones) and their gradients before reduce-scatter.
@@ -92,6 +94,8 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
     regime = "fp32" if training.precision == "fp32" else "mixed"
     p_bytes, g_bytes, o_bytes = STATE_BYTES[(regime, training.optimizer)]
     p_shard, g_shard, o_shard = shard_degrees(training, dp, shard_group)
+    if training.strategy.zero_grad_all_reduce and training.strategy.grad_reduce_bytes != g_bytes:
+        g_bytes += training.strategy.grad_reduce_bytes  # the whole reduction buffer beside the 16-bit gradients
     layer = float(model.params_per_layer) / tp
     first, last = stage == 0, stage == p - 1
     output = model.output_params if model.output_params or p == 1 else model.spec.vocab * model.spec.hidden

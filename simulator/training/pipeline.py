@@ -25,10 +25,13 @@ stages and free communication it comes out as (p - 1) / (m + p - 1) of the step 
 Data parallelism over the rest: each stage reduces its own gradients over its DP group, layer by
 layer during the last micro-batch's backward (overlap_grad_reduce; the last backward chunk of
 every model chunk is then split per layer) or all at once after it; ddp all-reduces, zero1 (the
-distributed optimizer) reduce-scatters, updates its shard, then all-gathers the parameters (after
+distributed optimizer) reduce-scatters (all-reduces with zero_grad_all_reduce, as DeepSpeed's bf16
+optimizer does), updates its shard, then all-gathers the parameters (after
 the optimizer, or at the start of the step before each chunk's first forward with
 overlap_param_gather); fsdp gathers each chunk's parameters before its first forward, keeps them
-for all micro-batches, and reduce-scatters the gradients of the last. Not modelled: the all-reduce
+for all micro-batches, and reduce-scatters the gradients of the last. A chunk's backward ends with
+the strategy's gradient-accumulation pass over the chunk's parameters (compute.grad_accumulation).
+Not modelled: the all-reduce
 of tied embedding gradients between the first and last stage, Megatron's vocabulary-parallel
 embedding all-reduce.
 """
@@ -108,7 +111,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                                       + (embedding if k == 0 else 0.0) + (output if k == p * v - 1 else 0.0))
               for k, n in enumerate(counts)}
     send_size = int(ACTIVATION_BYTES * b * seq_len * model.spec.hidden / (tp if par.p2p_scatter_gather else 1))
-    grad_op = "all_reduce" if kind == "ddp" else "reduce_scatter"
+    grad_op = "all_reduce" if kind == "ddp" or (kind == "zero1" and s.zero_grad_all_reduce) else "reduce_scatter"
     tasks: list[Task] = []
 
     def name(work: Work, stage: int) -> str:
@@ -159,8 +162,10 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
             split = j == last_micro and s.overlap_grad_reduce and dp > 1
             pieces = [(f"{name(work, stage)}.l{i}", 1) for i in range(chunk.layers)] if split else [
                 (name(work, stage), chunk.layers)]
+            accumulate = compute.grad_accumulation(chunk.params, s.grad_accumulation_bytes)
             for piece, n in pieces:
-                extra = head_b if chunk.last and piece == pieces[0][0] else 0.0
+                extra = (head_b if chunk.last and piece == pieces[0][0] else 0.0) + (
+                    accumulate if piece == pieces[-1][0] else 0.0)
                 calls = tp_calls(model, b, seq_len, tp, par.sequence_parallel, n * passes)
                 ready = add_pass(tasks, piece, "backward", n * per_layer + extra, deps, calls, par.tp_comm_overlap,
                                  stage)

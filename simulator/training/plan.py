@@ -9,9 +9,12 @@ do (DESIGN.md section 7; PyTorch DDP and FSDP, DeepSpeed ZeRO):
   a full bucket is all-reduced at once, overlapping the rest of backward; only on the last
   micro-step (no_sync before). Without overlap_grad_reduce every bucket waits for the whole
   backward (Megatron-LM before 2023). The optimizer waits for every bucket.
+- Every micro-step's backward ends with the strategy's gradient-accumulation pass over the
+  gradients this GPU holds (compute.grad_accumulation; none by default).
 - ZeRO-1/2: gradients reduce-scattered in buckets during backward (every micro-step for ZeRO-2,
-  the last for ZeRO-1), each rank updates its shard, then parameters are all-gathered in buckets
-  (with overlap_param_gather, layer by layer ahead of the first micro-step's forward instead).
+  the last for ZeRO-1; all-reduced with zero_grad_all_reduce), each rank updates its shard, then
+  parameters are all-gathered in buckets (with overlap_param_gather, layer by layer ahead of the
+  first micro-step's forward instead).
 - ZeRO-3 / FSDP FULL_SHARD: each block's parameters are all-gathered before its forward and again
   before its backward, with the next block's gather in flight (limit_all_gathers), then the
   block's gradients reduce-scattered. SHARD_GRAD_OP keeps gathered parameters from forward to
@@ -21,6 +24,7 @@ do (DESIGN.md section 7; PyTorch DDP and FSDP, DeepSpeed ZeRO):
 from __future__ import annotations
 
 from simulator.training.compute import ComputeModel
+from simulator.training.memory import shard_degrees
 from simulator.training.tasks import PARAM_BYTES, CollectiveCall, StepPlan, Task, add_pass, tp_calls
 from workloads.model import TransformerModel
 from workloads.spec import TrainingSpec
@@ -129,8 +133,13 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                 sharded_reduction(f"m{m}.rs{i}", layer_grad_bytes, f"m{m}.bwd{i}")
         if kind == "fsdp":
             sharded_reduction(f"m{m}.rs_root", root_grad_bytes, f"m{m}.bwd0")
+        if s.grad_accumulation_bytes:
+            held = model.total_params / tp / shard_degrees(training, dp, shard_group)[1]
+            tasks.append(Task(f"m{m}.accumulate", "compute", "backward",
+                              compute.grad_accumulation(held, s.grad_accumulation_bytes), deps=ready))
+            ready = (f"m{m}.accumulate",)
         if kind in ("ddp", "zero1", "zero2") and (last or kind == "zero2"):
-            op = "all_reduce" if kind == "ddp" else "reduce_scatter"
+            op = "all_reduce" if kind == "ddp" or (kind == "zero1" and s.zero_grad_all_reduce) else "reduce_scatter"
             # gradients become ready tensor by tensor, last layer first (a layer's matrices, then
             # the rest of its parameters); buckets take whole tensors
             grads = [(layer, float(t)) for layer in reversed(range(L)) for t in tensors]
@@ -138,7 +147,8 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                           else (s.zero_bucket_elements * s.grad_reduce_bytes,) * 2)
             buckets = _buckets([size for _, size in grads], first, cap)
             for b, members in enumerate(buckets):
-                produced = f"m{m}.bwd{grads[members[-1]][0] if s.overlap_grad_reduce else 0}"
+                produced = (f"m{m}.bwd{grads[members[-1]][0]}" if s.overlap_grad_reduce
+                            else f"m{m}.accumulate" if s.grad_accumulation_bytes else f"m{m}.bwd0")
                 size = int(sum(grads[j][1] for j in members))
                 if b == len(buckets) - 1:
                     size += root_grad_bytes  # embeddings' gradients are ready last

@@ -98,7 +98,8 @@ class CandidateLayout:
         """`base` (model, batch, precision, strategy knobs, placement) run with this layout."""
         data: dict[str, Any] = base.model_dump()
         data.update(micro_batch=self.micro_batch, grad_accum=None, activation_checkpointing=self.recompute)
-        data["strategy"] = {**data["strategy"], "kind": self.strategy}
+        zero1_variant = data["strategy"]["zero_grad_all_reduce"] and self.strategy == "zero1"
+        data["strategy"] = {**data["strategy"], "kind": self.strategy, "zero_grad_all_reduce": zero1_variant}
         data["parallel"] = {**data["parallel"], "tp": self.tp, "pp": self.pp,
                             "sequence_parallel": self.sequence_parallel, "pipeline_schedule": self.schedule,
                             "virtual_stages": self.virtual_stages}
@@ -211,15 +212,18 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
     passes = 3 if layout.recompute == "full" else 2  # forward, backward (+ recomputed forward)
     tp_s = layers * sum(call.count * _collective_s(views["tp"], call.op, call.size_bytes)
                         for call in tp_calls(model, b, seq_len, t, layout.sequence_parallel, passes))
-    stage_s = layers * (times.forward_s + times.recompute_s + times.backward_s) + head_f + head_b + tp_s
+    local_params = model.total_params / (t * p)
+    accumulate_s = compute.grad_accumulation(local_params, training.strategy.grad_accumulation_bytes)
+    stage_s = layers * (times.forward_s + times.recompute_s + times.backward_s) + head_f + head_b + tp_s + accumulate_s
     p2p_view = views["pp:inter" if p > 1 and ranks.stages_cross_node(0, 1) else "pp:intra"]
     activation = ACTIVATION_BYTES * b * seq_len * model.spec.hidden
     p2p_bytes = activation / (t if training.parallel.p2p_scatter_gather else 1)
     p2p_s = 0.0 if p == 1 else 2.0 * layout.virtual_stages * _collective_s(p2p_view, "sendrecv", p2p_bytes)
     pipeline_s = (m + (p - 1) / layout.virtual_stages) * (stage_s + p2p_s)
-    local_params = model.total_params / (t * p)
     dp = views["dp"]
-    reduce_s = _collective_s(dp, "reduce_scatter", local_params * training.strategy.grad_reduce_bytes)
+    all_reduce = layout.strategy == "zero1" and training.strategy.zero_grad_all_reduce
+    reduce_op = "all_reduce" if all_reduce else "reduce_scatter"
+    reduce_s = _collective_s(dp, reduce_op, local_params * training.strategy.grad_reduce_bytes)
     gather_s = _collective_s(dp, "all_gather", local_params * PARAM_BYTES)
     strategy = training.strategy
     # the last micro-batch's backward hides the gradient reduction (if overlapped), the next step's

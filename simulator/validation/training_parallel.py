@@ -22,7 +22,11 @@ behaviour, read from its code and named in the case's `defaults` ("flagged"):
   sends whole activations from every TP rank (no scatter-gather).
 - Megatron-DeepSpeed (BLOOM): ranks tp innermost, then dp, then pp (PipeModelDataParallelTopology,
   axes pipe, data, model); DeepSpeed's TrainSchedule (1F1B) reduces gradients after the last
-  micro-batch; no sequence parallelism; its bf16 optimizer shards optimizer states (ZeRO-1).
+  micro-batch; no sequence parallelism; its bf16 optimizer shards optimizer states (ZeRO-1). Where
+  the case states DeepSpeed's BF16 optimizer (BLOOM's production run; the chronicles-prequel rows
+  from 02-28, "BF16 optimizer that was just written to accumulate gradients in fp32"), each
+  micro-batch's gradients are added into a whole fp32 buffer, which is all-reduced, not
+  reduce-scattered; earlier rows accumulated in 16 bits (the prequel says so) and keep ZeRO-1.
 - torchtitan: device mesh (pp, dp_replicate, dp_shard, cp, tp), so tp-dp-pp; its TP plan shards the
   norms (SequenceParallel); async TP overlaps TP communication; with PP, FSDP keeps parameters
   gathered after forward, the local batch is split into one micro-batch per stage
@@ -56,6 +60,11 @@ class Sc21Run:
     layers_per_virtual_stage: int | None  # --num-layers-per-virtual-pipeline-stage (None: plain 1F1B)
     torch_ddp: bool  # --DDP-impl torch (PyTorch DDP, overlapped); else local (after the backward)
 
+
+# DeepSpeed's BF16_Optimizer.update_hp_grads after each micro-batch's backward (deepspeed/runtime/pipe/
+# engine.py _exec_backward_pass; bf16_optimizer.py): hp_grad.add_(lp.grad.to(fp32)): read bf16 (2 B),
+# write the fp32 cast (4 B), read it and the fp32 gradient (4 + 4 B), write the sum (4 B).
+BF16_ACCUMULATION_BYTES = 18.0
 
 # (layers, hidden) -> the run. Source: Narayanan et al., "Efficient Large-Scale Language Model Training on
 # GPU Clusters Using Megatron-LM", SC21, Table 1, as run by its authors' script NVIDIA/Megatron-LM
@@ -234,9 +243,15 @@ def _nemo(d: _Draft) -> None:
 def _megatron_deepspeed(d: _Draft) -> None:
     bf16 = "bf16" in str(d.training.get("precision") or "").lower()
     d.kind = "zero1" if bf16 else "ddp"
-    d.knobs.update(overlap_grad_reduce=False, fp32_grad_copy=True)  # DeepSpeed's fp16/bf16 optimizers
+    d.knobs.update(overlap_grad_reduce=False, fp32_grad_copy=True)  # DeepSpeed's ZeRO-1 / fp16 optimizers
     if bf16 and d.unnamed:
         d.parts.append("no strategy named: the bf16 optimizer shards optimizer states (zero1)")
+    stated = f"{d.training.get('precision') or ''} {d.training.get('zero_stage') or ''}".lower()
+    if "bf16 optimizer" in stated and d.kind == "zero1":
+        d.knobs.update(zero_grad_all_reduce=True, grad_reduce_bytes=4, grad_accumulation_bytes=BF16_ACCUMULATION_BYTES,
+                       fp32_grad_copy=False)  # its step reads the fp32 buffer itself
+        d.parts.append("the stated bf16 optimizer adds every micro-batch's gradients into a whole fp32 buffer and "
+                       "all-reduces it (DeepSpeed BF16_Optimizer.update_hp_grads, buffered_allreduce_fallback)")
     if d.dp > 1:
         d.parts.append("gradients reduced after the last micro-batch (DeepSpeed TrainSchedule ReduceGrads)")
     if d.layered:

@@ -70,9 +70,14 @@ def strategy_family(training: Mapping[str, Any], names: list[str],
 def strategy_spec(training: Mapping[str, Any], names: list[str], family: Family, n_dp: int, defaults: list[str],
                    kind: StrategyKind | None = None, knobs: Mapping[str, Any] | None = None) -> StrategySpec:
     """The data-parallel strategy over `n_dp` ranks; `kind` (a framework's, where the case names none)
-    replaces ddp; `knobs` are the framework's StrategySpec fields (overlap, resharding)."""
+    replaces ddp; `knobs` are the framework's StrategySpec fields (overlap, resharding; its ZeRO-1
+    variant only where the strategy is ZeRO-1)."""
     base = _named_strategy(training, names, family, n_dp, defaults, kind)
-    return StrategySpec(**{**base.model_dump(), **(knobs or {})}) if knobs else base
+    if not knobs:
+        return base
+    merged = {**base.model_dump(), **knobs}
+    merged["zero_grad_all_reduce"] = merged["zero_grad_all_reduce"] and merged["kind"] == "zero1"
+    return StrategySpec(**merged)
 
 
 def _named_strategy(training: Mapping[str, Any], names: list[str], family: Family, n_dp: int, defaults: list[str],

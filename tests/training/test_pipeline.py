@@ -217,6 +217,55 @@ def test_fp32_grad_copy_peaks_at_the_optimizer_step() -> None:
     assert step.total_bytes > plain.total_bytes
 
 
+def test_zero_grad_all_reduce_is_a_zero1_variant() -> None:
+    with pytest.raises(ValueError, match="zero_grad_all_reduce is a ZeRO-1 variant; kind is ddp"):
+        StrategySpec(kind="ddp", zero_grad_all_reduce=True)
+
+
+@pytest.mark.parametrize("pp", [1, 2])
+def test_zero_grad_all_reduce_reduces_whole_fp32_gradients(pp: int) -> None:
+    """DeepSpeed's bf16 optimizer: the DP reduction is an all-reduce of every gradient at 4 bytes (a plain
+    ZeRO-1 reduce-scatters 2-byte ones), then the bf16 parameters are all-gathered; the whole fp32 buffer
+    sits beside the 16-bit gradients: 2 + 4 bytes of gradients per parameter."""
+    model = transformer(GPT)
+    variant = StrategySpec(kind="zero1", overlap_grad_reduce=False, zero_grad_all_reduce=True, grad_reduce_bytes=4)
+    job = TrainingSpec(model=GPT, micro_batch=1, grad_accum=4, strategy=variant, parallel=ParallelSpec(pp=pp))
+    plan = (plan_pipeline(model, job, H100, 2048, 4, 8, 8) if pp > 1
+            else plan_step(model, job, H100, 2048, 4, 8, model.total_params / 8))
+    dp_ops = {(t.collective.op) for t in plan.tasks if t.collective and t.collective.group == "dp"}
+    reduced = sum(t.collective.size_bytes for t in plan.tasks if t.collective and t.collective.op == "all_reduce")
+    assert dp_ops == {"all_reduce", "all_gather"}
+    tied_copy = GPT.vocab * GPT.hidden if pp > 1 else 0  # the last stage's copy of the tied output layer
+    assert reduced == pytest.approx(4 * (model.total_params + tied_copy), rel=1e-6)
+    plain = job.model_copy(update={"strategy": StrategySpec(kind="zero1")})
+    grads = memory_per_gpu(model, job, 2048, 8, 1, 3).gradients_bytes
+    assert grads == pytest.approx(3.0 * memory_per_gpu(model, plain, 2048, 8, 1, 3).gradients_bytes)
+
+
+@pytest.mark.parametrize("pp", [1, 4])
+def test_gradient_accumulation_pass_after_every_backward(pp: int) -> None:
+    """Each micro-batch's gradients added into the buffer: a memory-bound pass over the stage's parameters,
+    bytes / (HBM x MEMORY_EFFICIENCY). One GPU: the step grows by exactly m of them; a pipeline by at least m
+    (the last stage's own) and at most m + p - 1 (every slot of the critical path)."""
+    m, bytes_per_param = 8, 18.0
+    model = transformer(UNIFORM)
+    base = pipeline_job(m, pp=pp)
+    accumulating = base.model_copy(
+        update={"strategy": StrategySpec(kind="ddp", grad_accumulation_bytes=bytes_per_param)})
+
+    def step_s(job: TrainingSpec) -> float:
+        plan = (plan_pipeline(model, job, H100, 1024, m, 1, 1) if pp > 1
+                else plan_step(model, job, H100, 1024, m, 1, model.total_params))
+        return simulate_plan(plan, [Resource("link", 1e9)], free_flow).step_time_s
+
+    pass_s = model.total_params / pp * bytes_per_param / (H100.gpu.hbm_GBps * 1e9 * 0.85)
+    grown = step_s(accumulating) - step_s(base)
+    if pp == 1:
+        assert grown == pytest.approx(m * pass_s, rel=1e-6)
+    else:
+        assert m * pass_s * 0.99 <= grown <= (m + pp - 1) * pass_s * 1.01
+
+
 def test_overlap_slowdown_lasts_only_while_a_collective_is_in_flight() -> None:
     """A 1 s compute task overlapped by a collective for its first 0.1 s progresses at 1/(1 + slowdown)
     for that 0.1 s only: it ends at 1 + 0.1 x (1 - 1/(1 + OVERLAP_SLOWDOWN)) s."""

@@ -157,6 +157,29 @@ def test_bloom_row_zero1_placement_full_recompute():
     assert choose_metric(m.case).hardware_flops  # Megatron-DeepSpeed logs SC21 eq. 3 with factor 4
 
 
+@pytest.mark.parametrize(("training", "stated"), [
+    ({"precision": "bf16 (BF16 optimizer, fp32 grad accumulation)"}, True),  # the prequel rows from 02-28
+    ({"zero_stage": "0 (bf16 optimizer implements its own ZeRO-1 equivalent)"}, True),  # the production run
+    ({}, False),  # bf16 alone: the 02-17 rows, before the BF16 optimizer was written
+])
+def test_bloom_bf16_optimizer_where_stated(training, stated):
+    """DeepSpeed's BF16_Optimizer under the pipeline engine, where the case states it: after every
+    micro-batch's backward the bf16 gradients are added into a whole fp32 buffer (18 B per parameter),
+    which is all-reduced (4 B per element), not reduce-scattered; its step reads that buffer, so no
+    fp32 copy at the step. Otherwise plain ZeRO-1 with 16-bit gradients and the copy."""
+    s = _map(BLOOM_160, training=training).training.strategy
+    knobs = (s.kind, s.zero_grad_all_reduce, s.grad_reduce_bytes, s.grad_accumulation_bytes, s.fp32_grad_copy)
+    assert knobs == (("zero1", True, 4, 18.0, False) if stated else ("zero1", False, 2, 0.0, True))
+
+
+def test_megatron_deepspeed_fp16_keeps_its_fp32_copy():
+    """fp16 runs go through DeepSpeed's FP16_Optimizer (16-bit gradients, an fp32 copy at the step): none of
+    the bf16 optimizer's knobs."""
+    s = _map(BLOOM_160, training={"precision": "fp16", "strategy": ["tp", "pp", "dp"]}).training.strategy
+    assert (s.kind, s.zero_grad_all_reduce, s.grad_reduce_bytes, s.grad_accumulation_bytes, s.fp32_grad_copy) == \
+        ("ddp", False, 2, 0.0, True)
+
+
 def test_bloom_row_naming_no_strategy_takes_the_bf16_optimizer():
     """The 80-GPU row ('tp', 'pp'; dp 1): Megatron-DeepSpeed's bf16 optimizer is ZeRO-1-like: zero1, flagged."""
     m = _map(BLOOM_160, id="bloom-prequel-best-bf16-200B-80gpu", training={"strategy": ["tp", "pp"], "dp": 1},

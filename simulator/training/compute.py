@@ -19,8 +19,12 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   score forward; backward reads and writes it about UNFUSED_SCORE_BYTES_BACKWARD = 17 times
   (dprobs, dropout and softmax backward, dscores for the QK^T backward). Memory-bound on top of
   the attention GEMMs.
-- fp8 training (Transformer Engine) runs the GEMMs at the fp8 rate but attention and element-wise
-  work in bf16, and casts each GEMM's inputs (FP8_CAST_BYTES per element read and written).
+- fp8 training (Transformer Engine, torchao float8) runs the block's GEMMs at the fp8 rate on 1-byte
+  operands but attention, element-wise work and the output layer (kept in bf16 by TE setups and
+  torchtitan's float8 filter) in bf16. The casts are kernels of their own, memory-bound and in
+  series with the GEMMs: forward each GEMM's two inputs, backward its output gradient, each element
+  read in bf16 and written in fp8 twice, as is and transposed for the other GEMMs (Hopper's fp8
+  tensor cores take K-major operands; TE's fused cast_transpose): FP8_CAST_BYTES = 2 + 1 + 1.
 - Element-wise work (norms, rotary, residual adds, the MLP activation, dropout) is memory-bound:
   ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN bytes per token per hidden unit per layer forward: two norms
   (read + write, 4 B each), two residual adds (6 B each), rotary on q/k (~4 B), and the MLP
@@ -56,7 +60,7 @@ GEMM_HALF_DIM = 512.0
 ATTENTION_EFFICIENCY = {"volta": 0.25, "turing": 0.30, "ampere": 0.55, "ada": 0.45, "hopper": 0.35, "blackwell": 0.35}
 MEMORY_EFFICIENCY = 0.85
 ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 40.0
-FP8_CAST_BYTES = 3.0  # read bf16 (2 B), write fp8 (1 B)
+FP8_CAST_BYTES = 4.0  # read bf16 (2 B), write fp8 (1 B) and its transpose (1 B)
 OPTIMIZER_BYTES_PER_PARAM = {"adam": 32.0, "adamw": 32.0, "sgd": 16.0}
 UNFUSED_SCORE_BYTES = 13.0
 UNFUSED_SCORE_BYTES_BACKWARD = 17.0
@@ -111,10 +115,14 @@ class ComputeModel:
         """Forward, backward (2x the forward's matmuls) and recompute time of one layer on one GPU of
         a tensor-parallel group of `tp` (see the module docstring)."""
         tokens = micro_batch * seq_len
-        cast = FP8_CAST_BYTES if self.precision == "fp8" else 0.0
+        fp8 = self.precision == "fp8"
+        operand = 1.0 if fp8 else 2.0
+        hbm = self.gpu.hbm_GBps * 1e9 * MEMORY_EFFICIENCY
+        gemms = _sharded(model.layer_gemms(tokens), tp)
         gemm_s = sum(self._roofline(2.0 * m * n * k, self.gemm_efficiency(m, n, k),
-                                    2.0 * (m * k + k * n + m * n) + cast * (m * k + k * n))
-                     for _, m, n, k in _sharded(model.layer_gemms(tokens), tp))
+                                    operand * (m * k + k * n) + 2.0 * m * n) for _, m, n, k in gemms)
+        cast_forward_s = sum(m * k + k * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
+        cast_backward_s = sum(m * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
         attention_s = self._roofline(model.attention_forward_flops(tokens, seq_len) / tp,
                                      ATTENTION_EFFICIENCY[self.gpu.arch], 0.0, self.half_precision_flops)
         replicated = 0.0 if sequence_parallel else REPLICATED_ELEMENTWISE_SHARE
@@ -122,10 +130,10 @@ class ComputeModel:
         elementwise_s = share * tokens * model.spec.hidden * ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN / (
             self.gpu.hbm_GBps * 1e9 * MEMORY_EFFICIENCY)
         scores = 0.0 if flash_attention else micro_batch * model.spec.heads / tp * float(seq_len) ** 2
-        hbm = self.gpu.hbm_GBps * 1e9 * MEMORY_EFFICIENCY
-        forward = gemm_s + attention_s + elementwise_s + scores * UNFUSED_SCORE_BYTES / hbm + KERNEL_LAUNCH_S
-        backward = (2.0 * (gemm_s + attention_s) + 2.0 * elementwise_s + scores * UNFUSED_SCORE_BYTES_BACKWARD / hbm
-                    + KERNEL_LAUNCH_S)
+        forward = (gemm_s + cast_forward_s + attention_s + elementwise_s + scores * UNFUSED_SCORE_BYTES / hbm
+                   + KERNEL_LAUNCH_S)
+        backward = (2.0 * (gemm_s + attention_s) + cast_backward_s + 2.0 * elementwise_s
+                    + scores * UNFUSED_SCORE_BYTES_BACKWARD / hbm + KERNEL_LAUNCH_S)
         core = attention_s + scores * UNFUSED_SCORE_BYTES / hbm
         recompute = {"none": 0.0, "selective": core, "full": forward}[checkpointing]
         return LayerTimes(forward / self.scale, backward / self.scale, recompute / self.scale)
@@ -136,7 +144,7 @@ class ComputeModel:
         tokens = micro_batch * seq_len
         h, v = model.spec.hidden, -(-model.spec.vocab // tp)
         logits = self._roofline(model.head_forward_flops(tokens) / tp, self.gemm_efficiency(tokens, v, h),
-                                2.0 * (tokens * h + h * v) + 4.0 * tokens * v)
+                                2.0 * (tokens * h + h * v) + 4.0 * tokens * v, self.half_precision_flops)
         return logits / self.scale, 2.0 * logits / self.scale
 
     def micro_step_s(self, model: TransformerModel, micro_batch: int, seq_len: int, checkpointing: str) -> float:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -117,6 +119,30 @@ def test_measured_single_gpu_throughput_scales_compute():
     compute = ComputeModel(gpu_spec("H100-SXM5-80GB"), "bf16", scale)
     rate = 1024 / compute.micro_step_s(model, 1, 1024, "none")
     assert rate == pytest.approx(5000.0, rel=1e-9)
+
+
+def test_fp8_casts_are_kernels_of_their_own():
+    """fp8 GEMMs read 1-byte operands, and every cast (bf16 read, fp8 written as is and transposed:
+    4 B per element) runs in series: forward casts each GEMM's inputs (m k + k n), backward its output
+    gradient (m n). With an unbounded tensor rate every GEMM is memory-bound, so by hand:
+    forward(fp8) - forward(bf16) = [(1 - 2) + 4] sum(m k + k n) / HBM and
+    backward(fp8) - backward(bf16) = 2 (1 - 2) sum(m k + k n) / HBM + 4 sum(m n) / HBM."""
+    gpu = dataclasses.replace(gpu_spec("H100-SXM5-80GB"), bf16_tflops=1e9, fp16_tflops=1e9, fp8_tflops=1e9)
+    model = transformer(SMALL)
+    gemms = model.layer_gemms(2 * 1024)  # tp 1: the layer's own shapes
+    inputs = sum(m * k + k * n for _, m, n, k in gemms)
+    outputs = sum(m * n for _, m, n, k in gemms)
+    hbm = gpu.hbm_GBps * 1e9 * 0.85
+    fp8 = ComputeModel(gpu, "fp8").layer(model, 2, 1024, "none")
+    bf16 = ComputeModel(gpu, "bf16").layer(model, 2, 1024, "none")
+    assert fp8.forward_s - bf16.forward_s == pytest.approx(3.0 * inputs / hbm, rel=1e-9)
+    assert fp8.backward_s - bf16.backward_s == pytest.approx((-2.0 * inputs + 4.0 * outputs) / hbm, rel=1e-9)
+
+
+def test_fp8_output_layer_runs_in_bf16():
+    """TE setups and torchtitan's float8 filter keep the output layer in bf16: same time either way."""
+    model, gpu = transformer(SMALL), gpu_spec("H100-SXM5-80GB")
+    assert ComputeModel(gpu, "fp8").head(model, 2, 1024) == ComputeModel(gpu, "bf16").head(model, 2, 1024)
 
 
 def _gathers(training: TrainingSpec) -> int:

@@ -16,6 +16,7 @@ Optimizer = Literal["adam", "adamw", "sgd"]
 StrategyKind = Literal["ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp"]
 FsdpSharding = Literal["FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD"]
 PipelineSchedule = Literal["1f1b", "gpipe", "interleaved"]
+AttentionKernel = Literal["flash2", "cudnn"]
 # Order of the parallel dimensions over consecutive GPU ranks, innermost first: "tp-pp-dp" puts a
 # tensor-parallel group on neighbouring GPUs (one node), pipeline stages next, data parallel outermost.
 Placement = Literal["tp-pp-dp", "tp-dp-pp", "pp-tp-dp", "pp-dp-tp", "dp-tp-pp", "dp-pp-tp"]
@@ -161,6 +162,10 @@ class TrainingSpec(BaseModel):
     optimizer: Optimizer = Field(default="adamw", description="Optimizer (Adam keeps two fp32 moments).")
     flash_attention: bool = Field(
         default=True, description="Fused attention that keeps no seq x seq scores (FlashAttention, PyTorch SDPA).")
+    attention_kernel: AttentionKernel = Field(
+        default="flash2", description="The fused attention kernel: flash2 (FlashAttention-2, PyTorch SDPA's flash "
+        "backend) or cudnn (cuDNN's fused flash attention, Transformer Engine's choice on Hopper and later: "
+        "Megatron-Core, NeMo); they differ on Hopper.")
     strategy: StrategySpec = Field(default_factory=StrategySpec, description="Data-parallel strategy.")
     parallel: ParallelSpec = Field(
         default_factory=ParallelSpec, description="Tensor / pipeline parallelism and placement (default: none).")

@@ -11,7 +11,9 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
 - Attention runs as a fused (flash) kernel at ATTENTION_EFFICIENCY of dense peak, forward and
   backward together: FlashAttention-2 reaches 50-73% of A100 peak forward and less backward
   (Dao 2023), and only ~35% of H100 peak (Shah et al. 2024, FlashAttention-3, section 1); Volta
-  has no flash kernels (xformers/apex memory-efficient attention, ~25%).
+  has no flash kernels (xformers/apex memory-efficient attention, ~25%). cuDNN's fused attention,
+  which Transformer Engine picks on Hopper and later (Megatron-Core, NeMo), reaches ~50% of H100
+  peak (CUDNN_ATTENTION_EFFICIENCY); elsewhere the two are taken as equal.
 - Without a fused attention kernel (Megatron-LM before 2023, BLOOM's Megatron-DeepSpeed, eager
   PyTorch) the b a s^2 score matrix goes through HBM: the QK^T GEMM writes it (2 B per score),
   the fused scale-mask-softmax reads and writes it (4 B), attention dropout reads and writes it
@@ -58,6 +60,10 @@ from workloads.model import TransformerModel
 GEMM_EFFICIENCY = {"volta": 0.80, "turing": 0.75, "ampere": 0.80, "ada": 0.70, "hopper": 0.67, "blackwell": 0.62}
 GEMM_HALF_DIM = 512.0
 ATTENTION_EFFICIENCY = {"volta": 0.25, "turing": 0.30, "ampere": 0.55, "ada": 0.45, "hopper": 0.35, "blackwell": 0.35}
+# cuDNN's fused attention where it differs: H100 SXM5, head dim 128, 4k-16k tokens, causal forward 518-539
+# and backward 499-516 TFLOP/s of 989 (Shah et al. 2024, FlashAttention-3, figures 5-6; FlashAttention-2
+# 319-335 and 310-322 there, the 0.35 above).
+CUDNN_ATTENTION_EFFICIENCY = {**ATTENTION_EFFICIENCY, "hopper": 0.50}
 MEMORY_EFFICIENCY = 0.85
 ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 40.0
 FP8_CAST_BYTES = 4.0  # read bf16 (2 B), write fp8 (1 B) and its transpose (1 B)
@@ -86,12 +92,19 @@ class ComputeModel:
     scale: float = 1.0  # measured / modelled throughput (1.0 = uncalibrated)
     gemm_efficiency_asymptote: float | None = None  # measured (compute calibration) instead of the table
     clock_factor: float = 1.0  # sustained clock under a power cap over the uncapped one (power_capped_clock)
+    attention_kernel: str = "flash2"  # flash2 or cudnn (TrainingSpec.attention_kernel)
 
     @property
     def peak_flops(self) -> float:
         """Dense peak of the GEMMs at the compute precision (fp16 where the GPU has no bf16)."""
         precision = "fp16" if self.precision == "fp16" or self.gpu.bf16_tflops is None else self.precision
         return self.gpu.peak_tflops(precision) * 1e12  # type: ignore[arg-type]
+
+    @property
+    def attention_efficiency(self) -> float:
+        """The fused attention kernel's share of the half-precision peak (see the module docstring)."""
+        table = CUDNN_ATTENTION_EFFICIENCY if self.attention_kernel == "cudnn" else ATTENTION_EFFICIENCY
+        return table[self.gpu.arch]
 
     @property
     def half_precision_flops(self) -> float:
@@ -124,7 +137,7 @@ class ComputeModel:
         cast_forward_s = sum(m * k + k * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
         cast_backward_s = sum(m * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
         attention_s = self._roofline(model.attention_forward_flops(tokens, seq_len) / tp,
-                                     ATTENTION_EFFICIENCY[self.gpu.arch], 0.0, self.half_precision_flops)
+                                     self.attention_efficiency, 0.0, self.half_precision_flops)
         replicated = 0.0 if sequence_parallel else REPLICATED_ELEMENTWISE_SHARE
         share = replicated + (1.0 - replicated) / tp
         elementwise_s = share * tokens * model.spec.hidden * ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN / (

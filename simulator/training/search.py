@@ -207,7 +207,7 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
     ranks = job_layout(training, model, v)
     views = communicators(v, ranks)
     layers = model.spec.layers / p
-    times = compute.layer(model, b, seq_len, layout.recompute, t, layout.sequence_parallel)
+    times = compute.layer(model, b, seq_len, layout.recompute, t, layout.sequence_parallel, training.flash_attention)
     head_f, head_b = compute.head(model, b, seq_len, t)
     passes = 3 if layout.recompute == "full" else 2  # forward, backward (+ recomputed forward)
     tp_s = layers * sum(call.count * _collective_s(views["tp"], call.op, call.size_bytes)
@@ -297,8 +297,8 @@ def _candidates(topology: TopologySpec, base: TrainingSpec, model_spec: ModelSpe
         space = replace(space, recompute=tuple(r for r in space.recompute if r != "selective"))
     layouts = enumerate_layouts(model_spec, topology.gpus_per_node, v.n_ranks, base.global_batch, space)
     capacity = cluster.gpu.memory_gib * GIB
-    compute = ComputeModel(cluster.gpu, base.precision, clock_factor=power_capped_clock(cluster.gpu,
-                                                                                       topology.gpu_power_limit_w))
+    compute = ComputeModel(cluster.gpu, base.precision, clock_factor=power_capped_clock(
+        cluster.gpu, topology.gpu_power_limit_w), attention_kernel=base.attention_kernel)
     candidates: list[Candidate] = []
     smallest = (float("inf"), layouts[0])
     for layout in layouts:

@@ -14,10 +14,14 @@ mapped case's `defaults` ("flagged" cases). The fillers, in one place:
 - Batch: micro-batch = global batch / (data-parallel ranks x grad_accum); no global batch: no
   accumulation. With PP the micro-batch is one pipeline micro-step's, global = micro x dp x micro-steps.
 - A strategy list naming no data-parallel strategy ('tp', 'pp'): ddp, or the framework's (zero1 for
-  Megatron-Core's distributed optimizer, NeMo, Megatron-DeepSpeed bf16). LoRA fine-tuning: skipped.
+  Megatron-Core's distributed optimizer, NeMo, Megatron-DeepSpeed bf16). LoRA fine-tuning and
+  packed sequences (attention per packed sample, lengths not stated): skipped. A released model
+  named without its shape ("LLAMA2-7B") takes its model preset's public config, flagged.
 - The optimizer is AdamW for every case (no source names another): not flagged.
 - Attention: fused (flash) except in Megatron-LM and Megatron-DeepSpeed runs, which predate their
-  flash-attention support and pass the score matrix through memory (not flagged: a fact of the era).
+  flash-attention support and pass the score matrix through memory (not flagged: a fact of the era);
+  cuDNN's kernel in Megatron-Core and NeMo runs (Transformer Engine's choice on Hopper and later),
+  FlashAttention-2 elsewhere.
 Free text is read with a few patterns: "A100 80GB (Selene, DGX A100)" -> A100-SXM4-80GB on dgx-a100,
 "4 x 100 Gbps IB" -> 4 NICs of 100 Gb/s, "400 Gb/s per GPU" -> one 400 Gb/s NIC per GPU, "1600 Gbps"
 -> the node total over the preset's NIC count; "8K" tokens = 8192, "250k" vocabulary = 250000.
@@ -35,7 +39,7 @@ from pydantic import ValidationError
 from simulator.core.errors import ClusterSimError, ConfigError
 from simulator.core.yaml_text import load_yaml_text
 from simulator.validation.training_cluster import Unexpressible, topology_of
-from simulator.validation.training_parallel import lower_parallel
+from simulator.validation.training_parallel import framework_of, lower_parallel
 from simulator.validation.training_strategy import (
     FAMILY_OF_KIND,
     KNOWN_STRATEGIES,
@@ -47,6 +51,7 @@ from simulator.validation.training_strategy import (
 )
 from topologies.hardware import gpu_spec
 from topologies.spec import TopologySpec
+from workloads.presets import load_model
 from workloads.spec import Checkpointing, ModelSpec, Precision, TrainingSpec
 
 _SECTIONS = ("model", "training", "cluster", "metrics")
@@ -219,9 +224,25 @@ def _architecture(name: str, framework: str) -> dict[str, bool]:
     return {}
 
 
+def _released_preset(name: str) -> ModelSpec | None:
+    """The model preset of a released model named in a case ('LLAMA2-7B' -> llama2-7b), if any."""
+    key = re.sub(r"\s+", "-", name.strip().lower())
+    try:
+        return load_model(key)
+    except ConfigError:
+        return None
+
+
 def _model_spec(case: TrainingCase, model: Mapping[str, Any], seq_len: int, defaults: list[str]) -> ModelSpec:
-    """The case's model section (with filled-in fields) as a ModelSpec."""
-    missing = [k for k in ("layers", "hidden", "heads", "vocab") if model.get(k) is None]
+    """The case's model section (with filled-in fields) as a ModelSpec; a released model named
+    without any of its shape takes its public config (the model preset)."""
+    shape = ("layers", "hidden", "heads", "vocab")
+    missing = [k for k in shape if model.get(k) is None]
+    preset = _released_preset(str(model.get("name") or "")) if len(missing) == len(shape) else None
+    if preset is not None:
+        defaults.append(f"model shape not stated: the released model's public config (model preset {preset.name})")
+        return ModelSpec(**{**preset.model_dump(), "max_seq_len": seq_len,
+                            "source": f"training case {case.id} (model preset {preset.name})"})
     if missing:
         raise Unexpressible(f"model shape not stated: {', '.join(missing)}")
     vocab = model["vocab"]
@@ -298,10 +319,12 @@ def _batch(training: Mapping[str, Any], n_dp: int, n_gpus: int, defaults: list[s
     return {"micro_batch": micro, "global_batch": glob}
 
 
-def _check_task(training: Mapping[str, Any]) -> None:
-    if "lora" in str(training.get("task") or "").lower():
+def _check_task(case: TrainingCase) -> None:
+    if "lora" in str(case.training.get("task") or "").lower():
         raise Unexpressible("LoRA fine-tuning (frozen base weights: no weight gradients or optimizer states for "
                             "them) is not expressible")
+    if "packed sequences" in case.note.lower():
+        raise Unexpressible("packed sequences: attention spans each packed sample, whose lengths are not stated")
 
 
 # Frameworks whose attention ran unfused (scores through HBM) in the published runs: Megatron-LM before
@@ -312,6 +335,11 @@ _UNFUSED_ATTENTION_FRAMEWORKS = ("megatron-lm", "megatron-deepspeed")
 def _flash_attention(framework: str) -> bool:
     """Whether the case's framework ran a fused attention kernel (see _UNFUSED_ATTENTION_FRAMEWORKS)."""
     return framework.strip().lower() not in _UNFUSED_ATTENTION_FRAMEWORKS
+
+
+# Frameworks on Transformer Engine, whose DotProductAttention prefers cuDNN's fused attention on Hopper and
+# later ("give FusedAttention preference on Hopper+ for performance reasons", TE's backend selection).
+_CUDNN_ATTENTION_FRAMEWORKS = ("megatron-core", "nemo")
 
 
 def map_case(case: TrainingCase) -> MappedCase:
@@ -341,7 +369,7 @@ def map_case(case: TrainingCase) -> MappedCase:
     if family is None:
         return skipped(f"no data-parallel strategy in {names}")
     try:
-        _check_task(training)
+        _check_task(case)
         topology, gpu = topology_of(case.cluster, defaults)
         n_gpus = topology.gpus_per_node * topology.nodes
         layout = lower_parallel(case.id, training, case.model, names, n_gpus, defaults)
@@ -358,6 +386,8 @@ def map_case(case: TrainingCase) -> MappedCase:
                            activation_checkpointing=_checkpointing(layout.training.get("activation_checkpointing"),
                                                                    defaults),
                            flash_attention=_flash_attention(str(training.get("framework", ""))),
+                           attention_kernel="cudnn" if framework_of(training) in _CUDNN_ATTENTION_FRAMEWORKS
+                           else "flash2",
                            strategy=strategy, parallel=layout.parallel,
                            **_batch(layout.training, layout.dp, n_gpus, defaults))
     except Unexpressible as exc:

@@ -14,7 +14,8 @@ behaviour, read from its code and named in the case's `defaults` ("flagged"):
   --overlap-param-gather means the distributed optimizer (zero1); --tp-comm-overlap requires
   --sequence-parallel (Megatron-Core's argument check); ranks tp-dp-pp; micro-batch 1 if not stated.
 - NeMo (Megatron-Core): distributed optimizer (zero1) with grad-reduce and param-gather overlap,
-  sequence parallelism whenever tp > 1 (its llama recipes), ranks tp-dp-pp.
+  sequence parallelism whenever tp > 1 (its llama recipes), ranks tp-dp-pp, micro-batch 1 if not
+  stated (its recipes' micro_batch_size).
 - Megatron-LM and Megatron-DeepSpeed optimizers keep 16-bit model parameters beside fp32 master
   weights and copy the gradients to fp32 for the step (fp32_grad_copy; memory only).
 - Pipeline transfers block the sender in Megatron-LM and DeepSpeed; they overlap compute in
@@ -238,6 +239,9 @@ def _nemo(d: _Draft) -> None:
     if d.layered:
         d.parts.append("ranks tp-dp-pp (Megatron-Core)")
     d.plain_schedule("no virtual pipeline stated")
+    if d.training.get("micro_batch") is None:
+        d.training["micro_batch"] = 1
+        d.parts.append("micro_batch 1 (NeMo recipes' micro_batch_size)")
 
 
 def _megatron_deepspeed(d: _Draft) -> None:

@@ -247,6 +247,32 @@ def test_megatron_core_readme_row():
     assert (par.sequence_parallel, par.tp_comm_overlap, par.placement) == (True, True, "tp-dp-pp")
     assert (job.micro_batch, job.global_batch, job.precision) == (1, 384, "bf16")
     assert any("micro_batch 1" in d for d in m.defaults) and "precision not stated: bf16" in m.defaults
+    assert job.attention_kernel == "cudnn"  # Transformer Engine's fused attention on Hopper
+
+
+@pytest.mark.parametrize(("framework", "kernel"), [("NeMo 24.03.01 (Megatron-Core)", "cudnn"),
+                                                   ("LLM Foundry", "flash2")])
+def test_attention_kernel_follows_the_framework(framework, kernel):
+    m = _map(MCORE_70B, training={"framework": framework, "micro_batch": 1})
+    assert m.training.attention_kernel == kernel
+
+
+def test_nemo_takes_micro_batch_one_and_a_released_model_its_preset():
+    """NeMo recipes' micro_batch_size 1 where none is stated; 'LLAMA2-7B' without a shape is the released
+    model's public config (the llama2-7b preset), both flagged."""
+    m = _map(MCORE_70B, model={"name": "LLAMA2-7B", "layers": None, "hidden": None, "heads": None, "vocab": None},
+             training={"framework": "NeMo 24.03.01 (Megatron-Core)", "comm_overlap": None})
+    assert (m.model.layers, m.model.hidden, m.model.ffn_hidden, m.model.vocab) == (32, 4096, 11008, 32000)
+    assert m.training.micro_batch == 1 and m.training.model.max_seq_len == 4096
+    assert any("micro_batch 1 (NeMo recipes' micro_batch_size)" in d for d in m.defaults)
+    assert any("model preset llama2-7b" in d for d in m.defaults)
+    unknown = _map(MCORE_70B, model={"name": "GPT 70B", "hidden": None})
+    assert unknown.skipped == "model shape not stated: hidden"
+
+
+def test_packed_sequences_are_skipped():
+    m = _map(MCORE_70B, note="Fine-tuning (SFT full-parameter or LoRA), packed sequences.")
+    assert m.skipped == "packed sequences: attention spans each packed sample, whose lengths are not stated"
 
 
 def test_unknown_framework_takes_the_spec_defaults_flagged():

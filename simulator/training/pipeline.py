@@ -31,9 +31,10 @@ the optimizer, or at the start of the step before each chunk's first forward wit
 overlap_param_gather); fsdp gathers each chunk's parameters before its first forward, keeps them
 for all micro-batches, and reduce-scatters the gradients of the last. A chunk's backward ends with
 the strategy's gradient-accumulation pass over the chunk's parameters (compute.grad_accumulation).
-Not modelled: the all-reduce
-of tied embedding gradients between the first and last stage, Megatron's vocabulary-parallel
-embedding all-reduce.
+With tied embeddings the first stage's input embedding and the last stage's output layer are one
+matrix: after both stages' last backward their gradients are all-reduced between the two (Megatron
+_allreduce_embedding_grads, DeepSpeed _exec_reduce_tied_grads), at the gradient reduction's
+precision, before either steps. Not modelled: Megatron's vocabulary-parallel embedding all-reduce.
 """
 
 from __future__ import annotations
@@ -112,6 +113,9 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
               for k, n in enumerate(counts)}
     send_size = int(ACTIVATION_BYTES * b * seq_len * model.spec.hidden / (tp if par.p2p_scatter_gather else 1))
     grad_op = "all_reduce" if kind == "ddp" or (kind == "zero1" and s.zero_grad_all_reduce) else "reduce_scatter"
+    # tied input and output embeddings live on the first and the last stage: their gradients are summed
+    tied_bytes = int(output * s.grad_reduce_bytes) if model.spec.tied_embeddings and p > 1 else 0
+    first_ready: tuple[str, ...] = ()
     tasks: list[Task] = []
 
     def name(work: Work, stage: int) -> str:
@@ -184,13 +188,18 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 if not par.overlap_p2p:
                     ready = (*ready, f"back{k}.{j}")
         stage_params = sum(chunks[stage, c].params for c in range(v))
+        first_ready = ready if stage == 0 else first_ready
+        tied: tuple[str, ...] = ("tied",) if tied_bytes and stage in (0, p - 1) else ()
+        if tied and stage == p - 1:  # both stages' last backward, then one 2-rank all-reduce per pair
+            tasks.append(Task("tied", "rs", "all_reduce", collective=CollectiveCall(
+                "all_reduce", tied_bytes, "pp:0"), deps=(*ready, *first_ready), stage=stage))
         if dp > 1 and not s.overlap_grad_reduce:
             tasks.append(Task(f"red{stage}", "rs", grad_op, collective=CollectiveCall(
                 grad_op, int(stage_params * s.grad_reduce_bytes), "dp"), deps=ready, stage=stage))
             reductions.append(f"red{stage}")
         tasks.append(Task(f"optimizer{stage}", "compute", "optimizer",
                           compute.optimizer(stage_params / optimizer_shard, training.optimizer),
-                          deps=(*ready, *reductions), stage=stage))
+                          deps=(*ready, *reductions, *tied), stage=stage))
         if kind == "zero1" and not s.overlap_param_gather and dp > 1:
             tasks.append(Task(f"param_ag{stage}", "ag", "all_gather", collective=CollectiveCall(
                 "all_gather", int(stage_params * PARAM_BYTES), "dp"), deps=(f"optimizer{stage}",), stage=stage))

@@ -233,7 +233,8 @@ def test_zero_grad_all_reduce_reduces_whole_fp32_gradients(pp: int) -> None:
     plan = (plan_pipeline(model, job, H100, 2048, 4, 8, 8) if pp > 1
             else plan_step(model, job, H100, 2048, 4, 8, model.total_params / 8))
     dp_ops = {(t.collective.op) for t in plan.tasks if t.collective and t.collective.group == "dp"}
-    reduced = sum(t.collective.size_bytes for t in plan.tasks if t.collective and t.collective.op == "all_reduce")
+    reduced = sum(t.collective.size_bytes for t in plan.tasks
+                  if t.collective and t.collective.op == "all_reduce" and t.collective.group == "dp")
     assert dp_ops == {"all_reduce", "all_gather"}
     tied_copy = GPT.vocab * GPT.hidden if pp > 1 else 0  # the last stage's copy of the tied output layer
     assert reduced == pytest.approx(4 * (model.total_params + tied_copy), rel=1e-6)
@@ -264,6 +265,30 @@ def test_gradient_accumulation_pass_after_every_backward(pp: int) -> None:
         assert grown == pytest.approx(m * pass_s, rel=1e-6)
     else:
         assert m * pass_s * 0.99 <= grown <= (m + pp - 1) * pass_s * 1.01
+
+
+@pytest.mark.parametrize(("tied", "pp"), [(True, 4), (False, 4), (True, 1)])
+def test_tied_embeddings_all_reduce_between_first_and_last_stage(tied: bool, pp: int) -> None:
+    """Tied input/output embeddings on different stages: one all-reduce of vocab x hidden / tp gradients
+    at the reduction's precision between the last and the first stage, after both stages' last
+    backward, and both optimizers wait for it. None without tying or without a pipeline."""
+    spec = GPT.model_copy(update={"tied_embeddings": tied})
+    model = transformer(spec)
+    job = TrainingSpec(model=spec, micro_batch=1, grad_accum=pp, strategy=StrategySpec(kind="ddp"),
+                       parallel=ParallelSpec(tp=2, pp=pp))
+    plan = (plan_pipeline(model, job, H100, 2048, pp, 4, 1) if pp > 1
+            else plan_step(model, job, H100, 2048, pp, 4, model.total_params / 2))
+    found = [t for t in plan.tasks if t.name == "tied"]
+    if not (tied and pp > 1):
+        assert not found
+        return
+    (task,) = found
+    assert task.collective == CollectiveCall("all_reduce", GPT.vocab * GPT.hidden // 2 * 2, "pp:0")
+    assert task.stage == pp - 1
+    by_name = {t.name: t for t in plan.tasks}
+    assert {by_name[d].stage for d in task.deps} == {0, pp - 1}
+    assert all("tied" in by_name[f"optimizer{s}"].deps for s in (0, pp - 1))
+    assert all("tied" not in by_name[f"optimizer{s}"].deps for s in range(1, pp - 1))
 
 
 def test_overlap_slowdown_lasts_only_while_a_collective_is_in_flight() -> None:

@@ -116,6 +116,15 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
     # tied input and output embeddings live on the first and the last stage: their gradients are summed
     tied_bytes = int(output * s.grad_reduce_bytes) if model.spec.tied_embeddings and p > 1 else 0
     first_ready: tuple[str, ...] = ()
+    # a blocking send shares its stage's links with no other transfer: the stage's compute, and so its
+    # next send and tensor-parallel collectives, waits for it; the gradient reduction comes after the
+    # last send unless it overlaps the last micro-batch's backward (then, interleaved, other chunks'
+    # earlier work too); early parameter gathers may run beside anything. The sends and TP collectives
+    # of micro-batches below alone_until are marked alone.
+    gathering = dp > 1 and (kind == "fsdp" or (kind == "zero1" and s.overlap_param_gather))
+    reducing = s.overlap_grad_reduce and dp > 1
+    alone_until = 0 if par.overlap_p2p or gathering else (
+        micro_steps if not reducing else 0 if v > 1 else micro_steps - 1)
     tasks: list[Task] = []
 
     def name(work: Work, stage: int) -> str:
@@ -130,7 +139,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
     for stage in range(p):
         reductions: list[str] = []
         gathers: dict[int, str] = {}
-        if dp > 1 and (kind == "fsdp" or (kind == "zero1" and s.overlap_param_gather)):
+        if gathering:
             for c in range(v):
                 size = int(chunks[stage, c].params * PARAM_BYTES)
                 tasks.append(Task(f"ag{stage}.{c}", "ag", "all_gather", collective=CollectiveCall(
@@ -138,6 +147,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 gathers[c] = f"ag{stage}.{c}"
         ready: tuple[str, ...] = ()
         last_micro = micro_steps - 1
+
         for work in schedule(par.pipeline_schedule, p, v, micro_steps, stage):
             direction, j, c = work
             chunk, k = chunks[stage, c], virtual(stage, c)
@@ -151,11 +161,11 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                     head_f * 0.95 if chunk.last else 0.0)
                 calls = tp_calls(model, b, seq_len, tp, par.sequence_parallel, chunk.layers)
                 ready = add_pass(tasks, name(work, stage), "forward", duration, deps, calls, par.tp_comm_overlap,
-                                 stage)
+                                 stage, j < alone_until)
                 if k < p * v - 1:
                     peer, _ = stage_chunk(k + 1)
                     tasks.append(Task(f"send{k}.{j}", "send", "p2p", collective=CollectiveCall(
-                        "sendrecv", send_size, f"pp:{peer}"), deps=ready, stage=stage))
+                        "sendrecv", send_size, f"pp:{peer}"), deps=ready, stage=stage, alone=j < alone_until))
                     if not par.overlap_p2p:
                         ready = (*ready, f"send{k}.{j}")
                 continue
@@ -172,7 +182,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                     accumulate if piece == pieces[-1][0] else 0.0)
                 calls = tp_calls(model, b, seq_len, tp, par.sequence_parallel, n * passes)
                 ready = add_pass(tasks, piece, "backward", n * per_layer + extra, deps, calls, par.tp_comm_overlap,
-                                 stage)
+                                 stage, j < alone_until)
                 deps = ready
                 if split:
                     # the layer's gradients; the last piece also carries the embedding or output layer's
@@ -184,7 +194,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
             if k > 0:
                 peer, _ = stage_chunk(k - 1)
                 tasks.append(Task(f"back{k}.{j}", "send_back", "p2p", collective=CollectiveCall(
-                    "sendrecv", send_size, f"pp:{peer}"), deps=ready, stage=stage))
+                    "sendrecv", send_size, f"pp:{peer}"), deps=ready, stage=stage, alone=j < alone_until))
                 if not par.overlap_p2p:
                     ready = (*ready, f"back{k}.{j}")
         stage_params = sum(chunks[stage, c].params for c in range(v))

@@ -91,12 +91,18 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
     cache: dict[tuple[str, int, str], CollectiveEstimate] = {}
     estimate_of: dict[str, CollectiveEstimate] = {}
 
-    def estimate(task: Task) -> CollectiveEstimate:
+    def group_of(task: Task) -> str:
+        """The communicator a task's collective runs on (a pipeline peer: within or across nodes)."""
         call = task.collective
         assert call is not None  # only collective tasks are priced
-        group = call.group
-        if group.startswith("pp:"):
-            group = "pp:inter" if layout.stages_cross_node(task.stage, int(group[3:])) else "pp:intra"
+        if call.group.startswith("pp:"):
+            return "pp:inter" if layout.stages_cross_node(task.stage, int(call.group[3:])) else "pp:intra"
+        return call.group
+
+    def estimate(task: Task) -> CollectiveEstimate:
+        call = task.collective
+        assert call is not None
+        group = group_of(task)
         key = (call.op, call.size_bytes, group)
         if key not in cache:
             cache[key] = predict_collective(groups[group], call.op, call.size_bytes, env=env, params=params)
@@ -113,7 +119,8 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
 
     # TP collectives run one after another on their stream; where nothing else of their stage uses
     # the resources they use (TP on NVLink, DP and pipeline traffic on the NICs), they never share
-    # bandwidth and the engine's answer is the closed form, so the engine is skipped for them
+    # bandwidth and the engine's answer is the closed form, so the engine is skipped for them; so it
+    # is for the transfers the planner marks alone (blocking pipeline sends)
     collectives = [task for task in plan.tasks if task.collective is not None]
     busy: dict[int, set[str]] = {}
     for task in collectives:
@@ -121,15 +128,16 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
             busy.setdefault(task.stage, set()).update(r for r, spb in estimate(task).demand_s_per_byte if spb > 0)
     resources = collective_resources(capacity)
     lone: dict[str, float] = {}
-    alone_s: dict[CollectiveCall, float] = {}  # identical TP calls take the same time
+    alone_s: dict[tuple[CollectiveCall, str], float] = {}  # identical calls on one communicator: same time
     for task in collectives:
         call = task.collective
         assert call is not None
         used = {r for r, spb in estimate(task).demand_s_per_byte if spb > 0}
-        if task.stream == "tp" and not used & busy.get(task.stage, set()):
-            if call not in alone_s:
-                alone_s[call] = uncontended_time_s([flow_of(task)], resources)
-            lone[task.name] = alone_s[call]
+        if task.alone or (task.stream == "tp" and not used & busy.get(task.stage, set())):
+            key = (call, group_of(task))
+            if key not in alone_s:
+                alone_s[key] = uncontended_time_s([flow_of(task)], resources)
+            lone[task.name] = alone_s[key]
 
     timeline = simulate_plan(plan, resources, flow_of, lambda task: lone.get(task.name))
     spans = []

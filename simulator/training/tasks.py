@@ -4,7 +4,9 @@ communication a layer's pass adds.
 A plan is a list of tasks, each on a stream of one pipeline stage's representative GPU (`compute`;
 `tp` for tensor-parallel collectives; `ag` for parameter gathers; `rs` for gradient reductions;
 `send` for pipeline transfers), with the tasks it waits for. Streams run their tasks in order; a
-task starts when its stream is free and its dependencies are done.
+task starts when its stream is free and its dependencies are done. A collective the planner marks
+`alone` can share its links with nothing else of its stage, whenever it runs, so it is priced in
+closed form instead of on the flow engine (which would give the same).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class Task:
     collective: CollectiveCall | None = None
     deps: tuple[str, ...] = ()
     stage: int = 0
+    alone: bool = False  # the planner's guarantee: no other transfer of its stage runs beside it
 
 
 @dataclass(frozen=True)
@@ -59,14 +62,15 @@ def tp_calls(model: TransformerModel, micro_batch: int, seq_len: int, tp: int, s
 
 
 def add_pass(tasks: list[Task], name: str, label: str, duration_s: float, ready: tuple[str, ...],
-             calls: list[CollectiveCall], overlap: bool, stage: int = 0) -> tuple[str, ...]:
-    """Append a compute task and its tensor-parallel collectives; return what the next pass waits
-    for. Without overlap the collectives follow the compute (the GEMM's output is reduced before
-    the next layer can use it); with overlap (Megatron-Core tp-comm-overlap, async TP) they run
-    beside it, chunked against the GEMMs, and the pass ends when both are done."""
+             calls: list[CollectiveCall], overlap: bool, stage: int = 0, alone: bool = False) -> tuple[str, ...]:
+    """Append a compute task and its tensor-parallel collectives (`alone`: nothing else of the stage
+    can transfer beside them); return what the next pass waits for. Without overlap the collectives
+    follow the compute (the GEMM's output is reduced before the next layer can use it); with overlap
+    (Megatron-Core tp-comm-overlap, async TP) they run beside it, chunked against the GEMMs, and the
+    pass ends when both are done."""
     tasks.append(Task(name, "compute", label, duration_s, deps=ready, stage=stage))
     after = ready if overlap else (name,)
     for k, call in enumerate(calls):
         tasks.append(Task(f"{name}.tp{k}", "tp", "tp_comm", collective=call, deps=after if k == 0 else (),
-                          stage=stage))
+                          stage=stage, alone=alone))
     return (name, f"{name}.tp{len(calls) - 1}") if calls else (name,)

@@ -291,6 +291,33 @@ def test_tied_embeddings_all_reduce_between_first_and_last_stage(tied: bool, pp:
     assert all("tied" not in by_name[f"optimizer{s}"].deps for s in range(1, pp - 1))
 
 
+def test_only_blocking_sends_clear_of_reductions_and_gathers_are_alone() -> None:
+    """Blocking sends are alone except the last micro-batch's when the reduction overlaps its backward
+    (any, interleaved: other chunks' reductions start earlier); overlapped sends (overlap_p2p) and sends
+    beside early parameter gathers never are."""
+    model = transformer(GPT)
+
+    def alone(strategy: StrategySpec, **parallel: object) -> dict[int, set[bool]]:
+        job = TrainingSpec(model=GPT, micro_batch=1, grad_accum=6, strategy=strategy,
+                           parallel=ParallelSpec(tp=2, pp=3, **parallel))
+        plan = plan_pipeline(model, job, H100, 2048, 6, 4, 4)
+        out: dict[int, set[bool]] = {}
+        for t in plan.tasks:
+            if t.label == "p2p":
+                out.setdefault(int(t.name.rsplit(".", 1)[1]), set()).add(t.alone)
+        return out
+
+    after = alone(StrategySpec(kind="ddp", overlap_grad_reduce=False))
+    assert all(flags == {True} for flags in after.values())
+    during = alone(StrategySpec(kind="ddp"))
+    assert during[5] == {False} and all(during[j] == {True} for j in range(5))
+    interleaved = alone(StrategySpec(kind="ddp"), pipeline_schedule="interleaved", virtual_stages=2)
+    assert all(flags == {False} for flags in interleaved.values())
+    assert all(flags == {False} for flags in alone(StrategySpec(kind="ddp"), overlap_p2p=True).values())
+    gathering = alone(StrategySpec(kind="zero1", overlap_param_gather=True))
+    assert all(flags == {False} for flags in gathering.values())
+
+
 def test_overlap_slowdown_lasts_only_while_a_collective_is_in_flight() -> None:
     """A 1 s compute task overlapped by a collective for its first 0.1 s progresses at 1/(1 + slowdown)
     for that 0.1 s only: it ends at 1 + 0.1 x (1 - 1/(1 + OVERLAP_SLOWDOWN)) s."""
@@ -326,12 +353,26 @@ def test_idle_splits_into_its_parts(tp: int, pp: int, kind: str, schedule_kind: 
                                                                                                    rel=1e-6, abs=1e-9)
 
 
-def test_tp_closed_form_fast_path_equals_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    """TP collectives that share no resource with the stage's other traffic skip the flow engine;
-    running them through it instead gives the same step (the engine alone is the closed form)."""
+@pytest.mark.parametrize(("strategy", "parallel"), [
+    (StrategySpec(kind="zero1"), ParallelSpec(tp=8, pp=2, sequence_parallel=True)),
+    # blocking pipeline sends priced alone: gradients reduced after the schedule, or during the last backward
+    (StrategySpec(kind="ddp", overlap_grad_reduce=False), ParallelSpec(tp=4, pp=4, placement="tp-dp-pp")),
+    (StrategySpec(kind="ddp"), ParallelSpec(tp=2, pp=4, pipeline_schedule="interleaved", virtual_stages=2)),
+    # tensor- and data-parallel traffic both on NVLink, the reduction overlapping the last backward
+    (StrategySpec(kind="ddp"), ParallelSpec(tp=4, pp=4, placement="tp-dp-pp")),
+    # pipeline and data-parallel traffic both on the NICs
+    (StrategySpec(kind="ddp"), ParallelSpec(tp=8, pp=2)),
+    (StrategySpec(kind="ddp"), ParallelSpec(tp=8, pp=2, pipeline_schedule="interleaved", virtual_stages=2)),
+    (StrategySpec(kind="zero1", overlap_param_gather=True), ParallelSpec(tp=4, pp=4, virtual_stages=2,
+                                                                         pipeline_schedule="interleaved")),
+])
+def test_closed_form_fast_paths_equal_the_engine(monkeypatch: pytest.MonkeyPatch, strategy: StrategySpec,
+                                                 parallel: ParallelSpec) -> None:
+    """TP collectives that share no resource with the stage's other traffic, and pipeline sends the
+    planner marks alone (blocking, no reduction or gather beside them), skip the flow engine; running
+    them through it instead gives the same step (the engine alone is the closed form)."""
     topology = load_preset("dgx-a100", nodes=4)
-    training = TrainingSpec(model=GPT, micro_batch=1, global_batch=32, strategy=StrategySpec(kind="zero1"),
-                            parallel=ParallelSpec(tp=8, pp=2, sequence_parallel=True))
+    training = TrainingSpec(model=GPT, micro_batch=1, global_batch=32, strategy=strategy, parallel=parallel)
     fast = predict_step(topology, training, GPT)
     engine_only = predict_module.simulate_plan
     monkeypatch.setattr(predict_module, "simulate_plan",

@@ -7,7 +7,8 @@ behaviour, read from its code and named in the case's `defaults` ("flagged"):
 
 - Megatron-LM (2019-2022, megatron-2020-* and megatron-sc21-*): ranks tp innermost, then dp, then pp
   (mpu.initialize_model_parallel); no sequence parallelism; `--DDP-impl local` (the default until
-  2023) all-reduces gradients after the whole backward. SC21 rows give only tp x pp and no heads:
+  2023) all-reduces gradients after the whole backward; full recomputation where not stated (the
+  README's example scripts all pass --checkpoint-activations). SC21 rows give only tp x pp and no heads:
   the split, heads, micro-batch, recomputation, virtual pipeline and DDP implementation come from
   SC21_TABLE_1 (the paper's Table 1 as its authors ran it).
 - Megatron-Core (the Megatron-LM README's H100 table): the flags in `comm_overlap`;
@@ -188,6 +189,9 @@ class _Draft:
 
 def _megatron_lm(d: _Draft) -> None:
     d.kind = "ddp"
+    if d.training.get("activation_checkpointing") is None:  # SC21 rows have theirs filled already
+        d.training["activation_checkpointing"] = "full"
+        d.parts.append("full recomputation (--checkpoint-activations in every Megatron-LM README example script)")
     torch_ddp = bool(d.sc21 and d.sc21.torch_ddp)
     d.knobs.update(overlap_grad_reduce=torch_ddp, fp32_grad_copy=True)  # Float16OptimizerWithFloat16Params
     if d.dp > 1:

@@ -8,7 +8,8 @@ two baselines the simulator must beat, and the summaries per source and overall.
   with selective recomputation the recomputed share is unknown and the case is skipped. Sources
   counting recomputation: the case's note says so (e.g. Megatron-DeepSpeed's "4*2 coefficient");
   Narayanan et al. 2021 (SC21, megatron-sc21-*), whose eq. 3, 96 B s l h^2 (1 + s/6h + V/16lh), is
-  4 x 24 B s l h^2: it counts the recomputed forward of its full-recompute runs; and Megatron-DeepSpeed
+  4 x 24 B s l h^2: it counts the recomputed forward of its full-recompute runs; the Megatron-LM
+  README's 2020 scaling tables (megatron-2020-*), whose figures are that equation; and Megatron-DeepSpeed
   (BLOOM), whose throughput log is that equation with checkpoint_activations_factor 4 when recomputing.
   Error = |predicted - published| / published.
 - Lookup table: a case's metric predicted as the median of the same metric over the OTHER expressed
@@ -64,7 +65,9 @@ _HARDWARE_FLOPS_NOTE = re.compile(
     r"hardware TFLOP|4\s*\*\s*2 coefficient|incl(?:\.|uding) (?:activation )?recomput|count(?:s|ing) recomputation",
     re.IGNORECASE)
 _RECOMPUTE_FACTOR = {"none": 1.0, "full": 4.0 / 3.0}  # hardware / model FLOPs (see module docstring)
-_HARDWARE_FLOPS_IDS = ("megatron-sc21-",)  # SC21 eq. 3 counts the recomputed forward
+# SC21 eq. 3 counts the recomputed forward; so do the Megatron-LM README's Sep-2020 tables (their 8B
+# TP 8 row: 96 B s l h^2 (1 + s/6h + V/16lh) / 1.407 s / 8 GPUs = 52.2 TFLOP/s, as published)
+_HARDWARE_FLOPS_IDS = ("megatron-sc21-", "megatron-2020-")
 _HARDWARE_FLOPS_FRAMEWORKS = ("megatron-deepspeed",)  # its log: SC21 eq. 3, checkpoint_activations_factor 4
 # Training fields the mapping reads; the others (torch_compile, fsdp_mixed_precision_mode, ...) must be
 # equal for two cases to form a change pair.

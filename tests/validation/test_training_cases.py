@@ -162,6 +162,30 @@ def test_llmfoundry_fsdp_case_lowers_to_full_shard_on_64_dgx_h100():
     assert any("inter-node network not stated" in d for d in m.defaults)
 
 
+# The Megatron-LM README (Sep 2020) model-parallel weak-scaling row 8B on a DGX-2, as in cases.yaml.
+MEGATRON_2020_8B: dict[str, Any] = {
+    "id": "megatron-2020-mp-weak-dgx2-8B",
+    "model": {"name": "GPT-2 style 8B", "params": "8.67B", "layers": 42, "hidden": 4096, "heads": 32, "ffn": None,
+              "seq_len": 1024, "vocab": 51200},
+    "training": {"framework": "Megatron-LM", "strategy": ["tp"], "tp": 8, "dp": 1, "global_batch": 8,
+                 "precision": "mixed precision (fp16)"},
+    "cluster": {"gpu": "V100 32GB (DGX-2)", "gpus_per_node": 16, "nodes": 1, "num_gpus": 8},
+    "metrics": {"iteration_time_ms": 1407, "scaling": "74.3%", "teraFLOPs_per_GPU": 52.2},
+    "note": "Weak scaling of tensor (intra-layer) model parallelism 1->8 GPUs within one node.",
+}
+
+
+def test_megatron_2020_tflops_count_recomputation():
+    """The README's figure is SC21 eq. 3 by hand: 96 B s l h^2 (1 + s/6h + V/16lh) / 1.407 s / 8 GPUs
+    = 52.2 TFLOP/s; so it counts the recomputed forward, and the run recomputes (flagged)."""
+    b, s, layers, h, v = 8, 1024, 42, 4096, 51200
+    flops = 96 * b * s * layers * h**2 * (1 + s / (6 * h) + v / (16 * layers * h))
+    assert flops / 1.407 / 8 / 1e12 == pytest.approx(52.2, rel=2e-3)
+    m = mapped(MEGATRON_2020_8B)
+    assert choose_metric(m.case).hardware_flops and m.training.activation_checkpointing == "full"
+    assert any("--checkpoint-activations" in d for d in m.defaults)
+
+
 def test_case_without_hidden_size_is_skipped():
     """No hidden size: skipped, naming the missing field."""
     m = mapped(case(model={"hidden": None}))

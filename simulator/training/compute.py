@@ -101,6 +101,11 @@ class ComputeModel:
         return self.gpu.peak_tflops(precision) * 1e12  # type: ignore[arg-type]
 
     @property
+    def hbm_Bps(self) -> float:
+        """Device-memory bandwidth that memory-bound kernels reach: MEMORY_EFFICIENCY of the datasheet's."""
+        return self.gpu.hbm_GBps * 1e9 * MEMORY_EFFICIENCY
+
+    @property
     def attention_efficiency(self) -> float:
         """The fused attention kernel's share of the half-precision peak (see the module docstring)."""
         table = CUDNN_ATTENTION_EFFICIENCY if self.attention_kernel == "cudnn" else ATTENTION_EFFICIENCY
@@ -120,7 +125,7 @@ class ComputeModel:
 
     def _roofline(self, flops: float, efficiency: float, bytes_moved: float, peak: float | None = None) -> float:
         compute = flops / ((peak or self.peak_flops) * efficiency * self.clock_factor)
-        memory = bytes_moved / (self.gpu.hbm_GBps * 1e9 * MEMORY_EFFICIENCY)
+        memory = bytes_moved / self.hbm_Bps
         return max(compute, memory)
 
     def layer(self, model: TransformerModel, micro_batch: int, seq_len: int, checkpointing: str,
@@ -130,7 +135,7 @@ class ComputeModel:
         tokens = micro_batch * seq_len
         fp8 = self.precision == "fp8"
         operand = 1.0 if fp8 else 2.0
-        hbm = self.gpu.hbm_GBps * 1e9 * MEMORY_EFFICIENCY
+        hbm = self.hbm_Bps
         gemms = _sharded(model.layer_gemms(tokens), tp)
         gemm_s = sum(self._roofline(2.0 * m * n * k, self.gemm_efficiency(m, n, k),
                                     operand * (m * k + k * n) + 2.0 * m * n) for _, m, n, k in gemms)
@@ -140,8 +145,7 @@ class ComputeModel:
                                      self.attention_efficiency, 0.0, self.half_precision_flops)
         replicated = 0.0 if sequence_parallel else REPLICATED_ELEMENTWISE_SHARE
         share = replicated + (1.0 - replicated) / tp
-        elementwise_s = share * tokens * model.spec.hidden * ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN / (
-            self.gpu.hbm_GBps * 1e9 * MEMORY_EFFICIENCY)
+        elementwise_s = share * tokens * model.spec.hidden * ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN / hbm
         scores = 0.0 if flash_attention else micro_batch * model.spec.heads / tp * float(seq_len) ** 2
         forward = (gemm_s + cast_forward_s + attention_s + elementwise_s + scores * UNFUSED_SCORE_BYTES / hbm
                    + KERNEL_LAUNCH_S)
@@ -169,12 +173,11 @@ class ComputeModel:
     def grad_accumulation(self, local_params: float, bytes_per_param: float) -> float:
         """Seconds of adding one micro-batch's gradients into the accumulation buffer (see the module
         docstring); 0 where the weight-gradient GEMMs accumulate in place."""
-        return local_params * bytes_per_param / (self.gpu.hbm_GBps * 1e9 * MEMORY_EFFICIENCY) / self.scale
+        return local_params * bytes_per_param / self.hbm_Bps / self.scale
 
     def optimizer(self, local_params: float, optimizer: str) -> float:
         """Seconds of one optimizer step over the parameters this GPU owns."""
-        return local_params * OPTIMIZER_BYTES_PER_PARAM[optimizer] / (
-            self.gpu.hbm_GBps * 1e9 * MEMORY_EFFICIENCY) / self.scale
+        return local_params * OPTIMIZER_BYTES_PER_PARAM[optimizer] / self.hbm_Bps / self.scale
 
 
 def _sharded(gemms: list[tuple[str, int, int, int]], tp: int) -> list[tuple[str, int, int, int]]:

@@ -147,7 +147,6 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 gathers[c] = f"ag{stage}.{c}"
         ready: tuple[str, ...] = ()
         last_micro = micro_steps - 1
-
         for work in schedule(par.pipeline_schedule, p, v, micro_steps, stage):
             direction, j, c = work
             chunk, k = chunks[stage, c], virtual(stage, c)
@@ -173,7 +172,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 deps += (f"back{k + 1}.{j}",)
             per_layer = layer.recompute_s + layer.backward_s
             passes = 2 if full else 1  # the backward pass, and the recomputed forward's
-            split = j == last_micro and s.overlap_grad_reduce and dp > 1
+            split = j == last_micro and reducing
             pieces = [(f"{name(work, stage)}.l{i}", 1) for i in range(chunk.layers)] if split else [
                 (name(work, stage), chunk.layers)]
             accumulate = compute.grad_accumulation(chunk.params, s.grad_accumulation_bytes)

@@ -91,13 +91,18 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
     cache: dict[tuple[str, int, str], CollectiveEstimate] = {}
     estimate_of: dict[str, CollectiveEstimate] = {}
 
+    peers: dict[tuple[int, str], str] = {}
+
     def group_of(task: Task) -> str:
         """The communicator a task's collective runs on (a pipeline peer: within or across nodes)."""
         call = task.collective
         assert call is not None  # only collective tasks are priced
-        if call.group.startswith("pp:"):
-            return "pp:inter" if layout.stages_cross_node(task.stage, int(call.group[3:])) else "pp:intra"
-        return call.group
+        if not call.group.startswith("pp:"):
+            return call.group
+        key = (task.stage, call.group)
+        if key not in peers:
+            peers[key] = "pp:inter" if layout.stages_cross_node(task.stage, int(call.group[3:])) else "pp:intra"
+        return peers[key]
 
     def estimate(task: Task) -> CollectiveEstimate:
         call = task.collective

@@ -125,7 +125,8 @@ class ParallelSpec(BaseModel):
         "--num-layers-per-virtual-pipeline-stage).")
     p2p_scatter_gather: bool = Field(
         default=True, description="Each TP rank sends 1/tp of a stage's activation and the next stage all-gathers it "
-        "over NVLink (Megatron's scatter-gather); false: every TP rank sends it whole (DeepSpeed's pipeline engine).")
+        "over NVLink (Megatron's scatter-gather, DeepSpeed's partitioned pipeline buffers); false: every TP rank "
+        "sends it whole.")
     overlap_p2p: bool = Field(
         default=False, description="Pipeline sends overlap the next chunk's compute (Megatron-Core "
         "--overlap-p2p-communication, torchtitan); false: a stage waits for its transfer (Megatron-LM, DeepSpeed).")

@@ -134,11 +134,9 @@ class ComputeModel:
         a tensor-parallel group of `tp` (see the module docstring)."""
         tokens = micro_batch * seq_len
         fp8 = self.precision == "fp8"
-        operand = 1.0 if fp8 else 2.0
         hbm = self.hbm_Bps
         gemms = _sharded(model.layer_gemms(tokens), tp)
-        gemm_s = sum(self._roofline(2.0 * m * n * k, self.gemm_efficiency(m, n, k),
-                                    operand * (m * k + k * n) + 2.0 * m * n) for _, m, n, k in gemms)
+        gemm_s = sum(self._gemms_s(gemms).values())
         cast_forward_s = sum(m * k + k * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
         cast_backward_s = sum(m * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
         attention_s = self._roofline(model.attention_forward_flops(tokens, seq_len) / tp,
@@ -154,6 +152,19 @@ class ComputeModel:
         core = attention_s + scores * UNFUSED_SCORE_BYTES / hbm
         recompute = {"none": 0.0, "selective": core, "full": forward}[checkpointing]
         return LayerTimes(forward / self.scale, backward / self.scale, recompute / self.scale)
+
+    def _gemms_s(self, gemms: list[tuple[str, int, int, int]]) -> dict[str, float]:
+        operand = 1.0 if self.precision == "fp8" else 2.0
+        return {name: self._roofline(2.0 * m * n * k, self.gemm_efficiency(m, n, k),
+                                     operand * (m * k + k * n) + 2.0 * m * n)
+                for name, m, n, k in gemms}
+
+    def gemms_s(self, model: TransformerModel, micro_batch: int, seq_len: int, tp: int = 1) -> dict[str, float]:
+        """Forward seconds of each of a block's weight GEMMs (qkv, attn_out, mlp_up, mlp_down) on one GPU of
+        a tensor-parallel group of `tp`: part of layer()'s forward, what an overlapped TP collective can hide
+        behind (simulator.training.tasks.overlap_budgets)."""
+        gemms = _sharded(model.layer_gemms(micro_batch * seq_len), tp)
+        return {name: seconds / self.scale for name, seconds in self._gemms_s(gemms).items()}
 
     def head(self, model: TransformerModel, micro_batch: int, seq_len: int, tp: int = 1) -> tuple[float, float]:
         """(forward, backward) seconds of the embedding lookup, output projection and loss (the

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from simulator.core.errors import ConfigError
 from simulator.training.compute import ComputeModel
-from simulator.training.tasks import PARAM_BYTES, CollectiveCall, StepPlan, Task, add_pass, tp_calls
+from simulator.training.tasks import PARAM_BYTES, CollectiveCall, StepPlan, Task, add_pass, overlap_budgets, tp_calls
 from workloads.model import ACTIVATION_BYTES, TransformerModel
 from workloads.spec import TrainingSpec
 
@@ -105,6 +105,8 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                           training.flash_attention)
     head_f, head_b = compute.head(model, b, seq_len, tp)
     full = training.activation_checkpointing == "full"
+    gemm_s = compute.gemms_s(model, b, seq_len, tp)
+    kinds = ("forward", "backward") if full else ("backward",)  # a backward task's passes of each layer
     counts = layers_per_virtual_stage(model.spec.layers, p * v)
     embedding = (model.embedding_params + model.final_norm_params) / tp
     output = (model.output_params or model.spec.vocab * model.spec.hidden) / tp  # tied: the last stage's copy
@@ -159,7 +161,8 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 duration = chunk.layers * layer.forward_s + (head_f * 0.05 if chunk.first else 0.0) + (
                     head_f * 0.95 if chunk.last else 0.0)
                 calls = tp_calls(model, b, seq_len, tp, par.sequence_parallel, chunk.layers)
-                ready = add_pass(tasks, name(work, stage), "forward", duration, deps, calls, par.tp_comm_overlap,
+                ready = add_pass(tasks, name(work, stage), "forward", duration, deps, calls,
+                                 overlap_budgets(calls, gemm_s, ("forward",)) if par.tp_comm_overlap else None,
                                  stage, j < alone_until)
                 if k < p * v - 1:
                     peer, _ = stage_chunk(k + 1)
@@ -171,7 +174,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
             if k < p * v - 1:
                 deps += (f"back{k + 1}.{j}",)
             per_layer = layer.recompute_s + layer.backward_s
-            passes = 2 if full else 1  # the backward pass, and the recomputed forward's
+            passes = len(kinds)
             split = j == last_micro and reducing
             pieces = [(f"{name(work, stage)}.l{i}", 1) for i in range(chunk.layers)] if split else [
                 (name(work, stage), chunk.layers)]
@@ -180,7 +183,8 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 extra = (head_b if chunk.last and piece == pieces[0][0] else 0.0) + (
                     accumulate if piece == pieces[-1][0] else 0.0)
                 calls = tp_calls(model, b, seq_len, tp, par.sequence_parallel, n * passes)
-                ready = add_pass(tasks, piece, "backward", n * per_layer + extra, deps, calls, par.tp_comm_overlap,
+                ready = add_pass(tasks, piece, "backward", n * per_layer + extra, deps, calls,
+                                 overlap_budgets(calls, gemm_s, kinds) if par.tp_comm_overlap else None,
                                  stage, j < alone_until)
                 deps = ready
                 if split:

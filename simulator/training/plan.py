@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from simulator.training.compute import ComputeModel
 from simulator.training.memory import shard_degrees
-from simulator.training.tasks import PARAM_BYTES, CollectiveCall, StepPlan, Task, add_pass, tp_calls
+from simulator.training.tasks import PARAM_BYTES, CollectiveCall, StepPlan, Task, add_pass, overlap_budgets, tp_calls
 from workloads.model import TransformerModel
 from workloads.spec import TrainingSpec
 
@@ -64,6 +64,9 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     root_param_bytes = int(root_params * PARAM_BYTES)
     root_grad_bytes = int(root_params * s.grad_reduce_bytes)
     pass_calls = tp_calls(model, b, seq_len, tp, par.sequence_parallel, 1)
+    gemm_s = compute.gemms_s(model, b, seq_len, tp)
+    forward_budgets = overlap_budgets(pass_calls, gemm_s, ("forward",)) if par.tp_comm_overlap else None
+    backward_budgets = overlap_budgets(pass_calls, gemm_s, ("backward",)) if par.tp_comm_overlap else None
     matrices = [k * n / tp for _, _, n, k in reversed(model.layer_gemms(1))]  # backward meets mlp_down first
     tensors = [size * s.grad_reduce_bytes for size in matrices]
     tensors.append((model.params_per_layer / tp - sum(matrices)) * s.grad_reduce_bytes)  # norms, biases
@@ -107,7 +110,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                                   deps=(gate,) if gate else ()))
                 deps = (f"m{m}.ag_fwd{i}",)
             ready = add_pass(tasks, f"m{m}.fwd{i}", "forward", layer.forward_s, ready + deps, pass_calls,
-                             par.tp_comm_overlap)
+                             forward_budgets)
         tasks.append(Task(f"m{m}.head_fwd", "compute", "forward", head_f * 0.95, deps=ready))
         tasks.append(Task(f"m{m}.head_bwd", "compute", "backward", head_b))
         ready = ()
@@ -125,10 +128,10 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
             if layer.recompute_s:
                 full = training.activation_checkpointing == "full"
                 ready = add_pass(tasks, f"m{m}.rec{i}", "recompute", layer.recompute_s, ready + deps,
-                                 pass_calls if full else [], par.tp_comm_overlap)
+                                 pass_calls if full else [], forward_budgets if full else None)
                 deps = ()
             ready = add_pass(tasks, f"m{m}.bwd{i}", "backward", layer.backward_s, ready + deps, pass_calls,
-                             par.tp_comm_overlap)
+                             backward_budgets)
             if kind == "fsdp":
                 sharded_reduction(f"m{m}.rs{i}", layer_grad_bytes, f"m{m}.bwd{i}")
         if kind == "fsdp":

@@ -144,7 +144,25 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
                 alone_s[key] = uncontended_time_s([flow_of(task)], resources)
             lone[task.name] = alone_s[key]
 
-    timeline = simulate_plan(plan, resources, flow_of, lambda task: lone.get(task.name))
+    # an overlapped TP collective hides behind the GEMM it is decomposed with and nothing else: a call
+    # longer than its GEMM stalls the compute stream by the difference (tasks.PAIRED_GEMMS)
+    by_name = {task.name: task for task in plan.tasks}
+    one_call_s: dict[tuple[CollectiveCall, str], float] = {}
+
+    def stall_s(task: Task) -> float:
+        stall = 0.0
+        for name, budgets in task.overlaps:
+            tp = by_name[name]
+            call = tp.collective
+            assert call is not None
+            key = (call, group_of(tp))
+            if key not in one_call_s:
+                single = replace(tp, collective=replace(call, count=1))
+                one_call_s[key] = uncontended_time_s([flow_of(single)], resources)
+            stall += call.count / len(budgets) * sum(max(0.0, one_call_s[key] - gemm) for gemm in budgets)
+        return stall
+
+    timeline = simulate_plan(plan, resources, flow_of, lambda task: lone.get(task.name), stall_s)
     spans = []
     for span in timeline.spans:
         est = estimate_of.get(span.name)

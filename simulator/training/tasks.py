@@ -36,6 +36,9 @@ class Task:
     deps: tuple[str, ...] = ()
     stage: int = 0
     alone: bool = False  # the planner's guarantee: no other transfer of its stage runs beside it
+    # a compute pass with its TP collectives overlapped: each TP task's name and, for one layer, the
+    # seconds of the GEMMs its calls are decomposed with, in order (see add_pass)
+    overlaps: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -61,16 +64,47 @@ def tp_calls(model: TransformerModel, micro_batch: int, seq_len: int, tp: int, s
     return [CollectiveCall("all_reduce", size, "tp", count)]
 
 
+# The GEMM a tensor-parallel collective is decomposed with when it overlaps compute (Transformer
+# Engine's userbuffers under Megatron-Core --tp-comm-overlap; torch's micro-pipelined async TP): in a
+# forward pass (a recomputed one too) the all-gather feeds the column-parallel GEMMs (qkv, mlp_up) and
+# the reduce-scatter (or all-reduce) drains the row-parallel ones (attn_out, mlp_down); in backward
+# the output gradient's all-gather feeds the row-parallel GEMMs' data-gradient GEMM and the
+# reduce-scatter drains the column-parallel ones', each beside that GEMM's data- and weight-gradient
+# GEMMs (BACKWARD_GEMMS times the forward GEMM). Chunk by chunk, a collective and its GEMM take the
+# longer of the two: it hides behind its own GEMM and nothing else (the data dependency is direct).
+PAIRED_GEMMS = {
+    ("forward", "all_gather"): ("qkv", "mlp_up"),
+    ("forward", "reduce_scatter"): ("attn_out", "mlp_down"),
+    ("forward", "all_reduce"): ("attn_out", "mlp_down"),
+    ("backward", "all_gather"): ("attn_out", "mlp_down"),
+    ("backward", "reduce_scatter"): ("qkv", "mlp_up"),
+    ("backward", "all_reduce"): ("qkv", "mlp_up"),
+}
+BACKWARD_GEMMS = 2.0
+
+
+def overlap_budgets(calls: list[CollectiveCall], gemm_s: dict[str, float],
+                    kinds: tuple[str, ...]) -> tuple[tuple[float, ...], ...]:
+    """For each TP call of a pass (tp_calls' list), the seconds of the GEMMs its collectives are
+    decomposed with over one layer (`gemm_s`: forward seconds of each of the block's GEMMs;
+    `kinds`: the layer's passes in order, "forward" or "backward")."""
+    return tuple(tuple(gemm_s[g] * (BACKWARD_GEMMS if kind == "backward" else 1.0)
+                       for kind in kinds for g in PAIRED_GEMMS[kind, call.op]) for call in calls)
+
+
 def add_pass(tasks: list[Task], name: str, label: str, duration_s: float, ready: tuple[str, ...],
-             calls: list[CollectiveCall], overlap: bool, stage: int = 0, alone: bool = False) -> tuple[str, ...]:
+             calls: list[CollectiveCall], budgets: tuple[tuple[float, ...], ...] | None, stage: int = 0,
+             alone: bool = False) -> tuple[str, ...]:
     """Append a compute task and its tensor-parallel collectives (`alone`: nothing else of the stage
-    can transfer beside them); return what the next pass waits for. Without overlap the collectives
-    follow the compute (the GEMM's output is reduced before the next layer can use it); with overlap
-    (Megatron-Core tp-comm-overlap, async TP) they run beside it, chunked against the GEMMs, and the
-    pass ends when both are done."""
-    tasks.append(Task(name, "compute", label, duration_s, deps=ready, stage=stage))
-    after = ready if overlap else (name,)
+    can transfer beside them); return what the next pass waits for. Without overlap (`budgets`
+    None) the collectives follow the compute (the GEMM's output is reduced before the next layer
+    can use it); with overlap (Megatron-Core tp-comm-overlap, async TP) they run beside it, each
+    decomposed with its GEMM (`budgets`, overlap_budgets), and the pass ends when both are done."""
+    names = [f"{name}.tp{k}" for k in range(len(calls))]
+    overlaps = tuple(zip(names, budgets, strict=True)) if budgets is not None else ()
+    tasks.append(Task(name, "compute", label, duration_s, deps=ready, stage=stage, overlaps=overlaps))
+    after = ready if budgets is not None else (name,)
     for k, call in enumerate(calls):
-        tasks.append(Task(f"{name}.tp{k}", "tp", "tp_comm", collective=call, deps=after if k == 0 else (),
+        tasks.append(Task(names[k], "tp", "tp_comm", collective=call, deps=after if k == 0 else (),
                           stage=stage, alone=alone))
-    return (name, f"{name}.tp{len(calls) - 1}") if calls else (name,)
+    return (name, names[-1]) if calls else (name,)

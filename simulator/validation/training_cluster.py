@@ -35,6 +35,8 @@ def _gpu_and_preset(text: str, gpus_per_node: int | None, defaults: list[str]) -
     if "h200" in low:
         return "H200-SXM-141GB", "hgx-h200"
     if "h100" in low:
+        if gib == 96 and "hbm2e" in low:
+            return "H100-SXM-96GB-HBM2e", "dgx-h100"
         if gib is None:
             defaults.append(f"GPU {text!r}: variant not stated: H100-SXM5-80GB")
         elif gib != 80:

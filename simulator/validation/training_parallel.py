@@ -20,8 +20,9 @@ behaviour, read from its code and named in the case's `defaults` ("flagged"):
 - Megatron-LM and Megatron-DeepSpeed optimizers keep 16-bit model parameters beside fp32 master
   weights and copy the gradients to fp32 for the step (fp32_grad_copy; memory only).
 - Pipeline transfers block the sender in Megatron-LM and DeepSpeed; they overlap compute in
-  Megatron-Core when its flags say "PP overlap", and in torchtitan. DeepSpeed's pipeline engine
-  sends whole activations from every TP rank (no scatter-gather).
+  Megatron-Core when its flags say "PP overlap", and in torchtitan. Both Megatron (scatter-gather)
+  and DeepSpeed's pipeline engine (is_pipe_partitioned, is_grad_partitioned whenever tp > 1) send
+  1/tp of the activation or its gradient from each TP rank.
 - Megatron-DeepSpeed (BLOOM): ranks tp innermost, then dp, then pp (PipeModelDataParallelTopology,
   axes pipe, data, model); DeepSpeed's TrainSchedule (1F1B) reduces gradients after the last
   micro-batch; no sequence parallelism; its bf16 optimizer shards optimizer states (ZeRO-1). Where
@@ -31,8 +32,9 @@ behaviour, read from its code and named in the case's `defaults` ("flagged"):
   reduce-scattered; earlier rows accumulated in 16 bits (the prequel says so) and keep ZeRO-1.
 - torchtitan: device mesh (pp, dp_replicate, dp_shard, cp, tp), so tp-dp-pp; its TP plan shards the
   norms (SequenceParallel); async TP overlaps TP communication; with PP, FSDP keeps parameters
-  gathered after forward, the local batch is split into one micro-batch per stage
-  (pp x stages per rank) and interleaved 1F1B puts 2 stages on each rank (generate_split_points).
+  gathered after forward, the local batch is split into pp micro-batches (its default before PR
+  #781 of 2025-01-07, which the Dec 2024 benchmark predates) and interleaved 1F1B puts 2 stages on
+  each rank (generate_split_points); FSDP reduces gradients in fp32 (mixed_precision_reduce).
 - Any other framework: the spec's defaults (tp-pp-dp, no sequence parallelism, 1F1B), flagged.
 Context parallelism (cp > 1) is not modelled: such cases are skipped by the caller.
 """
@@ -266,24 +268,28 @@ def _megatron_deepspeed(d: _Draft) -> None:
         d.parts.append("ranks tp-dp-pp (DeepSpeed PipeModelDataParallelTopology), no sequence parallelism")
     d.plain_schedule("DeepSpeed TrainSchedule")
     if d.pp > 1:
-        d.spec["p2p_scatter_gather"] = False
-        d.parts.append("every TP rank sends whole activations, blocking (DeepSpeed PipelineEngine p2p)")
+        d.parts.append("blocking pipeline sends of 1/tp of the activation, all-gathered by the receiving stage "
+                       "(DeepSpeed PipelineEngine: is_pipe_partitioned and is_grad_partitioned with TP)")
 
 
-def _torchtitan_micro_batch(training: dict[str, Any], pp: int, virtual_stages: int) -> str:
-    """torchtitan's local batch split into pp x stages-per-rank pipeline micro-batches (its default)."""
+def _torchtitan_micro_batch(training: dict[str, Any], pp: int) -> str:
+    """torchtitan's local batch split into pipeline micro-batches by its default: pp of them whatever
+    the stages per rank until torchtitan PR #781 (2025-01-07; pp x stages per rank since), so for the
+    Dec 2024 benchmark (torchtitan 9dec370, 2024-12-26), the only torchtitan pipeline runs in the data."""
     local = training.get("micro_batch")
     if local is None:
         raise Unexpressible("local batch not stated (torchtitan splits it into pipeline micro-batches)")
-    count = pp * virtual_stages
-    if local % count:
-        raise Unexpressible(f"local batch {local} does not split into {count} pipeline micro-batches")
-    training["micro_batch"] = local // count
-    return (f"micro_batch {local} is torchtitan's local batch: {count} pipeline micro-batches of {local // count} "
-            "(default: one per stage)")
+    if local % pp:
+        raise Unexpressible(f"local batch {local} does not split into {pp} pipeline micro-batches")
+    training["micro_batch"] = local // pp
+    return (f"micro_batch {local} is torchtitan's local batch: {pp} pipeline micro-batches of {local // pp} "
+            "(its default before PR #781, 2025-01-07: pipeline_parallel_degree)")
 
 
 def _torchtitan(d: _Draft) -> None:
+    if d.training.get("fsdp_mixed_precision_mode") is None:
+        d.knobs["grad_reduce_bytes"] = 4
+        d.parts.append("FSDP reduces gradients in fp32 (training.mixed_precision_reduce, default float32)")
     if d.tp > 1:
         d.spec["sequence_parallel"] = True
         d.spec["tp_comm_overlap"] = bool(d.training.get("async_tp")) or "asynctp" in d.case_id.lower()
@@ -305,7 +311,7 @@ def _torchtitan(d: _Draft) -> None:
     d.spec["overlap_p2p"] = True
     d.parts.append("FSDP keeps parameters gathered after forward with PP (torchtitan apply_fsdp); sends overlap "
                    "compute (asynchronous isend/irecv)")
-    d.parts.append(_torchtitan_micro_batch(d.training, d.pp, d.spec.get("virtual_stages", 1)))
+    d.parts.append(_torchtitan_micro_batch(d.training, d.pp))
 
 
 def _unknown(d: _Draft) -> None:

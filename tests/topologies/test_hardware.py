@@ -48,8 +48,19 @@ def test_a100_sxm4_unstated_memory_takes_the_40gb_figures():
 
 
 def test_nvls_only_on_hopper_and_blackwell_sxm():
-    """NVLink SHARP capability: H100 SXM, H200, B200, GB200 only."""
-    assert {n for n in known_gpus() if gpu_spec(n).nvls} == {"H100-SXM5-80GB", "H200-SXM-141GB", "B200-180GB", "GB200"}
+    """NVLink SHARP capability: H100 SXM (80 GB, and the 96 GB HBM2e part of Meta's hosts), H200, B200,
+    GB200 only."""
+    assert {n for n in known_gpus() if gpu_spec(n).nvls} == {"H100-SXM5-80GB", "H100-SXM-96GB-HBM2e",
+                                                             "H200-SXM-141GB", "B200-180GB", "GB200"}
+
+
+def test_h100_96gb_hbm2e_is_the_sxm5_with_slower_memory():
+    """torchtitan's Grand Teton H100: 96 GB of HBM2e at 2.4 TB/s (its benchmark's hardware section), the
+    SXM5's compute and NVLink."""
+    part, sxm5 = gpu_spec("H100-SXM-96GB-HBM2e"), gpu_spec("H100-SXM5-80GB")
+    assert (part.memory_gib, part.hbm_GBps) == (96, 2400)
+    assert (part.bf16_tflops, part.nvlink_GBps_per_direction, part.tdp_w) == \
+        (sxm5.bf16_tflops, sxm5.nvlink_GBps_per_direction, sxm5.tdp_w)
 
 
 def test_peak_tflops_and_unsupported_precision():

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 import simulator.training.predict as predict_module
 from simulator.collectives.comm import comm_view
+from simulator.collectives.predict import predict_collective
 from simulator.core.errors import ConfigError
 from simulator.network.flows import FlowClass, Resource
 from simulator.training.compute import ComputeModel
@@ -16,7 +17,7 @@ from simulator.training.memory import in_flight_micro_batches, memory_per_gpu
 from simulator.training.pipeline import layers_per_virtual_stage, plan_pipeline, schedule
 from simulator.training.plan import plan_step
 from simulator.training.predict import predict_step, simulate_step, steady_state_step
-from simulator.training.tasks import CollectiveCall, StepPlan, Task, tp_calls
+from simulator.training.tasks import BACKWARD_GEMMS, CollectiveCall, StepPlan, Task, overlap_budgets, tp_calls
 from simulator.training.timeline import OVERLAP_SLOWDOWN, simulate_plan
 from topologies.build import build
 from topologies.hardware import gpu_spec
@@ -106,6 +107,46 @@ def test_tp_plan_has_collectives_per_pass() -> None:
         plan = plan_step(model, training, H100, 2048, 1, 4, model.total_params / 8)
         tp = [t.collective for t in plan.tasks if t.collective and t.collective.group == "tp"]
         assert sum(c.count for c in tp) == per_layer * GPT.layers
+
+
+def test_overlapped_tp_collectives_pair_with_their_gemms() -> None:
+    """Overlapped (tp-comm-overlap, async TP): forward, the all-gathers feed qkv and mlp_up and the
+    reduce-scatters drain attn_out and mlp_down; backward the other way round, beside twice the GEMM
+    (data and weight gradients); a backward task with full recomputation runs the forward's first."""
+    gemm = {"qkv": 1.0, "attn_out": 2.0, "mlp_up": 3.0, "mlp_down": 4.0}
+    calls = tp_calls(transformer(GPT), 1, 2048, 8, True, 1)
+    assert [c.op for c in calls] == ["all_gather", "reduce_scatter"]
+    assert overlap_budgets(calls, gemm, ("forward",)) == ((1.0, 3.0), (2.0, 4.0))
+    b = BACKWARD_GEMMS
+    assert overlap_budgets(calls, gemm, ("forward", "backward")) == ((1.0, 3.0, 2.0 * b, 4.0 * b),
+                                                                      (2.0, 4.0, 1.0 * b, 3.0 * b))
+    assert overlap_budgets(tp_calls(transformer(GPT), 1, 2048, 8, False, 1), gemm, ("backward",)) == ((b, 3.0 * b),)
+
+
+def test_overlapped_tp_collective_hides_only_behind_its_own_gemm() -> None:
+    """One 8-GPU node, TP 8 with sequence parallelism overlapped, no data parallelism: the compute stream
+    waits, per layer and pass, max(0, collective - its GEMM) for each collective (hand-computed from the
+    GEMM times and the collective model), and nothing else: some collectives of this shape outlast their
+    GEMM (attn_out's reduce-scatter), others do not (mlp_up's all-gather)."""
+    topology = load_preset("dgx-h100", nodes=1)
+    training = TrainingSpec(model=GPT, micro_batch=1, grad_accum=1, activation_checkpointing="none",
+                            strategy=StrategySpec(kind="ddp"),
+                            parallel=ParallelSpec(tp=8, sequence_parallel=True, tp_comm_overlap=True))
+    p = predict_step(topology, training, GPT)
+    gemm = H100.gemms_s(transformer(GPT), 1, 2048, 8)
+    tp_view = communicators(comm_view(build(topology)), layout_of(training.parallel, 8, 8))["tp"]
+    size = 2 * 2048 * GPT.hidden
+    t = {op: predict_collective(tp_view, op, size).time_s for op in ("all_gather", "reduce_scatter")}
+    pairs = [(t["all_gather"], gemm["qkv"]), (t["all_gather"], gemm["mlp_up"]), (t["reduce_scatter"], gemm["attn_out"]),
+             (t["reduce_scatter"], gemm["mlp_down"]), (t["all_gather"], BACKWARD_GEMMS * gemm["attn_out"]),
+             (t["all_gather"], BACKWARD_GEMMS * gemm["mlp_down"]), (t["reduce_scatter"], BACKWARD_GEMMS * gemm["qkv"]),
+             (t["reduce_scatter"], BACKWARD_GEMMS * gemm["mlp_up"])]
+    stall = GPT.layers * sum(max(0.0, comm - g) for comm, g in pairs)
+    assert t["reduce_scatter"] > gemm["attn_out"] and t["all_gather"] < gemm["mlp_up"]
+    assert p.idle_breakdown_s["exposed_comm"] == pytest.approx(stall, rel=1e-6)
+    serial = predict_step(topology, training.model_copy(
+        update={"parallel": training.parallel.model_copy(update={"tp_comm_overlap": False})}), GPT)
+    assert p.step_time_s < serial.step_time_s
 
 
 def test_layout_must_divide_gpus() -> None:
@@ -376,7 +417,8 @@ def test_closed_form_fast_paths_equal_the_engine(monkeypatch: pytest.MonkeyPatch
     fast = predict_step(topology, training, GPT)
     engine_only = predict_module.simulate_plan
     monkeypatch.setattr(predict_module, "simulate_plan",
-                        lambda plan, resources, flow_of, alone_s=None: engine_only(plan, resources, flow_of))
+                        lambda plan, resources, flow_of, alone_s=None, stall_s=None:
+                        engine_only(plan, resources, flow_of, stall_s=stall_s))
     slow = predict_step(topology, training, GPT)
     assert fast.step_time_s == pytest.approx(slow.step_time_s, rel=1e-9)
     assert fast.idle_breakdown_s == pytest.approx(slow.idle_breakdown_s, rel=1e-6, abs=1e-9)

@@ -204,7 +204,7 @@ def test_case_without_hidden_size_is_skipped():
           "ib_links": "4 x 100 Gbps IB"}, "V100-SXM2-32GB", 8, "nvlink2-hybrid-cube-mesh", ("ib", 4, 100.0)),
         ({"gpu": "H100 SXM 96GB HBM2e (Grand Teton)", "gpus_per_node": 8, "num_gpus": 16,
           "inter_node": "backend RDMA network", "inter_node_bw_per_node": "400 Gb/s per GPU (3.2 Tb/s per host)"},
-         "H100-SXM5-80GB", 8, "nvswitch-nvlink4", ("ib", 8, 400.0)),
+         "H100-SXM-96GB-HBM2e", 8, "nvswitch-nvlink4", ("ib", 8, 400.0)),
         ({"gpu": "A100 80GB (Selene, DGX A100)", "gpus_per_node": 8, "num_gpus": 16,
           "inter_node": "HDR InfiniBand (Selene)", "inter_node_bw_per_node": "8 x 200 Gb/s (per paper)"},
          "A100-SXM4-80GB", 8, "nvswitch-nvlink3", ("ib", 8, 200.0)),
@@ -223,12 +223,13 @@ def test_cluster_text_lowers_to_gpu_preset_and_network(cluster, gpu, gpus_per_no
 
 
 def test_unstated_transport_and_unknown_gpu_are_flagged_or_skipped():
-    """'backend RDMA network' names no transport (flagged); a Pascal GPU is not in the table (skipped)."""
+    """'backend RDMA network' names no transport (flagged); an H100 of a memory size the table lacks
+    stands in as the 80 GB SXM5 (flagged); a Pascal GPU is not in the table (skipped)."""
     m = mapped(case(training={"grad_accum": None},
-                    cluster={"gpu": "H100 SXM 96GB HBM2e", "num_gpus": 16, "inter_node": "backend RDMA network",
+                    cluster={"gpu": "H100 SXM 94GB", "num_gpus": 16, "inter_node": "backend RDMA network",
                              "inter_node_bw_per_node": "400 Gb/s per GPU"}))
     assert "inter-node transport not stated: ib" in m.defaults
-    assert any("96GB part not in the GPU table" in d for d in m.defaults)
+    assert m.topology.gpu == "H100-SXM5-80GB" and any("94GB part not in the GPU table" in d for d in m.defaults)
     assert "not in the GPU table" in mapped(case(cluster={"gpu": "Pascal (model not stated)"})).skipped
 
 

@@ -144,12 +144,14 @@ def test_sc21_row_that_disagrees_with_the_table_is_skipped():
 
 def test_bloom_row_zero1_placement_full_recompute():
     """Megatron-DeepSpeed TP 8 x PP 10 x DP 2: zero1, ranks tp-dp-pp, 1F1B, gradients reduced after the last
-    micro-batch, full recompute, 2048 / (1 x 2) = 1024 micro-steps; BLOOM block (ALiBi, tied, biases)."""
+    micro-batch, full recompute, 2048 / (1 x 2) = 1024 micro-steps; BLOOM block (ALiBi, tied, biases);
+    blocking pipeline sends of 1/tp of the activation (DeepSpeed's partitioned pipeline buffers)."""
     m = _map(BLOOM_160)
     assert m.skipped is None and m.family == "zero" and m.in_scope
     job, par = m.training, m.training.parallel
     assert (par.tp, par.pp, par.placement, par.pipeline_schedule, par.sequence_parallel) == \
         (8, 10, "tp-dp-pp", "1f1b", False)
+    assert par.p2p_scatter_gather and not par.overlap_p2p
     assert (job.strategy.kind, job.strategy.overlap_grad_reduce) == ("zero1", False)
     assert (job.activation_checkpointing, job.micro_batch, job.global_batch) == ("full", 1, 2048)
     assert m.model.tied_embeddings and not m.model.learned_positions and m.model.bias
@@ -214,9 +216,9 @@ def test_context_parallel_case_is_skipped_and_out_of_scope():
 
 
 def test_torchtitan_3d_interleaved():
-    """FSDP 8 x TP 8 x PP 8, Interleaved 1F1B: 2 stages per rank, the local batch 32 split into 8 x 2 = 16
-    micro-batches of 2 (global 256 = 2 x 8 dp x 16); sequence parallel and async TP; FSDP without
-    resharding after forward; ranks tp-dp-pp."""
+    """FSDP 8 x TP 8 x PP 8, Interleaved 1F1B: 2 stages per rank, the local batch 32 split into pp = 8
+    micro-batches of 4 (torchtitan's default before PR #781; global 256 = 4 x 8 dp x 8); sequence parallel
+    and async TP; FSDP without resharding after forward; ranks tp-dp-pp."""
     m = _map(TITAN_405B)
     assert m.skipped is None and m.family == "fsdp"
     job, par = m.training, m.training.parallel
@@ -225,16 +227,17 @@ def test_torchtitan_3d_interleaved():
     assert par.sequence_parallel and par.tp_comm_overlap
     assert (job.strategy.kind, job.strategy.fsdp_sharding, job.strategy.reshard_after_forward) == \
         ("fsdp", "FULL_SHARD", False)
-    assert (job.micro_batch, job.global_batch, job.precision, job.seq_len) == (2, 256, "fp8", 8192)
-    assert any("16 pipeline micro-batches of 2" in d for d in m.defaults)
+    assert job.strategy.grad_reduce_bytes == 4  # torchtitan's mixed_precision_reduce: float32
+    assert (job.micro_batch, job.global_batch, job.precision, job.seq_len) == (4, 256, "fp8", 8192)
+    assert any("8 pipeline micro-batches of 4" in d for d in m.defaults)
 
 
 def test_torchtitan_1f1b_and_an_unsplittable_local_batch():
-    """1F1B: 8 micro-batches of 4; a local batch of 12 does not split into 16 micro-batches: skipped."""
+    """1F1B: 8 micro-batches of 4; a local batch of 12 does not split into 8 micro-batches: skipped."""
     plain = _map(TITAN_405B, id="torchtitan-t5-405b-512gpu-1F1B", training={"pp_schedule": "1F1B"})
     assert (plain.training.parallel.pipeline_schedule, plain.training.micro_batch) == ("1f1b", 4)
     odd = _map(TITAN_405B, training={"micro_batch": 12, "global_batch": 96})
-    assert odd.skipped == "local batch 12 does not split into 16 pipeline micro-batches"
+    assert odd.skipped == "local batch 12 does not split into 8 pipeline micro-batches"
 
 
 def test_megatron_core_readme_row():

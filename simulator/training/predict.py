@@ -147,7 +147,7 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
     # an overlapped TP collective hides behind the GEMM it is decomposed with and nothing else: a call
     # longer than its GEMM stalls the compute stream by the difference (tasks.PAIRED_GEMMS)
     by_name = {task.name: task for task in plan.tasks}
-    one_call_s: dict[tuple[CollectiveCall, str], float] = {}
+    one_call_s: dict[tuple[str, int, str], float] = {}
 
     def stall_s(task: Task) -> float:
         stall = 0.0
@@ -155,7 +155,7 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
             tp = by_name[name]
             call = tp.collective
             assert call is not None
-            key = (call, group_of(tp))
+            key = (call.op, call.size_bytes, group_of(tp))
             if key not in one_call_s:
                 single = replace(tp, collective=replace(call, count=1))
                 one_call_s[key] = uncontended_time_s([flow_of(single)], resources)

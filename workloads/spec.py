@@ -167,6 +167,10 @@ class TrainingSpec(BaseModel):
         default="flash2", description="The fused attention kernel: flash2 (FlashAttention-2, PyTorch SDPA's flash "
         "backend) or cudnn (cuDNN's fused flash attention, Transformer Engine's choice on Hopper and later: "
         "Megatron-Core, NeMo); they differ on Hopper.")
+    fused_elementwise: bool = Field(
+        default=True, description="Norms, rotary and the MLP activation run as fused kernels (torch.compile, "
+        "Megatron / Transformer Engine / apex fused kernels); false: PyTorch eager ops, each through HBM "
+        "(torchtitan without compile: about 3.6x the element-wise bytes).")
     strategy: StrategySpec = Field(default_factory=StrategySpec, description="Data-parallel strategy.")
     parallel: ParallelSpec = Field(
         default_factory=ParallelSpec, description="Tensor / pipeline parallelism and placement (default: none).")

@@ -30,11 +30,19 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
 - Element-wise work (norms, rotary, residual adds, the MLP activation, dropout) is memory-bound:
   ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN bytes per token per hidden unit per layer forward: two norms
   (read + write, 4 B each), two residual adds (6 B each), rotary on q/k (~4 B), and the MLP
-  activation over the 2.7-4h wide intermediate (~16 B) -- about 40 bytes.
+  activation over the 2.7-4h wide intermediate (~16 B) -- about 40 bytes, as fused kernels move them
+  (torch.compile, Megatron/apex/Transformer Engine fused norms and activations, or blocks whose
+  element-wise steps are single kernels anyway). PyTorch eager Llama code (torchtitan without
+  compile) runs each step as kernels of their own through HBM: its RMSNorm casts to fp32, squares,
+  averages, scales, casts back and multiplies by the weight (r 20 + w 16 = 36 B a norm element
+  against 4 fused), rotary casts q and k to fp32, multiplies by the complex frequencies and casts
+  back (20 B an element over h + kv: ~25 B per h with 4:1 GQA), SwiGLU's silu and product are two
+  kernels (10 B an element of the 3.5h intermediate: 35 B), the residual adds 12 B:
+  ELEMENTWISE_EAGER_BYTES_PER_TOKEN_HIDDEN = 72 + 25 + 35 + 12, about 145 bytes.
 - Tensor parallelism over t GPUs (Megatron, Shoeybi et al. 2019): qkv and mlp_up are split by
   columns (n / t), attn_out and mlp_down by rows (k / t), attention by heads (/ t), the output layer
   by vocabulary (V / t). Rotary and the MLP activation work on sharded tensors; norms, residual adds
-  and dropout are replicated (REPLICATED_ELEMENTWISE_SHARE of the bytes) unless sequence
+  and dropout are replicated (REPLICATED_ELEMENTWISE_BYTES of the bytes) unless sequence
   parallelism shards them over t too (Korthikanti et al. 2022).
 - The optimizer is memory-bound: Adam reads and writes fp32 master weights, two moments and the
   gradient (OPTIMIZER_BYTES_PER_PARAM per locally owned parameter).
@@ -66,11 +74,13 @@ ATTENTION_EFFICIENCY = {"volta": 0.25, "turing": 0.30, "ampere": 0.55, "ada": 0.
 CUDNN_ATTENTION_EFFICIENCY = {**ATTENTION_EFFICIENCY, "hopper": 0.50}
 MEMORY_EFFICIENCY = 0.85
 ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 40.0
+ELEMENTWISE_EAGER_BYTES_PER_TOKEN_HIDDEN = 145.0
 FP8_CAST_BYTES = 4.0  # read bf16 (2 B), write fp8 (1 B) and its transpose (1 B)
 OPTIMIZER_BYTES_PER_PARAM = {"adam": 32.0, "adamw": 32.0, "sgd": 16.0}
 UNFUSED_SCORE_BYTES = 13.0
 UNFUSED_SCORE_BYTES_BACKWARD = 17.0
-REPLICATED_ELEMENTWISE_SHARE = 0.5  # norms (8 B) and residual adds (12 B) of the 40 B above
+# the norms' and residual adds' bytes of the above (fused: 8 + 12 of 40; eager: 72 + 12 of 145)
+REPLICATED_ELEMENTWISE_BYTES = {True: 20.0, False: 84.0}
 KERNEL_LAUNCH_S = 5e-6  # per layer and pass: a dozen kernels of a few microseconds' launch gap
 
 
@@ -93,6 +103,7 @@ class ComputeModel:
     gemm_efficiency_asymptote: float | None = None  # measured (compute calibration) instead of the table
     clock_factor: float = 1.0  # sustained clock under a power cap over the uncapped one (power_capped_clock)
     attention_kernel: str = "flash2"  # flash2 or cudnn (TrainingSpec.attention_kernel)
+    fused_elementwise: bool = True  # TrainingSpec.fused_elementwise
 
     @property
     def peak_flops(self) -> float:
@@ -141,9 +152,10 @@ class ComputeModel:
         cast_backward_s = sum(m * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
         attention_s = self._roofline(model.attention_forward_flops(tokens, seq_len) / tp,
                                      self.attention_efficiency, 0.0, self.half_precision_flops)
-        replicated = 0.0 if sequence_parallel else REPLICATED_ELEMENTWISE_SHARE
-        share = replicated + (1.0 - replicated) / tp
-        elementwise_s = share * tokens * model.spec.hidden * ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN / hbm
+        fused = self.fused_elementwise
+        per_hidden = ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN if fused else ELEMENTWISE_EAGER_BYTES_PER_TOKEN_HIDDEN
+        replicated = 0.0 if sequence_parallel else REPLICATED_ELEMENTWISE_BYTES[fused]
+        elementwise_s = tokens * model.spec.hidden * (replicated + (per_hidden - replicated) / tp) / hbm
         scores = 0.0 if flash_attention else micro_batch * model.spec.heads / tp * float(seq_len) ** 2
         forward = (gemm_s + cast_forward_s + attention_s + elementwise_s + scores * UNFUSED_SCORE_BYTES / hbm
                    + KERNEL_LAUNCH_S)

@@ -223,7 +223,8 @@ def compute_scale_for(measured_tokens_per_s: float, topology: TopologySpec, trai
     seq_len = training.seq_len or model_spec.max_seq_len
     gpu = build(topology).gpu
     compute = ComputeModel(gpu, training.precision, 1.0, gemm_efficiency,
-                           power_capped_clock(gpu, topology.gpu_power_limit_w), training.attention_kernel)
+                           power_capped_clock(gpu, topology.gpu_power_limit_w), training.attention_kernel,
+                           training.fused_elementwise)
     modelled = training.micro_batch * seq_len / compute.micro_step_s(
         model, training.micro_batch, seq_len, training.activation_checkpointing)
     return measured_tokens_per_s / modelled
@@ -253,7 +254,8 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     if straggler_slowdown < 1.0:
         raise ConfigError(f"stragglers.slowdown must be >= 1, got {straggler_slowdown}")
     compute = ComputeModel(cluster.gpu, training.precision, compute_scale / straggler_slowdown, gemm_efficiency,
-                           power_capped_clock(cluster.gpu, topology.gpu_power_limit_w), training.attention_kernel)
+                           power_capped_clock(cluster.gpu, topology.gpu_power_limit_w), training.attention_kernel,
+                           training.fused_elementwise)
     timeline = steady_state_step(model, training, v, compute, seq_len, micro_steps, params, env)
     waits = dict(timeline.compute_waits_s)
     by_collective = {label: t for label, t in waits.items() if label in COMMUNICATION_LABELS}

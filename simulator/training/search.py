@@ -298,7 +298,8 @@ def _candidates(topology: TopologySpec, base: TrainingSpec, model_spec: ModelSpe
     layouts = enumerate_layouts(model_spec, topology.gpus_per_node, v.n_ranks, base.global_batch, space)
     capacity = cluster.gpu.memory_gib * GIB
     compute = ComputeModel(cluster.gpu, base.precision, clock_factor=power_capped_clock(
-        cluster.gpu, topology.gpu_power_limit_w), attention_kernel=base.attention_kernel)
+        cluster.gpu, topology.gpu_power_limit_w), attention_kernel=base.attention_kernel,
+        fused_elementwise=base.fused_elementwise)
     candidates: list[Candidate] = []
     smallest = (float("inf"), layouts[0])
     for layout in layouts:

@@ -337,6 +337,20 @@ def _flash_attention(framework: str) -> bool:
     return framework.strip().lower() not in _UNFUSED_ATTENTION_FRAMEWORKS
 
 
+def _fused_elementwise(training: Mapping[str, Any], defaults: list[str]) -> bool:
+    """torchtitan runs its Llama blocks as PyTorch eager ops unless torch.compile is on (`torch_compile`,
+    or named among its `techniques`; its `compile` default is off, flagged where the case says neither);
+    every other framework here fuses them."""
+    if framework_of(training) != "torchtitan":
+        return True
+    compiled = training.get("torch_compile")
+    if compiled is None and training.get("techniques") is not None:
+        compiled = "torch.compile" in str(training["techniques"]).lower()
+    if compiled is None:
+        defaults.append("torch_compile not stated: off (torchtitan's default): eager element-wise ops")
+    return bool(compiled)
+
+
 # Frameworks on Transformer Engine, whose DotProductAttention prefers cuDNN's fused attention on Hopper and
 # later ("give FusedAttention preference on Hopper+ for performance reasons", TE's backend selection).
 _CUDNN_ATTENTION_FRAMEWORKS = ("megatron-core", "nemo")
@@ -386,6 +400,7 @@ def map_case(case: TrainingCase) -> MappedCase:
                            activation_checkpointing=_checkpointing(layout.training.get("activation_checkpointing"),
                                                                    defaults),
                            flash_attention=_flash_attention(str(training.get("framework", ""))),
+                           fused_elementwise=_fused_elementwise(training, defaults),
                            attention_kernel="cudnn" if framework_of(training) in _CUDNN_ATTENTION_FRAMEWORKS
                            else "flash2",
                            strategy=strategy, parallel=layout.parallel,

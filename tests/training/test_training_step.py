@@ -154,6 +154,21 @@ def test_cudnn_attention_is_faster_on_hopper_only(gpu: str, ratio: float) -> Non
     assert flash2.backward_s - cudnn.backward_s == pytest.approx(2.0 * saved, rel=1e-9, abs=1e-12)
 
 
+@pytest.mark.parametrize(("tp", "sp"), [(1, False), (8, False), (8, True)])
+def test_eager_elementwise_moves_its_own_bytes(tp: int, sp: bool) -> None:
+    """PyTorch eager element-wise ops (torchtitan without compile) move 145 B per token per hidden unit
+    a layer forward against 40 fused; without sequence parallelism the norms and residual adds (84 of
+    them eager, 20 fused) are replicated on every TP rank. Backward moves twice the forward's."""
+    gpu = dataclasses.replace(gpu_spec("H100-SXM5-80GB"), bf16_tflops=1e9)  # GEMMs and attention ~free
+    model = transformer(SMALL)
+    fused = ComputeModel(gpu, "bf16").layer(model, 2, 1024, "none", tp, sp)
+    eager = ComputeModel(gpu, "bf16", fused_elementwise=False).layer(model, 2, 1024, "none", tp, sp)
+    replicated = {True: 0.0, False: 84.0 - 20.0}[sp]
+    extra = 2 * 1024 * SMALL.hidden * (replicated + (145.0 - 40.0 - replicated) / tp) / (gpu.hbm_GBps * 1e9 * 0.85)
+    assert eager.forward_s - fused.forward_s == pytest.approx(extra, rel=1e-9)
+    assert eager.backward_s - fused.backward_s == pytest.approx(2.0 * extra, rel=1e-9)
+
+
 def test_fp8_output_layer_runs_in_bf16():
     """TE setups and torchtitan's float8 filter keep the output layer in bf16: same time either way."""
     model, gpu = transformer(SMALL), gpu_spec("H100-SXM5-80GB")

@@ -44,7 +44,10 @@ def _gpu_and_preset(text: str, gpus_per_node: int | None, defaults: list[str]) -
         return "H100-SXM5-80GB", "dgx-h100"
     if "a100" in low:
         if gib not in (40, 80):
-            defaults.append(f"GPU {text!r}: memory not stated: A100-SXM4-80GB")
+            # an unqualified DGX A100 is the original 320 GB system (8 x 40 GB; the 80 GB parts came in
+            # November 2020 as "DGX A100 640GB")
+            gib = 40 if re.search(r"dgx-?\s?a100", low) else 80
+            defaults.append(f"GPU {text!r}: memory not stated: A100-SXM4-{gib}GB")
         return ("A100-SXM4-40GB" if gib == 40 else "A100-SXM4-80GB"), "dgx-a100"
     if "v100" in low:
         if gib not in (16, 32):

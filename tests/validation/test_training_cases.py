@@ -210,6 +210,11 @@ def test_case_without_hidden_size_is_skipped():
          "A100-SXM4-80GB", 8, "nvswitch-nvlink3", ("ib", 8, 200.0)),
         ({"gpu": "B200 (DGX-B200)", "gpus_per_node": 8, "num_gpus": 16}, "B200-180GB", 8, "nvswitch-nvlink5",
          ("ib", 8, 400.0)),
+        # an unqualified DGX A100 is the original 8 x 40 GB system; another unqualified A100 the 80 GB part
+        ({"gpu": "A100 (DGX-A100)", "gpus_per_node": 8, "num_gpus": 16}, "A100-SXM4-40GB", 8, "nvswitch-nvlink3",
+         ("ib", 8, 200.0)),
+        ({"gpu": "A100", "gpus_per_node": 8, "num_gpus": 16}, "A100-SXM4-80GB", 8, "nvswitch-nvlink3",
+         ("ib", 8, 200.0)),
     ],
 )
 def test_cluster_text_lowers_to_gpu_preset_and_network(cluster, gpu, gpus_per_node, intra_node, network):

@@ -105,8 +105,14 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                           training.flash_attention)
     head_f, head_b = compute.head(model, b, seq_len, tp)
     full = training.activation_checkpointing == "full"
-    gemm_s = compute.gemms_s(model, b, seq_len, tp)
     kinds = ("forward", "backward") if full else ("backward",)  # a backward task's passes of each layer
+    forward_budgets = backward_budgets = None  # per layer: the GEMMs overlapped TP collectives hide behind
+    if par.tp_comm_overlap:
+        gemm_s = compute.gemms_s(model, b, seq_len, tp)
+        forward_budgets = overlap_budgets(tp_calls(model, b, seq_len, tp, par.sequence_parallel, 1), gemm_s,
+                                          ("forward",))
+        backward_budgets = overlap_budgets(tp_calls(model, b, seq_len, tp, par.sequence_parallel, len(kinds)),
+                                           gemm_s, kinds)
     counts = layers_per_virtual_stage(model.spec.layers, p * v)
     embedding = (model.embedding_params + model.final_norm_params) / tp
     output = (model.output_params or model.spec.vocab * model.spec.hidden) / tp  # tied: the last stage's copy
@@ -161,8 +167,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 duration = chunk.layers * layer.forward_s + (head_f * 0.05 if chunk.first else 0.0) + (
                     head_f * 0.95 if chunk.last else 0.0)
                 calls = tp_calls(model, b, seq_len, tp, par.sequence_parallel, chunk.layers)
-                ready = add_pass(tasks, name(work, stage), "forward", duration, deps, calls,
-                                 overlap_budgets(calls, gemm_s, ("forward",)) if par.tp_comm_overlap else None,
+                ready = add_pass(tasks, name(work, stage), "forward", duration, deps, calls, forward_budgets,
                                  stage, j < alone_until)
                 if k < p * v - 1:
                     peer, _ = stage_chunk(k + 1)
@@ -183,8 +188,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 extra = (head_b if chunk.last and piece == pieces[0][0] else 0.0) + (
                     accumulate if piece == pieces[-1][0] else 0.0)
                 calls = tp_calls(model, b, seq_len, tp, par.sequence_parallel, n * passes)
-                ready = add_pass(tasks, piece, "backward", n * per_layer + extra, deps, calls,
-                                 overlap_budgets(calls, gemm_s, kinds) if par.tp_comm_overlap else None,
+                ready = add_pass(tasks, piece, "backward", n * per_layer + extra, deps, calls, backward_budgets,
                                  stage, j < alone_until)
                 deps = ready
                 if split:

@@ -171,6 +171,10 @@ class TrainingSpec(BaseModel):
         default=True, description="Norms, rotary and the MLP activation run as fused kernels (torch.compile, "
         "Megatron / Transformer Engine / apex fused kernels); false: PyTorch eager ops, each through HBM "
         "(torchtitan without compile: about 3.6x the element-wise bytes).")
+    launch_blocking: bool = Field(
+        default=False, description="CUDA_LAUNCH_BLOCKING=1: every kernel launch waits for the kernel to finish, so "
+        "the host's per-operation time lies between kernels instead of behind them (a workaround for NCCL hangs; "
+        "BLOOM's 48-node runs set it).")
     strategy: StrategySpec = Field(default_factory=StrategySpec, description="Data-parallel strategy.")
     parallel: ParallelSpec = Field(
         default_factory=ParallelSpec, description="Tensor / pipeline parallelism and placement (default: none).")

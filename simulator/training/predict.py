@@ -23,7 +23,7 @@ from simulator.collectives.predict import predict_collective
 from simulator.core.errors import ConfigError
 from simulator.network.closed_form import uncontended_time_s
 from simulator.network.flows import FlowClass
-from simulator.training.compute import ComputeModel, power_capped_clock
+from simulator.training.compute import ComputeModel
 from simulator.training.groups import Layout, communicators, layout_of
 from simulator.training.memory import memory_per_gpu, shard_degrees
 from simulator.training.pipeline import plan_pipeline
@@ -222,9 +222,7 @@ def compute_scale_for(measured_tokens_per_s: float, topology: TopologySpec, trai
     model = transformer(model_spec)
     seq_len = training.seq_len or model_spec.max_seq_len
     gpu = build(topology).gpu
-    compute = ComputeModel(gpu, training.precision, 1.0, gemm_efficiency,
-                           power_capped_clock(gpu, topology.gpu_power_limit_w), training.attention_kernel,
-                           training.fused_elementwise)
+    compute = ComputeModel.for_job(gpu, training, topology.gpu_power_limit_w, gemm_efficiency=gemm_efficiency)
     modelled = training.micro_batch * seq_len / compute.micro_step_s(
         model, training.micro_batch, seq_len, training.activation_checkpointing)
     return measured_tokens_per_s / modelled
@@ -253,9 +251,8 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
                           "per HSDP shard group is modelled so far")
     if straggler_slowdown < 1.0:
         raise ConfigError(f"stragglers.slowdown must be >= 1, got {straggler_slowdown}")
-    compute = ComputeModel(cluster.gpu, training.precision, compute_scale / straggler_slowdown, gemm_efficiency,
-                           power_capped_clock(cluster.gpu, topology.gpu_power_limit_w), training.attention_kernel,
-                           training.fused_elementwise)
+    compute = ComputeModel.for_job(cluster.gpu, training, topology.gpu_power_limit_w,
+                                   compute_scale / straggler_slowdown, gemm_efficiency)
     timeline = steady_state_step(model, training, v, compute, seq_len, micro_steps, params, env)
     waits = dict(timeline.compute_waits_s)
     by_collective = {label: t for label, t in waits.items() if label in COMMUNICATION_LABELS}

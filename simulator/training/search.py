@@ -45,7 +45,7 @@ from typing import Any
 from simulator.collectives.comm import CommView, comm_view
 from simulator.collectives.predict import predict_collective
 from simulator.core.errors import ClusterSimError, ConfigError
-from simulator.training.compute import ComputeModel, power_capped_clock
+from simulator.training.compute import ComputeModel
 from simulator.training.groups import communicators
 from simulator.training.memory import memory_per_gpu, shard_degrees
 from simulator.training.predict import job_layout, predict_step
@@ -297,9 +297,7 @@ def _candidates(topology: TopologySpec, base: TrainingSpec, model_spec: ModelSpe
         space = replace(space, recompute=tuple(r for r in space.recompute if r != "selective"))
     layouts = enumerate_layouts(model_spec, topology.gpus_per_node, v.n_ranks, base.global_batch, space)
     capacity = cluster.gpu.memory_gib * GIB
-    compute = ComputeModel(cluster.gpu, base.precision, clock_factor=power_capped_clock(
-        cluster.gpu, topology.gpu_power_limit_w), attention_kernel=base.attention_kernel,
-        fused_elementwise=base.fused_elementwise)
+    compute = ComputeModel.for_job(cluster.gpu, base, topology.gpu_power_limit_w)
     candidates: list[Candidate] = []
     smallest = (float("inf"), layouts[0])
     for layout in layouts:

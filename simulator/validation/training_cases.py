@@ -351,6 +351,23 @@ def _fused_elementwise(training: Mapping[str, Any], defaults: list[str]) -> bool
     return bool(compiled)
 
 
+# BLOOM's runs on Jean Zay from the 3D-topology benchmarks on (date tags from 02-20) and in production exported
+# CUDA_LAUNCH_BLOCKING=1: async launches hung at 320 GPUs (tr11-176B-ml chronicles-prequel, "dealing with JZ
+# hanging"; tr11-176B-ml.slurm: "do not remove or the training will hang"). The 02-17 "Best TFLOPs" runs predate it.
+_BLOOM_BLOCKING_FROM = "02-20"
+
+
+def _launch_blocking(case: TrainingCase, defaults: list[str]) -> bool:
+    """Whether the case ran with CUDA_LAUNCH_BLOCKING=1 (see _BLOOM_BLOCKING_FROM), flagged where inferred."""
+    if case.source != "bloom":
+        return False
+    date = re.search(r'Date tag "(\d\d-\d\d)"', case.note)
+    if "production" not in case.id and (date is None or date.group(1) < _BLOOM_BLOCKING_FROM):
+        return False
+    defaults.append("CUDA_LAUNCH_BLOCKING=1 (BigScience's workaround for hangs from the 02-20 benchmarks on)")
+    return True
+
+
 # Frameworks on Transformer Engine, whose DotProductAttention prefers cuDNN's fused attention on Hopper and
 # later ("give FusedAttention preference on Hopper+ for performance reasons", TE's backend selection).
 _CUDNN_ATTENTION_FRAMEWORKS = ("megatron-core", "nemo")
@@ -401,6 +418,7 @@ def map_case(case: TrainingCase) -> MappedCase:
                                                                    defaults),
                            flash_attention=_flash_attention(str(training.get("framework", ""))),
                            fused_elementwise=_fused_elementwise(training, defaults),
+                           launch_blocking=_launch_blocking(case, defaults),
                            attention_kernel="cudnn" if framework_of(training) in _CUDNN_ATTENTION_FRAMEWORKS
                            else "flash2",
                            strategy=strategy, parallel=layout.parallel,

@@ -105,12 +105,16 @@ class StrategySpec(BaseModel):
 class ParallelSpec(BaseModel):
     """Model parallelism: tensor (Megatron), sequence and pipeline parallelism, and how ranks are placed.
 
-    The data-parallel degree is what is left: GPUs / (tp x pp)."""
+    The data-parallel degree is what is left: GPUs / (tp x pp x cp)."""
 
     model_config = _FROZEN
 
     tp: int = Field(default=1, ge=1, description="Tensor-parallel degree (GPUs sharing every layer's matrices).")
     pp: int = Field(default=1, ge=1, description="Pipeline-parallel degree (stages of contiguous layers).")
+    cp: int = Field(
+        default=1, ge=1, description="Context-parallel degree: each sequence is split over cp GPUs, which pass "
+        "key/value blocks around a ring behind the attention (Megatron-Core --context-parallel-size, torchtitan "
+        "context_parallel_degree); they sit next to the TP ranks and reduce gradients with the data-parallel ones.")
     sequence_parallel: bool = Field(
         default=False, description="Megatron sequence parallelism: norms and dropout sharded over the TP group; "
         "all-reduces become reduce-scatter + all-gather pairs.")

@@ -52,6 +52,9 @@ Examples:
 
   clustersim predict --model gpt3-175b --topology dgx-a100 --nodes 128 --tp 8 --pp 8 --strategy zero1
       --sequence-parallel --micro-batch 1 --global-batch 1536
+
+  clustersim predict --model llama3-8b --topology dgx-h100 --nodes 4 --cp 8 --seq-len 131072
+      --strategy fsdp --global-batch 8
 """
 
 SCALE_HELP = """Scaling-efficiency curve: predict the same job (same per-GPU micro-batch and
@@ -76,7 +79,7 @@ def _load_scenario(path: Path | None) -> ScenarioSpec:
     return scenario_from_data(read_yaml(path, "scenario"), str(path))
 
 
-PARALLEL_OPTIONS = ("tp", "pp", "sequence_parallel", "pipeline_schedule", "virtual_stages", "placement")
+PARALLEL_OPTIONS = ("tp", "pp", "cp", "sequence_parallel", "pipeline_schedule", "virtual_stages", "placement")
 
 
 def _override(scenario: ScenarioSpec, options: dict[str, Any]) -> tuple[TopologySpec, TrainingSpec, ModelSpec]:
@@ -105,13 +108,14 @@ def _override(scenario: ScenarioSpec, options: dict[str, Any]) -> tuple[Topology
 
 
 def _layout_text(training: TrainingSpec) -> str:
-    """', TP8 PP4 (interleaved x2), SP' for a model-parallel job; '' otherwise."""
+    """', TP8 PP4 (interleaved x2) CP2, SP' for a model-parallel job; '' otherwise."""
     par = training.parallel
-    if par.tp == 1 and par.pp == 1:
+    if par.tp == 1 and par.pp == 1 and par.cp == 1:
         return ""
     schedule = f" ({par.pipeline_schedule}{f' x{par.virtual_stages}' if par.virtual_stages > 1 else ''})" \
         if par.pp > 1 else ""
-    return f", TP{par.tp} PP{par.pp}{schedule}{', SP' if par.sequence_parallel else ''}"
+    context = f" CP{par.cp}" if par.cp > 1 else ""
+    return f", TP{par.tp} PP{par.pp}{schedule}{context}{', SP' if par.sequence_parallel else ''}"
 
 
 def _ranks(text: str | None, n_gpus: int) -> tuple[int, ...]:
@@ -232,6 +236,8 @@ def predict(
     model: ModelOpt = None, strategy: StrategyOpt = None,
     tp: Annotated[int | None, typer.Option(help="Tensor-parallel degree (GPUs sharing each layer).")] = None,
     pp: Annotated[int | None, typer.Option(help="Pipeline-parallel degree (stages).")] = None,
+    cp: Annotated[int | None, typer.Option(
+        help="Context-parallel degree (GPUs splitting each sequence; ring attention).")] = None,
     sequence_parallel: Annotated[bool | None, typer.Option(
         "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (needs --tp > 1).")] = None,
     schedule: Annotated[str | None, typer.Option(help="Pipeline schedule: 1f1b, gpipe or interleaved.")] = None,
@@ -255,7 +261,7 @@ def predict(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the metrics.")] = False,
 ) -> None:
     options = dict(topology=topology, nodes=nodes, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
-                   tp=tp, pp=pp, sequence_parallel=sequence_parallel, pipeline_schedule=schedule,
+                   tp=tp, pp=pp, cp=cp, sequence_parallel=sequence_parallel, pipeline_schedule=schedule,
                    virtual_stages=virtual_stages, placement=placement, micro_batch=micro_batch,
                    global_batch=global_batch, seq_len=seq_len)
     spec = _load_scenario(scenario)

@@ -44,6 +44,10 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   by vocabulary (V / t). Rotary and the MLP activation work on sharded tensors; norms, residual adds
   and dropout are replicated (REPLICATED_ELEMENTWISE_BYTES of the bytes) unless sequence
   parallelism shards them over t too (Korthikanti et al. 2022).
+- Context parallelism over c GPUs (ring attention; simulator.training.tasks.cp_call) gives each GPU
+  seq_len / c tokens of every sequence: its GEMMs, element-wise work and output layer are those of
+  its tokens, its attention that of its queries against all seq_len keys (1 / c of the whole, the
+  causal work balanced by the 2c-chunk split).
 - The optimizer is memory-bound: Adam reads and writes fp32 master weights, two moments and the
   gradient (OPTIMIZER_BYTES_PER_PARAM per locally owned parameter).
 - Gradient accumulation outside the GEMMs (DeepSpeed's bf16 optimizer adds each micro-batch's
@@ -166,23 +170,23 @@ class ComputeModel:
         return max(compute, memory)
 
     def layer(self, model: TransformerModel, micro_batch: int, seq_len: int, checkpointing: str,
-              tp: int = 1, sequence_parallel: bool = False, flash_attention: bool = True) -> LayerTimes:
+              tp: int = 1, sequence_parallel: bool = False, flash_attention: bool = True, cp: int = 1) -> LayerTimes:
         """Forward, backward (2x the forward's matmuls) and recompute time of one layer on one GPU of
-        a tensor-parallel group of `tp` (see the module docstring)."""
-        tokens = micro_batch * seq_len
+        a tensor-parallel group of `tp` and a context-parallel group of `cp`, which holds seq_len / cp
+        of each sequence's tokens and attends them to all seq_len keys (see the module docstring)."""
+        tokens = micro_batch * seq_len // cp
         fp8 = self.precision == "fp8"
         hbm = self.hbm_Bps
         gemms = _sharded(model.layer_gemms(tokens), tp)
         gemm_s = sum(self._gemms_s(gemms).values())
         cast_forward_s = sum(m * k + k * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
         cast_backward_s = sum(m * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
-        attention_s = self._roofline(model.attention_forward_flops(tokens, seq_len) / tp,
-                                     self.attention_efficiency, 0.0, self.half_precision_flops)
+        attention_s = self._attention_s(model, tokens, seq_len, tp)
         fused = self.fused_elementwise
         per_hidden = ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN if fused else ELEMENTWISE_EAGER_BYTES_PER_TOKEN_HIDDEN
         replicated = 0.0 if sequence_parallel else REPLICATED_ELEMENTWISE_BYTES[fused]
         elementwise_s = tokens * model.spec.hidden * (replicated + (per_hidden - replicated) / tp) / hbm
-        scores = 0.0 if flash_attention else micro_batch * model.spec.heads / tp * float(seq_len) ** 2
+        scores = 0.0 if flash_attention else micro_batch * model.spec.heads / tp * float(seq_len) ** 2 / cp
         gap = BLOCKING_LAUNCH_GAP_S if self.launch_blocking else 0.0
         forward = (gemm_s + cast_forward_s + attention_s + elementwise_s + scores * UNFUSED_SCORE_BYTES / hbm
                    + KERNEL_LAUNCH_S + LAYER_KERNELS["forward"] * gap)
@@ -198,17 +202,29 @@ class ComputeModel:
                                      operand * (m * k + k * n) + 2.0 * m * n)
                 for name, m, n, k in gemms}
 
-    def gemms_s(self, model: TransformerModel, micro_batch: int, seq_len: int, tp: int = 1) -> dict[str, float]:
+    def gemms_s(self, model: TransformerModel, micro_batch: int, seq_len: int, tp: int = 1,
+                cp: int = 1) -> dict[str, float]:
         """Forward seconds of each of a block's weight GEMMs (qkv, attn_out, mlp_up, mlp_down) on one GPU of
-        a tensor-parallel group of `tp`: part of layer()'s forward, what an overlapped TP collective can hide
-        behind (simulator.training.tasks.overlap_budgets)."""
-        gemms = _sharded(model.layer_gemms(micro_batch * seq_len), tp)
+        a tensor-parallel group of `tp` (and context-parallel group of `cp`): part of layer()'s forward,
+        what an overlapped TP collective can hide behind (simulator.training.tasks.overlap_budgets)."""
+        gemms = _sharded(model.layer_gemms(micro_batch * seq_len // cp), tp)
         return {name: seconds / self.scale for name, seconds in self._gemms_s(gemms).items()}
 
-    def head(self, model: TransformerModel, micro_batch: int, seq_len: int, tp: int = 1) -> tuple[float, float]:
+    def attention_forward_s(self, model: TransformerModel, micro_batch: int, seq_len: int, tp: int = 1,
+                            cp: int = 1) -> float:
+        """Forward seconds of one layer's fused attention kernel on one GPU (part of layer()'s forward;
+        backward takes twice): what a context-parallel ring step hides behind."""
+        return self._attention_s(model, micro_batch * seq_len // cp, seq_len, tp) / self.scale
+
+    def _attention_s(self, model: TransformerModel, tokens: int, seq_len: int, tp: int) -> float:
+        return self._roofline(model.attention_forward_flops(tokens, seq_len) / tp, self.attention_efficiency, 0.0,
+                              self.half_precision_flops)
+
+    def head(self, model: TransformerModel, micro_batch: int, seq_len: int, tp: int = 1,
+             cp: int = 1) -> tuple[float, float]:
         """(forward, backward) seconds of the embedding lookup, output projection and loss (the
-        vocabulary split over a tensor-parallel group of `tp`)."""
-        tokens = micro_batch * seq_len
+        vocabulary split over a tensor-parallel group of `tp`; seq_len / cp tokens a sequence)."""
+        tokens = micro_batch * seq_len // cp
         h, v = model.spec.hidden, -(-model.spec.vocab // tp)
         logits = self._roofline(model.head_forward_flops(tokens) / tp, self.gemm_efficiency(tokens, v, h),
                                 2.0 * (tokens * h + h * v) + 4.0 * tokens * v, self.half_precision_flops)

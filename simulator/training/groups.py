@@ -8,6 +8,12 @@ n nodes communicates like a cluster of n nodes with k GPUs each, and owns k / G 
 NICs (the other G - k GPUs of the node run their own groups' copies of the same collective at the
 same time; rail-optimised servers give every GPU its own NIC). A placement that spreads a TP
 group over several nodes therefore sends its all-reduces over the network: slower, as it should be.
+
+Context-parallel ranks sit right after the TP ranks whatever the placement (Megatron-Core's order is
+tp-cp-ep-dp-pp; torchtitan's mesh ends in cp, tp). They hold the same parameters as the data-parallel
+ranks, so gradients are reduced, and ZeRO / FSDP states sharded, over the data- and context-parallel
+ranks together (Megatron-Core's data-parallel group "with context parallel", torchtitan's FSDP over
+dp_shard x cp): the "grad" group, of `replicas` ranks.
 """
 
 from __future__ import annotations
@@ -28,9 +34,15 @@ class Layout:
     dp: int
     gpus_per_node: int
     order: tuple[str, ...]  # innermost first
+    cp: int = 1
+
+    @property
+    def replicas(self) -> int:
+        """Ranks that hold the same parameters and reduce gradients together: data- x context-parallel."""
+        return self.dp * self.cp
 
     def size(self, dim: str) -> int:
-        return {"tp": self.tp, "pp": self.pp, "dp": self.dp}[dim]
+        return {"tp": self.tp, "cp": self.cp, "pp": self.pp, "dp": self.dp}[dim]
 
     def stride(self, dim: str) -> int:
         """Rank distance between neighbours of the `dim` group."""
@@ -44,8 +56,12 @@ class Layout:
         return index * self.stride(dim) // self.gpus_per_node
 
     def members_per_node(self, dim: str) -> int:
-        """How many members of rank 0's `dim` group share its node."""
-        return sum(1 for i in range(self.size(dim)) if self.node_of(dim, i) == 0)
+        """How many members of rank 0's `dim` group share its node ("grad": the data- and context-parallel
+        ranks together, see the module docstring)."""
+        ranks = [0]
+        for d in [d for d in (("cp", "dp") if dim == "grad" else (dim,)) if d in self.order]:
+            ranks = [r + i * self.stride(d) for r in ranks for i in range(self.size(d))]
+        return sum(1 for r in ranks if r < self.gpus_per_node)
 
     def stages_cross_node(self, a: int, b: int) -> bool:
         """Whether stages `a` and `b` of rank 0's pipeline sit on different nodes."""
@@ -53,12 +69,17 @@ class Layout:
 
 
 def layout_of(parallel: ParallelSpec, n_gpus: int, gpus_per_node: int) -> Layout:
-    """The layout of `parallel` on `n_gpus` GPUs; ConfigError when tp x pp does not divide them."""
-    if n_gpus % (parallel.tp * parallel.pp):
-        raise ConfigError(f"training.parallel: tp {parallel.tp} x pp {parallel.pp} = {parallel.tp * parallel.pp} "
+    """The layout of `parallel` on `n_gpus` GPUs; ConfigError when tp x pp x cp does not divide them."""
+    model_parallel = parallel.tp * parallel.pp * parallel.cp
+    if n_gpus % model_parallel:
+        cp = f" x cp {parallel.cp}" if parallel.cp > 1 else ""
+        raise ConfigError(f"training.parallel: tp {parallel.tp} x pp {parallel.pp}{cp} = {model_parallel} "
                           f"does not divide the {n_gpus} GPUs of the topology")
-    return Layout(parallel.tp, parallel.pp, n_gpus // (parallel.tp * parallel.pp), gpus_per_node,
-                  tuple(parallel.placement.split("-")))
+    order = tuple(parallel.placement.split("-"))
+    if parallel.cp > 1:  # right after tp (module docstring)
+        at = order.index("tp") + 1
+        order = (*order[:at], "cp", *order[at:])
+    return Layout(parallel.tp, parallel.pp, n_gpus // model_parallel, gpus_per_node, order, parallel.cp)
 
 
 def group_view(v: CommView, size: int, per_node: int) -> CommView:
@@ -72,16 +93,20 @@ def group_view(v: CommView, size: int, per_node: int) -> CommView:
 
 
 def communicators(v: CommView, layout: Layout) -> dict[str, CommView]:
-    """The views of the groups a step communicates in: "dp", "tp", HSDP's "shard" (one node of the
-    DP group) and "replica" (the same GPU of every node), and "pp:intra" / "pp:inter" for a
-    transfer between neighbouring stages on the same node or across nodes."""
-    dp_per_node = layout.members_per_node("dp")
+    """The views of the groups a step communicates in: "dp" (the gradient group: data- x
+    context-parallel ranks), "tp", HSDP's "shard" (one node of the DP group) and "replica" (the same
+    GPU of every node), "pp:intra" / "pp:inter" for a transfer between neighbouring stages on the
+    same node or across nodes, and "cp" for a step of the context-parallel ring: a neighbour
+    exchange that crosses the network when the ring spans nodes (every rank steps at once, so the
+    slowest hop paces the ring)."""
+    dp_per_node = layout.members_per_node("grad")
     views = {
-        "dp": group_view(v, layout.dp, dp_per_node),
+        "dp": group_view(v, layout.replicas, dp_per_node),
         "tp": group_view(v, layout.tp, layout.members_per_node("tp")),
         "pp:intra": group_view(v, 2, 2),
         "pp:inter": group_view(v, 2, 1),
         "shard": group_view(v, dp_per_node, dp_per_node),
     }
-    views["replica"] = group_view(v, max(1, layout.dp // dp_per_node), 1)
+    views["replica"] = group_view(v, max(1, layout.replicas // dp_per_node), 1)
+    views["cp"] = views["pp:inter" if layout.members_per_node("cp") < layout.cp else "pp:intra"]
     return views

@@ -17,9 +17,12 @@ stage s, so the first stage holds p micro-batches of L / p layers; GPipe: all m)
 embedding's on the first stage and the logits on the last; with a fused (flash) attention kernel
 no s x s scores are stored, as with selective recomputation. Model states per GPU are its stage's
 parameters over the tensor-parallel degree (the first stage also holds the embedding, the last the
-output layer), then sharded over the data-parallel group as above. The figure is the stage that
-needs the most. Buffers: DDP's gradient buckets (bucket_cap_mb x 2), NCCL's channel buffers. Reserve: the
-CUDA context and allocator fragmentation (RESERVE_BYTES + FRAGMENTATION of the rest).
+output layer), then sharded over the data-parallel group as above (with context parallelism, the
+data- and context-parallel ranks together; a context-parallel rank's activations are those of its
+seq_len / cp tokens, the ring's two key/value blocks in flight being small beside them). The figure
+is the stage that needs the most. Buffers: DDP's gradient buckets (bucket_cap_mb x 2), NCCL's
+channel buffers. Reserve: the CUDA context and allocator fragmentation (RESERVE_BYTES +
+FRAGMENTATION of the rest).
 """
 
 from __future__ import annotations
@@ -109,12 +112,12 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
     stored = training.activation_checkpointing
     if stored == "none" and training.flash_attention:
         stored = "selective"  # a fused attention kernel keeps no scores: what selective recompute saves
-    b = training.micro_batch
-    per_layer = model.activation_bytes_per_layer(b, seq_len, stored, tp, par.sequence_parallel)
+    b, local_seq = training.micro_batch, seq_len // par.cp  # a context-parallel rank holds seq_len / cp tokens
+    per_layer = model.activation_bytes_per_layer(b, local_seq, stored, tp, par.sequence_parallel)
     chunk = sum(chunk_layers) / len(chunk_layers)  # layers of one chunk (interleaved: a stage holds several)
     activations = (in_flight * chunk * per_layer
-                   + (in_flight * model.embedding_activation_bytes(b, seq_len) if first else 0.0)
-                   + (model.output_activation_bytes(b, seq_len, tp) if last else 0.0))
+                   + (in_flight * model.embedding_activation_bytes(b, local_seq) if first else 0.0)
+                   + (model.output_activation_bytes(b, local_seq, tp) if last else 0.0))
     buffers = 2.0 * training.strategy.bucket_bytes if training.strategy.kind == "ddp" else 0.0
     # the optimizer step's peak: activations are freed, the fp32 copy of the shard's gradients is made
     copy = n * FP32_GRAD_COPY_BYTES / o_shard if training.strategy.fp32_grad_copy and regime == "mixed" else 0.0

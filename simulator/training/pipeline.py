@@ -43,7 +43,16 @@ from dataclasses import dataclass
 
 from simulator.core.errors import ConfigError
 from simulator.training.compute import ComputeModel
-from simulator.training.tasks import PARAM_BYTES, CollectiveCall, StepPlan, Task, add_pass, overlap_budgets, tp_calls
+from simulator.training.tasks import (
+    PARAM_BYTES,
+    CollectiveCall,
+    StepPlan,
+    Task,
+    add_pass,
+    overlap_budgets,
+    ring_passes,
+    tp_calls,
+)
 from workloads.model import ACTIVATION_BYTES, TransformerModel
 from workloads.spec import TrainingSpec
 
@@ -97,29 +106,32 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                   micro_steps: int, dp: int, optimizer_shard: int) -> StepPlan:
     """The task list of one optimizer step over all pipeline stages (see module docstring)."""
     par, s, b = training.parallel, training.strategy, training.micro_batch
-    p, v, tp = par.pp, par.virtual_stages, par.tp
+    p, v, tp, cp = par.pp, par.virtual_stages, par.tp, par.cp
+    local_seq = seq_len // cp  # a context-parallel rank's tokens of each sequence
     kind = "fsdp" if s.kind in ("fsdp", "zero3", "hsdp") else s.kind
     if kind not in ("ddp", "zero1", "fsdp"):
         raise ConfigError(f"training.strategy.kind {s.kind} with pipeline parallelism: use ddp, zero1 or fsdp")
     layer = compute.layer(model, b, seq_len, training.activation_checkpointing, tp, par.sequence_parallel,
-                          training.flash_attention)
-    head_f, head_b = compute.head(model, b, seq_len, tp)
+                          training.flash_attention, cp)
+    head_f, head_b = compute.head(model, b, seq_len, tp, cp)
     full = training.activation_checkpointing == "full"
     kinds = ("forward", "backward") if full else ("backward",)  # a backward task's passes of each layer
     forward_budgets = backward_budgets = None  # per layer: the GEMMs overlapped TP collectives hide behind
     if par.tp_comm_overlap:
-        gemm_s = compute.gemms_s(model, b, seq_len, tp)
-        forward_budgets = overlap_budgets(tp_calls(model, b, seq_len, tp, par.sequence_parallel, 1), gemm_s,
+        gemm_s = compute.gemms_s(model, b, seq_len, tp, cp)
+        forward_budgets = overlap_budgets(tp_calls(model, b, local_seq, tp, par.sequence_parallel, 1), gemm_s,
                                           ("forward",))
-        backward_budgets = overlap_budgets(tp_calls(model, b, seq_len, tp, par.sequence_parallel, len(kinds)),
+        backward_budgets = overlap_budgets(tp_calls(model, b, local_seq, tp, par.sequence_parallel, len(kinds)),
                                            gemm_s, kinds)
+    attention_s = compute.attention_forward_s(model, b, seq_len, tp, cp)
+    recomputed = ("forward", "backward") if training.activation_checkpointing != "none" else ("backward",)
     counts = layers_per_virtual_stage(model.spec.layers, p * v)
     embedding = (model.embedding_params + model.final_norm_params) / tp
     output = (model.output_params or model.spec.vocab * model.spec.hidden) / tp  # tied: the last stage's copy
     chunks = {(k % p, k // p): _Chunk(n, k == 0, k == p * v - 1, n * model.params_per_layer / tp
                                       + (embedding if k == 0 else 0.0) + (output if k == p * v - 1 else 0.0))
               for k, n in enumerate(counts)}
-    send_size = int(ACTIVATION_BYTES * b * seq_len * model.spec.hidden / (tp if par.p2p_scatter_gather else 1))
+    send_size = int(ACTIVATION_BYTES * b * local_seq * model.spec.hidden / (tp if par.p2p_scatter_gather else 1))
     grad_op = "all_reduce" if kind == "ddp" or (kind == "zero1" and s.zero_grad_all_reduce) else "reduce_scatter"
     # tied input and output embeddings live on the first and the last stage: their gradients are summed
     tied_bytes = int(output * s.grad_reduce_bytes) if model.spec.tied_embeddings and p > 1 else 0
@@ -166,9 +178,10 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                     deps += (gathers[c],)
                 duration = chunk.layers * layer.forward_s + (head_f * 0.05 if chunk.first else 0.0) + (
                     head_f * 0.95 if chunk.last else 0.0)
-                calls = tp_calls(model, b, seq_len, tp, par.sequence_parallel, chunk.layers)
+                calls = tp_calls(model, b, local_seq, tp, par.sequence_parallel, chunk.layers)
                 ready = add_pass(tasks, name(work, stage), "forward", duration, deps, calls, forward_budgets,
-                                 stage, j < alone_until)
+                                 stage, j < alone_until,
+                                 ring_passes(model, b, seq_len, tp, cp, attention_s, ("forward",), chunk.layers))
                 if k < p * v - 1:
                     peer, _ = stage_chunk(k + 1)
                     tasks.append(Task(f"send{k}.{j}", "send", "p2p", collective=CollectiveCall(
@@ -187,9 +200,10 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
             for piece, n in pieces:
                 extra = (head_b if chunk.last and piece == pieces[0][0] else 0.0) + (
                     accumulate if piece == pieces[-1][0] else 0.0)
-                calls = tp_calls(model, b, seq_len, tp, par.sequence_parallel, n * passes)
+                calls = tp_calls(model, b, local_seq, tp, par.sequence_parallel, n * passes)
                 ready = add_pass(tasks, piece, "backward", n * per_layer + extra, deps, calls, backward_budgets,
-                                 stage, j < alone_until)
+                                 stage, j < alone_until,
+                                 ring_passes(model, b, seq_len, tp, cp, attention_s, recomputed, n))
                 deps = ready
                 if split:
                     # the layer's gradients; the last piece also carries the embedding or output layer's

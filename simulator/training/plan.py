@@ -25,7 +25,16 @@ from __future__ import annotations
 
 from simulator.training.compute import ComputeModel
 from simulator.training.memory import shard_degrees
-from simulator.training.tasks import PARAM_BYTES, CollectiveCall, StepPlan, Task, add_pass, overlap_budgets, tp_calls
+from simulator.training.tasks import (
+    PARAM_BYTES,
+    CollectiveCall,
+    StepPlan,
+    Task,
+    add_pass,
+    overlap_budgets,
+    ring_passes,
+    tp_calls,
+)
 from workloads.model import TransformerModel
 from workloads.spec import TrainingSpec
 
@@ -49,22 +58,25 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     """The task list of one optimizer step on one GPU (see module docstring)."""
     s = training.strategy
     par = training.parallel
-    tp, b = par.tp, training.micro_batch
+    tp, cp, b = par.tp, par.cp, training.micro_batch
     kind = "fsdp" if s.kind in ("zero3", "hsdp") else s.kind
     sharding = "HYBRID_SHARD" if s.kind == "hsdp" else ("FULL_SHARD" if s.kind == "zero3" else s.fsdp_sharding)
     if kind == "fsdp" and sharding == "NO_SHARD":
         kind = "ddp"
     layer = compute.layer(model, b, seq_len, training.activation_checkpointing, tp, par.sequence_parallel,
-                          training.flash_attention)
-    head_f, head_b = compute.head(model, b, seq_len, tp)
+                          training.flash_attention, cp)
+    head_f, head_b = compute.head(model, b, seq_len, tp, cp)
     L = model.spec.layers
     layer_param_bytes = int(model.params_per_layer * PARAM_BYTES / tp)
     layer_grad_bytes = int(model.params_per_layer * s.grad_reduce_bytes / tp)
     root_params = (model.total_params - L * model.params_per_layer) / tp
     root_param_bytes = int(root_params * PARAM_BYTES)
     root_grad_bytes = int(root_params * s.grad_reduce_bytes)
-    pass_calls = tp_calls(model, b, seq_len, tp, par.sequence_parallel, 1)
-    gemm_s = compute.gemms_s(model, b, seq_len, tp)
+    pass_calls = tp_calls(model, b, seq_len // cp, tp, par.sequence_parallel, 1)
+    gemm_s = compute.gemms_s(model, b, seq_len, tp, cp)
+    attention_s = compute.attention_forward_s(model, b, seq_len, tp, cp)
+    forward_rings = ring_passes(model, b, seq_len, tp, cp, attention_s, ("forward",))
+    backward_rings = ring_passes(model, b, seq_len, tp, cp, attention_s, ("backward",))
     forward_budgets = overlap_budgets(pass_calls, gemm_s, ("forward",)) if par.tp_comm_overlap else None
     backward_budgets = overlap_budgets(pass_calls, gemm_s, ("backward",)) if par.tp_comm_overlap else None
     matrices = [k * n / tp for _, _, n, k in reversed(model.layer_gemms(1))]  # backward meets mlp_down first
@@ -110,7 +122,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                                   deps=(gate,) if gate else ()))
                 deps = (f"m{m}.ag_fwd{i}",)
             ready = add_pass(tasks, f"m{m}.fwd{i}", "forward", layer.forward_s, ready + deps, pass_calls,
-                             forward_budgets)
+                             forward_budgets, rings=forward_rings)
         tasks.append(Task(f"m{m}.head_fwd", "compute", "forward", head_f * 0.95, deps=ready))
         tasks.append(Task(f"m{m}.head_bwd", "compute", "backward", head_b))
         ready = ()
@@ -128,10 +140,10 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
             if layer.recompute_s:
                 full = training.activation_checkpointing == "full"
                 ready = add_pass(tasks, f"m{m}.rec{i}", "recompute", layer.recompute_s, ready + deps,
-                                 pass_calls if full else [], forward_budgets if full else None)
+                                 pass_calls if full else [], forward_budgets if full else None, rings=forward_rings)
                 deps = ()
             ready = add_pass(tasks, f"m{m}.bwd{i}", "backward", layer.backward_s, ready + deps, pass_calls,
-                             backward_budgets)
+                             backward_budgets, rings=backward_rings)
             if kind == "fsdp":
                 sharded_reduction(f"m{m}.rs{i}", layer_grad_bytes, f"m{m}.bwd{i}")
         if kind == "fsdp":

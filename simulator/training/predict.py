@@ -37,7 +37,7 @@ from workloads.model import TransformerModel, transformer
 from workloads.spec import ModelSpec, TrainingSpec
 
 # what the compute stream can wait on that is communication (the rest: pipeline bubble, optimizer)
-COMMUNICATION_LABELS = ("all_gather", "reduce_scatter", "all_reduce", "tp_comm", "p2p")
+COMMUNICATION_LABELS = ("all_gather", "reduce_scatter", "all_reduce", "tp_comm", "cp_comm", "p2p")
 
 
 def micro_steps_of(training: TrainingSpec, dp: int) -> int:
@@ -68,9 +68,17 @@ def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> 
                           f"exceeds the model's {spec.layers} layers")
     strategy = training.strategy
     hybrid = strategy.kind == "hsdp" or (strategy.kind == "fsdp" and strategy.fsdp_sharding == "HYBRID_SHARD")
-    if hybrid and (layout.tp > 1 or layout.pp > 1):
-        raise ConfigError("training.strategy: hybrid sharding (hsdp, HYBRID_SHARD) with tensor or pipeline "
-                          "parallelism is not modelled (use fsdp FULL_SHARD)")
+    if hybrid and (layout.tp > 1 or layout.pp > 1 or layout.cp > 1):
+        raise ConfigError("training.strategy: hybrid sharding (hsdp, HYBRID_SHARD) with tensor, pipeline or "
+                          "context parallelism is not modelled (use fsdp FULL_SHARD)")
+    if layout.cp > 1:
+        seq_len = training.seq_len or spec.max_seq_len
+        if seq_len % (2 * layout.cp):
+            raise ConfigError(f"training.parallel.cp {layout.cp}: the sequence ({seq_len} tokens) must split into "
+                              f"2 x cp = {2 * layout.cp} equal chunks (load-balanced causal ring attention)")
+        if not training.flash_attention:
+            raise ConfigError("training.parallel.cp > 1 needs a fused attention kernel (flash_attention: true): ring "
+                              "attention runs it block by block")
     return layout
 
 
@@ -80,13 +88,13 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
     """The SimPy timeline of one optimizer step: one GPU, or one GPU per pipeline stage."""
     layout = job_layout(training, model, v)
     groups = communicators(v, layout)
-    shard_group = layout.members_per_node("dp")
-    _, _, optimizer_shard = shard_degrees(training, layout.dp, shard_group)
+    shard_group = layout.members_per_node("grad")
+    _, _, optimizer_shard = shard_degrees(training, layout.replicas, shard_group)
     if layout.pp == 1:
-        plan = plan_step(model, training, compute, seq_len, micro_steps, layout.dp,
+        plan = plan_step(model, training, compute, seq_len, micro_steps, layout.replicas,
                          model.total_params / layout.tp / optimizer_shard, shard_group)
     else:
-        plan = plan_pipeline(model, training, compute, seq_len, micro_steps, layout.dp, optimizer_shard)
+        plan = plan_pipeline(model, training, compute, seq_len, micro_steps, layout.replicas, optimizer_shard)
     capacity = resource_capacities(v)
     cache: dict[tuple[str, int, str], CollectiveEstimate] = {}
     estimate_of: dict[str, CollectiveEstimate] = {}
@@ -144,23 +152,25 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
                 alone_s[key] = uncontended_time_s([flow_of(task)], resources)
             lone[task.name] = alone_s[key]
 
-    # an overlapped TP collective hides behind the GEMM it is decomposed with and nothing else: a call
-    # longer than its GEMM stalls the compute stream by the difference (tasks.PAIRED_GEMMS)
+    # an overlapped TP collective hides behind the GEMM it is decomposed with and nothing else, a
+    # context-parallel exchange behind one block's attention: a call longer than what it hides behind
+    # stalls the compute stream by the difference (tasks.PAIRED_GEMMS, tasks.cp_call)
     by_name = {task.name: task for task in plan.tasks}
     one_call_s: dict[tuple[str, int, str], float] = {}
 
-    def stall_s(task: Task) -> float:
-        stall = 0.0
+    def stall_s(task: Task) -> dict[str, float]:
+        stalls: dict[str, float] = {}
         for name, budgets in task.overlaps:
-            tp = by_name[name]
-            call = tp.collective
+            beside = by_name[name]
+            call = beside.collective
             assert call is not None
-            key = (call.op, call.size_bytes, group_of(tp))
+            key = (call.op, call.size_bytes, group_of(beside))
             if key not in one_call_s:
-                single = replace(tp, collective=replace(call, count=1))
+                single = replace(beside, collective=replace(call, count=1))
                 one_call_s[key] = uncontended_time_s([flow_of(single)], resources)
-            stall += call.count / len(budgets) * sum(max(0.0, one_call_s[key] - gemm) for gemm in budgets)
-        return stall
+            stall = call.count / len(budgets) * sum(max(0.0, one_call_s[key] - budget) for budget in budgets)
+            stalls[beside.label] = stalls.get(beside.label, 0.0) + stall
+        return stalls
 
     timeline = simulate_plan(plan, resources, flow_of, lambda task: lone.get(task.name), stall_s)
     spans = []
@@ -256,7 +266,7 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     timeline = steady_state_step(model, training, v, compute, seq_len, micro_steps, params, env)
     waits = dict(timeline.compute_waits_s)
     by_collective = {label: t for label, t in waits.items() if label in COMMUNICATION_LABELS}
-    memory = memory_per_gpu(model, training, seq_len, layout.dp, layout.members_per_node("dp"),
+    memory = memory_per_gpu(model, training, seq_len, layout.replicas, layout.members_per_node("grad"),
                             units_in_flight=training.strategy.limit_all_gathers + 1, micro_steps=micro_steps)
     tokens = training.micro_batch * seq_len * micro_steps * layout.dp
     idle = {"exposed_comm": sum(by_collective.values()), "pipeline_bubble": waits.get("pipeline_bubble", 0.0),

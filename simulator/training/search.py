@@ -188,7 +188,7 @@ def enumerate_layouts(model: ModelSpec, gpus_per_node: int, n_gpus: int, global_
 def layout_memory_bytes(layout: CandidateLayout, training: TrainingSpec, model: TransformerModel, seq_len: int,
                         v: CommView) -> float:
     """Bytes per GPU by the memory model alone (phase 2), with predict_step's arguments."""
-    shard_group = job_layout(training, model, v).members_per_node("dp")
+    shard_group = job_layout(training, model, v).members_per_node("grad")
     return memory_per_gpu(model, training, seq_len, layout.dp, shard_group,
                           units_in_flight=training.strategy.limit_all_gathers + 1,
                           micro_steps=layout.micro_steps).total_bytes
@@ -237,7 +237,7 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
         dp_s = max(0.0, all_reduce_s - backward)
     else:
         dp_s = max(0.0, reduce_s - backward) + max(0.0, gather_s - forward)
-    optimizer_shard = shard_degrees(training, d, ranks.members_per_node("dp"))[2]
+    optimizer_shard = shard_degrees(training, d, ranks.members_per_node("grad"))[2]
     return pipeline_s + dp_s + compute.optimizer(local_params / optimizer_shard, training.optimizer)
 
 
@@ -289,6 +289,8 @@ def _candidates(topology: TopologySpec, base: TrainingSpec, model_spec: ModelSpe
     than `slack` x the best estimate. ConfigError when none fits."""
     if base.global_batch is None:
         raise ConfigError("--global-batch is required: the layouts divide it")
+    if base.parallel.cp > 1:
+        raise ConfigError("training.parallel.cp: plan does not search context-parallel layouts yet (use predict)")
     cluster = build(topology)
     v = comm_view(cluster)
     model = transformer(model_spec)

@@ -2,9 +2,10 @@
 communication a layer's pass adds.
 
 A plan is a list of tasks, each on a stream of one pipeline stage's representative GPU (`compute`;
-`tp` for tensor-parallel collectives; `ag` for parameter gathers; `rs` for gradient reductions;
-`send` for pipeline transfers), with the tasks it waits for. Streams run their tasks in order; a
-task starts when its stream is free and its dependencies are done. A collective the planner marks
+`tp` for tensor-parallel collectives; `cp` for the context-parallel ring; `ag` for parameter
+gathers; `rs` for gradient reductions; `send` for pipeline transfers), with the tasks it waits for.
+Streams run their tasks in order; a task starts when its stream is free and its dependencies are
+done. A collective the planner marks
 `alone` can share its links with nothing else of its stage, whenever it runs, so it is priced in
 closed form instead of on the flow engine (which would give the same).
 """
@@ -22,7 +23,7 @@ PARAM_BYTES = 2  # bf16/fp16 parameters as gathered
 class CollectiveCall:
     op: str
     size_bytes: int
-    group: str  # "dp", "shard" (HSDP group), "replica" (across groups), "tp", "pp" (to the next stage)
+    group: str  # "dp", "shard" (HSDP group), "replica" (across groups), "tp", "cp", "pp" (to the next stage)
     count: int = 1  # back-to-back calls of this size (the TP collectives of a pipeline chunk)
 
 
@@ -30,14 +31,16 @@ class CollectiveCall:
 class Task:
     name: str
     stream: str
-    label: str  # forward, backward, recompute, optimizer, all_gather, reduce_scatter, all_reduce, tp_comm, p2p
+    label: str  # forward, backward, recompute, optimizer, all_gather, reduce_scatter, all_reduce, tp_comm,
+    # cp_comm, p2p
     duration_s: float = 0.0
     collective: CollectiveCall | None = None
     deps: tuple[str, ...] = ()
     stage: int = 0
     alone: bool = False  # the planner's guarantee: no other transfer of its stage runs beside it
-    # a compute pass with its TP collectives overlapped: each TP task's name and, for one layer, the
-    # seconds of the GEMMs its calls are decomposed with, in order (see add_pass)
+    # a compute pass with collectives overlapped: each such task's name and, for one layer, the seconds
+    # of compute its calls hide behind, in order (TP: the GEMMs they are decomposed with; the CP ring:
+    # the attention of one block; see add_pass)
     overlaps: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
 
@@ -62,6 +65,34 @@ def tp_calls(model: TransformerModel, micro_batch: int, seq_len: int, tp: int, s
     if sequence_parallel:
         return [CollectiveCall("all_gather", size, "tp", count), CollectiveCall("reduce_scatter", size, "tp", count)]
     return [CollectiveCall("all_reduce", size, "tp", count)]
+
+
+def cp_call(model: TransformerModel, micro_batch: int, seq_len: int, tp: int, cp: int, kind: str,
+            layers: int = 1) -> CollectiveCall | None:
+    """The context-parallel ring of one pass (`kind` forward or backward) of `layers` layers on one
+    micro-batch: Megatron-Core's point-to-point ring attention (Transformer Engine's
+    AttnFuncWithCPAndKVP2P, Liu et al. 2023's ring attention with the sequence cut into 2 cp chunks,
+    rank r holding chunks r and 2cp-1-r so the causal work is even). Each of the cp steps attends the
+    local queries to one key/value block while the next block travels: cp - 1 exchanges a layer,
+    each of the local K and V (2 x b (s / cp) kv_dim / tp elements); backward passes the key/value
+    block and its gradient, twice that. None without context parallelism."""
+    if cp == 1:
+        return None
+    block = 2 * ACTIVATION_BYTES * micro_batch * (seq_len // cp) * model.kv_dim // tp
+    return CollectiveCall("sendrecv", block * (2 if kind == "backward" else 1), "cp", (cp - 1) * layers)
+
+
+def ring_passes(model: TransformerModel, micro_batch: int, seq_len: int, tp: int, cp: int, attention_s: float,
+                kinds: tuple[str, ...], layers: int = 1) -> tuple[tuple[CollectiveCall, float], ...]:
+    """The context-parallel rings of a task running `kinds` passes ("forward" or "backward", a recomputed
+    forward counting as forward) of `layers` layers, each with the attention seconds of one ring step
+    (`attention_s`: one layer's forward attention on this GPU; a backward step takes twice)."""
+    rings = []
+    for kind in kinds:
+        call = cp_call(model, micro_batch, seq_len, tp, cp, kind, layers)
+        if call is not None:
+            rings.append((call, attention_s / cp * (2.0 if kind == "backward" else 1.0)))
+    return tuple(rings)
 
 
 # The GEMM a tensor-parallel collective is decomposed with when it overlaps compute (Transformer
@@ -94,17 +125,23 @@ def overlap_budgets(calls: list[CollectiveCall], gemm_s: dict[str, float],
 
 def add_pass(tasks: list[Task], name: str, label: str, duration_s: float, ready: tuple[str, ...],
              calls: list[CollectiveCall], budgets: tuple[tuple[float, ...], ...] | None, stage: int = 0,
-             alone: bool = False) -> tuple[str, ...]:
+             alone: bool = False, rings: tuple[tuple[CollectiveCall, float], ...] = ()) -> tuple[str, ...]:
     """Append a compute task and its tensor-parallel collectives (`alone`: nothing else of the stage
     can transfer beside them); return what the next pass waits for. Without overlap (`budgets`
     None) the collectives follow the compute (the GEMM's output is reduced before the next layer
     can use it); with overlap (Megatron-Core tp-comm-overlap, async TP) they run beside it, each
-    decomposed with its GEMM (`budgets`, overlap_budgets), and the pass ends when both are done."""
+    decomposed with its GEMM (`budgets`, overlap_budgets), and the pass ends when both are done.
+    Context-parallel `rings` (cp_call, with the attention seconds of one step) always run beside the
+    compute, each exchange behind one step's attention."""
     names = [f"{name}.tp{k}" for k in range(len(calls))]
+    ring_names = [f"{name}.cp{k}" for k in range(len(rings))]
     overlaps = tuple(zip(names, budgets, strict=True)) if budgets is not None else ()
+    overlaps += tuple((ring_name, (step_s,)) for ring_name, (_, step_s) in zip(ring_names, rings, strict=True))
     tasks.append(Task(name, "compute", label, duration_s, deps=ready, stage=stage, overlaps=overlaps))
     after = ready if budgets is not None else (name,)
     for k, call in enumerate(calls):
         tasks.append(Task(names[k], "tp", "tp_comm", collective=call, deps=after if k == 0 else (),
                           stage=stage, alone=alone))
-    return (name, names[-1]) if calls else (name,)
+    for k, (call, _) in enumerate(rings):
+        tasks.append(Task(ring_names[k], "cp", "cp_comm", collective=call, deps=ready if k == 0 else (), stage=stage))
+    return (name, *names[-1:], *ring_names[-1:])

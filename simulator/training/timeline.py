@@ -14,10 +14,12 @@ What the compute stream waits for is booked under the label of the task it waite
 task's start on; before it started, under what that task was itself waiting for, and so on: a
 transfer that waited for the neighbouring stage's compute books the wait before it as
 "pipeline_bubble", the transfer itself as "p2p", a transfer that waited for this stage's TP
-collective books that part as "tp_comm". A compute pass whose TP collectives overlap it stalls,
-after its work, for what those collectives take beyond the GEMMs they are decomposed with (given by
-the caller, see simulator.training.tasks.PAIRED_GEMMS), booked as "tp_comm" too. A stage that
-finishes before the step ends waits for the pipeline to drain: bubble as well.
+collective books that part as "tp_comm". A compute pass whose collectives overlap it stalls, after
+its work, for what those collectives take beyond the compute they hide behind (given by the caller:
+TP collectives beyond the GEMMs they are decomposed with, see simulator.training.tasks.PAIRED_GEMMS;
+the context-parallel ring beyond the attention of each block), booked under the collective's label
+("tp_comm", "cp_comm"). A stage that finishes before the step ends waits for the pipeline to drain:
+bubble as well.
 """
 
 from __future__ import annotations
@@ -85,14 +87,14 @@ def busy_by_stage(spans: tuple[Span, ...]) -> dict[int, float]:
 def simulate_plan(plan: StepPlan, stage_resources: list[Resource],
                   flow_of: Callable[[Task], FlowClass],
                   alone_s: Callable[[Task], float | None] | None = None,
-                  stall_s: Callable[[Task], float] | None = None) -> Timeline:
+                  stall_s: Callable[[Task], dict[str, float]] | None = None) -> Timeline:
     """Run the plan (see module docstring). `stage_resources` is one stage's block of resources;
     `flow_of` turns a collective task into a flow class over that block's indices. `alone_s` may
     give a collective's time when nothing can share its resources (the flow engine would give the
     same closed form): it then skips the engine, which is what costs time in deep pipelines.
-    `stall_s` gives how long a compute pass with overlapped TP collectives (`Task.overlaps`) waits
-    for them between its GEMMs beyond its own work: the stream stalls that long after the work,
-    booked as "tp_comm"."""
+    `stall_s` gives how long a compute pass with overlapped collectives (`Task.overlaps`) waits for
+    them beyond its own work, by the collectives' label: the stream stalls that long after the work,
+    booked under those labels."""
     env = simpy.Environment()
     stages = 1 + max(task.stage for task in plan.tasks)
     # stages share no resource (a transfer loads its sender's), so each gets its own, smaller, engine
@@ -164,10 +166,11 @@ def simulate_plan(plan: StepPlan, stage_resources: list[Resource],
             else:
                 yield from compute(task)
             end = env.now
-            stall = stall_s(task) if stall_s is not None and task.overlaps else 0.0
-            if stall > 0.0:
-                yield env.timeout(stall)
-                book(task.stage, "tp_comm", stall)
+            stalls = stall_s(task) if stall_s is not None and task.overlaps else {}
+            if sum(stalls.values()) > 0.0:
+                yield env.timeout(sum(stalls.values()))
+                for label, seconds in stalls.items():
+                    book(task.stage, label, seconds)
             finished[task.name] = env.now
             size = task.collective.size_bytes * task.collective.count if task.collective else 0
             spans.append(Span(task.name, task.stream, task.label, start, end, size, task.stage))

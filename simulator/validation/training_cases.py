@@ -3,8 +3,8 @@ of each case onto the specs the predictor takes, or the reason it cannot be expr
 
 A case is lowered to (TopologySpec, TrainingSpec, ModelSpec): data parallelism (FSDP, ZeRO-1/2/3, DDP)
 with tensor and pipeline parallelism (training_parallel: degrees, placement, schedule and the framework's
-conventions); context parallelism (cp > 1) is not modelled and such cases are skipped with the reason.
-A layout must fit: tp x pp divides the GPUs and a stated dp gives tp x pp x dp = GPUs, else skipped.
+conventions) and context parallelism (cp). A layout must fit: tp x pp x cp divides the GPUs and a stated
+dp gives tp x pp x cp x dp = GPUs, else skipped.
 Every field a case does not state and that had to be filled in is named in the
 mapped case's `defaults` ("flagged" cases). The fillers, in one place:
 
@@ -161,7 +161,6 @@ class MappedCase:
 
     family: the data-parallel strategy family (fsdp / zero / ddp; None: none understood).
     model_parallel: the case uses tensor, pipeline or context parallelism (a degree above 1, or unknown).
-    context_parallel: the case uses context parallelism (cp > 1), which is not modelled.
     """
 
     case: TrainingCase
@@ -173,13 +172,12 @@ class MappedCase:
     topology: TopologySpec | None = None
     training: TrainingSpec | None = None
     model: ModelSpec | None = None
-    context_parallel: bool = False
 
     @property
     def in_scope(self) -> bool:
-        """A case whose data-parallel family is understood and that uses no context parallelism: what this
-        tool should express (with or without tensor/pipeline parallelism)."""
-        return self.family is not None and not self.context_parallel
+        """A case whose data-parallel family is understood: what this tool should express (with or without
+        tensor, pipeline and context parallelism)."""
+        return self.family is not None
 
 
 # --- model, batch, precision ----------------------------------------------------------------------
@@ -376,27 +374,23 @@ _CUDNN_ATTENTION_FRAMEWORKS = ("megatron-core", "nemo")
 def map_case(case: TrainingCase) -> MappedCase:
     """Lower `case` onto (TopologySpec, TrainingSpec, ModelSpec), or say why it is skipped.
 
-    Order of the checks (the first failing one is the reason): strategy understood; no context
-    parallelism; task (not LoRA); GPU and cluster; layout (tp x pp x dp fits the GPUs); strategy
-    expressible; model shape; precision, batch.
+    Order of the checks (the first failing one is the reason): strategy understood; task (not LoRA);
+    GPU and cluster; layout (tp x pp x cp x dp fits the GPUs); strategy expressible; model shape;
+    precision, batch.
     """
     training = case.training
     names = strategy_names(training)
     unknown = [n for n in names if n not in KNOWN_STRATEGIES]
     model_parallel = model_parallel_degrees(training, names)
-    cp = training.get("cp") or 1
     family, inferred = strategy_family(training, names, bool(model_parallel))
     defaults: list[str] = [inferred] if inferred else []
     gpu: str | None = None
 
     def skipped(reason: str) -> MappedCase:
-        return MappedCase(case, family, bool(model_parallel), gpu, tuple(defaults), skipped=reason,
-                          context_parallel=cp > 1)
+        return MappedCase(case, family, bool(model_parallel), gpu, tuple(defaults), skipped=reason)
 
     if unknown:
         return skipped(f"strategy {unknown} not known; known: {', '.join(KNOWN_STRATEGIES)}")
-    if cp > 1:
-        return skipped(f"context parallelism (cp={cp}) not modelled")
     if family is None:
         return skipped(f"no data-parallel strategy in {names}")
     try:

@@ -144,8 +144,9 @@ def _fill_sc21(training: dict[str, Any], model: dict[str, Any], defaults: list[s
     return run
 
 
-def _degrees(training: Mapping[str, Any], names: list[str], n_gpus: int, stated_dp: int | None) -> tuple[int, int, int]:
-    """(tp, pp, dp) with dp = GPUs / (tp x pp); a layout that does not fit the GPU count is an error."""
+def _degrees(training: Mapping[str, Any], names: list[str], n_gpus: int,
+             stated_dp: int | None) -> tuple[int, int, int, int]:
+    """(tp, pp, cp, dp) with dp = GPUs / (tp x pp x cp); a layout that does not fit the GPU count is an error."""
     for name in ("tp", "pp"):
         if name in names and training.get(name) is None and not training.get("model_parallel_size_tp_x_pp"):
             raise Unexpressible(f"{name} degree not stated")
@@ -155,12 +156,20 @@ def _degrees(training: Mapping[str, Any], names: list[str], n_gpus: int, stated_
         if training.get("tp") is None and training.get("pp") is None:
             raise Unexpressible(f"tp x pp = {product} stated without the split into tp and pp")
         raise Unexpressible(f"tp x pp = {product} stated, but tp {tp} x pp {pp} = {tp * pp}")
-    if n_gpus % (tp * pp):
-        raise Unexpressible(f"tp x pp = {tp} x {pp} = {tp * pp} does not divide the {n_gpus} GPUs")
-    if stated_dp is not None and tp * pp * stated_dp != n_gpus:
-        raise Unexpressible(f"layout tp x pp x dp = {tp} x {pp} x {stated_dp} = {tp * pp * stated_dp} GPUs, but "
+    cp = training.get("cp") or 1
+    degrees = {"tp": tp, "pp": pp, **({"cp": cp} if cp > 1 else {})}
+
+    def shown(extra: dict[str, int]) -> str:
+        both = {**degrees, **extra}
+        return f"{' x '.join(both)} = {' x '.join(map(str, both.values()))}"
+
+    model_parallel = tp * pp * cp
+    if n_gpus % model_parallel:
+        raise Unexpressible(f"{shown({})} = {model_parallel} does not divide the {n_gpus} GPUs")
+    if stated_dp is not None and model_parallel * stated_dp != n_gpus:
+        raise Unexpressible(f"layout {shown({'dp': stated_dp})} = {model_parallel * stated_dp} GPUs, but "
                             f"the case has {n_gpus} GPUs")
-    return tp, pp, n_gpus // (tp * pp)
+    return tp, pp, cp, n_gpus // model_parallel
 
 
 @dataclass
@@ -282,8 +291,12 @@ def _torchtitan_micro_batch(training: dict[str, Any], pp: int) -> str:
     if local % pp:
         raise Unexpressible(f"local batch {local} does not split into {pp} pipeline micro-batches")
     training["micro_batch"] = local // pp
+    step = ""
+    if training.get("global_batch") is None and training.get("grad_accum") is None:
+        training["grad_accum"] = pp  # a step is the local batch through the pipeline
+        step = f"; a step is those {pp} micro-batches"
     return (f"micro_batch {local} is torchtitan's local batch: {pp} pipeline micro-batches of {local // pp} "
-            "(its default before PR #781, 2025-01-07: pipeline_parallel_degree)")
+            f"(its default before PR #781, 2025-01-07: pipeline_parallel_degree){step}")
 
 
 def _torchtitan(d: _Draft) -> None:
@@ -341,12 +354,12 @@ def lower_parallel(case_id: str, training_in: Mapping[str, Any], model_in: Mappi
     stated_dp = training.get("dp") or training.get("dp_derived")
     if fw == "torchtitan" and training.get("fsdp") and ((training.get("tp") or 1) > 1 or (training.get("pp") or 1) > 1):
         stated_dp = stated_dp or training["fsdp"]  # torchtitan's fsdp degree is dp_shard (no dp_replicate here)
-    tp, pp, dp = _degrees(training, names, n_gpus, stated_dp)
+    tp, pp, cp, dp = _degrees(training, names, n_gpus, stated_dp)
     draft = _Draft(case_id, training, unnamed_strategy(training, names), int(model.get("layers") or 0), tp, pp, dp,
                    sc21)
     _CONVENTIONS[fw](draft)
     if draft.parts:
         defaults.append(f"{fw or 'framework'} conventions, not stated in the case: {'; '.join(draft.parts)}")
     spec = {"placement": "tp-dp-pp", **draft.spec} if draft.layered else draft.spec
-    parallel = ParallelSpec(tp=tp, pp=pp, **spec)
+    parallel = ParallelSpec(tp=tp, pp=pp, cp=cp, **spec)
     return ParallelLowering(training, model, parallel, dp, draft.kind if draft.unnamed else None, draft.knobs)

@@ -20,7 +20,7 @@ SHARED_CASES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / 
 def fake_predict_step(topology, training, model) -> StepPrediction:
     """100 tokens/s/GPU per layer, 6 GFLOP per token, peak 1000 TFLOP/s."""
     n_gpus = topology.gpus_per_node * topology.nodes
-    n_dp = n_gpus // (training.parallel.tp * training.parallel.pp)
+    n_dp = n_gpus // (training.parallel.tp * training.parallel.pp * training.parallel.cp)
     accum = training.global_batch // (training.micro_batch * n_dp) if training.global_batch else \
         training.grad_accum or 1
     tokens = training.micro_batch * accum * n_dp * (training.seq_len or model.max_seq_len)
@@ -55,7 +55,8 @@ def _cases_file(tmp_path: Path) -> Path:
         }
 
     cases = [entry("alpha-a", 10, 8, 1000.0), entry("alpha-b", 10, 16, 800.0), entry("beta-a", 20, 8, 2500.0),
-             {**entry("beta-cp", 20, 8, 900.0), "training": {"strategy": ["cp"], "cp": 8}}]
+             {**entry("beta-offload", 20, 8, 900.0), "training": {"strategy": ["zero3"], "zero_stage": 3,
+                                                                  "offload": "CPU"}}]
     path = tmp_path / "cases.yaml"
     path.write_text(yaml.safe_dump(cases))
     return path
@@ -68,17 +69,17 @@ def test_json_contract(app, tmp_path):
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     by_id = {c["id"]: c for c in data["cases"]}
-    assert list(by_id) == ["alpha-a", "alpha-b", "beta-a", "beta-cp"]
+    assert list(by_id) == ["alpha-a", "alpha-b", "beta-a", "beta-offload"]
     for row in data["cases"]:
         assert {"id", "metric", "published", "predicted", "abs_pct_error", "skipped", "defaults"} <= set(row)
     assert by_id["alpha-a"]["metric"] == "throughput_tokens_per_s_per_GPU"
     assert (by_id["alpha-a"]["published"], by_id["alpha-a"]["predicted"], by_id["alpha-a"]["abs_pct_error"]) == \
         (1000.0, 1000.0, 0.0)
     assert (by_id["alpha-b"]["abs_pct_error"], by_id["beta-a"]["abs_pct_error"]) == (25.0, 20.0)
-    assert by_id["beta-cp"]["skipped"] == "context parallelism (cp=8) not modelled"
-    assert by_id["beta-cp"]["predicted"] is None and by_id["alpha-a"]["skipped"] is None
+    assert by_id["beta-offload"]["skipped"] == "ZeRO-Offload (CPU) is not expressible"
+    assert by_id["beta-offload"]["predicted"] is None and by_id["alpha-a"]["skipped"] is None
     assert data["median_abs_pct_error"] == 20.0
-    assert (data["coverage"], data["change_pairs"]) == (1.0, 1)
+    assert (data["coverage"], data["change_pairs"]) == (0.75, 1)  # the offload case is in scope, not expressed
     assert data["pairs"][0]["change"] == "GPUs 8 -> 16"
     assert set(data["sources"]) == {"alpha", "beta"}
 
@@ -88,7 +89,7 @@ def test_source_filter_and_table(app, tmp_path):
     result = CliRunner().invoke(app, ["validate-training", str(_cases_file(tmp_path)), "--source", "beta"])
     assert result.exit_code == 0, result.output
     assert "beta-a" in result.output and "alpha-a" not in result.output
-    assert "not modelled" in result.output and "ALL" in result.output
+    assert "not expressible" in result.output and "ALL" in result.output
 
 
 def test_bad_input_raises_config_errors(app, tmp_path):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import simulator.training.predict as predict_module
@@ -374,12 +374,14 @@ def test_overlap_slowdown_lasts_only_while_a_collective_is_in_flight() -> None:
 @settings(max_examples=12, deadline=None)
 @given(tp=st.sampled_from([1, 2, 4, 8]), pp=st.sampled_from([1, 2, 4]), kind=st.sampled_from(["ddp", "zero1", "fsdp"]),
        schedule_kind=st.sampled_from(["1f1b", "gpipe", "interleaved"]), overlap=st.booleans(),
-       placement=st.sampled_from(["tp-pp-dp", "tp-dp-pp", "dp-pp-tp"]), tp_overlap=st.booleans())
+       placement=st.sampled_from(["tp-pp-dp", "tp-dp-pp", "dp-pp-tp"]), tp_overlap=st.booleans(),
+       cp=st.sampled_from([1, 2]))
 def test_idle_splits_into_its_parts(tp: int, pp: int, kind: str, schedule_kind: str, overlap: bool,
-                                    placement: str, tp_overlap: bool) -> None:
-    """Any 3D layout, TP collectives overlapped or not: idle time is within [0, step time] and equals
-    exposed communication + pipeline bubble + optimizer waits (every second the critical GPU's compute
-    stream waits is booked once, a stall behind an overlapped collective included)."""
+                                    placement: str, tp_overlap: bool, cp: int) -> None:
+    """Any 3D layout (with context parallelism or not), TP collectives overlapped or not: idle time is within
+    [0, step time] and equals exposed communication + pipeline bubble + optimizer waits (every second the
+    critical GPU's compute stream waits is booked once, a stall behind an overlapped collective included)."""
+    assume(tp * pp * cp <= 32)
     if pp == 1:
         schedule_kind = "1f1b"
     interleaved = schedule_kind == "interleaved"
@@ -387,7 +389,7 @@ def test_idle_splits_into_its_parts(tp: int, pp: int, kind: str, schedule_kind: 
         model=UNIFORM, micro_batch=1, global_batch=64, strategy=StrategySpec(kind=kind),
         parallel=ParallelSpec(tp=tp, pp=pp, pipeline_schedule=schedule_kind,
                               virtual_stages=2 if interleaved else 1, sequence_parallel=tp > 1, overlap_p2p=overlap,
-                              tp_comm_overlap=tp_overlap and tp > 1, placement=placement))
+                              tp_comm_overlap=tp_overlap and tp > 1, placement=placement, cp=cp))
     p = predict_step(load_preset("dgx-h100", nodes=4), training, UNIFORM)
     idle = p.idle_breakdown_s
     assert 0.0 <= p.gpu_idle_s <= p.step_time_s

@@ -284,15 +284,15 @@ def test_seq_len_in_k_and_missing_fields_use_flagged_defaults():
         ({"strategy": ["fsdp"], "fsdp_mixed_precision_mode": "HALF"}, None, "fsdp_mixed_precision_mode 'HALF'"),
         ({"strategy": ["zeropp"], "zero_stage": 3, "zeropp": True}, None, "ZeRO++"),
         ({"strategy": ["zero3"], "zero_stage": 3, "offload": "CPU"}, None, "ZeRO-Offload"),
-        ({"strategy": ["fsdp", "cp"], "cp": 4}, None, "context parallelism (cp=4) not modelled"),
+        ({"strategy": ["fsdp", "cp"], "cp": 4}, "fsdp", None),
         ({"strategy": ["tp", "pp", "dp"], "model_parallel_size_tp_x_pp": 2}, None,
          "tp x pp = 2 stated without the split into tp and pp"),
         ({"strategy": ["moe"]}, None, "strategy ['moe'] not known"),
     ],
 )
 def test_strategies(training, kind, reason):
-    """fsdp / hsdp / zero1-3 / ddp (dp) are expressed; ZeRO++, offload, context parallelism, a tp x pp
-    product without its split and unknown settings are skipped with the reason."""
+    """fsdp / hsdp / zero1-3 / ddp (dp), with context parallelism too, are expressed; ZeRO++, offload, a
+    tp x pp product without its split and unknown settings are skipped with the reason."""
     m = mapped(case(training={"fsdp_sharding_strategy": None, "grad_accum": None, **training},
                     cluster={"num_gpus": 16}))
     if reason is None:

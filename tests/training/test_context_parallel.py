@@ -1,0 +1,120 @@
+"""Context parallelism: rank layout, the key/value ring's volume and overlap, compute and memory per rank,
+bad layouts. Expected values are hand-computed from the formulas cited in simulator.training.tasks.cp_call."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.collectives.comm import comm_view
+from simulator.collectives.predict import predict_collective
+from simulator.core.errors import ConfigError
+from simulator.training.compute import ComputeModel
+from simulator.training.groups import communicators, layout_of
+from simulator.training.memory import memory_per_gpu
+from simulator.training.predict import predict_step
+from simulator.training.tasks import cp_call
+from topologies.build import build
+from topologies.hardware import gpu_spec
+from topologies.presets import load_preset
+from workloads.model import transformer
+from workloads.presets import load_model
+from workloads.spec import ParallelSpec, StrategySpec, TrainingSpec
+
+LLAMA = load_model("llama3-8b")  # 32 layers, hidden 4096, 32 heads, 8 key/value heads: kv_dim 1024
+H100 = ComputeModel(gpu_spec("H100-SXM5-80GB"), "bf16")
+
+
+def job(cp: int, seq_len: int, tp: int = 1, **kw: object) -> TrainingSpec:
+    return TrainingSpec(model=LLAMA, seq_len=seq_len, micro_batch=1, activation_checkpointing="full",
+                        strategy=StrategySpec(kind="fsdp"), parallel=ParallelSpec(tp=tp, cp=cp), **kw)
+
+
+def test_context_ranks_sit_next_to_tp_and_reduce_with_dp() -> None:
+    """TP 2 x CP 4 on 4 nodes of 8: cp ranks at stride 2 right after tp, whatever the placement; dp = 32 / 8 =
+    4; gradients go over the 16 data- x context-parallel ranks, 4 of them per node; the ring stays in a node."""
+    layout = layout_of(ParallelSpec(tp=2, cp=4, placement="tp-pp-dp"), 32, 8)
+    assert layout.order == ("tp", "cp", "pp", "dp") and (layout.dp, layout.replicas) == (4, 16)
+    assert layout.stride("cp") == 2 and layout.members_per_node("cp") == 4
+    assert layout.members_per_node("grad") == 4 and layout.members_per_node("dp") == 1
+    views = communicators(comm_view(build(load_preset("dgx-h100", nodes=4))), layout)
+    assert (views["dp"].n_ranks, views["dp"].n_nodes) == (16, 4)
+    assert views["cp"] == views["pp:intra"]
+    spread = layout_of(ParallelSpec(tp=4, cp=4), 32, 8)  # 16 ranks: the ring crosses nodes
+    assert communicators(comm_view(build(load_preset("dgx-h100", nodes=4))), spread)["cp"].n_nodes == 2
+
+
+def test_ring_volume_per_layer() -> None:
+    """Forward: cp - 1 exchanges of the local K and V, 2 x 2 B x (65536 / 4) tokens x 1024 / tp; backward
+    passes the block and its gradient, twice that; no ring without context parallelism."""
+    model = transformer(LLAMA)
+    forward = cp_call(model, 1, 65536, 1, 4, "forward")
+    assert forward is not None and (forward.op, forward.group, forward.count) == ("sendrecv", "cp", 3)
+    assert forward.size_bytes == 2 * 2 * 16384 * 1024
+    backward = cp_call(model, 1, 65536, 2, 4, "backward", layers=5)
+    assert backward is not None and (backward.size_bytes, backward.count) == (2 * 2 * 2 * 16384 * 1024 // 2, 15)
+    assert cp_call(model, 1, 65536, 1, 1, "forward") is None
+
+
+def test_compute_per_rank_is_its_tokens_against_all_keys() -> None:
+    """A CP rank runs the GEMMs of seq / cp tokens and 1 / cp of the attention (its queries against all keys)."""
+    model = transformer(LLAMA)
+    split = H100.layer(model, 1, 32768, "none", cp=4)
+    local = H100.layer(model, 1, 8192, "none")
+    assert H100.attention_forward_s(model, 1, 32768, cp=4) == pytest.approx(
+        H100.attention_forward_s(model, 1, 32768) / 4, rel=1e-12)
+    attention_extra = H100.attention_forward_s(model, 1, 32768, cp=4) - H100.attention_forward_s(model, 1, 8192)
+    assert split.forward_s - local.forward_s == pytest.approx(attention_extra, rel=1e-9)
+
+
+def test_activations_are_those_of_the_local_tokens() -> None:
+    """With a fused attention kernel a CP rank stores the activations of seq / cp tokens; model states are
+    sharded over the data- x context-parallel ranks."""
+    model = transformer(LLAMA)
+    split = memory_per_gpu(model, job(4, 32768), 32768, dp=4, shard_group=4, units_in_flight=2)
+    local = memory_per_gpu(model, job(1, 8192), 8192, dp=4, shard_group=4, units_in_flight=2)
+    assert split.activations_bytes == pytest.approx(local.activations_bytes, rel=1e-12)
+    assert split.parameters_bytes == pytest.approx(local.parameters_bytes, rel=1e-12)
+
+
+def test_ring_hides_behind_attention_unless_the_blocks_are_small() -> None:
+    """Llama 3 8B, CP 16 over two H100 nodes: at 8k tokens a step's attention (512 queries) is far shorter
+    than the key/value exchange over the network, and the compute stream stalls, per layer and pass, by the
+    difference (hand-computed from the collective model); at 128k the attention hides the ring."""
+    topology = load_preset("dgx-h100", nodes=2)
+    model = transformer(LLAMA)
+    short = predict_step(topology, job(16, 8192), LLAMA)
+    view = communicators(comm_view(build(topology)), layout_of(ParallelSpec(cp=16), 16, 8))["cp"]
+    attention = H100.attention_forward_s(model, 1, 8192, cp=16)
+    stall = 0.0
+    for kind, factor, passes in (("forward", 1.0, 2), ("backward", 2.0, 1)):  # forward, recompute, backward
+        call = cp_call(model, 1, 8192, 1, 16, kind)
+        assert call is not None
+        exchange = predict_collective(view, "sendrecv", call.size_bytes).time_s
+        stall += passes * call.count * max(0.0, exchange - factor * attention / 16)
+    assert short.comm_by_collective_s["cp_comm"] == pytest.approx(LLAMA.layers * stall, rel=1e-6)
+    long = predict_step(topology, job(16, 131072), LLAMA)
+    assert long.comm_by_collective_s.get("cp_comm", 0.0) == 0.0
+
+
+def test_context_parallelism_trades_tokens_per_gpu_for_sequence_length() -> None:
+    """Same 16 GPUs and sequence: CP 2 holds twice the tokens per GPU of CP 4 and needs more memory; the
+    step processes the same sequences per data-parallel rank."""
+    topology = load_preset("dgx-h100", nodes=2)
+    two, four = (predict_step(topology, job(cp, 65536), LLAMA) for cp in (2, 4))
+    assert two.tokens_per_step == 2 * four.tokens_per_step  # dp 8 against dp 4, one sequence each
+    assert two.memory.activations_bytes == pytest.approx(2 * four.memory.activations_bytes, rel=1e-9)
+
+
+@pytest.mark.parametrize(("parallel", "seq_len", "message"), [
+    (ParallelSpec(tp=4, cp=3), 6144, "tp 4 x pp 1 x cp 3 = 12 does not divide the 16 GPUs"),
+    (ParallelSpec(cp=4), 8196, "must split into 2 x cp = 8 equal chunks"),
+])
+def test_bad_context_parallel_layouts_are_errors(parallel: ParallelSpec, seq_len: int, message: str) -> None:
+    training = TrainingSpec(model=LLAMA, seq_len=seq_len, parallel=parallel)
+    with pytest.raises(ConfigError, match=message):
+        predict_step(load_preset("dgx-h100", nodes=2), training, LLAMA)
+
+
+def test_ring_attention_needs_a_fused_kernel() -> None:
+    with pytest.raises(ConfigError, match="fused attention kernel"):
+        predict_step(load_preset("dgx-h100", nodes=2), job(2, 8192, flash_attention=False), LLAMA)

@@ -1,12 +1,14 @@
 """Layout search (`clustersim plan`): which way to split one training job over one cluster is fastest.
 
-A layout is a tensor-parallel degree t, a pipeline depth p (data-parallel degree d = GPUs / (t p)),
-a micro-batch b, a data-parallel strategy, an activation recomputation mode, sequence parallelism
-and the pipeline schedule. The search runs in four phases:
+A layout is a tensor-parallel degree t, a pipeline depth p, a context-parallel degree c (data-parallel
+degree d = GPUs / (t p c)), a micro-batch b, a data-parallel strategy, an activation recomputation
+mode, sequence parallelism and the pipeline schedule. The search runs in four phases:
 
 1. Enumerate (`enumerate_layouts`): t divides the GPUs per node (a TP group stays on NVLink, as
    Megatron-LM places it) and the attention and key/value heads; p divides the layers and t p
-   divides the GPUs; b (powers of two by default) makes the global batch a multiple of b d; ddp and
+   divides the GPUs; c (1 unless asked for: `--cp`) with t p c dividing the GPUs, the sequence
+   splitting into 2c chunks and a fused attention kernel (ring attention); b (powers of two by
+   default) makes the global batch a multiple of b d; ddp and
    zero1 (Megatron's distributed optimizer) always, sharded strategies (fsdp, zero2, zero3, hsdp)
    only without pipeline parallelism (hsdp also without TP), and only one strategy when d = 1
    (nothing to shard); sequence parallelism with t > 1; with `interleaved`, also 2 virtual stages
@@ -19,7 +21,8 @@ and the pipeline schedule. The search runs in four phases:
 3. Estimate (`estimate_step_s`): a closed-form step time that chooses what to simulate: compute of
    the critical stage (ComputeModel) over m micro-batches plus the 1F1B pipeline bubble of
    (p - 1) / v micro-batch times, a fraction (p - 1) / (m + p - 1) with v = 1 (Narayanan et al.
-   2021, section 2.2); the TP collectives of each layer pass (tasks.tp_calls), the pipeline sends and
+   2021, section 2.2); the TP collectives of each layer pass (tasks.tp_calls), what each exchange of
+   the context-parallel ring takes beyond one step's attention (tasks.cp_call), the pipeline sends and
    the DP collectives, each alone on its group's communicator under the job's placement
    (simulator.training.groups) by the collective model's closed form (predict_collective), the DP
    reduction hidden behind one micro-batch's backward when
@@ -50,7 +53,7 @@ from simulator.training.groups import communicators
 from simulator.training.memory import memory_per_gpu, shard_degrees
 from simulator.training.predict import job_layout, predict_step
 from simulator.training.prediction import StepPrediction
-from simulator.training.tasks import PARAM_BYTES, tp_calls
+from simulator.training.tasks import PARAM_BYTES, ring_passes, tp_calls
 from topologies.build import build
 from topologies.spec import TopologySpec
 from workloads.model import ACTIVATION_BYTES, TransformerModel, transformer
@@ -74,6 +77,7 @@ class SearchSpace:
     recompute: tuple[Checkpointing, ...] = ("none", "selective", "full")
     sequence_parallel: tuple[bool, ...] = (True,)  # the values tried when tp > 1
     interleaved: bool = False
+    cp: tuple[int, ...] = (1,)  # context-parallel degrees tried (long sequences)
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,12 @@ class CandidateLayout:
     recompute: Checkpointing
     sequence_parallel: bool = False
     virtual_stages: int = 1
+    cp: int = 1
+
+    @property
+    def replicas(self) -> int:
+        """Ranks that reduce gradients together: data- x context-parallel."""
+        return self.dp * self.cp
 
     @property
     def schedule(self) -> str:
@@ -100,7 +110,7 @@ class CandidateLayout:
         data.update(micro_batch=self.micro_batch, grad_accum=None, activation_checkpointing=self.recompute)
         zero1_variant = data["strategy"]["zero_grad_all_reduce"] and self.strategy == "zero1"
         data["strategy"] = {**data["strategy"], "kind": self.strategy, "zero_grad_all_reduce": zero1_variant}
-        data["parallel"] = {**data["parallel"], "tp": self.tp, "pp": self.pp,
+        data["parallel"] = {**data["parallel"], "tp": self.tp, "pp": self.pp, "cp": self.cp,
                             "sequence_parallel": self.sequence_parallel, "pipeline_schedule": self.schedule,
                             "virtual_stages": self.virtual_stages}
         return TrainingSpec.model_validate(data)
@@ -145,17 +155,18 @@ def _checked(values: tuple[int, ...] | None, valid: list[int], flag: str, why: s
     return sorted(set(values))
 
 
-def _strategies(space: SearchSpace, tp: int, pp: int, dp: int) -> list[StrategyKind]:
-    kinds = [k for k in space.strategies if (pp == 1 or k not in SHARDED) and (tp == 1 or k != "hsdp")]
-    if dp == 1 and kinds:  # one rank: every strategy is DDP without communication
+def _strategies(space: SearchSpace, tp: int, pp: int, cp: int, replicas: int) -> list[StrategyKind]:
+    kinds = [k for k in space.strategies if (pp == 1 or k not in SHARDED) and (tp == cp == 1 or k != "hsdp")]
+    if replicas == 1 and kinds:  # one rank: every strategy is DDP without communication
         return ["ddp"] if "ddp" in kinds else kinds[:1]
     return kinds
 
 
 def enumerate_layouts(model: ModelSpec, gpus_per_node: int, n_gpus: int, global_batch: int,
-                      space: SearchSpace) -> list[CandidateLayout]:
-    """Every layout of `space` valid for this model, cluster and global batch (module docstring,
-    phase 1), in order of tp, pp, micro-batch, strategy, recompute, sequence parallelism, schedule.
+                      space: SearchSpace, seq_len: int | None = None,
+                      flash_attention: bool = True) -> list[CandidateLayout]:
+    """Every layout of `space` valid for this model, cluster, global batch and sequence (module docstring,
+    phase 1), in order of tp, pp, cp, micro-batch, strategy, recompute, sequence parallelism, schedule.
     ConfigError naming the option when a user-given degree is invalid or no layout divides the batch."""
     kv = model.kv_heads or model.heads
     tps = _checked(space.tp, [t for t in _divisors(gpus_per_node) if model.heads % t == 0 and kv % t == 0
@@ -163,23 +174,28 @@ def enumerate_layouts(model: ModelSpec, gpus_per_node: int, n_gpus: int, global_
                    "--tp", f"must divide the GPUs per node ({gpus_per_node}), the GPUs ({n_gpus}), the heads "
                    f"({model.heads}) and the key/value heads ({kv})")
     pps = _checked(space.pp, _divisors(model.layers), "--pp", f"must divide the layers ({model.layers})")
-    shapes = [(t, p) for t in tps for p in pps if n_gpus % (t * p) == 0]
+    seq = seq_len or model.max_seq_len
+    cps = [1] if space.cp == (1,) else _checked(
+        space.cp, [c for c in _divisors(n_gpus) if seq % (2 * c) == 0 and (c == 1 or flash_attention)],
+        "--cp", f"must divide the GPUs ({n_gpus}) and split the {seq}-token sequence into 2 x cp chunks, with a "
+        "fused attention kernel")
+    shapes = [(t, p, c) for t in tps for p in pps for c in cps if n_gpus % (t * p * c) == 0]
     if not shapes:
-        raise ConfigError(f"--tp/--pp: no tp x pp among {tps} x {pps} divides the {n_gpus} GPUs")
+        raise ConfigError(f"--tp/--pp/--cp: no tp x pp x cp among {tps} x {pps} x {cps} divides the {n_gpus} GPUs")
     layouts = []
-    for t, p in shapes:
-        d = n_gpus // (t * p)
+    for t, p, c in shapes:
+        d = n_gpus // (t * p * c)
         for b in sorted(set(space.micro_batches)):
             if global_batch % (b * d):
                 continue
             m = global_batch // (b * d)
             chunks = [1, 2] if space.interleaved and p > 1 and model.layers % (2 * p) == 0 and m % p == 0 else [1]
-            for kind in _strategies(space, t, p, d):
+            for kind in _strategies(space, t, p, c, d * c):
                 for recompute in space.recompute:
                     for sp in (sorted(set(space.sequence_parallel)) if t > 1 else [False]):
-                        layouts += [CandidateLayout(t, p, d, b, m, kind, recompute, sp, v) for v in chunks]
+                        layouts += [CandidateLayout(t, p, d, b, m, kind, recompute, sp, v, c) for v in chunks]
     if not layouts:
-        dps = sorted({n_gpus // (t * p) for t, p in shapes})
+        dps = sorted({n_gpus // (t * p * c) for t, p, c in shapes})
         raise ConfigError(f"--global-batch {global_batch}: no layout divides it into micro-batch x data-parallel "
                           f"ranks (micro-batches {sorted(set(space.micro_batches))}, data-parallel degrees {dps})")
     return layouts
@@ -189,7 +205,7 @@ def layout_memory_bytes(layout: CandidateLayout, training: TrainingSpec, model: 
                         v: CommView) -> float:
     """Bytes per GPU by the memory model alone (phase 2), with predict_step's arguments."""
     shard_group = job_layout(training, model, v).members_per_node("grad")
-    return memory_per_gpu(model, training, seq_len, layout.dp, shard_group,
+    return memory_per_gpu(model, training, seq_len, layout.replicas, shard_group,
                           units_in_flight=training.strategy.limit_all_gathers + 1,
                           micro_steps=layout.micro_steps).total_bytes
 
@@ -203,20 +219,26 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
                     compute: ComputeModel, v: CommView, seq_len: int) -> float:
     """Closed-form step time (module docstring, phase 3): only for choosing what to simulate. The
     groups' communicators follow the placement as predict_step's do (simulator.training.groups)."""
-    t, p, d, b, m = layout.tp, layout.pp, layout.dp, layout.micro_batch, layout.micro_steps
+    t, p, c, b, m = layout.tp, layout.pp, layout.cp, layout.micro_batch, layout.micro_steps
     ranks = job_layout(training, model, v)
     views = communicators(v, ranks)
     layers = model.spec.layers / p
-    times = compute.layer(model, b, seq_len, layout.recompute, t, layout.sequence_parallel, training.flash_attention)
-    head_f, head_b = compute.head(model, b, seq_len, t)
+    times = compute.layer(model, b, seq_len, layout.recompute, t, layout.sequence_parallel, training.flash_attention,
+                          c)
+    head_f, head_b = compute.head(model, b, seq_len, t, c)
     passes = 3 if layout.recompute == "full" else 2  # forward, backward (+ recomputed forward)
     tp_s = layers * sum(call.count * _collective_s(views["tp"], call.op, call.size_bytes)
-                        for call in tp_calls(model, b, seq_len, t, layout.sequence_parallel, passes))
+                        for call in tp_calls(model, b, seq_len // c, t, layout.sequence_parallel, passes))
+    kinds = ("forward", "backward") + (("forward",) if layout.recompute != "none" else ())
+    rings = ring_passes(model, b, seq_len, t, c, compute.attention_forward_s(model, b, seq_len, t, c), kinds)
+    cp_s = layers * sum(call.count * max(0.0, _collective_s(views["cp"], call.op, call.size_bytes) - step_s)
+                        for call, step_s in rings)
     local_params = model.total_params / (t * p)
     accumulate_s = compute.grad_accumulation(local_params, training.strategy.grad_accumulation_bytes)
-    stage_s = layers * (times.forward_s + times.recompute_s + times.backward_s) + head_f + head_b + tp_s + accumulate_s
+    stage_s = (layers * (times.forward_s + times.recompute_s + times.backward_s) + head_f + head_b + tp_s + cp_s
+               + accumulate_s)
     p2p_view = views["pp:inter" if p > 1 and ranks.stages_cross_node(0, 1) else "pp:intra"]
-    activation = ACTIVATION_BYTES * b * seq_len * model.spec.hidden
+    activation = ACTIVATION_BYTES * b * seq_len // c * model.spec.hidden
     p2p_bytes = activation / (t if training.parallel.p2p_scatter_gather else 1)
     p2p_s = 0.0 if p == 1 else 2.0 * layout.virtual_stages * _collective_s(p2p_view, "sendrecv", p2p_bytes)
     pipeline_s = (m + (p - 1) / layout.virtual_stages) * (stage_s + p2p_s)
@@ -237,17 +259,17 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
         dp_s = max(0.0, all_reduce_s - backward)
     else:
         dp_s = max(0.0, reduce_s - backward) + max(0.0, gather_s - forward)
-    optimizer_shard = shard_degrees(training, d, ranks.members_per_node("grad"))[2]
+    optimizer_shard = shard_degrees(training, layout.replicas, ranks.members_per_node("grad"))[2]
     return pipeline_s + dp_s + compute.optimizer(local_params / optimizer_shard, training.optimizer)
 
 
 def _broad(candidates: list[Candidate], keep: int) -> list[Candidate]:
     """The `keep` candidates to simulate, from candidates sorted by estimate: the best of each
-    TP x PP shape (shapes in order of their best estimate), then the second best of each, and so on,
-    so that a misjudged shape is still simulated."""
-    shapes: dict[tuple[int, int], list[Candidate]] = {}
+    TP x PP x CP shape (shapes in order of their best estimate), then the second best of each, and so
+    on, so that a misjudged shape is still simulated."""
+    shapes: dict[tuple[int, int, int], list[Candidate]] = {}
     for candidate in candidates:
-        shapes.setdefault((candidate[2].tp, candidate[2].pp), []).append(candidate)
+        shapes.setdefault((candidate[2].tp, candidate[2].pp, candidate[2].cp), []).append(candidate)
     rounds = max(len(group) for group in shapes.values())
     ordered = [group[i] for i in range(rounds) for group in shapes.values() if i < len(group)]
     return ordered[:keep]
@@ -289,15 +311,14 @@ def _candidates(topology: TopologySpec, base: TrainingSpec, model_spec: ModelSpe
     than `slack` x the best estimate. ConfigError when none fits."""
     if base.global_batch is None:
         raise ConfigError("--global-batch is required: the layouts divide it")
-    if base.parallel.cp > 1:
-        raise ConfigError("training.parallel.cp: plan does not search context-parallel layouts yet (use predict)")
     cluster = build(topology)
     v = comm_view(cluster)
     model = transformer(model_spec)
     seq_len = base.seq_len or model_spec.max_seq_len
     if base.flash_attention and "none" in space.recompute:  # selective keeps what flash keeps, recomputing more
         space = replace(space, recompute=tuple(r for r in space.recompute if r != "selective"))
-    layouts = enumerate_layouts(model_spec, topology.gpus_per_node, v.n_ranks, base.global_batch, space)
+    layouts = enumerate_layouts(model_spec, topology.gpus_per_node, v.n_ranks, base.global_batch, space, seq_len,
+                                base.flash_attention)
     capacity = cluster.gpu.memory_gib * GIB
     compute = ComputeModel.for_job(cluster.gpu, base, topology.gpu_power_limit_w)
     candidates: list[Candidate] = []
@@ -311,7 +332,7 @@ def _candidates(topology: TopologySpec, base: TrainingSpec, model_spec: ModelSpe
     if not candidates:
         raise ConfigError(f"no layout fits in {capacity / GIB:.0f} GiB per GPU: the smallest, {describe(smallest[1])}, "
                           f"needs {smallest[0] / GIB:.1f} GiB; try more --nodes (or allow --micro-batch 1 and "
-                          "--recompute full)")
+                          f"--recompute full{', or --cp to split the sequence' if space.cp == (1,) else ''})")
     candidates.sort(key=lambda c: (c[0], c[1]))
     return layouts, len(candidates), [c for c in candidates if c[0] <= slack * candidates[0][0]]
 
@@ -351,8 +372,9 @@ def search_layouts(topology: TopologySpec, base: TrainingSpec, model_spec: Model
 
 
 def describe(layout: CandidateLayout) -> str:
-    """E.g. 'TP8 PP8 DP24, micro-batch 1, zero1, recompute full, SP, interleaved x2'."""
+    """E.g. 'TP8 PP8 DP24, micro-batch 1, zero1, recompute full, SP, interleaved x2' ('TP4 PP1 CP4 DP2, ...')."""
     extras = (", SP" if layout.sequence_parallel else "") + (
         f", interleaved x{layout.virtual_stages}" if layout.virtual_stages > 1 else "")
-    return (f"TP{layout.tp} PP{layout.pp} DP{layout.dp}, micro-batch {layout.micro_batch}, {layout.strategy}, "
-            f"recompute {layout.recompute}{extras}")
+    context = f" CP{layout.cp}" if layout.cp > 1 else ""
+    return (f"TP{layout.tp} PP{layout.pp}{context} DP{layout.dp}, micro-batch {layout.micro_batch}, "
+            f"{layout.strategy}, recompute {layout.recompute}{extras}")

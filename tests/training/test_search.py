@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
 from simulator.collectives.comm import comm_view
 from simulator.core.errors import ConfigError
 from simulator.training.compute import ComputeModel
 from simulator.training.search import CandidateLayout, SearchSpace, enumerate_layouts, estimate_step_s, search_layouts
+from simulator.validation.training_cases import map_case, parse_cases
 from topologies.build import build
 from topologies.presets import load_preset
 from workloads.model import transformer
 from workloads.presets import load_model
 from workloads.spec import ModelSpec, TrainingSpec
 
+SHARED_CASES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "training" / "cases.yaml"
 TINY = ModelSpec(name="tiny", layers=4, hidden=256, heads=4, vocab=1024, max_seq_len=256)
 SPACE = SearchSpace(micro_batches=(1, 2), recompute=("none",))
 
@@ -140,3 +145,37 @@ def test_slack_limits_simulation_to_the_promising():
     assert result.predicted == result.promising >= 1
     assert len({r.estimated_step_s for r in result.ranked}) == 1
     assert result.fit_in_memory > result.promising
+
+
+def test_context_parallel_sizes_are_searched_where_the_sequence_splits():
+    """--cp 1,2,4 on 8 GPUs with a 256-token sequence: CP joins TP x PP in dividing the GPUs; data
+    parallelism takes the rest (dp = 8 / (tp pp cp)); a CP size the sequence cannot split into 2 cp
+    chunks, or without a fused attention kernel, is refused naming --cp."""
+    layouts = enumerate_layouts(TINY, 4, 8, 8, SearchSpace(micro_batches=(1,), recompute=("none",), cp=(1, 2, 4)),
+                                seq_len=256)
+    assert {lay.cp for lay in layouts} == {1, 2, 4}
+    assert all(lay.tp * lay.pp * lay.cp * lay.dp == 8 for lay in layouts)
+    assert all(lay.training(TrainingSpec(model=TINY, global_batch=8)).parallel.cp == lay.cp for lay in layouts)
+    with pytest.raises(ConfigError, match="--cp 3"):
+        enumerate_layouts(TINY, 4, 8, 8, SearchSpace(cp=(3,)), seq_len=256)
+    with pytest.raises(ConfigError, match="--cp 2"):
+        enumerate_layouts(TINY, 4, 8, 8, SearchSpace(cp=(2,)), seq_len=256, flash_attention=False)
+
+
+def test_plan_finds_torchtitan_context_parallel_layout():
+    """torchtitan's Table 2 ran Llama 3.1 8B at 128k tokens on 8 H100 as FSDP 2 x CP 4 (full recompute,
+    one sequence per rank). Searching CP 1-8, TP, FSDP or ZeRO-1 on its hardware ranks that layout in
+    the top 5, and a context-parallel layout first (TP alone fits, but its collectives of the 128k-token
+    activations are exposed where the key/value ring hides behind attention). Where nothing fits
+    without CP (1M tokens), the error says to try it."""
+    case = next(c for c in parse_cases(SHARED_CASES.read_text(), "cases.yaml")
+                if c.id == "torchtitan-t2-8b-8gpu-fsdp2-cp4")
+    mapped = map_case(case)
+    base = mapped.training.model_copy(update={"global_batch": 2, "grad_accum": None})
+    space = SearchSpace(micro_batches=(1, 2), strategies=("zero1", "fsdp"), recompute=("full",), cp=(1, 2, 4, 8))
+    result = search_layouts(mapped.topology, base, mapped.model, space)
+    top = [(r.layout.tp, r.layout.cp, r.layout.dp, r.layout.strategy) for r in result.ranked[:5]]
+    assert (1, 4, 2, "fsdp") in top and result.ranked[0].layout.cp > 1
+    long = base.model_copy(update={"seq_len": 1048576, "global_batch": 1})
+    with pytest.raises(ConfigError, match="or --cp to split the sequence"):
+        search_layouts(mapped.topology, long, mapped.model, replace(space, cp=(1,)))

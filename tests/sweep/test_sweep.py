@@ -182,3 +182,20 @@ def test_3d_example_runs(tmp_path: Path):
     assert len(rows) == 4 and not any(r["error"] for r in rows)
     memory = {(r["training.parallel.tp"], r["training.parallel.pp"]): float(r["memory_per_gpu_bytes"]) for r in rows}
     assert memory["2", "4"] < memory["2", "1"] and memory["8", "4"] < memory["8", "1"]
+
+
+def test_long_context_example_runs(tmp_path: Path):
+    """examples/sweep-long-context.yaml sweeps sequence length x context-parallel degree: 9 scenarios, none
+    failed; 32k tokens fit without CP, 128k need CP (4 fits, 1 does not), 512k need CP 16; at a fixed
+    sequence a larger CP degree holds less memory per GPU."""
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    out = tmp_path / "long.csv"
+    result = CliRunner().invoke(_app(), ["sweep", str(examples / "sweep-long-context.yaml"), "-o", str(out),
+                                         "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    rows = {(int(r["training.seq_len"]), int(r["training.parallel.cp"])): r for r in csv.DictReader(out.open())}
+    assert len(rows) == 9 and not any(r["error"] for r in rows.values())
+    fits = {key for key, r in rows.items() if r["fits_in_memory"] == "True"}
+    assert fits == {(32768, 1), (32768, 4), (32768, 16), (131072, 4), (131072, 16), (524288, 16)}
+    memory = {key: float(r["memory_per_gpu_bytes"]) for key, r in rows.items()}
+    assert memory[131072, 16] < memory[131072, 4] < memory[131072, 1]

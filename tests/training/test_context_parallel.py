@@ -4,6 +4,8 @@ bad layouts. Expected values are hand-computed from the formulas cited in simula
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simulator.collectives.comm import comm_view
 from simulator.collectives.predict import predict_collective
@@ -118,3 +120,18 @@ def test_bad_context_parallel_layouts_are_errors(parallel: ParallelSpec, seq_len
 def test_ring_attention_needs_a_fused_kernel() -> None:
     with pytest.raises(ConfigError, match="fused attention kernel"):
         predict_step(load_preset("dgx-h100", nodes=2), job(2, 8192, flash_attention=False), LLAMA)
+
+
+@settings(max_examples=10, deadline=None)
+@given(cp=st.sampled_from([2, 4, 8]), seq_len=st.sampled_from([8192, 32768]), tp=st.sampled_from([1, 2]))
+def test_halving_network_bandwidth_never_speeds_a_context_parallel_step(cp: int, seq_len: int, tp: int) -> None:
+    """Two H100 nodes, CP rings within or across nodes: with half the NIC bandwidth no step gets faster, and
+    the idle time stays within the step."""
+    base = load_preset("dgx-h100", nodes=2)
+    assert base.inter_node is not None
+    slow = base.model_copy(update={"inter_node": base.inter_node.model_copy(
+        update={"nic_gbps": base.inter_node.nic_gbps / 2})})
+    training = job(cp, seq_len, tp)
+    fast_p, slow_p = (predict_step(topology, training, LLAMA) for topology in (base, slow))
+    assert slow_p.step_time_s >= fast_p.step_time_s * (1 - 1e-9)
+    assert 0.0 <= fast_p.gpu_idle_s <= fast_p.step_time_s

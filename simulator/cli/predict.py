@@ -54,7 +54,7 @@ Examples:
       --sequence-parallel --micro-batch 1 --global-batch 1536
 
   clustersim predict --model llama3-8b --topology dgx-h100 --nodes 4 --cp 8 --seq-len 131072
-      --strategy fsdp --global-batch 8
+      --strategy fsdp --recompute full --global-batch 8
 """
 
 SCALE_HELP = """Scaling-efficiency curve: predict the same job (same per-GPU micro-batch and
@@ -94,6 +94,8 @@ def _override(scenario: ScenarioSpec, options: dict[str, Any]) -> tuple[Topology
     if options["model"] is not None:
         model = resolve_model(options["model"])
     train = {key: options[key] for key in ("micro_batch", "global_batch", "seq_len") if options[key] is not None}
+    if options.get("recompute") is not None:
+        train["activation_checkpointing"] = options["recompute"]
     if options["strategy"] is not None:
         train["strategy"] = {**training.strategy.model_dump(), "kind": options["strategy"]}
     parallel = {key: options.get(key) for key in PARALLEL_OPTIONS if options.get(key) is not None}
@@ -247,6 +249,8 @@ def predict(
     micro_batch: Annotated[int | None, typer.Option(help="Sequences per GPU per micro-step.")] = None,
     global_batch: Annotated[int | None, typer.Option(help="Sequences per optimizer step.")] = None,
     seq_len: Annotated[int | None, typer.Option(help="Tokens per sequence.")] = None,
+    recompute: Annotated[str | None, typer.Option(
+        help="Activation recomputation: none, selective or full (the scenario's activation_checkpointing).")] = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     measured_tokens_per_s_per_gpu: Annotated[float | None, typer.Option(
@@ -263,7 +267,7 @@ def predict(
     options = dict(topology=topology, nodes=nodes, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
                    tp=tp, pp=pp, cp=cp, sequence_parallel=sequence_parallel, pipeline_schedule=schedule,
                    virtual_stages=virtual_stages, placement=placement, micro_batch=micro_batch,
-                   global_batch=global_batch, seq_len=seq_len)
+                   global_batch=global_batch, seq_len=seq_len, recompute=recompute)
     spec = _load_scenario(scenario)
     topo, training, model_spec = _override(spec, options)
     slowdown = pace_slowdown(spec, topo.nodes * topo.gpus_per_node)

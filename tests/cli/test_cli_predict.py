@@ -90,6 +90,20 @@ def test_predict_with_tensor_and_pipeline_parallelism():
     assert "tp_comm" in p["exposed_comm_by_collective_s"]
 
 
+def test_predict_with_context_parallelism():
+    """--cp/--recompute: 128k-token sequences over 8 GPUs each fit with full recomputation (not without);
+    tokens per step count one sequence per data-parallel rank (32 GPUs / cp 8 = 4); the title says CP8; a
+    cp the GPUs do not divide exits 2 naming it."""
+    args = ("predict", "--model", "llama3-8b", "--nodes", "4", "--cp", "8", "--seq-len", "131072", "--strategy",
+            "fsdp", "--global-batch", "8")
+    full = json.loads(run(*args, "--recompute", "full", "--json").stdout)
+    assert full["fits_in_memory"] and full["tokens_per_step"] == 8 * 131072
+    assert not json.loads(run(*args, "--recompute", "none", "--json").stdout)["fits_in_memory"]
+    assert "TP1 PP1 CP8" in run(*args, "--recompute", "full").stdout
+    bad = run("predict", "--model", "llama3-8b", "--nodes", "4", "--cp", "3", "--seq-len", "131072")
+    assert bad.returncode == 2 and "cp 3" in bad.stderr
+
+
 def test_trace_gpus_refused_with_pipeline():
     """--trace-gpus expands symmetric ranks; with PP stages differ, so it is refused with exit 2."""
     out = run("predict", "--model", "gpt3-13b", "--nodes", "2", "--pp", "2", "--strategy", "zero1",

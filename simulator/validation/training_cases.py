@@ -260,9 +260,12 @@ def _precision(text: str | None, gpu: str, defaults: list[str]) -> Precision:
     """The compute precision named in free text ('amp_bf16', 'bf16 + float8 linear' -> fp8, 'mixed (fp16)')."""
     low = (text or "").lower()
     precision: Precision
+    if "rowwise" in low:
+        raise Unexpressible("float8 with row-wise scales (torchao's rowwise recipe): its per-row scaling kernels are "
+                            "not modelled (tensor-wise fp8 is)")
     if "fp8" in low or "float8" in low:
         precision = "fp8"
-    elif "bf16" in low:
+    elif "bf16" in low or "bfloat16" in low:
         precision = "bf16"
     elif "fp16" in low:
         precision = "fp16"

@@ -256,12 +256,22 @@ def test_one_gpu_of_a_dgx2_is_a_one_gpu_server():
         ({"precision": "FP8", "activation_checkpointing": "per-op selective"}, ("fp8", "selective")),
         ({"precision": "mixed (fp16, per paper)", "activation_checkpointing": False}, ("fp16", "none")),
         ({"precision": None, "activation_checkpointing": None}, ("bf16", "none")),
+        ({"precision": None, "quantization": "None (bfloat16)", "activation_checkpointing": "full"},
+         ("bf16", "full")),
     ],
 )
 def test_precision_and_checkpointing_text(training, expected):
     """Precision and activation checkpointing read from the sources' wording (unstated: bf16, none)."""
     m = mapped(case(training=training))
     assert (m.training.precision, m.training.activation_checkpointing) == expected
+    assert not any(d.startswith("precision not stated") for d in m.defaults) or training["precision"] is None \
+        and "quantization" not in training
+
+
+def test_float8_rowwise_is_skipped_with_the_reason():
+    """torchao's rowwise float8 recipe adds per-row scaling kernels the fp8 model does not have: skipped."""
+    m = mapped(case(training={"precision": None, "quantization": "float8 rowwise"}))
+    assert m.skipped is not None and "row-wise scales" in m.skipped
 
 
 def test_seq_len_in_k_and_missing_fields_use_flagged_defaults():
@@ -314,6 +324,11 @@ def test_metric_preference_tokens_then_tflops_then_mfu():
     only_scaling = case()
     only_scaling["metrics"] = {"scaling_efficiency": "90%", "sec_per_iteration": 104.8}
     assert choose_metric(parse(only_scaling)[0]) is None
+    async_tp = case()  # torchtitan's async-TP table: its tokens/sec are per GPU (the case's note)
+    async_tp["metrics"] = {"vanilla_TP_tokens_per_sec": 597.3, "async_TP_tokens_per_sec": 652.4,
+                           "async_TP_speedup": 1.09}
+    metric = choose_metric(parse(async_tp)[0])
+    assert (metric.key, metric.kind, metric.published) == ("async_TP_tokens_per_sec", "tokens_per_s_per_gpu", 652.4)
 
 
 def test_predicted_metric_conversions_by_hand():

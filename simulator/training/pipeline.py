@@ -122,7 +122,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
         forward_budgets = overlap_budgets(tp_calls(model, b, local_seq, tp, par.sequence_parallel, 1), gemm_s,
                                           ("forward",))
         backward_budgets = overlap_budgets(tp_calls(model, b, local_seq, tp, par.sequence_parallel, len(kinds)),
-                                           gemm_s, kinds)
+                                           gemm_s, kinds, par.tp_comm_overlap_backward)
     attention_s = compute.attention_forward_s(model, b, seq_len, tp, cp)
     recomputed = ("forward", "backward") if training.activation_checkpointing != "none" else ("backward",)
     counts = layers_per_virtual_stage(model.spec.layers, p * v)

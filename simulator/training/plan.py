@@ -78,7 +78,8 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     forward_rings = ring_passes(model, b, seq_len, tp, cp, attention_s, ("forward",))
     backward_rings = ring_passes(model, b, seq_len, tp, cp, attention_s, ("backward",))
     forward_budgets = overlap_budgets(pass_calls, gemm_s, ("forward",)) if par.tp_comm_overlap else None
-    backward_budgets = overlap_budgets(pass_calls, gemm_s, ("backward",)) if par.tp_comm_overlap else None
+    backward_budgets = overlap_budgets(pass_calls, gemm_s, ("backward",), par.tp_comm_overlap_backward) \
+        if par.tp_comm_overlap else None
     matrices = [k * n / tp for _, _, n, k in reversed(model.layer_gemms(1))]  # backward meets mlp_down first
     tensors = [size * s.grad_reduce_bytes for size in matrices]
     tensors.append((model.params_per_layer / tp - sum(matrices)) * s.grad_reduce_bytes)  # norms, biases

@@ -114,13 +114,18 @@ PAIRED_GEMMS = {
 BACKWARD_GEMMS = 2.0
 
 
-def overlap_budgets(calls: list[CollectiveCall], gemm_s: dict[str, float],
-                    kinds: tuple[str, ...]) -> tuple[tuple[float, ...], ...]:
+def overlap_budgets(calls: list[CollectiveCall], gemm_s: dict[str, float], kinds: tuple[str, ...],
+                    backward: bool = True) -> tuple[tuple[float, ...], ...]:
     """For each TP call of a pass (tp_calls' list), the seconds of the GEMMs its collectives are
     decomposed with over one layer (`gemm_s`: forward seconds of each of the block's GEMMs;
-    `kinds`: the layer's passes in order, "forward" or "backward")."""
-    return tuple(tuple(gemm_s[g] * (BACKWARD_GEMMS if kind == "backward" else 1.0)
-                       for kind in kinds for g in PAIRED_GEMMS[kind, call.op]) for call in calls)
+    `kinds`: the layer's passes in order, "forward" or "backward"). Without `backward` overlap
+    (torch's async TP) a backward pass's collectives hide behind nothing: budgets of 0."""
+    def budget(kind: str, gemm: str) -> float:
+        if kind == "backward":
+            return gemm_s[gemm] * BACKWARD_GEMMS if backward else 0.0
+        return gemm_s[gemm]
+
+    return tuple(tuple(budget(kind, g) for kind in kinds for g in PAIRED_GEMMS[kind, call.op]) for call in calls)
 
 
 def add_pass(tasks: list[Task], name: str, label: str, duration_s: float, ready: tuple[str, ...],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 import simulator.training.predict as predict_module
 from simulator.collectives.comm import comm_view
@@ -121,6 +122,9 @@ def test_overlapped_tp_collectives_pair_with_their_gemms() -> None:
     assert overlap_budgets(calls, gemm, ("forward", "backward")) == ((1.0, 3.0, 2.0 * b, 4.0 * b),
                                                                       (2.0, 4.0, 1.0 * b, 3.0 * b))
     assert overlap_budgets(tp_calls(transformer(GPT), 1, 2048, 8, False, 1), gemm, ("backward",)) == ((b, 3.0 * b),)
+    # torch's async TP overlaps forward passes only: backward's collectives hide behind nothing
+    assert overlap_budgets(calls, gemm, ("forward", "backward"), backward=False) == ((1.0, 3.0, 0.0, 0.0),
+                                                                                   (2.0, 4.0, 0.0, 0.0))
 
 
 def test_overlapped_tp_collective_hides_only_behind_its_own_gemm() -> None:
@@ -158,6 +162,15 @@ def test_layout_must_divide_gpus() -> None:
                             strategy=StrategySpec(kind="zero1"))
     with pytest.raises(ConfigError, match="tp 8 x pp 3"):
         predict_step(topology, training, GPT)
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"tp": 1, "sequence_parallel": True}, "need tp >= 2"),
+    ({"tp": 8, "tp_comm_overlap_backward": False}, "tp_comm_overlap_backward: false needs tp_comm_overlap: true"),
+])
+def test_inconsistent_tensor_parallel_knobs_are_refused(fields: dict[str, object], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        ParallelSpec.model_validate(fields)
 
 
 def test_tp_must_divide_heads() -> None:

@@ -7,6 +7,7 @@ expected values are the sources' (cited in each test) or hand-computed.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,8 @@ from simulator.training.prediction import MemoryBreakdown, StepPrediction
 from simulator.validation.training_cases import map_case, parse_cases
 from simulator.validation.training_parallel import SC21_TABLE_1
 from simulator.validation.training_report import choose_metric, evaluate, predicted_metric, report_to_json
+
+SHARED_CASES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "training" / "cases.yaml"
 
 # Narayanan et al. 2021 (SC21) Table 1, 76.1B row, as in cases.yaml: tp x pp only, no heads.
 SC21_76B: dict[str, Any] = {
@@ -273,13 +276,13 @@ def test_torchtitan_context_parallel_rows_match_table_2():
 def test_torchtitan_3d_interleaved():
     """FSDP 8 x TP 8 x PP 8, Interleaved 1F1B: 2 stages per rank, the local batch 32 split into pp = 8
     micro-batches of 4 (torchtitan's default before PR #781; global 256 = 4 x 8 dp x 8); sequence parallel
-    and async TP; FSDP without resharding after forward; ranks tp-dp-pp."""
+    and async TP (forward passes only); FSDP without resharding after forward; ranks tp-dp-pp."""
     m = _map(TITAN_405B)
     assert m.skipped is None and m.family == "fsdp"
     job, par = m.training, m.training.parallel
     assert (par.tp, par.pp, par.pipeline_schedule, par.virtual_stages, par.placement) == \
         (8, 8, "interleaved", 2, "tp-dp-pp")
-    assert par.sequence_parallel and par.tp_comm_overlap
+    assert par.sequence_parallel and par.tp_comm_overlap and not par.tp_comm_overlap_backward
     assert (job.strategy.kind, job.strategy.fsdp_sharding, job.strategy.reshard_after_forward) == \
         ("fsdp", "FULL_SHARD", False)
     assert job.strategy.grad_reduce_bytes == 4  # torchtitan's mixed_precision_reduce: float32
@@ -381,3 +384,22 @@ def test_summary_of_the_tp_pp_subset():
     data = report_to_json(report)
     assert (data["model_parallel"]["coverage"], data["data_parallel_only"]["coverage"]) == (1.0, 1.0)
     assert [c["model_parallel"] for c in data["cases"]] == [True, True, False, True]
+
+
+@pytest.mark.parametrize(("case_id", "published"), [
+    ("torchtitan-asynctp-70B-256gpu-bf16", 1.09),
+    ("torchtitan-asynctp-70B-256gpu-float8-tensorwise", 1.16),
+    ("torchtitan-asynctp-8B-64gpu-float8-tensorwise", 1.10),
+])
+def test_async_tp_speedup_matches_torchtitan(case_id, published):
+    """torchtitan's async-TP benchmark (June 2025, FSDP x TP 8 on H100) measured async TP against plain TP:
+    1.09x, 1.16x and 1.10x. Overlapping the forward and recomputed forward's collectives only (as PyTorch's
+    async TP does) predicts each within 0.06 (1.12x, 1.12x, 1.05x when written); overlapping backward's too
+    predicted 1.19-1.24x."""
+    case = next(c for c in parse_cases(SHARED_CASES.read_text(), "cases.yaml") if c.id == case_id)
+    m = map_case(case)
+    plain = m.training.model_copy(update={"parallel": m.training.parallel.model_copy(
+        update={"tp_comm_overlap": False, "tp_comm_overlap_backward": True})})
+    speedup = predict_step(m.topology, m.training, m.model).step_time_s / \
+        predict_step(m.topology, plain, m.model).step_time_s
+    assert 1.0 / speedup == pytest.approx(published, abs=0.06)

@@ -17,6 +17,7 @@ StrategyKind = Literal["ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp"]
 FsdpSharding = Literal["FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD"]
 PipelineSchedule = Literal["1f1b", "gpipe", "interleaved"]
 AttentionKernel = Literal["flash2", "cudnn"]
+CpComm = Literal["p2p", "a2a"]
 # Order of the parallel dimensions over consecutive GPU ranks, innermost first: "tp-pp-dp" puts a
 # tensor-parallel group on neighbouring GPUs (one node), pipeline stages next, data parallel outermost.
 Placement = Literal["tp-pp-dp", "tp-dp-pp", "pp-tp-dp", "pp-dp-tp", "dp-tp-pp", "dp-pp-tp"]
@@ -115,6 +116,11 @@ class ParallelSpec(BaseModel):
         default=1, ge=1, description="Context-parallel degree: each sequence is split over cp GPUs, which pass "
         "key/value blocks around a ring behind the attention (Megatron-Core --context-parallel-size, torchtitan "
         "context_parallel_degree); they sit next to the TP ranks and reduce gradients with the data-parallel ones.")
+    cp_comm: CpComm = Field(
+        default="p2p", description="How context-parallel ranks share attention: p2p, a ring of key/value blocks "
+        "hidden behind the attention (Megatron-Core's default); a2a, all-to-alls that trade the sequence split for a "
+        "head split around attention, not overlapped (DeepSpeed-Ulysses, Megatron-Core --cp-comm-type a2a; the "
+        "heads and key/value heads must divide by tp x cp).")
     sequence_parallel: bool = Field(
         default=False, description="Megatron sequence parallelism: norms and dropout sharded over the TP group; "
         "all-reduces become reduce-scatter + all-gather pairs.")

@@ -79,7 +79,8 @@ def _load_scenario(path: Path | None) -> ScenarioSpec:
     return scenario_from_data(read_yaml(path, "scenario"), str(path))
 
 
-PARALLEL_OPTIONS = ("tp", "pp", "cp", "sequence_parallel", "pipeline_schedule", "virtual_stages", "placement")
+PARALLEL_OPTIONS = ("tp", "pp", "cp", "cp_comm", "sequence_parallel", "pipeline_schedule", "virtual_stages",
+                    "placement")
 
 
 def _override(scenario: ScenarioSpec, options: dict[str, Any]) -> tuple[TopologySpec, TrainingSpec, ModelSpec]:
@@ -240,6 +241,9 @@ def predict(
     pp: Annotated[int | None, typer.Option(help="Pipeline-parallel degree (stages).")] = None,
     cp: Annotated[int | None, typer.Option(
         help="Context-parallel degree (GPUs splitting each sequence; ring attention).")] = None,
+    cp_comm: Annotated[str | None, typer.Option(
+        help="Context parallelism by p2p (a key/value ring behind attention) or a2a (DeepSpeed-Ulysses "
+        "all-to-alls).")] = None,
     sequence_parallel: Annotated[bool | None, typer.Option(
         "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (needs --tp > 1).")] = None,
     schedule: Annotated[str | None, typer.Option(help="Pipeline schedule: 1f1b, gpipe or interleaved.")] = None,
@@ -265,7 +269,8 @@ def predict(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the metrics.")] = False,
 ) -> None:
     options = dict(topology=topology, nodes=nodes, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
-                   tp=tp, pp=pp, cp=cp, sequence_parallel=sequence_parallel, pipeline_schedule=schedule,
+                   tp=tp, pp=pp, cp=cp, cp_comm=cp_comm, sequence_parallel=sequence_parallel,
+                   pipeline_schedule=schedule,
                    virtual_stages=virtual_stages, placement=placement, micro_batch=micro_batch,
                    global_batch=global_batch, seq_len=seq_len, recompute=recompute)
     spec = _load_scenario(scenario)

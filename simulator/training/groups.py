@@ -96,9 +96,9 @@ def communicators(v: CommView, layout: Layout) -> dict[str, CommView]:
     """The views of the groups a step communicates in: "dp" (the gradient group: data- x
     context-parallel ranks), "tp", HSDP's "shard" (one node of the DP group) and "replica" (the same
     GPU of every node), "pp:intra" / "pp:inter" for a transfer between neighbouring stages on the
-    same node or across nodes, and "cp" for a step of the context-parallel ring: a neighbour
-    exchange that crosses the network when the ring spans nodes (every rank steps at once, so the
-    slowest hop paces the ring)."""
+    same node or across nodes, "cp" for a step of the context-parallel ring: a neighbour exchange
+    that crosses the network when the ring spans nodes (every rank steps at once, so the slowest hop
+    paces the ring), and "cp:all" for the whole context-parallel group (all-to-all CP)."""
     dp_per_node = layout.members_per_node("grad")
     views = {
         "dp": group_view(v, layout.replicas, dp_per_node),
@@ -109,4 +109,5 @@ def communicators(v: CommView, layout: Layout) -> dict[str, CommView]:
     }
     views["replica"] = group_view(v, max(1, layout.replicas // dp_per_node), 1)
     views["cp"] = views["pp:inter" if layout.members_per_node("cp") < layout.cp else "pp:intra"]
+    views["cp:all"] = group_view(v, layout.cp, layout.members_per_node("cp"))
     return views

@@ -34,6 +34,7 @@ from simulator.training.tasks import (
     overlap_budgets,
     ring_passes,
     tp_calls,
+    ulysses_calls,
 )
 from workloads.model import TransformerModel
 from workloads.spec import TrainingSpec
@@ -72,14 +73,21 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     root_params = (model.total_params - L * model.params_per_layer) / tp
     root_param_bytes = int(root_params * PARAM_BYTES)
     root_grad_bytes = int(root_params * s.grad_reduce_bytes)
-    pass_calls = tp_calls(model, b, seq_len // cp, tp, par.sequence_parallel, 1)
+    a2a = par.cp_comm == "a2a"
+    pass_calls = tp_calls(model, b, seq_len // cp, tp, par.sequence_parallel, 1) + (
+        ulysses_calls(model, b, seq_len, tp, cp, 1) if a2a else [])
     gemm_s = compute.gemms_s(model, b, seq_len, tp, cp)
     attention_s = compute.attention_forward_s(model, b, seq_len, tp, cp)
-    forward_rings = ring_passes(model, b, seq_len, tp, cp, attention_s, ("forward",))
-    backward_rings = ring_passes(model, b, seq_len, tp, cp, attention_s, ("backward",))
+    forward_rings = () if a2a else ring_passes(model, b, seq_len, tp, cp, attention_s, ("forward",))
+    backward_rings = () if a2a else ring_passes(model, b, seq_len, tp, cp, attention_s, ("backward",))
     forward_budgets = overlap_budgets(pass_calls, gemm_s, ("forward",)) if par.tp_comm_overlap else None
     backward_budgets = overlap_budgets(pass_calls, gemm_s, ("backward",), par.tp_comm_overlap_backward) \
         if par.tp_comm_overlap else None
+    # selective recomputation re-runs the attention core only: no TP collectives, but its context-parallel ones
+    full = training.activation_checkpointing == "full"
+    recompute_calls = pass_calls if full else [call for call in pass_calls if call.group.startswith("cp")]
+    recompute_budgets = forward_budgets if full or forward_budgets is None else tuple(
+        budget for call, budget in zip(pass_calls, forward_budgets, strict=True) if call.group.startswith("cp"))
     matrices = [k * n / tp for _, _, n, k in reversed(model.layer_gemms(1))]  # backward meets mlp_down first
     tensors = [size * s.grad_reduce_bytes for size in matrices]
     tensors.append((model.params_per_layer / tp - sum(matrices)) * s.grad_reduce_bytes)  # norms, biases
@@ -139,9 +147,8 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                                   deps=(gate,) if gate else ()))
                 deps = (f"m{m}.ag_bwd{i}",)
             if layer.recompute_s:
-                full = training.activation_checkpointing == "full"
                 ready = add_pass(tasks, f"m{m}.rec{i}", "recompute", layer.recompute_s, ready + deps,
-                                 pass_calls if full else [], forward_budgets if full else None, rings=forward_rings)
+                                 recompute_calls, recompute_budgets, rings=forward_rings)
                 deps = ()
             ready = add_pass(tasks, f"m{m}.bwd{i}", "backward", layer.backward_s, ready + deps, pass_calls,
                              backward_budgets, rings=backward_rings)

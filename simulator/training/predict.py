@@ -79,6 +79,11 @@ def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> 
         if not training.flash_attention:
             raise ConfigError("training.parallel.cp > 1 needs a fused attention kernel (flash_attention: true): ring "
                               "attention runs it block by block")
+        split = layout.tp * layout.cp
+        if training.parallel.cp_comm == "a2a" and (spec.heads % split or model.kv_heads % split):
+            raise ConfigError(f"training.parallel.cp_comm a2a: tp {layout.tp} x cp {layout.cp} = {split} must divide "
+                              f"the attention heads ({spec.heads}) and key/value heads ({model.kv_heads}): the "
+                              "all-to-alls split attention by heads")
     return layout
 
 

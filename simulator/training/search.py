@@ -7,7 +7,7 @@ mode, sequence parallelism and the pipeline schedule. The search runs in four ph
 1. Enumerate (`enumerate_layouts`): t divides the GPUs per node (a TP group stays on NVLink, as
    Megatron-LM places it) and the attention and key/value heads; p divides the layers and t p
    divides the GPUs; c (1 unless asked for: `--cp`) with t p c dividing the GPUs, the sequence
-   splitting into 2c chunks and a fused attention kernel (ring attention); b (powers of two by
+   splitting into 2c chunks and a fused attention kernel (all-to-all CP: t c dividing the heads); b (powers of two by
    default) makes the global batch a multiple of b d; ddp and
    zero1 (Megatron's distributed optimizer) always, sharded strategies (fsdp, zero2, zero3, hsdp)
    only without pipeline parallelism (hsdp also without TP), and only one strategy when d = 1
@@ -53,7 +53,7 @@ from simulator.training.groups import communicators
 from simulator.training.memory import memory_per_gpu, shard_degrees
 from simulator.training.predict import job_layout, predict_step
 from simulator.training.prediction import StepPrediction
-from simulator.training.tasks import PARAM_BYTES, ring_passes, tp_calls
+from simulator.training.tasks import PARAM_BYTES, ring_passes, tp_calls, ulysses_calls
 from topologies.build import build
 from topologies.spec import TopologySpec
 from workloads.model import ACTIVATION_BYTES, TransformerModel, transformer
@@ -164,7 +164,7 @@ def _strategies(space: SearchSpace, tp: int, pp: int, cp: int, replicas: int) ->
 
 def enumerate_layouts(model: ModelSpec, gpus_per_node: int, n_gpus: int, global_batch: int,
                       space: SearchSpace, seq_len: int | None = None,
-                      flash_attention: bool = True) -> list[CandidateLayout]:
+                      flash_attention: bool = True, cp_comm: str = "p2p") -> list[CandidateLayout]:
     """Every layout of `space` valid for this model, cluster, global batch and sequence (module docstring,
     phase 1), in order of tp, pp, cp, micro-batch, strategy, recompute, sequence parallelism, schedule.
     ConfigError naming the option when a user-given degree is invalid or no layout divides the batch."""
@@ -179,7 +179,10 @@ def enumerate_layouts(model: ModelSpec, gpus_per_node: int, n_gpus: int, global_
         space.cp, [c for c in _divisors(n_gpus) if seq % (2 * c) == 0 and (c == 1 or flash_attention)],
         "--cp", f"must divide the GPUs ({n_gpus}) and split the {seq}-token sequence into 2 x cp chunks, with a "
         "fused attention kernel")
-    shapes = [(t, p, c) for t in tps for p in pps for c in cps if n_gpus % (t * p * c) == 0]
+    def heads_split(t: int, c: int) -> bool:  # all-to-all CP splits attention by heads over tp x cp
+        return cp_comm != "a2a" or (model.heads % (t * c) == 0 and kv % (t * c) == 0)
+
+    shapes = [(t, p, c) for t in tps for p in pps for c in cps if n_gpus % (t * p * c) == 0 and heads_split(t, c)]
     if not shapes:
         raise ConfigError(f"--tp/--pp/--cp: no tp x pp x cp among {tps} x {pps} x {cps} divides the {n_gpus} GPUs")
     layouts = []
@@ -227,10 +230,13 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
                           c)
     head_f, head_b = compute.head(model, b, seq_len, t, c)
     passes = 3 if layout.recompute == "full" else 2  # forward, backward (+ recomputed forward)
-    tp_s = layers * sum(call.count * _collective_s(views["tp"], call.op, call.size_bytes)
-                        for call in tp_calls(model, b, seq_len // c, t, layout.sequence_parallel, passes))
     kinds = ("forward", "backward") + (("forward",) if layout.recompute != "none" else ())
-    rings = ring_passes(model, b, seq_len, t, c, compute.attention_forward_s(model, b, seq_len, t, c), kinds)
+    a2a = training.parallel.cp_comm == "a2a"
+    calls = tp_calls(model, b, seq_len // c, t, layout.sequence_parallel, passes) + (
+        ulysses_calls(model, b, seq_len, t, c, len(kinds)) if a2a else [])
+    tp_s = layers * sum(call.count * _collective_s(views[call.group], call.op, call.size_bytes) for call in calls)
+    rings = () if a2a else ring_passes(model, b, seq_len, t, c, compute.attention_forward_s(model, b, seq_len, t, c),
+                                       kinds)
     cp_s = layers * sum(call.count * max(0.0, _collective_s(views["cp"], call.op, call.size_bytes) - step_s)
                         for call, step_s in rings)
     local_params = model.total_params / (t * p)
@@ -318,7 +324,7 @@ def _candidates(topology: TopologySpec, base: TrainingSpec, model_spec: ModelSpe
     if base.flash_attention and "none" in space.recompute:  # selective keeps what flash keeps, recomputing more
         space = replace(space, recompute=tuple(r for r in space.recompute if r != "selective"))
     layouts = enumerate_layouts(model_spec, topology.gpus_per_node, v.n_ranks, base.global_batch, space, seq_len,
-                                base.flash_attention)
+                                base.flash_attention, base.parallel.cp_comm)
     capacity = cluster.gpu.memory_gib * GIB
     compute = ComputeModel.for_job(cluster.gpu, base, topology.gpu_power_limit_w)
     candidates: list[Candidate] = []

@@ -23,7 +23,8 @@ PARAM_BYTES = 2  # bf16/fp16 parameters as gathered
 class CollectiveCall:
     op: str
     size_bytes: int
-    group: str  # "dp", "shard" (HSDP group), "replica" (across groups), "tp", "cp", "pp" (to the next stage)
+    group: str  # "dp", "shard" (HSDP group), "replica" (across groups), "tp", "cp" (ring neighbours), "cp:all"
+    # (the whole context-parallel group), "pp" (to the next stage)
     count: int = 1  # back-to-back calls of this size (the TP collectives of a pipeline chunk)
 
 
@@ -82,6 +83,22 @@ def cp_call(model: TransformerModel, micro_batch: int, seq_len: int, tp: int, cp
     return CollectiveCall("sendrecv", block * (2 if kind == "backward" else 1), "cp", (cp - 1) * layers)
 
 
+def ulysses_calls(model: TransformerModel, micro_batch: int, seq_len: int, tp: int, cp: int,
+                  passes: int) -> list[CollectiveCall]:
+    """The all-to-alls of `passes` passes of one layer under all-to-all context parallelism
+    (DeepSpeed-Ulysses, Jacobs et al. 2023; Megatron-Core --cp-comm-type a2a): before attention q, k
+    and v go from a split of the sequence to a split of the heads, after it the output goes back; a
+    backward pass moves the output gradient in and the q, k, v gradients out, the same bytes. Each
+    rank's buffers: b (s / cp) (h + 2 kv_dim) / tp and b (s / cp) h / tp elements. The attention
+    waits for them: they run after the pass's compute, like unoverlapped TP collectives."""
+    if cp == 1 or passes == 0:
+        return []
+    tokens = micro_batch * (seq_len // cp)
+    qkv = ACTIVATION_BYTES * tokens * (model.spec.hidden + 2 * model.kv_dim) // tp
+    out = ACTIVATION_BYTES * tokens * model.spec.hidden // tp
+    return [CollectiveCall("alltoall", qkv, "cp:all", passes), CollectiveCall("alltoall", out, "cp:all", passes)]
+
+
 def ring_passes(model: TransformerModel, micro_batch: int, seq_len: int, tp: int, cp: int, attention_s: float,
                 kinds: tuple[str, ...], layers: int = 1) -> tuple[tuple[CollectiveCall, float], ...]:
     """The context-parallel rings of a task running `kinds` passes ("forward" or "backward", a recomputed
@@ -125,7 +142,12 @@ def overlap_budgets(calls: list[CollectiveCall], gemm_s: dict[str, float], kinds
             return gemm_s[gemm] * BACKWARD_GEMMS if backward else 0.0
         return gemm_s[gemm]
 
-    return tuple(tuple(budget(kind, g) for kind in kinds for g in PAIRED_GEMMS[kind, call.op]) for call in calls)
+    def budgets(call: CollectiveCall) -> tuple[float, ...]:
+        if call.group.startswith("cp"):  # all-to-all context parallelism: on the attention's critical path
+            return tuple(0.0 for _ in kinds)
+        return tuple(budget(kind, g) for kind in kinds for g in PAIRED_GEMMS[kind, call.op])
+
+    return tuple(budgets(call) for call in calls)
 
 
 def add_pass(tasks: list[Task], name: str, label: str, duration_s: float, ready: tuple[str, ...],
@@ -136,8 +158,9 @@ def add_pass(tasks: list[Task], name: str, label: str, duration_s: float, ready:
     None) the collectives follow the compute (the GEMM's output is reduced before the next layer
     can use it); with overlap (Megatron-Core tp-comm-overlap, async TP) they run beside it, each
     decomposed with its GEMM (`budgets`, overlap_budgets), and the pass ends when both are done.
-    Context-parallel `rings` (cp_call, with the attention seconds of one step) always run beside the
-    compute, each exchange behind one step's attention."""
+    All-to-all context parallelism's calls (ulysses_calls) go with them on the same stream, booked as
+    "cp_comm" and never hidden. Context-parallel `rings` (cp_call, with the attention seconds of one
+    step) always run beside the compute, each exchange behind one step's attention."""
     names = [f"{name}.tp{k}" for k in range(len(calls))]
     ring_names = [f"{name}.cp{k}" for k in range(len(rings))]
     overlaps = tuple(zip(names, budgets, strict=True)) if budgets is not None else ()
@@ -145,8 +168,9 @@ def add_pass(tasks: list[Task], name: str, label: str, duration_s: float, ready:
     tasks.append(Task(name, "compute", label, duration_s, deps=ready, stage=stage, overlaps=overlaps))
     after = ready if budgets is not None else (name,)
     for k, call in enumerate(calls):
-        tasks.append(Task(names[k], "tp", "tp_comm", collective=call, deps=after if k == 0 else (),
-                          stage=stage, alone=alone))
+        label = "cp_comm" if call.group.startswith("cp") else "tp_comm"
+        tasks.append(Task(names[k], "tp", label, collective=call, deps=after if k == 0 else (), stage=stage,
+                          alone=alone))
     for k, (call, _) in enumerate(rings):
         tasks.append(Task(ring_names[k], "cp", "cp_comm", collective=call, deps=ready if k == 0 else (), stage=stage))
     return (name, *names[-1:], *ring_names[-1:])

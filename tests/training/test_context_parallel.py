@@ -14,7 +14,7 @@ from simulator.training.compute import ComputeModel
 from simulator.training.groups import communicators, layout_of
 from simulator.training.memory import memory_per_gpu
 from simulator.training.predict import predict_step
-from simulator.training.tasks import cp_call
+from simulator.training.tasks import cp_call, ulysses_calls
 from topologies.build import build
 from topologies.hardware import gpu_spec
 from topologies.presets import load_preset
@@ -135,3 +135,32 @@ def test_halving_network_bandwidth_never_speeds_a_context_parallel_step(cp: int,
     fast_p, slow_p = (predict_step(topology, training, LLAMA) for topology in (base, slow))
     assert slow_p.step_time_s >= fast_p.step_time_s * (1 - 1e-9)
     assert 0.0 <= fast_p.gpu_idle_s <= fast_p.step_time_s
+
+
+def test_all_to_all_volumes_per_layer() -> None:
+    """DeepSpeed-Ulysses: per pass of a layer one all-to-all of q, k and v (2 B x 16384 local tokens x
+    (4096 + 2 x 1024) / tp) and one of the output (2 B x 16384 x 4096 / tp) over the whole CP group."""
+    calls = ulysses_calls(transformer(LLAMA), 1, 65536, 2, 4, passes=3)
+    assert [(c.op, c.group, c.count) for c in calls] == [("alltoall", "cp:all", 3)] * 2
+    assert [c.size_bytes for c in calls] == [2 * 16384 * 6144 // 2, 2 * 16384 * 4096 // 2]
+    assert ulysses_calls(transformer(LLAMA), 1, 65536, 2, 1, passes=3) == []
+
+
+def test_all_to_all_context_parallelism_waits_for_its_all_to_alls() -> None:
+    """CP 8 on one H100 node, a2a, gradients all-reduced after the backward: each pass of each layer
+    (forward, recompute, backward) waits for its two
+    all-to-alls (nothing hides them): booked as cp_comm, hand-computed from the collective model; the p2p
+    ring of the same job hides behind attention at 64k tokens. Heads that tp x cp does not divide: error."""
+    topology = load_preset("dgx-h100", nodes=1)
+    serial = StrategySpec(kind="ddp", overlap_grad_reduce=False)  # no other traffic during the passes
+    a2a = job(8, 65536).model_copy(update={"parallel": ParallelSpec(cp=8, cp_comm="a2a"), "strategy": serial})
+    p = predict_step(topology, a2a, LLAMA)
+    view = communicators(comm_view(build(topology)), layout_of(a2a.parallel, 8, 8))["cp:all"]
+    per_pass = sum(predict_collective(view, c.op, c.size_bytes).time_s
+                   for c in ulysses_calls(transformer(LLAMA), 1, 65536, 1, 8, 1))
+    # the last backward pass's all-to-alls run beside the gradient all-reduce, which books that wait
+    assert p.comm_by_collective_s["cp_comm"] == pytest.approx((3 * LLAMA.layers - 1) * per_pass, rel=1e-6)
+    assert predict_step(topology, job(8, 65536), LLAMA).comm_by_collective_s.get("cp_comm", 0.0) == 0.0
+    sixteen = job(16, 65536).model_copy(update={"parallel": ParallelSpec(cp=16, cp_comm="a2a")})
+    with pytest.raises(ConfigError, match="must divide the attention heads"):
+        predict_step(load_preset("dgx-h100", nodes=2), sixteen, LLAMA)

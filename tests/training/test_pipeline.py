@@ -388,9 +388,9 @@ def test_overlap_slowdown_lasts_only_while_a_collective_is_in_flight() -> None:
 @given(tp=st.sampled_from([1, 2, 4, 8]), pp=st.sampled_from([1, 2, 4]), kind=st.sampled_from(["ddp", "zero1", "fsdp"]),
        schedule_kind=st.sampled_from(["1f1b", "gpipe", "interleaved"]), overlap=st.booleans(),
        placement=st.sampled_from(["tp-pp-dp", "tp-dp-pp", "dp-pp-tp"]), tp_overlap=st.booleans(),
-       cp=st.sampled_from([1, 2]))
+       cp=st.sampled_from([1, 2]), cp_comm=st.sampled_from(["p2p", "a2a"]))
 def test_idle_splits_into_its_parts(tp: int, pp: int, kind: str, schedule_kind: str, overlap: bool,
-                                    placement: str, tp_overlap: bool, cp: int) -> None:
+                                    placement: str, tp_overlap: bool, cp: int, cp_comm: str) -> None:
     """Any 3D layout (with context parallelism or not), TP collectives overlapped or not: idle time is within
     [0, step time] and equals exposed communication + pipeline bubble + optimizer waits (every second the
     critical GPU's compute stream waits is booked once, a stall behind an overlapped collective included)."""
@@ -402,7 +402,7 @@ def test_idle_splits_into_its_parts(tp: int, pp: int, kind: str, schedule_kind: 
         model=UNIFORM, micro_batch=1, global_batch=64, strategy=StrategySpec(kind=kind),
         parallel=ParallelSpec(tp=tp, pp=pp, pipeline_schedule=schedule_kind,
                               virtual_stages=2 if interleaved else 1, sequence_parallel=tp > 1, overlap_p2p=overlap,
-                              tp_comm_overlap=tp_overlap and tp > 1, placement=placement, cp=cp))
+                              tp_comm_overlap=tp_overlap and tp > 1, placement=placement, cp=cp, cp_comm=cp_comm))
     p = predict_step(load_preset("dgx-h100", nodes=4), training, UNIFORM)
     idle = p.idle_breakdown_s
     assert 0.0 <= p.gpu_idle_s <= p.step_time_s

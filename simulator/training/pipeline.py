@@ -46,13 +46,12 @@ from simulator.training.compute import ComputeModel
 from simulator.training.tasks import (
     PARAM_BYTES,
     CollectiveCall,
+    Rings,
     StepPlan,
     Task,
     add_pass,
     overlap_budgets,
-    ring_passes,
-    tp_calls,
-    ulysses_calls,
+    pass_collectives,
 )
 from workloads.model import ACTIVATION_BYTES, TransformerModel
 from workloads.spec import TrainingSpec
@@ -117,22 +116,21 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
     head_f, head_b = compute.head(model, b, seq_len, tp, cp)
     full = training.activation_checkpointing == "full"
     kinds = ("forward", "backward") if full else ("backward",)  # a backward task's passes of each layer
+    # a backward task's passes of each layer for context parallelism: selective recomputation re-runs attention
     recomputed = ("forward", "backward") if training.activation_checkpointing != "none" else ("backward",)
-    a2a = par.cp_comm == "a2a"
+    attention_s = compute.attention_forward_s(model, b, seq_len, tp, cp)
 
-    def layer_calls(layers: int, tp_passes: int, cp_passes: int) -> list[CollectiveCall]:
-        """The TP collectives of `tp_passes` passes of `layers` layers, and all-to-all context
-        parallelism's of `cp_passes` (selective recomputation re-runs attention only)."""
-        return tp_calls(model, b, local_seq, tp, par.sequence_parallel, layers * tp_passes) + (
-            ulysses_calls(model, b, seq_len, tp, cp, layers * cp_passes) if a2a else [])
+    def collectives(kind: str, layers: int) -> tuple[list[CollectiveCall], Rings]:
+        """A forward task's or a backward task's collectives over `layers` layers (tasks.pass_collectives)."""
+        if kind == "forward":
+            return pass_collectives(model, b, seq_len, par, attention_s, ("forward",), layers)
+        return pass_collectives(model, b, seq_len, par, attention_s, recomputed, layers, len(kinds))
 
     forward_budgets = backward_budgets = None  # per layer: the GEMMs overlapped TP collectives hide behind
     if par.tp_comm_overlap:
         gemm_s = compute.gemms_s(model, b, seq_len, tp, cp)
-        forward_budgets = overlap_budgets(layer_calls(1, 1, 1), gemm_s, ("forward",))
-        backward_budgets = overlap_budgets(layer_calls(1, len(kinds), len(recomputed)), gemm_s, kinds,
-                                           par.tp_comm_overlap_backward)
-    attention_s = compute.attention_forward_s(model, b, seq_len, tp, cp)
+        forward_budgets = overlap_budgets(collectives("forward", 1)[0], gemm_s, ("forward",))
+        backward_budgets = overlap_budgets(collectives("backward", 1)[0], gemm_s, kinds, par.tp_comm_overlap_backward)
     counts = layers_per_virtual_stage(model.spec.layers, p * v)
     embedding = (model.embedding_params + model.final_norm_params) / tp
     output = (model.output_params or model.spec.vocab * model.spec.hidden) / tp  # tied: the last stage's copy
@@ -186,11 +184,9 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                     deps += (gathers[c],)
                 duration = chunk.layers * layer.forward_s + (head_f * 0.05 if chunk.first else 0.0) + (
                     head_f * 0.95 if chunk.last else 0.0)
-                calls = layer_calls(chunk.layers, 1, 1)
+                calls, rings = collectives("forward", chunk.layers)
                 ready = add_pass(tasks, name(work, stage), "forward", duration, deps, calls, forward_budgets,
-                                 stage, j < alone_until,
-                                 () if a2a else ring_passes(model, b, seq_len, tp, cp, attention_s, ("forward",),
-                                                            chunk.layers))
+                                 stage, j < alone_until, rings)
                 if k < p * v - 1:
                     peer, _ = stage_chunk(k + 1)
                     tasks.append(Task(f"send{k}.{j}", "send", "p2p", collective=CollectiveCall(
@@ -201,7 +197,6 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
             if k < p * v - 1:
                 deps += (f"back{k + 1}.{j}",)
             per_layer = layer.recompute_s + layer.backward_s
-            passes = len(kinds)
             split = j == last_micro and reducing
             pieces = [(f"{name(work, stage)}.l{i}", 1) for i in range(chunk.layers)] if split else [
                 (name(work, stage), chunk.layers)]
@@ -209,10 +204,9 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
             for piece, n in pieces:
                 extra = (head_b if chunk.last and piece == pieces[0][0] else 0.0) + (
                     accumulate if piece == pieces[-1][0] else 0.0)
-                calls = layer_calls(n, passes, len(recomputed))
+                calls, rings = collectives("backward", n)
                 ready = add_pass(tasks, piece, "backward", n * per_layer + extra, deps, calls, backward_budgets,
-                                 stage, j < alone_until,
-                                 () if a2a else ring_passes(model, b, seq_len, tp, cp, attention_s, recomputed, n))
+                                 stage, j < alone_until, rings)
                 deps = ready
                 if split:
                     # the layer's gradients; the last piece also carries the embedding or output layer's

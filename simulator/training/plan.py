@@ -32,9 +32,7 @@ from simulator.training.tasks import (
     Task,
     add_pass,
     overlap_budgets,
-    ring_passes,
-    tp_calls,
-    ulysses_calls,
+    pass_collectives,
 )
 from workloads.model import TransformerModel
 from workloads.spec import TrainingSpec
@@ -73,21 +71,19 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     root_params = (model.total_params - L * model.params_per_layer) / tp
     root_param_bytes = int(root_params * PARAM_BYTES)
     root_grad_bytes = int(root_params * s.grad_reduce_bytes)
-    a2a = par.cp_comm == "a2a"
-    pass_calls = tp_calls(model, b, seq_len // cp, tp, par.sequence_parallel, 1) + (
-        ulysses_calls(model, b, seq_len, tp, cp, 1) if a2a else [])
     gemm_s = compute.gemms_s(model, b, seq_len, tp, cp)
     attention_s = compute.attention_forward_s(model, b, seq_len, tp, cp)
-    forward_rings = () if a2a else ring_passes(model, b, seq_len, tp, cp, attention_s, ("forward",))
-    backward_rings = () if a2a else ring_passes(model, b, seq_len, tp, cp, attention_s, ("backward",))
-    forward_budgets = overlap_budgets(pass_calls, gemm_s, ("forward",)) if par.tp_comm_overlap else None
-    backward_budgets = overlap_budgets(pass_calls, gemm_s, ("backward",), par.tp_comm_overlap_backward) \
-        if par.tp_comm_overlap else None
+    forward_calls, forward_rings = pass_collectives(model, b, seq_len, par, attention_s, ("forward",))
+    backward_calls, backward_rings = pass_collectives(model, b, seq_len, par, attention_s, ("backward",))
     # selective recomputation re-runs the attention core only: no TP collectives, but its context-parallel ones
     full = training.activation_checkpointing == "full"
-    recompute_calls = pass_calls if full else [call for call in pass_calls if call.group.startswith("cp")]
-    recompute_budgets = forward_budgets if full or forward_budgets is None else tuple(
-        budget for call, budget in zip(pass_calls, forward_budgets, strict=True) if call.group.startswith("cp"))
+    recompute_calls = forward_calls if full else pass_collectives(model, b, seq_len, par, attention_s, ("forward",),
+                                                                  tp_passes=0)[0]
+    overlap = par.tp_comm_overlap
+    forward_budgets = overlap_budgets(forward_calls, gemm_s, ("forward",)) if overlap else None
+    recompute_budgets = overlap_budgets(recompute_calls, gemm_s, ("forward",)) if overlap else None
+    backward_budgets = overlap_budgets(backward_calls, gemm_s, ("backward",), par.tp_comm_overlap_backward) \
+        if overlap else None
     matrices = [k * n / tp for _, _, n, k in reversed(model.layer_gemms(1))]  # backward meets mlp_down first
     tensors = [size * s.grad_reduce_bytes for size in matrices]
     tensors.append((model.params_per_layer / tp - sum(matrices)) * s.grad_reduce_bytes)  # norms, biases
@@ -130,7 +126,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                                   collective=CollectiveCall("all_gather", layer_param_bytes, grad_group),
                                   deps=(gate,) if gate else ()))
                 deps = (f"m{m}.ag_fwd{i}",)
-            ready = add_pass(tasks, f"m{m}.fwd{i}", "forward", layer.forward_s, ready + deps, pass_calls,
+            ready = add_pass(tasks, f"m{m}.fwd{i}", "forward", layer.forward_s, ready + deps, forward_calls,
                              forward_budgets, rings=forward_rings)
         tasks.append(Task(f"m{m}.head_fwd", "compute", "forward", head_f * 0.95, deps=ready))
         tasks.append(Task(f"m{m}.head_bwd", "compute", "backward", head_b))
@@ -150,7 +146,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                 ready = add_pass(tasks, f"m{m}.rec{i}", "recompute", layer.recompute_s, ready + deps,
                                  recompute_calls, recompute_budgets, rings=forward_rings)
                 deps = ()
-            ready = add_pass(tasks, f"m{m}.bwd{i}", "backward", layer.backward_s, ready + deps, pass_calls,
+            ready = add_pass(tasks, f"m{m}.bwd{i}", "backward", layer.backward_s, ready + deps, backward_calls,
                              backward_budgets, rings=backward_rings)
             if kind == "fsdp":
                 sharded_reduction(f"m{m}.rs{i}", layer_grad_bytes, f"m{m}.bwd{i}")

@@ -53,7 +53,7 @@ from simulator.training.groups import communicators
 from simulator.training.memory import memory_per_gpu, shard_degrees
 from simulator.training.predict import job_layout, predict_step
 from simulator.training.prediction import StepPrediction
-from simulator.training.tasks import PARAM_BYTES, ring_passes, tp_calls, ulysses_calls
+from simulator.training.tasks import PARAM_BYTES, pass_collectives
 from topologies.build import build
 from topologies.spec import TopologySpec
 from workloads.model import ACTIVATION_BYTES, TransformerModel, transformer
@@ -231,12 +231,9 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
     head_f, head_b = compute.head(model, b, seq_len, t, c)
     passes = 3 if layout.recompute == "full" else 2  # forward, backward (+ recomputed forward)
     kinds = ("forward", "backward") + (("forward",) if layout.recompute != "none" else ())
-    a2a = training.parallel.cp_comm == "a2a"
-    calls = tp_calls(model, b, seq_len // c, t, layout.sequence_parallel, passes) + (
-        ulysses_calls(model, b, seq_len, t, c, len(kinds)) if a2a else [])
+    calls, rings = pass_collectives(model, b, seq_len, training.parallel,
+                                    compute.attention_forward_s(model, b, seq_len, t, c), kinds, tp_passes=passes)
     tp_s = layers * sum(call.count * _collective_s(views[call.group], call.op, call.size_bytes) for call in calls)
-    rings = () if a2a else ring_passes(model, b, seq_len, t, c, compute.attention_forward_s(model, b, seq_len, t, c),
-                                       kinds)
     cp_s = layers * sum(call.count * max(0.0, _collective_s(views["cp"], call.op, call.size_bytes) - step_s)
                         for call, step_s in rings)
     local_params = model.total_params / (t * p)

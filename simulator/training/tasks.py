@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workloads.model import ACTIVATION_BYTES, TransformerModel
+from workloads.spec import ParallelSpec
 
 PARAM_BYTES = 2  # bf16/fp16 parameters as gathered
 
@@ -110,6 +111,25 @@ def ring_passes(model: TransformerModel, micro_batch: int, seq_len: int, tp: int
         if call is not None:
             rings.append((call, attention_s / cp * (2.0 if kind == "backward" else 1.0)))
     return tuple(rings)
+
+
+Rings = tuple[tuple[CollectiveCall, float], ...]
+
+
+def pass_collectives(model: TransformerModel, micro_batch: int, seq_len: int, parallel: ParallelSpec,
+                     attention_s: float, kinds: tuple[str, ...], layers: int = 1,
+                     tp_passes: int | None = None) -> tuple[list[CollectiveCall], Rings]:
+    """The collectives of a task running `kinds` passes ("forward", a recomputed forward counting as one,
+    or "backward") of `layers` layers: the TP collectives of `tp_passes` of those passes (default all;
+    selective recomputation re-runs attention only), then all-to-all context parallelism's calls
+    (ulysses_calls), or the context-parallel rings (ring_passes) with `attention_s`, one layer's forward
+    attention on this GPU."""
+    tp, cp = parallel.tp, parallel.cp
+    passes = len(kinds) if tp_passes is None else tp_passes
+    calls = tp_calls(model, micro_batch, seq_len // cp, tp, parallel.sequence_parallel, layers * passes)
+    if parallel.cp_comm == "a2a":
+        return calls + ulysses_calls(model, micro_batch, seq_len, tp, cp, layers * len(kinds)), ()
+    return calls, ring_passes(model, micro_batch, seq_len, tp, cp, attention_s, kinds, layers)
 
 
 # The GEMM a tensor-parallel collective is decomposed with when it overlaps compute (Transformer

@@ -167,8 +167,9 @@ def simulate_plan(plan: StepPlan, stage_resources: list[Resource],
                 yield from compute(task)
             end = env.now
             stalls = stall_s(task) if stall_s is not None and task.overlaps else {}
-            if sum(stalls.values()) > 0.0:
-                yield env.timeout(sum(stalls.values()))
+            stall = sum(stalls.values())
+            if stall > 0.0:
+                yield env.timeout(stall)
                 for label, seconds in stalls.items():
                     book(task.stage, label, seconds)
             finished[task.name] = env.now

@@ -19,10 +19,10 @@ from simulator.validation.training_report import CaseResult, Summary, TrainingRe
 HELP = """Predict each published training case that the tool can express and compare with the source.
 
 Cases (e.g. ../shared/data/training/cases.yaml) are lowered onto a topology preset, a model shape, a
-data-parallel strategy (FSDP, ZeRO-1/2/3, DDP) and tensor/pipeline parallelism with the conventions
-of the framework that ran them (rank placement, sequence parallelism, pipeline schedule). Context
-parallelism, ZeRO++, ZeRO-Offload, LoRA and layouts whose tp x pp x dp is not the GPU count are
-skipped with the reason. Fields a case does not state are filled with stated defaults (listed per
+data-parallel strategy (FSDP, ZeRO-1/2/3, DDP) and tensor, pipeline and context parallelism with the
+conventions of the framework that ran them (rank placement, sequence parallelism, pipeline schedule,
+ring attention). ZeRO++, ZeRO-Offload, LoRA, packed sequences, models without a stated shape and
+layouts whose tp x pp x cp x dp is not the GPU count are skipped with the reason. Fields a case does not state are filled with stated defaults (listed per
 case; such cases are flagged).
 
 Metric per case, the first the source publishes: tokens/s/GPU, model TFLOP/s per GPU, MFU %.
@@ -33,8 +33,8 @@ Summaries per source and overall: median |error| over the expressed cases; the l
 baseline (each case predicted by the median of the other cases with the same GPU, strategy family
 and metric); the change figure (pairs differing only in GPU count or inter-node bandwidth: error
 of the predicted throughput ratio, and of the lookup table's ratio 1); coverage = expressed /
-in-scope cases (no context parallelism), also apart for the cases with and without tensor/pipeline
-parallelism (rows "ALL tp/pp" and "ALL dp-only").
+in-scope cases (a data-parallel family understood), also apart for the cases with and without
+tensor, pipeline or context parallelism (rows "ALL tp/pp" and "ALL dp-only").
 
 Examples:
 

@@ -18,9 +18,9 @@ two baselines the simulator must beat, and the summaries per source and overall.
 - Change figure: for pairs of expressed cases identical but for GPU count or inter-node bandwidth, the
   predicted ratio of the metric vs the published one, |pred ratio / pub ratio - 1|; the lookup table
   predicts every ratio to be 1.
-- Coverage: expressed cases / in-scope cases (a data-parallel family understood, no context
-  parallelism), overall and separately for the cases with tensor/pipeline parallelism
-  (model_parallel) and those without.
+- Coverage: expressed cases / in-scope cases (a data-parallel family understood), overall and
+  separately for the cases with tensor, pipeline or context parallelism (model_parallel) and those
+  without.
 """
 
 from __future__ import annotations

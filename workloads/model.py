@@ -3,9 +3,18 @@
 `transformer(spec)` resolves a ModelSpec's defaults into a `TransformerModel`, whose properties and
 methods state each formula and its source. Notation: L layers, h hidden, a heads, kv key/value
 heads, d = h / a head size, f MLP inner size, V vocabulary, s sequence length, b micro-batch,
-t tensor-parallel degree. Parameters are counted per weight matrix, so GQA (kv < a) and gated MLPs
-(SwiGLU, three matrices) are exact; what is not modelled: BERT's token-type embeddings and pooler,
-T5-style encoder-decoders and relative position biases.
+t tensor-parallel degree; for a mixture of experts E routed experts, k of them per token, S shared
+experts, f_e one expert's inner size. Parameters are counted per weight matrix, so GQA (kv < a) and
+gated MLPs (SwiGLU, three matrices) are exact; what is not modelled: BERT's token-type embeddings
+and pooler, T5-style encoder-decoders and relative position biases, MoE blocks interleaved with
+dense ones, multi-head latent attention (DeepSeek-V2/V3).
+
+Mixture of experts (Shazeer et al. 2017; GShard, Lepikhin et al. 2021; Mixtral, Jiang et al. 2024):
+every block's MLP is E expert MLPs and a router (an h x E linear layer); each token passes through
+the k experts the router picks (and the S shared ones), so a block holds E + S expert MLPs of
+parameters but a token's FLOPs are those of k + S of them: the "active" parameters. The expert
+GEMMs are grouped (one per expert, each over the tokens routed to it): `gemm_experts` says how many
+groups a GEMM's rows split into.
 """
 
 from __future__ import annotations
@@ -48,13 +57,30 @@ class TransformerModel:
         return weights + (2 * h + 2 * self.kv_dim if self.spec.bias else 0)
 
     @property
-    def mlp_params_per_layer(self) -> int:
-        """2 h f (up, down), or 3 h f when gated (gate, up, down; Shazeer 2020, Llama); with biases
-        add f (or 2 f) + h."""
-        h, f = self.spec.hidden, self.ffn_hidden
+    def expert_ffn_hidden(self) -> int:
+        """f_e: one expert's inner size (ModelSpec.expert_ffn_hidden, default ffn_hidden)."""
+        return self.spec.expert_ffn_hidden or self.ffn_hidden
+
+    def _mlp_params(self, f: int) -> int:
+        h = self.spec.hidden
         matrices = 3 if self.spec.gated_mlp else 2
         biases = (matrices - 1) * f + h if self.spec.bias else 0
         return matrices * h * f + biases
+
+    @property
+    def mlp_params_per_layer(self) -> int:
+        """2 h f (up, down), or 3 h f when gated (gate, up, down; Shazeer 2020, Llama); with biases
+        add f (or 2 f) + h. A mixture of experts: E + S such MLPs of width f_e and the router's h E."""
+        if not self.spec.moe:
+            return self._mlp_params(self.ffn_hidden)
+        return self.expert_params_per_layer + self.spec.shared_experts * self._mlp_params(
+            self.expert_ffn_hidden) + self.spec.hidden * self.spec.experts
+
+    @property
+    def expert_params_per_layer(self) -> int:
+        """The routed experts' parameters of one block, E MLPs of width f_e (0 for a dense model): what
+        expert parallelism splits; the rest of the block is replicated over the expert-parallel ranks."""
+        return self.spec.experts * self._mlp_params(self.expert_ffn_hidden) if self.spec.moe else 0
 
     @property
     def norm_params_per_layer(self) -> int:
@@ -69,8 +95,10 @@ class TransformerModel:
 
     @property
     def matmul_params_per_layer(self) -> int:
-        """The weight-matrix parameters of one block (no biases, no norms): what the GEMMs multiply."""
-        return sum(n * k for _, _, n, k in self.layer_gemms(1))
+        """The weight-matrix parameters one token meets in a block (no biases, no norms): what the GEMMs
+        multiply; of a mixture of experts the router, the k routed and S shared experts (its active
+        matrices)."""
+        return sum(m * n * k for _, m, n, k in self.layer_gemms(1))
 
     @property
     def embedding_params(self) -> int:
@@ -95,6 +123,13 @@ class TransformerModel:
                 + self.final_norm_params)
 
     @property
+    def active_params(self) -> int:
+        """What one token meets: total_params less the routed experts it is not sent to, L (1 - k / E)
+        of each block's expert parameters (total_params for a dense model)."""
+        unused = self.spec.layers * self.expert_params_per_layer * (self.spec.experts - self.spec.experts_per_token)
+        return self.total_params - unused // self.spec.experts
+
+    @property
     def _norm_params(self) -> int:
         return (2 if self.spec.bias else 1) * self.spec.hidden
 
@@ -105,16 +140,25 @@ class TransformerModel:
 
         qkv is fused (Megatron, MPT Wqkv, GPT-2 c_attn): n = h + 2 kv d; for gated MLPs mlp_up
         fuses gate and up (Megatron's linear_fc1): n = 2 f. Each costs 2 m n k FLOPs; the attention
-        score and value matmuls are not weight GEMMs (see attention_forward_flops).
+        score and value matmuls are not weight GEMMs (see attention_forward_flops). A mixture of
+        experts replaces the MLP's pair by the router (n = E), the shared experts as one MLP S f_e wide,
+        and the routed experts' pair over k x tokens rows, every token once per expert it is routed to
+        (grouped by expert: gemm_experts).
         """
         h, f = self.spec.hidden, self.ffn_hidden
-        up = 2 * f if self.spec.gated_mlp else f
-        return [
-            ("qkv", tokens, h + 2 * self.kv_dim, h),
-            ("attn_out", tokens, h, h),
-            ("mlp_up", tokens, up, h),
-            ("mlp_down", tokens, h, f),
-        ]
+        gate = 2 if self.spec.gated_mlp else 1
+        attention = [("qkv", tokens, h + 2 * self.kv_dim, h), ("attn_out", tokens, h, h)]
+        if not self.spec.moe:
+            return [*attention, ("mlp_up", tokens, gate * f, h), ("mlp_down", tokens, h, f)]
+        fe, shared, routed = self.expert_ffn_hidden, self.spec.shared_experts, tokens * self.spec.experts_per_token
+        shared_gemms = [("shared_up", tokens, gate * shared * fe, h), ("shared_down", tokens, h, shared * fe)]
+        return [*attention, ("router", tokens, self.spec.experts, h), *(shared_gemms if shared else []),
+                ("mlp_up", routed, gate * fe, h), ("mlp_down", routed, h, fe)]
+
+    def gemm_experts(self, name: str) -> int:
+        """Into how many expert GEMMs the rows of layer_gemms' `name` split: E for a mixture of experts'
+        routed mlp_up and mlp_down, 1 otherwise."""
+        return self.spec.experts if self.spec.moe and name in ("mlp_up", "mlp_down") else 1
 
     def attention_forward_flops(self, tokens: int, seq_len: int) -> float:
         """Q K^T and softmax x V: 2 x 2 x tokens x s x h (Narayanan et al. 2021, section 5.1).
@@ -166,7 +210,9 @@ class TransformerModel:
         full: only the block's input, 2 s b h (sharded over t with SP, as Megatron stores it).
         The 34 assumes a GPT block (MHA, 4h GeLU MLP, dropout); for GQA/SwiGLU models it is an
         approximation. FlashAttention keeps no s x s tensors, so with it `none` is closer to
-        `selective`.
+        `selective`. A mixture of experts keeps its MLP's two 16-bit intermediates (16 s b h at the
+        4 h width of the 34) at the width a token meets, (k + S) f_e instead of f, and the k routed
+        copies of its input (2 k s b h), all split over t (the copies too, under sequence parallelism).
         """
         s, b, h, a, t = seq_len, micro_batch, self.spec.hidden, self.spec.heads, tp
         sbh = float(s * b * h)
@@ -174,9 +220,14 @@ class TransformerModel:
         if mode == "full":
             return ACTIVATION_BYTES * sbh / (t if sequence_parallel else 1)
         scores = 5.0 * a * s / h if mode == "none" else 0.0
+        moe = 0.0
+        if self.spec.moe:
+            k, width = self.spec.experts_per_token, (self.spec.experts_per_token + self.spec.shared_experts)
+            moe = sbh * (16.0 * (width * self.expert_ffn_hidden - self.ffn_hidden) / (4.0 * h) / t
+                         + 2.0 * k / (t if sequence_parallel else 1))
         if sequence_parallel:
-            return sbh / t * (34.0 + scores)
-        return sbh * (10.0 + 24.0 / t + scores / t)
+            return sbh / t * (34.0 + scores) + moe
+        return sbh * (10.0 + 24.0 / t + scores / t) + moe
 
     def layers_activation_bytes(self, micro_batch: int, seq_len: int, checkpointing: Checkpointing,
                                 tp: int = 1, sequence_parallel: bool = False) -> float:

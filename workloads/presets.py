@@ -33,6 +33,7 @@ _MPT_KEYS = {"layers": "n_layers", "hidden": "d_model", "heads": "n_heads", "voc
 _HF_FAMILIES: dict[str, tuple[dict[str, str], dict[str, bool], bool]] = {
     "llama": (_LLAMA_KEYS, {"gated_mlp": True, "bias": False, "learned_positions": False}, False),
     "mistral": (_LLAMA_KEYS, {"gated_mlp": True, "bias": False, "learned_positions": False}, False),
+    "mixtral": (_LLAMA_KEYS, {"gated_mlp": True, "bias": False, "learned_positions": False}, False),
     "gpt_neox": (_LLAMA_KEYS, {"gated_mlp": False, "bias": True, "learned_positions": False}, False),
     "bert": (_LLAMA_KEYS, {"gated_mlp": False, "bias": True, "learned_positions": True}, True),
     "gpt2": (_GPT2_KEYS, {"gated_mlp": False, "bias": True, "learned_positions": True}, True),
@@ -72,8 +73,14 @@ def _summary(spec: ModelSpec) -> str:
     n = model.total_params
     count = f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.0f}M"
     kv = f" ({model.kv_heads} kv)" if model.kv_heads != spec.heads else ""
-    mlp = f"{'gated ' if spec.gated_mlp else ''}MLP {model.ffn_hidden}"
-    return f"{count} params: {spec.layers} layers x {spec.hidden}, {spec.heads} heads{kv}, {mlp}, vocab {spec.vocab}"
+    mlp = f"{'gated ' if spec.gated_mlp else ''}MLP {model.expert_ffn_hidden}"
+    active = ""
+    if spec.moe:
+        active = f" ({model.active_params / 1e9:.1f}B active)"
+        shared = f" + {spec.shared_experts} shared" if spec.shared_experts else ""
+        mlp = f"{spec.experts} experts (top-{spec.experts_per_token}){shared} x {mlp}"
+    return (f"{count} params{active}: {spec.layers} layers x {spec.hidden}, {spec.heads} heads{kv}, {mlp}, "
+            f"vocab {spec.vocab}")
 
 
 def list_models() -> list[tuple[str, str]]:
@@ -102,6 +109,9 @@ def _required(data: Mapping[str, Any], key: str, source: str) -> Any:
 
 def _family_fields(model_type: str, data: Mapping[str, Any], source: str) -> dict[str, Any]:
     """The fields a layout spells its own way: GQA, MLP width, biases, positions."""
+    if model_type == "mixtral":  # MixtralConfig: num_local_experts 8, num_experts_per_tok 2 by default
+        return {**_family_fields("mistral", data, source), "experts": data.get("num_local_experts", 8),
+                "experts_per_token": data.get("num_experts_per_tok", 2)}
     if model_type in ("llama", "mistral"):
         if data.get("attention_bias") or data.get("mlp_bias"):
             raise ConfigError(f"{source}: attention_bias/mlp_bias true is not modelled (only bias-free llama)")
@@ -122,11 +132,12 @@ def _family_fields(model_type: str, data: Mapping[str, Any], source: str) -> dic
 
 
 def model_from_hf_config(text: str, source: str) -> ModelSpec:
-    """A ModelSpec from a HuggingFace config.json (text), by its model_type: llama, mistral
-    (num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads, intermediate_size,
-    vocab_size, max_position_embeddings, tie_word_embeddings), gpt_neox and bert (same keys),
-    gpt2 (n_layer, n_embd, n_head, n_inner, n_positions) and mpt (n_layers, d_model, n_heads,
-    expansion_ratio, max_seq_len, no_bias, attn_config.alibi). Defaults are transformers'."""
+    """A ModelSpec from a HuggingFace config.json (text), by its model_type: llama, mistral, mixtral
+    (num_local_experts, num_experts_per_tok besides) (num_hidden_layers, hidden_size,
+    num_attention_heads, num_key_value_heads, intermediate_size, vocab_size, max_position_embeddings,
+    tie_word_embeddings), gpt_neox and bert (same keys), gpt2 (n_layer, n_embd, n_head, n_inner,
+    n_positions) and mpt (n_layers, d_model, n_heads, expansion_ratio, max_seq_len, no_bias,
+    attn_config.alibi). Defaults are transformers'."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

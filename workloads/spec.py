@@ -44,6 +44,15 @@ class ModelSpec(BaseModel):
     bias: bool = Field(
         default=False,
         description="Linear layers and LayerNorms have bias vectors (GPT-2/3, BERT); false for Llama and MPT no_bias.")
+    experts: int = Field(
+        default=1, ge=1, description="Routed experts of every block's MLP (mixture of experts, e.g. Mixtral 8); "
+        "1: a dense MLP.")
+    experts_per_token: int = Field(default=1, ge=1, description="Experts each token is routed to (top-k; Mixtral 2).")
+    expert_ffn_hidden: int | None = Field(
+        default=None, ge=1, description="Inner size of one expert's MLP; default ffn_hidden.")
+    shared_experts: int = Field(
+        default=0, ge=0, description="Experts every token also passes through (DeepSeekMoE, Qwen-MoE shared "
+        "experts), each expert_ffn_hidden wide.")
     source: str | None = Field(default=None, description="Where the shape comes from (paper, config).")
 
     @model_validator(mode="after")
@@ -52,7 +61,16 @@ class ModelSpec(BaseModel):
             raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
         if self.kv_heads is not None and self.heads % self.kv_heads:
             raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+        if self.experts_per_token > self.experts:
+            raise ValueError(f"experts_per_token ({self.experts_per_token}) exceeds experts ({self.experts})")
+        if self.experts == 1 and (self.shared_experts or self.expert_ffn_hidden is not None):
+            raise ValueError("shared_experts and expert_ffn_hidden describe a mixture of experts: set experts > 1")
         return self
+
+    @property
+    def moe(self) -> bool:
+        """Whether the blocks' MLPs are mixtures of experts."""
+        return self.experts > 1
 
 
 class StrategySpec(BaseModel):
@@ -116,6 +134,11 @@ class ParallelSpec(BaseModel):
         default=1, ge=1, description="Context-parallel degree: each sequence is split over cp GPUs, which pass "
         "key/value blocks around a ring behind the attention (Megatron-Core --context-parallel-size, torchtitan "
         "context_parallel_degree); they sit next to the TP ranks and reduce gradients with the data-parallel ones.")
+    ep: int = Field(
+        default=1, ge=1, description="Expert-parallel degree: each MoE block's experts are split over ep GPUs of the "
+        "data-parallel group, which send every token to its experts and back by all-to-all (Megatron-Core "
+        "--expert-model-parallel-size, DeepSpeed-MoE, torchtitan expert_parallel_degree); expert gradients are "
+        "reduced over the dp / ep ranks that hold the same experts.")
     cp_comm: CpComm = Field(
         default="p2p", description="How context-parallel ranks share attention: p2p, a ring of key/value blocks "
         "hidden behind the attention (Megatron-Core's default); a2a, all-to-alls that trade the sequence split for a "
@@ -158,6 +181,9 @@ class ParallelSpec(BaseModel):
             raise ValueError("pipeline_schedule interleaved needs pp >= 2")
         if self.tp == 1 and (self.sequence_parallel or self.tp_comm_overlap):
             raise ValueError("sequence_parallel and tp_comm_overlap need tp >= 2")
+        if self.ep > 1 and self.tp > 1 and not self.sequence_parallel:
+            raise ValueError("ep > 1 with tp > 1 needs sequence_parallel (Megatron-Core requires it: each TP rank "
+                             "dispatches its own share of the tokens)")
         if not self.tp_comm_overlap_backward and not self.tp_comm_overlap:
             raise ValueError("tp_comm_overlap_backward: false needs tp_comm_overlap: true")
         return self

@@ -55,6 +55,9 @@ Examples:
 
   clustersim predict --model llama3-8b --topology dgx-h100 --nodes 4 --cp 8 --seq-len 131072
       --strategy fsdp --recompute full --global-batch 8
+
+  clustersim predict --model mixtral-8x7b --topology dgx-h100 --nodes 8 --ep 8 --strategy zero1
+      --seq-len 4096 --global-batch 256
 """
 
 SCALE_HELP = """Scaling-efficiency curve: predict the same job (same per-GPU micro-batch and
@@ -79,7 +82,7 @@ def _load_scenario(path: Path | None) -> ScenarioSpec:
     return scenario_from_data(read_yaml(path, "scenario"), str(path))
 
 
-PARALLEL_OPTIONS = ("tp", "pp", "cp", "cp_comm", "sequence_parallel", "pipeline_schedule", "virtual_stages",
+PARALLEL_OPTIONS = ("tp", "pp", "cp", "cp_comm", "ep", "sequence_parallel", "pipeline_schedule", "virtual_stages",
                     "placement")
 
 
@@ -111,14 +114,15 @@ def _override(scenario: ScenarioSpec, options: dict[str, Any]) -> tuple[Topology
 
 
 def _layout_text(training: TrainingSpec) -> str:
-    """', TP8 PP4 (interleaved x2) CP2, SP' for a model-parallel job; '' otherwise."""
+    """', TP8 PP4 (interleaved x2) CP2 EP8, SP' for a model-parallel job; '' otherwise."""
     par = training.parallel
-    if par.tp == 1 and par.pp == 1 and par.cp == 1:
+    if par.tp == 1 and par.pp == 1 and par.cp == 1 and par.ep == 1:
         return ""
     schedule = f" ({par.pipeline_schedule}{f' x{par.virtual_stages}' if par.virtual_stages > 1 else ''})" \
         if par.pp > 1 else ""
     context = f" CP{par.cp}" if par.cp > 1 else ""
-    return f", TP{par.tp} PP{par.pp}{schedule}{context}{', SP' if par.sequence_parallel else ''}"
+    experts = f" EP{par.ep}" if par.ep > 1 else ""
+    return f", TP{par.tp} PP{par.pp}{schedule}{context}{experts}{', SP' if par.sequence_parallel else ''}"
 
 
 def _ranks(text: str | None, n_gpus: int) -> tuple[int, ...]:
@@ -244,6 +248,9 @@ def predict(
     cp_comm: Annotated[str | None, typer.Option(
         help="Context parallelism by p2p (a key/value ring behind attention) or a2a (DeepSpeed-Ulysses "
         "all-to-alls).")] = None,
+    ep: Annotated[int | None, typer.Option(
+        help="Expert-parallel degree (GPUs of the data-parallel group splitting each MoE block's experts; "
+        "all-to-all token dispatch).")] = None,
     sequence_parallel: Annotated[bool | None, typer.Option(
         "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (needs --tp > 1).")] = None,
     schedule: Annotated[str | None, typer.Option(help="Pipeline schedule: 1f1b, gpipe or interleaved.")] = None,
@@ -269,7 +276,7 @@ def predict(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the metrics.")] = False,
 ) -> None:
     options = dict(topology=topology, nodes=nodes, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
-                   tp=tp, pp=pp, cp=cp, cp_comm=cp_comm, sequence_parallel=sequence_parallel,
+                   tp=tp, pp=pp, cp=cp, cp_comm=cp_comm, ep=ep, sequence_parallel=sequence_parallel,
                    pipeline_schedule=schedule,
                    virtual_stages=virtual_stages, placement=placement, micro_batch=micro_batch,
                    global_batch=global_batch, seq_len=seq_len, recompute=recompute)

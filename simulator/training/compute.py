@@ -44,6 +44,14 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   by vocabulary (V / t). Rotary and the MLP activation work on sharded tensors; norms, residual adds
   and dropout are replicated (REPLICATED_ELEMENTWISE_BYTES of the bytes) unless sequence
   parallelism shards them over t too (Korthikanti et al. 2022).
+- A mixture of experts (workloads.model) runs its routed experts as grouped GEMMs: over e-way
+  expert parallelism a GPU holds E / e experts and computes, routing being balanced, the k x tokens
+  rows of its tokens' share (its experts' tokens from every expert-parallel rank), k tokens x / (E / e)
+  rows an expert: the efficiency is that of one expert's GEMM, and each local expert's weights are
+  read. The dispatcher's permutation copies every routed token in and out (MOE_PERMUTE_BYTES per
+  token per hidden unit and routed copy, plus the input read and the output written) and the MLP
+  activation runs over the (k + S) f_e wide intermediate instead of f (4 B an element, as in the
+  element-wise bytes below). The router is replicated over the tensor-parallel group.
 - Context parallelism over c GPUs (ring attention; simulator.training.tasks.cp_call) gives each GPU
   seq_len / c tokens of every sequence: its GEMMs, element-wise work and output layer are those of
   its tokens, its attention that of its queries against all seq_len keys (1 / c of the whole, the
@@ -82,7 +90,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from topologies.hardware import GpuSpec
-from workloads.model import TransformerModel
+from workloads.model import ACTIVATION_BYTES, TransformerModel
 from workloads.spec import TrainingSpec
 
 GEMM_EFFICIENCY = {"volta": 0.80, "turing": 0.75, "ampere": 0.80, "ada": 0.70, "hopper": 0.67, "blackwell": 0.62}
@@ -96,6 +104,8 @@ MEMORY_EFFICIENCY = 0.85
 ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 40.0
 ELEMENTWISE_EAGER_BYTES_PER_TOKEN_HIDDEN = 145.0
 FP8_CAST_BYTES = 4.0  # read bf16 (2 B), write fp8 (1 B) and its transpose (1 B)
+MOE_PERMUTE_BYTES = 4.0  # per routed copy: written by the dispatch permutation, read by the unpermutation (2 B each)
+MOE_ACTIVATION_BYTES = 4.0  # per element of the MLP intermediate (the ~16 B per token-hidden of a 4 h MLP)
 OPTIMIZER_BYTES_PER_PARAM = {"adam": 32.0, "adamw": 32.0, "sgd": 16.0}
 UNFUSED_SCORE_BYTES = 13.0
 UNFUSED_SCORE_BYTES_BACKWARD = 17.0
@@ -170,22 +180,25 @@ class ComputeModel:
         return max(compute, memory)
 
     def layer(self, model: TransformerModel, micro_batch: int, seq_len: int, checkpointing: str,
-              tp: int = 1, sequence_parallel: bool = False, flash_attention: bool = True, cp: int = 1) -> LayerTimes:
+              tp: int = 1, sequence_parallel: bool = False, flash_attention: bool = True, cp: int = 1,
+              ep: int = 1) -> LayerTimes:
         """Forward, backward (2x the forward's matmuls) and recompute time of one layer on one GPU of
         a tensor-parallel group of `tp` and a context-parallel group of `cp`, which holds seq_len / cp
-        of each sequence's tokens and attends them to all seq_len keys (see the module docstring)."""
+        of each sequence's tokens and attends them to all seq_len keys, and of an expert-parallel group
+        of `ep` (see the module docstring)."""
         tokens = micro_batch * seq_len // cp
         fp8 = self.precision == "fp8"
         hbm = self.hbm_Bps
         gemms = _sharded(model.layer_gemms(tokens), tp)
-        gemm_s = sum(self._gemms_s(gemms).values())
+        gemm_s = sum(self._gemms_s(gemms, model, ep).values())
         cast_forward_s = sum(m * k + k * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
         cast_backward_s = sum(m * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
         attention_s = self._attention_s(model, tokens, seq_len, tp)
         fused = self.fused_elementwise
         per_hidden = ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN if fused else ELEMENTWISE_EAGER_BYTES_PER_TOKEN_HIDDEN
         replicated = 0.0 if sequence_parallel else REPLICATED_ELEMENTWISE_BYTES[fused]
-        elementwise_s = tokens * model.spec.hidden * (replicated + (per_hidden - replicated) / tp) / hbm
+        elementwise_s = tokens * model.spec.hidden * (replicated + (per_hidden - replicated) / tp
+                                                      + _moe_elementwise_bytes(model, tp)) / hbm
         scores = 0.0 if flash_attention else micro_batch * model.spec.heads / tp * float(seq_len) ** 2 / cp
         gap = BLOCKING_LAUNCH_GAP_S if self.launch_blocking else 0.0
         forward = (gemm_s + cast_forward_s + attention_s + elementwise_s + scores * UNFUSED_SCORE_BYTES / hbm
@@ -196,19 +209,26 @@ class ComputeModel:
         recompute = {"none": 0.0, "selective": core, "full": forward}[checkpointing]
         return LayerTimes(forward / self.scale, backward / self.scale, recompute / self.scale)
 
-    def _gemms_s(self, gemms: list[tuple[str, int, int, int]]) -> dict[str, float]:
+    def _gemms_s(self, gemms: list[tuple[str, int, int, int]], model: TransformerModel,
+                 ep: int) -> dict[str, float]:
+        """Roofline seconds of each GEMM; a grouped expert GEMM's rows split over the GPU's E / ep experts,
+        each expert's weights read once (see the module docstring)."""
         operand = 1.0 if self.precision == "fp8" else 2.0
-        return {name: self._roofline(2.0 * m * n * k, self.gemm_efficiency(m, n, k),
-                                     operand * (m * k + k * n) + 2.0 * m * n)
-                for name, m, n, k in gemms}
+        seconds = {}
+        for name, m, n, k in gemms:
+            groups = max(1, model.gemm_experts(name) // ep)
+            seconds[name] = self._roofline(2.0 * m * n * k, self.gemm_efficiency(max(1, m // groups), n, k),
+                                           operand * (m * k + groups * k * n) + 2.0 * m * n)
+        return seconds
 
     def gemms_s(self, model: TransformerModel, micro_batch: int, seq_len: int, tp: int = 1,
-                cp: int = 1) -> dict[str, float]:
-        """Forward seconds of each of a block's weight GEMMs (qkv, attn_out, mlp_up, mlp_down) on one GPU of
-        a tensor-parallel group of `tp` (and context-parallel group of `cp`): part of layer()'s forward,
-        what an overlapped TP collective can hide behind (simulator.training.tasks.overlap_budgets)."""
+                cp: int = 1, ep: int = 1) -> dict[str, float]:
+        """Forward seconds of each of a block's weight GEMMs (qkv, attn_out, mlp_up, mlp_down; a mixture of
+        experts' router and shared experts too) on one GPU of a tensor-parallel group of `tp` (and
+        context- and expert-parallel groups of `cp` and `ep`): part of layer()'s forward, what an
+        overlapped TP collective can hide behind (simulator.training.tasks.overlap_budgets)."""
         gemms = _sharded(model.layer_gemms(micro_batch * seq_len // cp), tp)
-        return {name: seconds / self.scale for name, seconds in self._gemms_s(gemms).items()}
+        return {name: seconds / self.scale for name, seconds in self._gemms_s(gemms, model, ep).items()}
 
     def attention_forward_s(self, model: TransformerModel, micro_batch: int, seq_len: int, tp: int = 1,
                             cp: int = 1) -> float:
@@ -247,10 +267,23 @@ class ComputeModel:
 
 
 def _sharded(gemms: list[tuple[str, int, int, int]], tp: int) -> list[tuple[str, int, int, int]]:
-    """Megatron's split of a block's GEMMs over `tp` GPUs: column-parallel qkv and mlp_up (n / tp),
-    row-parallel attn_out and mlp_down (k / tp)."""
-    rows = ("attn_out", "mlp_down")
-    return [(name, m, n, -(-k // tp)) if name in rows else (name, m, -(-n // tp), k) for name, m, n, k in gemms]
+    """Megatron's split of a block's GEMMs over `tp` GPUs: column-parallel qkv, mlp_up and shared_up
+    (n / tp), row-parallel attn_out, mlp_down and shared_down (k / tp); the router is replicated."""
+    rows = ("attn_out", "mlp_down", "shared_down")
+    return [(name, m, n, k) if name == "router" else (name, m, n, -(-k // tp)) if name in rows
+            else (name, m, -(-n // tp), k) for name, m, n, k in gemms]
+
+
+def _moe_elementwise_bytes(model: TransformerModel, tp: int) -> float:
+    """A mixture of experts' element-wise bytes per token per hidden unit beyond a dense block's (see the
+    module docstring): the permutation's input read and output write and its k routed copies (each
+    TP rank permutes all its tokens), and the MLP activation's wider intermediate (split over tp)."""
+    spec = model.spec
+    if not spec.moe:
+        return 0.0
+    k = spec.experts_per_token
+    wider = (k + spec.shared_experts) * model.expert_ffn_hidden - model.ffn_hidden
+    return 2.0 * ACTIVATION_BYTES + k * MOE_PERMUTE_BYTES + MOE_ACTIVATION_BYTES * wider / spec.hidden / tp
 
 
 def power_capped_clock(gpu: GpuSpec, power_limit_w: float | None) -> float:

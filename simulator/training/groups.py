@@ -14,6 +14,12 @@ tp-cp-ep-dp-pp; torchtitan's mesh ends in cp, tp). They hold the same parameters
 ranks, so gradients are reduced, and ZeRO / FSDP states sharded, over the data- and context-parallel
 ranks together (Megatron-Core's data-parallel group "with context parallel", torchtitan's FSDP over
 dp_shard x cp): the "grad" group, of `replicas` ranks.
+
+Expert-parallel ranks are the first ep members of that group (context-parallel ranks first, then
+data-parallel ones: Megatron-Core's expert ranks follow tp, its expert data-parallel group folds cp
+in): the "ep" group splits each MoE block's experts and trades tokens by all-to-all; the members
+holding the same experts, every ep-th one, reduce the expert gradients: the "edp" group, of
+replicas / ep ranks.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ class Layout:
     gpus_per_node: int
     order: tuple[str, ...]  # innermost first
     cp: int = 1
+    ep: int = 1
 
     @property
     def replicas(self) -> int:
@@ -57,10 +64,12 @@ class Layout:
 
     def members_per_node(self, dim: str) -> int:
         """How many members of rank 0's `dim` group share its node ("grad": the data- and context-parallel
-        ranks together, see the module docstring)."""
+        ranks together; "ep" and "edp": the expert-parallel and expert data-parallel groups, see the
+        module docstring)."""
         ranks = [0]
-        for d in [d for d in (("cp", "dp") if dim == "grad" else (dim,)) if d in self.order]:
+        for d in [d for d in (("cp", "dp") if dim in ("grad", "ep", "edp") else (dim,)) if d in self.order]:
             ranks = [r + i * self.stride(d) for r in ranks for i in range(self.size(d))]
+        ranks = {"ep": ranks[: self.ep], "edp": ranks[:: self.ep]}.get(dim, ranks)
         return sum(1 for r in ranks if r < self.gpus_per_node)
 
     def stages_cross_node(self, a: int, b: int) -> bool:
@@ -79,7 +88,12 @@ def layout_of(parallel: ParallelSpec, n_gpus: int, gpus_per_node: int) -> Layout
     if parallel.cp > 1:  # right after tp (module docstring)
         at = order.index("tp") + 1
         order = (*order[:at], "cp", *order[at:])
-    return Layout(parallel.tp, parallel.pp, n_gpus // model_parallel, gpus_per_node, order, parallel.cp)
+    dp = n_gpus // model_parallel
+    if (dp * parallel.cp) % parallel.ep:
+        raise ConfigError(f"training.parallel.ep {parallel.ep} must divide the {dp * parallel.cp} data- x "
+                          f"context-parallel ranks (GPUs / (tp x pp) = {n_gpus // (parallel.tp * parallel.pp)}): "
+                          "expert-parallel ranks are taken from them")
+    return Layout(parallel.tp, parallel.pp, dp, gpus_per_node, order, parallel.cp, parallel.ep)
 
 
 def group_view(v: CommView, size: int, per_node: int) -> CommView:
@@ -98,7 +112,8 @@ def communicators(v: CommView, layout: Layout) -> dict[str, CommView]:
     GPU of every node), "pp:intra" / "pp:inter" for a transfer between neighbouring stages on the
     same node or across nodes, "cp" for a step of the context-parallel ring: a neighbour exchange
     that crosses the network when the ring spans nodes (every rank steps at once, so the slowest hop
-    paces the ring), and "cp:all" for the whole context-parallel group (all-to-all CP)."""
+    paces the ring), "cp:all" for the whole context-parallel group (all-to-all CP), "ep" for the
+    expert-parallel group's all-to-alls and "edp" for the expert gradients' reduction."""
     dp_per_node = layout.members_per_node("grad")
     views = {
         "dp": group_view(v, layout.replicas, dp_per_node),
@@ -110,4 +125,6 @@ def communicators(v: CommView, layout: Layout) -> dict[str, CommView]:
     views["replica"] = group_view(v, max(1, layout.replicas // dp_per_node), 1)
     views["cp"] = views["pp:inter" if layout.members_per_node("cp") < layout.cp else "pp:intra"]
     views["cp:all"] = group_view(v, layout.cp, layout.members_per_node("cp"))
+    views["ep"] = group_view(v, layout.ep, layout.members_per_node("ep"))
+    views["edp"] = group_view(v, layout.replicas // layout.ep, layout.members_per_node("edp"))
     return views

@@ -10,18 +10,19 @@ and reduces an fp32 copy) holds that buffer whole too, beside the 16-bit gradien
 master weights (8 with momentum; we count momentum). fp32 training keeps 4 + 4 + 8.
 Sharded strategies also hold the gathered parameters of the units in flight (the current one plus
 the prefetched ones) and their gradients before reduce-scatter.
-Activations: Korthikanti et al. 2022 per layer (workloads.model, with the tensor-parallel degree
-and sequence parallelism), times the layers a stage holds, times the micro-batches it has in
-flight: the peak of forwards done minus backwards done in its pipeline schedule (1F1B: p - s on
-stage s, so the first stage holds p micro-batches of L / p layers; GPipe: all m), plus the
-embedding's on the first stage and the logits on the last; with a fused (flash) attention kernel
-no s x s scores are stored, as with selective recomputation. Model states per GPU are its stage's
-parameters over the tensor-parallel degree (the first stage also holds the embedding, the last the
-output layer), then sharded over the data-parallel group as above (with context parallelism, the
-data- and context-parallel ranks together; a context-parallel rank's activations are those of its
-seq_len / cp tokens, the ring's two key/value blocks in flight being small beside them). The figure
-is the stage that needs the most. Buffers: DDP's gradient buckets (bucket_cap_mb x 2), NCCL's
-channel buffers. Reserve: the CUDA context and allocator fragmentation (RESERVE_BYTES +
+Activations: Korthikanti et al. 2022 per layer (workloads.model, with the tensor-parallel degree and
+sequence parallelism), times the layers a stage holds, times the micro-batches it has in flight: the
+peak of forwards done minus backwards done in its pipeline schedule (1F1B: p - s on stage s, so the
+first stage holds p micro-batches of L / p layers; GPipe: all m), plus the embedding's on the first
+stage and the logits on the last; with a fused (flash) attention kernel no s x s scores are stored, as
+with selective recomputation. Model states per GPU are its stage's parameters over the tensor-parallel
+degree (the first stage also holds the embedding, the last the output layer), then sharded over the
+data-parallel group as above (with context parallelism, the data- and context-parallel ranks together; a
+context-parallel rank's activations are those of its seq_len / cp tokens, the ring's two key/value
+blocks in flight being small beside them). A mixture of experts' routed experts split over tp x ep and
+their states shard over the replicas / ep ranks that hold the same experts (the expert data-parallel
+group). The figure is the stage that needs the most. Buffers: DDP's gradient buckets (bucket_cap_mb x
+2), NCCL's channel buffers. Reserve: the CUDA context and allocator fragmentation (RESERVE_BYTES +
 FRAGMENTATION of the rest).
 """
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 from simulator.training.pipeline import layers_per_virtual_stage, schedule
 from simulator.training.prediction import MemoryBreakdown
+from simulator.training.shards import layer_params_on_gpu, shard_degrees
 from workloads.model import TransformerModel
 from workloads.spec import TrainingSpec
 
@@ -45,21 +47,6 @@ STATE_BYTES = {  # (parameters, gradients, optimizer) per parameter
     ("fp32", "adamw"): (4.0, 4.0, 8.0),
     ("fp32", "sgd"): (4.0, 4.0, 4.0),
 }
-
-
-def shard_degrees(training: TrainingSpec, dp: int, shard_group: int) -> tuple[int, int, int]:
-    """How many ranks share (parameters, gradients, optimizer states)."""
-    kind = training.strategy.kind
-    sharding = training.strategy.fsdp_sharding
-    if kind == "ddp" or (kind == "fsdp" and sharding == "NO_SHARD"):
-        return 1, 1, 1
-    if kind == "zero1":
-        return 1, 1, dp
-    if kind == "zero2" or (kind == "fsdp" and sharding == "SHARD_GRAD_OP"):
-        return 1, dp, dp
-    if kind == "hsdp" or (kind == "fsdp" and sharding == "HYBRID_SHARD"):
-        return shard_group, shard_group, shard_group
-    return dp, dp, dp  # zero3, fsdp FULL_SHARD
 
 
 def in_flight_micro_batches(training: TrainingSpec, micro_steps: int, stage: int) -> int:
@@ -96,14 +83,22 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
     p, tp = par.pp, par.tp
     regime = "fp32" if training.precision == "fp32" else "mixed"
     p_bytes, g_bytes, o_bytes = STATE_BYTES[(regime, training.optimizer)]
-    p_shard, g_shard, o_shard = shard_degrees(training, dp, shard_group)
     if training.strategy.zero_grad_all_reduce and training.strategy.grad_reduce_bytes != g_bytes:
         g_bytes += training.strategy.grad_reduce_bytes  # the whole reduction buffer beside the 16-bit gradients
-    layer = float(model.params_per_layer) / tp
+    dense_layer, expert_layer = layer_params_on_gpu(model, tp, par.ep)
+    layer = dense_layer + expert_layer
     first, last = stage == 0, stage == p - 1
     output = model.output_params if model.output_params or p == 1 else model.spec.vocab * model.spec.hidden
     n = (sum(chunk_layers) * layer + ((model.embedding_params + model.final_norm_params) / tp if first else 0.0)
          + (output / tp if last else 0.0))
+    n_experts = sum(chunk_layers) * expert_layer
+    shards = (shard_degrees(training, dp, shard_group), shard_degrees(training, dp // par.ep, shard_group))
+
+    def per_gpu(bytes_per_param: float, kind: int) -> float:
+        """Bytes of one state (kind 0 parameters, 1 gradients, 2 optimizer) over each part's shard."""
+        return bytes_per_param * ((n - n_experts) / shards[0][kind] + n_experts / shards[1][kind])
+
+    p_shard = shards[0][0]
     gathered = 0.0
     if p_shard > 1 and p > 1:  # with pipelining FSDP keeps the stage's gathered parameters all step
         gathered = n * p_bytes
@@ -120,16 +115,15 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
                    + (model.output_activation_bytes(b, local_seq, tp) if last else 0.0))
     buffers = 2.0 * training.strategy.bucket_bytes if training.strategy.kind == "ddp" else 0.0
     # the optimizer step's peak: activations are freed, the fp32 copy of the shard's gradients is made
-    copy = n * FP32_GRAD_COPY_BYTES / o_shard if training.strategy.fp32_grad_copy and regime == "mixed" else 0.0
+    copy = per_gpu(FP32_GRAD_COPY_BYTES, 2) if training.strategy.fp32_grad_copy and regime == "mixed" else 0.0
     if copy > activations + gathered:
         activations, gathered = 0.0, 0.0
         o_bytes += FP32_GRAD_COPY_BYTES
-    live = (n * p_bytes / p_shard + n * g_bytes / g_shard + n * o_bytes / o_shard + gathered
-            + activations + buffers)
+    live = per_gpu(p_bytes, 0) + per_gpu(g_bytes, 1) + per_gpu(o_bytes, 2) + gathered + activations + buffers
     return MemoryBreakdown(
-        parameters_bytes=n * p_bytes / p_shard + gathered,
-        gradients_bytes=n * g_bytes / g_shard,
-        optimizer_bytes=n * o_bytes / o_shard,
+        parameters_bytes=per_gpu(p_bytes, 0) + gathered,
+        gradients_bytes=per_gpu(g_bytes, 1),
+        optimizer_bytes=per_gpu(o_bytes, 2),
         activations_bytes=activations,
         buffers_bytes=buffers,
         reserve_bytes=RESERVE_BYTES + FRAGMENTATION * live,

@@ -35,6 +35,8 @@ With tied embeddings the first stage's input embedding and the last stage's outp
 matrix: after both stages' last backward their gradients are all-reduced between the two (Megatron
 _allreduce_embedding_grads, DeepSpeed _exec_reduce_tied_grads), at the gradient reduction's
 precision, before either steps. Not modelled: Megatron's vocabulary-parallel embedding all-reduce.
+With expert parallelism a chunk's routed experts are gathered and reduced over the expert
+data-parallel group ("edp"), beside its other parameters over the data-parallel group.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from dataclasses import dataclass
 
 from simulator.core.errors import ConfigError
 from simulator.training.compute import ComputeModel
+from simulator.training.shards import layer_params_on_gpu, owned_params
 from simulator.training.tasks import (
     PARAM_BYTES,
     CollectiveCall,
@@ -100,11 +103,13 @@ class _Chunk:
     first: bool  # holds the embedding
     last: bool  # holds the output layer
     params: float  # on one GPU (after tensor parallelism)
+    experts: float = 0.0  # of which routed experts with a group of their own (expert parallelism)
 
 
 def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: ComputeModel, seq_len: int,
-                  micro_steps: int, dp: int, optimizer_shard: int) -> StepPlan:
-    """The task list of one optimizer step over all pipeline stages (see module docstring)."""
+                  micro_steps: int, dp: int, shard_group: int) -> StepPlan:
+    """The task list of one optimizer step over all pipeline stages (see module docstring); `dp` data- x
+    context-parallel ranks, `shard_group` of them on a node."""
     par, s, b = training.parallel, training.strategy, training.micro_batch
     p, v, tp, cp = par.pp, par.virtual_stages, par.tp, par.cp
     local_seq = seq_len // cp  # a context-parallel rank's tokens of each sequence
@@ -112,7 +117,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
     if kind not in ("ddp", "zero1", "fsdp"):
         raise ConfigError(f"training.strategy.kind {s.kind} with pipeline parallelism: use ddp, zero1 or fsdp")
     layer = compute.layer(model, b, seq_len, training.activation_checkpointing, tp, par.sequence_parallel,
-                          training.flash_attention, cp)
+                          training.flash_attention, cp, par.ep)
     head_f, head_b = compute.head(model, b, seq_len, tp, cp)
     full = training.activation_checkpointing == "full"
     kinds = ("forward", "backward") if full else ("backward",)  # a backward task's passes of each layer
@@ -128,14 +133,17 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
 
     forward_budgets = backward_budgets = None  # per layer: the GEMMs overlapped TP collectives hide behind
     if par.tp_comm_overlap:
-        gemm_s = compute.gemms_s(model, b, seq_len, tp, cp)
+        gemm_s = compute.gemms_s(model, b, seq_len, tp, cp, par.ep)
         forward_budgets = overlap_budgets(collectives("forward", 1)[0], gemm_s, ("forward",))
         backward_budgets = overlap_budgets(collectives("backward", 1)[0], gemm_s, kinds, par.tp_comm_overlap_backward)
     counts = layers_per_virtual_stage(model.spec.layers, p * v)
     embedding = (model.embedding_params + model.final_norm_params) / tp
     output = (model.output_params or model.spec.vocab * model.spec.hidden) / tp  # tied: the last stage's copy
-    chunks = {(k % p, k // p): _Chunk(n, k == 0, k == p * v - 1, n * model.params_per_layer / tp
-                                      + (embedding if k == 0 else 0.0) + (output if k == p * v - 1 else 0.0))
+    dense_layer, expert_layer = layer_params_on_gpu(model, tp, par.ep)
+    experts_apart = expert_layer if par.ep > 1 else 0.0
+    chunks = {(k % p, k // p): _Chunk(n, k == 0, k == p * v - 1, n * (dense_layer + expert_layer)
+                                      + (embedding if k == 0 else 0.0) + (output if k == p * v - 1 else 0.0),
+                                      n * experts_apart)
               for k, n in enumerate(counts)}
     send_size = int(ACTIVATION_BYTES * b * local_seq * model.spec.hidden / (tp if par.p2p_scatter_gather else 1))
     grad_op = "all_reduce" if kind == "ddp" or (kind == "zero1" and s.zero_grad_all_reduce) else "reduce_scatter"
@@ -153,6 +161,17 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
         micro_steps if not reducing else 0 if v > 1 else micro_steps - 1)
     tasks: list[Task] = []
 
+    def by_group(prefix: str, op: str, params: float, experts: float, bytes_per_param: int,
+                 deps: tuple[str, ...], stage: int) -> list[str]:
+        """`op` over `params` parameters of a stage: over the data-parallel group, the `experts` among
+        them (expert parallelism) over the expert data-parallel group; the tasks' names."""
+        parts = [("dp", params - experts, prefix)] + ([("edp", experts, prefix + ".x")] if experts else [])
+        for group, count, task in parts:
+            stream = "ag" if op == "all_gather" else "rs"
+            tasks.append(Task(task, stream, op, collective=CollectiveCall(op, int(count * bytes_per_param), group),
+                              deps=deps, stage=stage))
+        return [task for _, _, task in parts]
+
     def name(work: Work, stage: int) -> str:
         return f"{work[0]}{stage}.{work[2]}.{work[1]}"
 
@@ -164,13 +183,11 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
 
     for stage in range(p):
         reductions: list[str] = []
-        gathers: dict[int, str] = {}
+        gathers: dict[int, tuple[str, ...]] = {}
         if gathering:
             for c in range(v):
-                size = int(chunks[stage, c].params * PARAM_BYTES)
-                tasks.append(Task(f"ag{stage}.{c}", "ag", "all_gather", collective=CollectiveCall(
-                    "all_gather", size, "dp"), stage=stage))
-                gathers[c] = f"ag{stage}.{c}"
+                gathers[c] = tuple(by_group(f"ag{stage}.{c}", "all_gather", chunks[stage, c].params,
+                                            chunks[stage, c].experts, PARAM_BYTES, (), stage))
         ready: tuple[str, ...] = ()
         last_micro = micro_steps - 1
         for work in schedule(par.pipeline_schedule, p, v, micro_steps, stage):
@@ -181,7 +198,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 if k > 0:
                     deps += (f"send{k - 1}.{j}",)
                 if j == 0 and c in gathers:
-                    deps += (gathers[c],)
+                    deps += gathers[c]
                 duration = chunk.layers * layer.forward_s + (head_f * 0.05 if chunk.first else 0.0) + (
                     head_f * 0.95 if chunk.last else 0.0)
                 calls, rings = collectives("forward", chunk.layers)
@@ -210,11 +227,10 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 deps = ready
                 if split:
                     # the layer's gradients; the last piece also carries the embedding or output layer's
-                    extra_params = chunk.params - chunk.layers * model.params_per_layer / tp
-                    grads = (model.params_per_layer / tp + (extra_params if piece == pieces[-1][0] else 0.0))
-                    tasks.append(Task(f"red.{piece}", "rs", grad_op, collective=CollectiveCall(
-                        grad_op, int(grads * s.grad_reduce_bytes), "dp"), deps=(piece,), stage=stage))
-                    reductions.append(f"red.{piece}")
+                    extra_params = chunk.params - chunk.layers * (dense_layer + expert_layer)
+                    grads = dense_layer + expert_layer + (extra_params if piece == pieces[-1][0] else 0.0)
+                    reductions += by_group(f"red.{piece}", grad_op, grads, experts_apart, s.grad_reduce_bytes,
+                                           (piece,), stage)
             if k > 0:
                 peer, _ = stage_chunk(k - 1)
                 tasks.append(Task(f"back{k}.{j}", "send_back", "p2p", collective=CollectiveCall(
@@ -222,21 +238,20 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 if not par.overlap_p2p:
                     ready = (*ready, f"back{k}.{j}")
         stage_params = sum(chunks[stage, c].params for c in range(v))
+        stage_experts = sum(chunks[stage, c].experts for c in range(v))
         first_ready = ready if stage == 0 else first_ready
         tied: tuple[str, ...] = ("tied",) if tied_bytes and stage in (0, p - 1) else ()
         if tied and stage == p - 1:  # both stages' last backward, then one 2-rank all-reduce per pair
             tasks.append(Task("tied", "rs", "all_reduce", collective=CollectiveCall(
                 "all_reduce", tied_bytes, "pp:0"), deps=(*ready, *first_ready), stage=stage))
         if dp > 1 and not s.overlap_grad_reduce:
-            tasks.append(Task(f"red{stage}", "rs", grad_op, collective=CollectiveCall(
-                grad_op, int(stage_params * s.grad_reduce_bytes), "dp"), deps=ready, stage=stage))
-            reductions.append(f"red{stage}")
-        tasks.append(Task(f"optimizer{stage}", "compute", "optimizer",
-                          compute.optimizer(stage_params / optimizer_shard, training.optimizer),
+            reductions += by_group(f"red{stage}", grad_op, stage_params, stage_experts, s.grad_reduce_bytes, ready,
+                                   stage)
+        owned = owned_params(training, stage_params - stage_experts, stage_experts, dp, shard_group)
+        tasks.append(Task(f"optimizer{stage}", "compute", "optimizer", compute.optimizer(owned, training.optimizer),
                           deps=(*ready, *reductions, *tied), stage=stage))
         if kind == "zero1" and not s.overlap_param_gather and dp > 1:
-            tasks.append(Task(f"param_ag{stage}", "ag", "all_gather", collective=CollectiveCall(
-                "all_gather", int(stage_params * PARAM_BYTES), "dp"), deps=(f"optimizer{stage}",), stage=stage))
-            tasks.append(Task(f"step_end{stage}", "compute", "optimizer", 0.0, deps=(f"param_ag{stage}",),
-                              stage=stage))
+            gathered = by_group(f"param_ag{stage}", "all_gather", stage_params, stage_experts, PARAM_BYTES,
+                                (f"optimizer{stage}",), stage)
+            tasks.append(Task(f"step_end{stage}", "compute", "optimizer", 0.0, deps=tuple(gathered), stage=stage))
     return StepPlan(tuple(tasks), micro_steps)

@@ -19,12 +19,15 @@ do (DESIGN.md section 7; PyTorch DDP and FSDP, DeepSpeed ZeRO):
   before its backward, with the next block's gather in flight (limit_all_gathers), then the
   block's gradients reduce-scattered. SHARD_GRAD_OP keeps gathered parameters from forward to
   backward. HYBRID_SHARD shards within a group (a node) and all-reduces the shards across groups.
+- Expert parallelism: a mixture of experts' routed experts are gathered and reduced over the expert
+  data-parallel group ("edp", the ranks holding the same experts) in buckets of their own
+  (Megatron-Core's expert gradient buffers), the rest of the model over the data-parallel group.
 """
 
 from __future__ import annotations
 
 from simulator.training.compute import ComputeModel
-from simulator.training.memory import shard_degrees
+from simulator.training.shards import layer_params_on_gpu, owned_params
 from simulator.training.tasks import (
     PARAM_BYTES,
     CollectiveCall,
@@ -63,15 +66,19 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     if kind == "fsdp" and sharding == "NO_SHARD":
         kind = "ddp"
     layer = compute.layer(model, b, seq_len, training.activation_checkpointing, tp, par.sequence_parallel,
-                          training.flash_attention, cp)
+                          training.flash_attention, cp, par.ep)
     head_f, head_b = compute.head(model, b, seq_len, tp, cp)
     L = model.spec.layers
-    layer_param_bytes = int(model.params_per_layer * PARAM_BYTES / tp)
-    layer_grad_bytes = int(model.params_per_layer * s.grad_reduce_bytes / tp)
+    # a layer's parameters on this GPU: the routed experts apart when expert parallelism gives them a group
+    dense, experts = layer_params_on_gpu(model, tp, par.ep)
+    if par.ep == 1:
+        dense, experts = dense + experts, 0.0
+    layer_param_bytes = {"dense": int(dense * PARAM_BYTES), "experts": int(experts * PARAM_BYTES)}
+    layer_grad_bytes = {"dense": int(dense * s.grad_reduce_bytes), "experts": int(experts * s.grad_reduce_bytes)}
     root_params = (model.total_params - L * model.params_per_layer) / tp
     root_param_bytes = int(root_params * PARAM_BYTES)
     root_grad_bytes = int(root_params * s.grad_reduce_bytes)
-    gemm_s = compute.gemms_s(model, b, seq_len, tp, cp)
+    gemm_s = compute.gemms_s(model, b, seq_len, tp, cp, par.ep)
     attention_s = compute.attention_forward_s(model, b, seq_len, tp, cp)
     forward_calls, forward_rings = pass_collectives(model, b, seq_len, par, attention_s, ("forward",))
     backward_calls, backward_rings = pass_collectives(model, b, seq_len, par, attention_s, ("backward",))
@@ -84,21 +91,33 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     recompute_budgets = overlap_budgets(recompute_calls, gemm_s, ("forward",)) if overlap else None
     backward_budgets = overlap_budgets(backward_calls, gemm_s, ("backward",), par.tp_comm_overlap_backward) \
         if overlap else None
-    matrices = [k * n / tp for _, _, n, k in reversed(model.layer_gemms(1))]  # backward meets mlp_down first
-    tensors = [size * s.grad_reduce_bytes for size in matrices]
-    tensors.append((model.params_per_layer / tp - sum(matrices)) * s.grad_reduce_bytes)  # norms, biases
+    # a layer's gradient tensors as backward produces them (mlp_down first), each with its part
+    matrices = [(model.gemm_experts(name) * k * n / tp / (par.ep if model.gemm_experts(name) > 1 else 1),
+                 "experts" if experts and model.gemm_experts(name) > 1 else "dense")
+                for name, _, n, k in reversed(model.layer_gemms(1))]
+    tensors = [(size * s.grad_reduce_bytes, part) for size, part in matrices]
+    tensors.append(((dense + experts - sum(size for size, _ in matrices)) * s.grad_reduce_bytes, "dense"))  # norms
     tasks: list[Task] = []
     reductions: list[str] = []
     gathers_after_opt: list[Task] = []
     grad_group = "shard" if sharding == "HYBRID_SHARD" and kind == "fsdp" else "dp"
+    group_of = {"dense": grad_group, "experts": "edp"}
+    parts = ("dense", "experts") if experts else ("dense",)
+
+    def gather(name: str, deps: tuple[str, ...]) -> tuple[str, ...]:
+        """All-gather one layer's parameters (each part over its group); the names to wait for."""
+        for part in parts:
+            tasks.append(Task(name + (".x" if part == "experts" else ""), "ag", "all_gather", collective=CollectiveCall(
+                "all_gather", layer_param_bytes[part], group_of[part]), deps=deps))
+        return tuple(name + (".x" if part == "experts" else "") for part in parts)
     reshard = s.reshard_after_forward if s.reshard_after_forward is not None else sharding != "SHARD_GRAD_OP"
     # Megatron --overlap-param-gather: the parameters the last step's optimizer updated are gathered
     # layer by layer as the first micro-step's forward reaches them
     early_gather = kind in ("zero1", "zero2") and s.overlap_param_gather and dp > 1
 
-    def sharded_reduction(name: str, size: int, after: str) -> None:
+    def sharded_reduction(name: str, size: int, after: str, group: str = grad_group) -> None:
         """FSDP: reduce-scatter a unit's gradients; HSDP then all-reduces the shard across groups."""
-        tasks.append(Task(name, "rs", "reduce_scatter", collective=CollectiveCall("reduce_scatter", size, grad_group),
+        tasks.append(Task(name, "rs", "reduce_scatter", collective=CollectiveCall("reduce_scatter", size, group),
                           deps=(after,)))
         reductions.append(name)
         if sharding == "HYBRID_SHARD":  # each rank all-reduces its 1/shard_group of the gradient
@@ -122,10 +141,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
             deps: tuple[str, ...] = ()
             if kind == "fsdp" or (early_gather and m == 0):
                 gate = f"m{m}.fwd{i - s.limit_all_gathers}" if i >= s.limit_all_gathers and not early_gather else None
-                tasks.append(Task(f"m{m}.ag_fwd{i}", "ag", "all_gather",
-                                  collective=CollectiveCall("all_gather", layer_param_bytes, grad_group),
-                                  deps=(gate,) if gate else ()))
-                deps = (f"m{m}.ag_fwd{i}",)
+                deps = gather(f"m{m}.ag_fwd{i}", (gate,) if gate else ())
             ready = add_pass(tasks, f"m{m}.fwd{i}", "forward", layer.forward_s, ready + deps, forward_calls,
                              forward_budgets, rings=forward_rings)
         tasks.append(Task(f"m{m}.head_fwd", "compute", "forward", head_f * 0.95, deps=ready))
@@ -138,10 +154,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
             deps = ()
             if kind == "fsdp" and reshard:
                 gate = f"m{m}.bwd{i + ahead}" if i + ahead < L else None
-                tasks.append(Task(f"m{m}.ag_bwd{i}", "ag", "all_gather",
-                                  collective=CollectiveCall("all_gather", layer_param_bytes, grad_group),
-                                  deps=(gate,) if gate else ()))
-                deps = (f"m{m}.ag_bwd{i}",)
+                deps = gather(f"m{m}.ag_bwd{i}", (gate,) if gate else ())
             if layer.recompute_s:
                 ready = add_pass(tasks, f"m{m}.rec{i}", "recompute", layer.recompute_s, ready + deps,
                                  recompute_calls, recompute_budgets, rings=forward_rings)
@@ -149,40 +162,46 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
             ready = add_pass(tasks, f"m{m}.bwd{i}", "backward", layer.backward_s, ready + deps, backward_calls,
                              backward_budgets, rings=backward_rings)
             if kind == "fsdp":
-                sharded_reduction(f"m{m}.rs{i}", layer_grad_bytes, f"m{m}.bwd{i}")
+                for part in parts:
+                    sharded_reduction(f"m{m}.rs{i}" + (".x" if part == "experts" else ""), layer_grad_bytes[part],
+                                      f"m{m}.bwd{i}", group_of[part])
         if kind == "fsdp":
             sharded_reduction(f"m{m}.rs_root", root_grad_bytes, f"m{m}.bwd0")
         if s.grad_accumulation_bytes:
-            held = model.total_params / tp / shard_degrees(training, dp, shard_group)[1]
+            held = owned_params(training, root_params + L * dense, L * experts, dp, shard_group, state=1)
             tasks.append(Task(f"m{m}.accumulate", "compute", "backward",
                               compute.grad_accumulation(held, s.grad_accumulation_bytes), deps=ready))
             ready = (f"m{m}.accumulate",)
         if kind in ("ddp", "zero1", "zero2") and (last or kind == "zero2"):
             op = "all_reduce" if kind == "ddp" or (kind == "zero1" and s.zero_grad_all_reduce) else "reduce_scatter"
             # gradients become ready tensor by tensor, last layer first (a layer's matrices, then
-            # the rest of its parameters); buckets take whole tensors
-            grads = [(layer, float(t)) for layer in reversed(range(L)) for t in tensors]
+            # the rest of its parameters); buckets take whole tensors, each part's its own
             first, cap = ((s.first_bucket_bytes, s.bucket_bytes) if kind == "ddp"
                           else (s.zero_bucket_elements * s.grad_reduce_bytes,) * 2)
-            buckets = _buckets([size for _, size in grads], first, cap)
-            for b, members in enumerate(buckets):
-                produced = (f"m{m}.bwd{grads[members[-1]][0]}" if s.overlap_grad_reduce
-                            else f"m{m}.accumulate" if s.grad_accumulation_bytes else f"m{m}.bwd0")
-                size = int(sum(grads[j][1] for j in members))
-                if b == len(buckets) - 1:
-                    size += root_grad_bytes  # embeddings' gradients are ready last
-                name = f"m{m}.{op}{b}"
-                tasks.append(Task(name, "rs", op, collective=CollectiveCall(op, size, "dp"), deps=(produced,)))
-                reductions.append(name)
+            for part in parts:
+                grads = [(layer, size) for layer in reversed(range(L)) for size, owner in tensors if owner == part]
+                buckets = _buckets([size for _, size in grads], first, cap)
+                for b, members in enumerate(buckets):
+                    produced = (f"m{m}.bwd{grads[members[-1]][0]}" if s.overlap_grad_reduce
+                                else f"m{m}.accumulate" if s.grad_accumulation_bytes else f"m{m}.bwd0")
+                    size = int(sum(grads[j][1] for j in members))
+                    if b == len(buckets) - 1 and part == "dense":
+                        size += root_grad_bytes  # embeddings' gradients are ready last
+                    name = f"m{m}.{op}{b}" + (".x" if part == "experts" else "")
+                    tasks.append(Task(name, "rs", op, collective=CollectiveCall(op, size, group_of[part]),
+                                      deps=(produced,)))
+                    reductions.append(name)
     tasks.append(Task("optimizer", "compute", "optimizer", compute.optimizer(local_params, training.optimizer),
                       deps=(*reductions, *ready)))
     if kind in ("zero1", "zero2") and not early_gather:
-        total = model.total_params * PARAM_BYTES / tp
         cap = s.zero_bucket_elements * PARAM_BYTES
-        for b in range(max(1, -int(-total // cap))):
-            size = int(min(cap, total - b * cap))
-            gathers_after_opt.append(Task(f"param_ag{b}", "ag", "all_gather",
-                                          collective=CollectiveCall("all_gather", size, "dp"), deps=("optimizer",)))
+        for part in parts:
+            total = (root_params + L * dense if part == "dense" else L * experts) * PARAM_BYTES
+            for b in range(max(1, -int(-total // cap))):
+                size = int(min(cap, total - b * cap))
+                gathers_after_opt.append(Task(f"param_ag{b}" + (".x" if part == "experts" else ""), "ag", "all_gather",
+                                              collective=CollectiveCall("all_gather", size, group_of[part]),
+                                              deps=("optimizer",)))
         tasks += gathers_after_opt
         tasks.append(Task("step_end", "compute", "optimizer", 0.0, deps=tuple(t.name for t in gathers_after_opt)))
     return StepPlan(tuple(tasks), micro_steps)

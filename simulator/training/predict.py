@@ -25,10 +25,11 @@ from simulator.network.closed_form import uncontended_time_s
 from simulator.network.flows import FlowClass
 from simulator.training.compute import ComputeModel
 from simulator.training.groups import Layout, communicators, layout_of
-from simulator.training.memory import memory_per_gpu, shard_degrees
+from simulator.training.memory import memory_per_gpu
 from simulator.training.pipeline import plan_pipeline
 from simulator.training.plan import plan_step
 from simulator.training.prediction import StepPrediction
+from simulator.training.shards import owned_params
 from simulator.training.tasks import CollectiveCall, Task
 from simulator.training.timeline import Timeline, simulate_plan
 from topologies.build import build
@@ -37,7 +38,7 @@ from workloads.model import TransformerModel, transformer
 from workloads.spec import ModelSpec, TrainingSpec
 
 # what the compute stream can wait on that is communication (the rest: pipeline bubble, optimizer)
-COMMUNICATION_LABELS = ("all_gather", "reduce_scatter", "all_reduce", "tp_comm", "cp_comm", "p2p")
+COMMUNICATION_LABELS = ("all_gather", "reduce_scatter", "all_reduce", "tp_comm", "cp_comm", "ep_comm", "p2p")
 
 
 def micro_steps_of(training: TrainingSpec, dp: int) -> int:
@@ -71,6 +72,15 @@ def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> 
     if hybrid and (layout.tp > 1 or layout.pp > 1 or layout.cp > 1):
         raise ConfigError("training.strategy: hybrid sharding (hsdp, HYBRID_SHARD) with tensor, pipeline or "
                           "context parallelism is not modelled (use fsdp FULL_SHARD)")
+    if layout.ep > 1:
+        if not spec.moe:
+            raise ConfigError(f"training.parallel.ep {layout.ep}: expert parallelism needs a mixture-of-experts "
+                              f"model (model {spec.name} has a dense MLP; set experts > 1)")
+        if spec.experts % layout.ep:
+            raise ConfigError(f"training.parallel.ep {layout.ep} must divide the model's {spec.experts} experts")
+        if hybrid:
+            raise ConfigError("training.strategy: hybrid sharding (hsdp, HYBRID_SHARD) with expert parallelism is "
+                              "not modelled (use fsdp FULL_SHARD)")
     if layout.cp > 1:
         seq_len = training.seq_len or spec.max_seq_len
         if seq_len % (2 * layout.cp):
@@ -94,12 +104,13 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
     layout = job_layout(training, model, v)
     groups = communicators(v, layout)
     shard_group = layout.members_per_node("grad")
-    _, _, optimizer_shard = shard_degrees(training, layout.replicas, shard_group)
     if layout.pp == 1:
-        plan = plan_step(model, training, compute, seq_len, micro_steps, layout.replicas,
-                         model.total_params / layout.tp / optimizer_shard, shard_group)
+        experts = model.spec.layers * model.expert_params_per_layer
+        local_params = owned_params(training, (model.total_params - experts) / layout.tp,
+                                    experts / (layout.tp * layout.ep), layout.replicas, shard_group)
+        plan = plan_step(model, training, compute, seq_len, micro_steps, layout.replicas, local_params, shard_group)
     else:
-        plan = plan_pipeline(model, training, compute, seq_len, micro_steps, layout.replicas, optimizer_shard)
+        plan = plan_pipeline(model, training, compute, seq_len, micro_steps, layout.replicas, shard_group)
     capacity = resource_capacities(v)
     cache: dict[tuple[str, int, str], CollectiveEstimate] = {}
     estimate_of: dict[str, CollectiveEstimate] = {}

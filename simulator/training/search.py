@@ -50,9 +50,10 @@ from simulator.collectives.predict import predict_collective
 from simulator.core.errors import ClusterSimError, ConfigError
 from simulator.training.compute import ComputeModel
 from simulator.training.groups import communicators
-from simulator.training.memory import memory_per_gpu, shard_degrees
+from simulator.training.memory import memory_per_gpu
 from simulator.training.predict import job_layout, predict_step
 from simulator.training.prediction import StepPrediction
+from simulator.training.shards import shard_degrees
 from simulator.training.tasks import PARAM_BYTES, pass_collectives
 from topologies.build import build
 from topologies.spec import TopologySpec

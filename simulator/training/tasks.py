@@ -2,7 +2,7 @@
 communication a layer's pass adds.
 
 A plan is a list of tasks, each on a stream of one pipeline stage's representative GPU (`compute`;
-`tp` for tensor-parallel collectives; `cp` for the context-parallel ring; `ag` for parameter
+`tp` for tensor-parallel collectives and the expert all-to-alls; `cp` for the context-parallel ring; `ag` for parameter
 gathers; `rs` for gradient reductions; `send` for pipeline transfers), with the tasks it waits for.
 Streams run their tasks in order; a task starts when its stream is free and its dependencies are
 done. A collective the planner marks
@@ -25,7 +25,8 @@ class CollectiveCall:
     op: str
     size_bytes: int
     group: str  # "dp", "shard" (HSDP group), "replica" (across groups), "tp", "cp" (ring neighbours), "cp:all"
-    # (the whole context-parallel group), "pp" (to the next stage)
+    # (the whole context-parallel group), "ep" (expert parallel), "edp" (expert data parallel), "pp" (to the next
+    # stage)
     count: int = 1  # back-to-back calls of this size (the TP collectives of a pipeline chunk)
 
 
@@ -34,7 +35,7 @@ class Task:
     name: str
     stream: str
     label: str  # forward, backward, recompute, optimizer, all_gather, reduce_scatter, all_reduce, tp_comm,
-    # cp_comm, p2p
+    # cp_comm, ep_comm, p2p
     duration_s: float = 0.0
     collective: CollectiveCall | None = None
     deps: tuple[str, ...] = ()
@@ -100,6 +101,21 @@ def ulysses_calls(model: TransformerModel, micro_batch: int, seq_len: int, tp: i
     return [CollectiveCall("alltoall", qkv, "cp:all", passes), CollectiveCall("alltoall", out, "cp:all", passes)]
 
 
+def ep_calls(model: TransformerModel, micro_batch: int, seq_len: int, tp: int, ep: int,
+             passes: int) -> list[CollectiveCall]:
+    """The expert-parallel all-to-alls of `passes` passes of one MoE block (GShard, Lepikhin et al.
+    2021; Megatron-Core's alltoall token dispatcher): before the experts each token's hidden state goes
+    to the ranks of the k experts the router chose (dispatch), after them the outputs come back
+    (combine); backward moves the gradients the same way. Each rank sends k b s h / tp elements per
+    all-to-all (its seq_len tokens, those of its TP share with sequence parallelism), (ep - 1) / ep of
+    them to other ranks, on the block's critical path. Balanced routing (the load-balancing loss's aim)
+    is assumed. None without expert parallelism."""
+    if ep == 1 or passes == 0 or not model.spec.moe:
+        return []
+    size = ACTIVATION_BYTES * micro_batch * seq_len * model.spec.experts_per_token * model.spec.hidden // tp
+    return [CollectiveCall("alltoall", size, "ep", 2 * passes)]
+
+
 def ring_passes(model: TransformerModel, micro_batch: int, seq_len: int, tp: int, cp: int, attention_s: float,
                 kinds: tuple[str, ...], layers: int = 1) -> tuple[tuple[CollectiveCall, float], ...]:
     """The context-parallel rings of a task running `kinds` passes ("forward" or "backward", a recomputed
@@ -120,13 +136,14 @@ def pass_collectives(model: TransformerModel, micro_batch: int, seq_len: int, pa
                      attention_s: float, kinds: tuple[str, ...], layers: int = 1,
                      tp_passes: int | None = None) -> tuple[list[CollectiveCall], Rings]:
     """The collectives of a task running `kinds` passes ("forward", a recomputed forward counting as one,
-    or "backward") of `layers` layers: the TP collectives of `tp_passes` of those passes (default all;
-    selective recomputation re-runs attention only), then all-to-all context parallelism's calls
-    (ulysses_calls), or the context-parallel rings (ring_passes) with `attention_s`, one layer's forward
-    attention on this GPU."""
+    or "backward") of `layers` layers: the TP collectives and expert all-to-alls (ep_calls) of `tp_passes`
+    of those passes (default all; selective recomputation re-runs attention only), then all-to-all context
+    parallelism's calls (ulysses_calls), or the context-parallel rings (ring_passes) with `attention_s`,
+    one layer's forward attention on this GPU."""
     tp, cp = parallel.tp, parallel.cp
     passes = len(kinds) if tp_passes is None else tp_passes
     calls = tp_calls(model, micro_batch, seq_len // cp, tp, parallel.sequence_parallel, layers * passes)
+    calls += ep_calls(model, micro_batch, seq_len // cp, tp, parallel.ep, layers * passes)
     if parallel.cp_comm == "a2a":
         return calls + ulysses_calls(model, micro_batch, seq_len, tp, cp, layers * len(kinds)), ()
     return calls, ring_passes(model, micro_batch, seq_len, tp, cp, attention_s, kinds, layers)
@@ -163,7 +180,7 @@ def overlap_budgets(calls: list[CollectiveCall], gemm_s: dict[str, float], kinds
         return gemm_s[gemm]
 
     def budgets(call: CollectiveCall) -> tuple[float, ...]:
-        if call.group.startswith("cp"):  # all-to-all context parallelism: on the attention's critical path
+        if call.group.startswith("cp") or call.group == "ep":  # all-to-alls: on the block's critical path
             return tuple(0.0 for _ in kinds)
         return tuple(budget(kind, g) for kind in kinds for g in PAIRED_GEMMS[kind, call.op])
 
@@ -173,14 +190,14 @@ def overlap_budgets(calls: list[CollectiveCall], gemm_s: dict[str, float], kinds
 def add_pass(tasks: list[Task], name: str, label: str, duration_s: float, ready: tuple[str, ...],
              calls: list[CollectiveCall], budgets: tuple[tuple[float, ...], ...] | None, stage: int = 0,
              alone: bool = False, rings: tuple[tuple[CollectiveCall, float], ...] = ()) -> tuple[str, ...]:
-    """Append a compute task and its tensor-parallel collectives (`alone`: nothing else of the stage
-    can transfer beside them); return what the next pass waits for. Without overlap (`budgets`
-    None) the collectives follow the compute (the GEMM's output is reduced before the next layer
-    can use it); with overlap (Megatron-Core tp-comm-overlap, async TP) they run beside it, each
-    decomposed with its GEMM (`budgets`, overlap_budgets), and the pass ends when both are done.
-    All-to-all context parallelism's calls (ulysses_calls) go with them on the same stream, booked as
-    "cp_comm" and never hidden. Context-parallel `rings` (cp_call, with the attention seconds of one
-    step) always run beside the compute, each exchange behind one step's attention."""
+    """Append a compute task and its tensor-parallel collectives (`alone`: nothing else of the stage can
+    transfer beside them); return what the next pass waits for. Without overlap (`budgets` None) the
+    collectives follow the compute (the GEMM's output is reduced before the next layer can use it); with
+    overlap (Megatron-Core tp-comm-overlap, async TP) they run beside it, each decomposed with its GEMM
+    (`budgets`, overlap_budgets), and the pass ends when both are done. All-to-all context parallelism's
+    calls (ulysses_calls) and the expert all-to-alls (ep_calls) go with them on the same stream, booked
+    as "cp_comm" and "ep_comm" and never hidden. Context-parallel `rings` (cp_call, with the attention
+    seconds of one step) always run beside the compute, each exchange behind one step's attention."""
     names = [f"{name}.tp{k}" for k in range(len(calls))]
     ring_names = [f"{name}.cp{k}" for k in range(len(rings))]
     overlaps = tuple(zip(names, budgets, strict=True)) if budgets is not None else ()
@@ -188,9 +205,11 @@ def add_pass(tasks: list[Task], name: str, label: str, duration_s: float, ready:
     tasks.append(Task(name, "compute", label, duration_s, deps=ready, stage=stage, overlaps=overlaps))
     after = ready if budgets is not None else (name,)
     for k, call in enumerate(calls):
-        label = "cp_comm" if call.group.startswith("cp") else "tp_comm"
-        tasks.append(Task(names[k], "tp", label, collective=call, deps=after if k == 0 else (), stage=stage,
-                          alone=alone))
+        label = "cp_comm" if call.group.startswith("cp") else "ep_comm" if call.group == "ep" else "tp_comm"
+        # each call after the first waits for the one before it on the stream (as the stream orders them
+        # anyway), so that time queued behind a TP collective is booked to it, not to the next call
+        tasks.append(Task(names[k], "tp", label, collective=call, deps=after if k == 0 else (names[k - 1],),
+                          stage=stage, alone=alone))
     for k, (call, _) in enumerate(rings):
         tasks.append(Task(ring_names[k], "cp", "cp_comm", collective=call, deps=ready if k == 0 else (), stage=stage))
     return (name, *names[-1:], *ring_names[-1:])

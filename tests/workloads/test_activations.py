@@ -29,6 +29,15 @@ def test_activation_bytes_per_layer_by_hand(checkpointing, tp, sp, expected):
     assert SMALL.activation_bytes_per_layer(2, 4, checkpointing, tp, sp) == pytest.approx(expected)
 
 
+def test_moe_activation_bytes_by_hand():
+    """A mixture of experts (4 experts, top-2, f_e = f = 32 = 4 h) keeps the dense block's bytes plus the wider
+    intermediate, 16 s b h ((k + S) f_e - f) / (4 h) = 16 x 64 x 1, and the k routed input copies, 2 k s b h."""
+    moe = transformer(ModelSpec(name="m", layers=3, hidden=8, heads=2, vocab=10, experts=4, experts_per_token=2))
+    dense = SMALL.activation_bytes_per_layer(2, 4, "selective")
+    assert moe.activation_bytes_per_layer(2, 4, "selective") == pytest.approx(dense + 16 * 64 + 4 * 64)
+    assert moe.activation_bytes_per_layer(2, 4, "full") == SMALL.activation_bytes_per_layer(2, 4, "full")
+
+
 def test_layers_activation_bytes_is_layers_times_one():
     """All blocks on one GPU keep L times one block's activations."""
     assert SMALL.layers_activation_bytes(2, 4, "none") == 3 * 64 * 39

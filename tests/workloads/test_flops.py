@@ -48,6 +48,18 @@ def test_gqa_gated_gemm_shapes():
                      ("mlp_up", 4096, 57344, 8192), ("mlp_down", 4096, 8192, 28672)]
 
 
+def test_moe_gemm_shapes_and_groups():
+    """Mixtral 8x7B on 4096 tokens: the router n = 8 experts; each token goes to 2 experts, so the routed
+    gate+up GEMM has 8192 rows, n = 2 x 14336, and its rows split into 8 expert GEMMs."""
+    model = transformer(load_model("mixtral-8x7b"))
+    gemms = model.layer_gemms(4096)
+    assert gemms[2:] == [("router", 4096, 8, 4096), ("mlp_up", 8192, 28672, 4096), ("mlp_down", 8192, 4096, 14336)]
+    assert (model.gemm_experts("mlp_up"), model.gemm_experts("mlp_down"), model.gemm_experts("qkv")) == (8, 8, 1)
+    # forward FLOPs per token: twice the active matrices (qkv 4096 x 6144, attn_out 4096^2, router, 2 experts)
+    active = 4096 * 6144 + 4096 * 4096 + 4096 * 8 + 2 * 3 * 4096 * 14336
+    assert model.layer_forward_flops(1, 1) == 2 * active + 4 * 4096
+
+
 @given(
     layers=st.integers(1, 4), heads=st.sampled_from([1, 2, 4, 8]), head_dim=st.sampled_from([8, 16, 64]),
     groups=st.sampled_from([1, 2, 4]), ffn=st.integers(1, 512), gated=st.booleans(), bias=st.booleans(),

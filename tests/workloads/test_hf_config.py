@@ -67,3 +67,14 @@ def test_invalid_json_is_a_config_error():
     """Text that is not JSON is refused with the source and line."""
     with pytest.raises(ConfigError, match=r"broken.json: not valid JSON: .* \(line 1\)"):
         model_from_hf_config("{not json", "broken.json")
+
+
+def test_mixtral_config_imports_its_experts():
+    """A Mixtral config.json (model_type mixtral) gives the experts and top-k: the preset's shape."""
+    config = ('{"model_type": "mixtral", "_name_or_path": "mistralai/Mixtral-8x7B-v0.1", "num_hidden_layers": 32, '
+              '"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336, '
+              '"vocab_size": 32000, "max_position_embeddings": 32768, "num_local_experts": 8, '
+              '"num_experts_per_tok": 2}')
+    spec = model_from_hf_config(config, "config.json")
+    assert (spec.experts, spec.experts_per_token) == (8, 2)
+    assert _shape(spec) == _shape(load_model("mixtral-8x7b"))

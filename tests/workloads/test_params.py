@@ -53,7 +53,40 @@ PUBLISHED = [
     ("mpt-30b", 30e9, 0.005, "MosaicML MPT-30B model card: 30B"),
     ("bert-large", 335e6, 0.005, "HF google-bert/bert-large-uncased: 335M (pooler, token types not modelled)"),
     ("gpt2-xl", 1.56e9, 0.005, "HF openai-community/gpt2-xl: 1.56B"),
+    ("mixtral-8x7b", 46.7e9, 0.005, "Jiang et al. 2024 (Mixtral of Experts), section 2: 46.7B"),
+    ("mixtral-8x22b", 141e9, 0.005, "Mistral AI, Mixtral 8x22B announcement: 141B"),
 ]
+
+# (preset, published active parameters per token, source)
+ACTIVE = [
+    ("mixtral-8x7b", 12.9e9, "Jiang et al. 2024, section 2: 13B active (12.9B in its abstract's figure)"),
+    ("mixtral-8x22b", 39e9, "Mistral AI, Mixtral 8x22B announcement: 39B active"),
+]
+
+
+@pytest.mark.parametrize(("preset", "published", "source"), ACTIVE, ids=[a[0] for a in ACTIVE])
+def test_moe_active_params_match_published(preset, published, source):
+    """A mixture of experts' active parameters (what one token meets) are within 0.5% of the published figure."""
+    assert transformer(load_model(preset)).active_params == pytest.approx(published, rel=0.005), source
+
+
+def test_tiny_moe_by_hand():
+    """The tiny model with 4 experts, top-2, one shared expert of width 6: per expert 3*8*6 = 144; routed 4*144
+    = 576, shared 144, router 8*4 = 32: MLP 752; a layer 192 + 752 + 16 = 960; total 2*960 + 168 = 2088.
+    A token meets 2 of the 4 routed experts: active = 2088 - 2 * 2 * 144 = 1512."""
+    model = transformer(_tiny(experts=4, experts_per_token=2, expert_ffn_hidden=6, shared_experts=1))
+    assert (model.expert_params_per_layer, model.mlp_params_per_layer) == (576, 752)
+    assert (model.total_params, model.active_params) == (2088, 1512)
+    # the GEMMs a token meets: qkv 8x16, attn_out 8x8, router 8x4, shared 8x12 + 6x8, 2 routed x (8x12 + 6x8)
+    assert model.matmul_params_per_layer == 128 + 64 + 32 + 144 + 2 * 144
+
+
+def test_moe_fields_are_checked():
+    """top-k above the expert count, or expert fields on a dense model, are refused with the field named."""
+    with pytest.raises(ValueError, match=r"experts_per_token \(3\) exceeds experts \(2\)"):
+        _tiny(experts=2, experts_per_token=3)
+    with pytest.raises(ValueError, match="set experts > 1"):
+        _tiny(shared_experts=1)
 
 
 @pytest.mark.parametrize(("preset", "published", "rel", "source"), PUBLISHED, ids=[p[0] for p in PUBLISHED])

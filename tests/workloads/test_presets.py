@@ -11,7 +11,8 @@ from workloads.model import transformer
 from workloads.presets import list_models, load_model, model_from_yaml_text, resolve_model
 
 EXPECTED = {"bert-large", "gpt2-xl", "gpt3-13b", "gpt3-175b", "llama2-13b", "llama2-70b", "llama2-7b",
-            "llama3-405b", "llama3-70b", "llama3-8b", "mpt-30b", "mpt-70b", "mpt-7b"}
+            "llama3-405b", "llama3-70b", "llama3-8b", "mixtral-8x22b", "mixtral-8x7b", "mpt-30b", "mpt-70b",
+            "mpt-7b"}
 
 
 def test_list_models_names_every_preset_with_its_size():
@@ -20,6 +21,8 @@ def test_list_models_names_every_preset_with_its_size():
     assert [name for name, _ in models] == sorted(EXPECTED)
     assert dict(models)["llama2-7b"].startswith("6.74B params: 32 layers x 4096")
     assert dict(models)["bert-large"].startswith("334M params")
+    assert dict(models)["mixtral-8x7b"].startswith("46.70B params (12.9B active): 32 layers x 4096, 32 heads (8 kv), "
+                                                   "8 experts (top-2)")
 
 
 def test_every_preset_names_itself_and_its_source():
@@ -82,3 +85,4 @@ def test_resolve_model_unknown_name_or_missing_file(tmp_path):
         resolve_model("nope")
     with pytest.raises(ConfigError, match="cannot read model file"):
         resolve_model(str(tmp_path / "missing.yaml"))
+

@@ -1,0 +1,41 @@
+"""Which ranks share which model states: the sharding degrees of each strategy, and the split of a
+block's parameters into the dense part (replicated over the data- and context-parallel ranks) and a
+mixture of experts' routed experts (split over the expert-parallel ranks, replicated over the expert
+data-parallel ones). ZeRO (Rajbhandari et al. 2020, section 3) and FSDP as in simulator.training.memory.
+"""
+
+from __future__ import annotations
+
+from workloads.model import TransformerModel
+from workloads.spec import TrainingSpec
+
+
+def shard_degrees(training: TrainingSpec, dp: int, shard_group: int) -> tuple[int, int, int]:
+    """How many ranks share (parameters, gradients, optimizer states)."""
+    kind = training.strategy.kind
+    sharding = training.strategy.fsdp_sharding
+    if kind == "ddp" or (kind == "fsdp" and sharding == "NO_SHARD"):
+        return 1, 1, 1
+    if kind == "zero1":
+        return 1, 1, dp
+    if kind == "zero2" or (kind == "fsdp" and sharding == "SHARD_GRAD_OP"):
+        return 1, dp, dp
+    if kind == "hsdp" or (kind == "fsdp" and sharding == "HYBRID_SHARD"):
+        return shard_group, shard_group, shard_group
+    return dp, dp, dp  # zero3, fsdp FULL_SHARD
+
+
+def layer_params_on_gpu(model: TransformerModel, tp: int, ep: int) -> tuple[float, float]:
+    """(dense, expert) parameters of one block on one GPU: the routed experts split over tp x ep, the
+    rest (attention, norms, router, shared experts) over tp."""
+    experts = float(model.expert_params_per_layer)
+    return (model.params_per_layer - experts) / tp, experts / (tp * ep)
+
+
+def owned_params(training: TrainingSpec, dense: float, experts: float, dp: int, shard_group: int,
+                 state: int = 2) -> float:
+    """Of `dense` and `experts` parameters on a GPU, those whose `state` (0 parameters, 1 gradients, 2
+    optimizer states) it keeps: each part over its group's shard (dp data- x context-parallel ranks;
+    experts: dp / ep)."""
+    return (dense / shard_degrees(training, dp, shard_group)[state]
+            + experts / shard_degrees(training, dp // training.parallel.ep, shard_group)[state])

@@ -1,0 +1,161 @@
+"""Mixture of experts and expert parallelism: rank layout, the all-to-all volume, grouped expert GEMMs,
+memory per GPU, where expert gradients are reduced, bad layouts. Expected values are hand-computed from the
+formulas cited in workloads.model, simulator.training.tasks.ep_calls and simulator.training.shards."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator.collectives.comm import comm_view
+from simulator.core.errors import ConfigError
+from simulator.training.compute import ComputeModel
+from simulator.training.groups import communicators, layout_of
+from simulator.training.memory import memory_per_gpu
+from simulator.training.plan import plan_step
+from simulator.training.predict import predict_step
+from simulator.training.tasks import ep_calls
+from topologies.build import build
+from topologies.hardware import gpu_spec
+from topologies.presets import load_preset
+from workloads.model import transformer
+from workloads.presets import load_model
+from workloads.spec import ParallelSpec, StrategySpec, TrainingSpec
+
+MIXTRAL = load_model("mixtral-8x7b")  # 32 layers, hidden 4096, 8 experts of 3 x 4096 x 14336, top-2
+H100 = ComputeModel(gpu_spec("H100-SXM5-80GB"), "bf16")
+EXPERT = 3 * 4096 * 14336  # one expert's SwiGLU matrices
+
+
+def job(ep: int, strategy: str = "zero1", tp: int = 1, global_batch: int = 64, placement: str = "tp-pp-dp",
+        ) -> TrainingSpec:
+    return TrainingSpec(model=MIXTRAL, seq_len=4096, micro_batch=1, global_batch=global_batch,
+                        strategy=StrategySpec(kind=strategy),  # type: ignore[arg-type]
+                        parallel=ParallelSpec(tp=tp, ep=ep, sequence_parallel=tp > 1,
+                                              placement=placement))  # type: ignore[arg-type]
+
+
+def test_expert_ranks_are_the_first_of_the_gradient_group() -> None:
+    """TP 2 x EP 4 on 4 nodes of 8: the 16 data-parallel ranks sit at stride 2; the first 4 (one node) split
+    the experts, every 4th (one per node) holds the same experts and reduces their gradients."""
+    layout = layout_of(ParallelSpec(tp=2, ep=4, sequence_parallel=True), 32, 8)
+    assert (layout.dp, layout.replicas, layout.ep) == (16, 16, 4)
+    assert layout.members_per_node("ep") == 4 and layout.members_per_node("edp") == 1
+    views = communicators(comm_view(build(load_preset("dgx-h100", nodes=4))), layout)
+    assert (views["ep"].n_ranks, views["ep"].n_nodes) == (4, 1)
+    assert (views["edp"].n_ranks, views["edp"].n_nodes) == (4, 4)
+    wide = communicators(comm_view(build(load_preset("dgx-h100", nodes=4))), layout_of(ParallelSpec(ep=16), 32, 8))
+    assert (wide["ep"].n_ranks, wide["ep"].n_nodes, wide["edp"].n_ranks) == (16, 2, 2)
+
+
+def test_all_to_all_volume_per_layer() -> None:
+    """Dispatch and combine each move k b s h 2 B per rank (2 x 1 x 4096 x 4096 x 2 = 64 MiB), split over TP
+    under sequence parallelism; 2 per pass; none without expert parallelism or for a dense model."""
+    model = transformer(MIXTRAL)
+    calls = ep_calls(model, 1, 4096, 1, 8, passes=3)
+    assert [(c.op, c.group, c.size_bytes, c.count) for c in calls] == [("alltoall", "ep", 64 * 2**20, 6)]
+    assert ep_calls(model, 1, 4096, 2, 8, passes=1)[0].size_bytes == 32 * 2**20
+    assert ep_calls(model, 1, 4096, 1, 1, passes=1) == []
+    assert ep_calls(transformer(load_model("llama3-8b")), 1, 4096, 1, 8, passes=1) == []
+
+
+def test_expert_gemms_are_grouped_by_expert() -> None:
+    """All 8 experts on one GPU split its 2 x 4096 routed rows into 8 GEMMs of 1024 rows and read 8 experts'
+    weights; over EP 8 one expert gets the same 8192 rows: the same FLOPs at a better efficiency."""
+    model = transformer(MIXTRAL)
+    alone, split = H100.gemms_s(model, 1, 4096), H100.gemms_s(model, 1, 4096, ep=8)
+    flops = 2 * 8192 * 28672 * 4096  # the routed gate+up GEMM
+    assert alone["mlp_up"] == pytest.approx(flops / (H100.peak_flops * H100.gemm_efficiency(1024, 28672, 4096)))
+    assert split["mlp_up"] == pytest.approx(flops / (H100.peak_flops * H100.gemm_efficiency(8192, 28672, 4096)))
+    assert split["qkv"] == alone["qkv"]
+    assert H100.layer(model, 1, 4096, "none", ep=8).forward_s < H100.layer(model, 1, 4096, "none").forward_s
+
+
+def test_memory_shards_experts_over_expert_parallel_ranks() -> None:
+    """ZeRO-1 on 64 GPUs: dense parameters (attention, norms, router; embeddings) whole on every GPU, experts
+    1/8 with EP 8; optimizer states of the dense part over 64 ranks, of the experts over the 8 that hold them."""
+    model = transformer(MIXTRAL)
+    dense = model.total_params - 32 * 8 * EXPERT
+    ep1 = memory_per_gpu(model, job(1), 4096, 64, 8, 3)
+    ep8 = memory_per_gpu(model, job(8), 4096, 64, 8, 3)
+    assert ep1.parameters_bytes == pytest.approx(2 * model.total_params)
+    assert ep8.parameters_bytes == pytest.approx(2 * (dense + 32 * EXPERT))
+    assert ep8.optimizer_bytes == pytest.approx(12 * (dense / 64 + 32 * EXPERT / 8))
+    assert ep8.total_bytes < ep1.total_bytes
+
+
+def test_expert_gradients_reduce_over_the_expert_data_parallel_group() -> None:
+    """ZeRO-1, EP 8 on 64 GPUs: the buckets of expert gradients (32 layers x 1 expert x 2 B) go over "edp",
+    the rest (dense layers, embeddings) over "dp"; so do the parameter all-gathers after the optimizer."""
+    model = transformer(MIXTRAL)
+    training = job(8)
+    plan = plan_step(model, training, H100, 4096, 1, 64, 1e9)
+    by_group: dict[tuple[str, str], int] = {}
+    for task in plan.tasks:
+        if task.collective is not None and task.collective.group in ("dp", "edp"):
+            key = (task.collective.op, task.collective.group)
+            by_group[key] = by_group.get(key, 0) + task.collective.size_bytes
+    experts = 32 * EXPERT * 2
+    dense = (model.total_params - 32 * 8 * EXPERT) * 2
+    assert by_group[("reduce_scatter", "edp")] == pytest.approx(experts, rel=1e-6)
+    assert by_group[("reduce_scatter", "dp")] == pytest.approx(dense, rel=1e-6)
+    assert by_group[("all_gather", "edp")] == pytest.approx(experts, rel=1e-6)
+    assert by_group[("all_gather", "dp")] == pytest.approx(dense, rel=1e-6)
+
+
+def test_step_books_the_all_to_alls_and_counts_active_flops() -> None:
+    """On 2 DGX H100 with EP 8 the all-to-alls show up as ep_comm; model FLOPs are the active parameters'
+    (6 x 12.9B-class per token, not 46.7B). With TP 2, data-parallel ranks innermost keep the 8 EP ranks on
+    one node's NVLink; TP innermost spreads them over both nodes' NICs: slower."""
+    topology = load_preset("dgx-h100", nodes=2)
+    plain = predict_step(topology, job(8, global_batch=16), MIXTRAL)
+    assert plain.comm_by_collective_s.get("ep_comm", 0.0) > 0.0
+    model = transformer(MIXTRAL)
+    assert plain.model_flops_per_step == pytest.approx(model.model_flops_per_token(4096) * 16 * 4096)
+    assert model.model_flops_per_token(4096) < 6 * 14e9
+    inside = predict_step(topology, job(8, tp=2, global_batch=8, placement="dp-tp-pp"), MIXTRAL)
+    across = predict_step(topology, job(8, tp=2, global_batch=8, placement="tp-pp-dp"), MIXTRAL)
+    assert across.comm_by_collective_s["ep_comm"] > 2 * inside.comm_by_collective_s["ep_comm"]
+
+
+def test_pipeline_and_fsdp_run_with_expert_parallelism() -> None:
+    """EP with a 1F1B pipeline (ZeRO-1) and with FSDP runs, books ep_comm and is deterministic."""
+    topology = load_preset("dgx-h100", nodes=4)
+    piped = TrainingSpec(model=MIXTRAL, seq_len=4096, micro_batch=1, global_batch=64, activation_checkpointing="full",
+                         strategy=StrategySpec(kind="zero1"), parallel=ParallelSpec(pp=4, ep=4))
+    first = predict_step(topology, piped, MIXTRAL)
+    assert first.comm_by_collective_s.get("ep_comm", 0.0) > 0.0
+    assert predict_step(topology, piped, MIXTRAL).step_time_s == first.step_time_s
+    sharded = predict_step(topology, job(8, "fsdp"), MIXTRAL)
+    assert 0.0 <= sharded.idle_breakdown_s["exposed_comm"] <= sharded.step_time_s
+
+
+@pytest.mark.parametrize(("parallel", "model", "message"), [
+    ({"ep": 16}, MIXTRAL, "ep 16 must divide the model's 8 experts"),
+    ({"ep": 8}, load_model("llama3-8b"), "expert parallelism needs a mixture-of-experts model"),
+    ({"ep": 8, "pp": 3}, MIXTRAL, "tp 1 x pp 3 = 3 does not divide"),
+])
+def test_bad_expert_layouts_are_named(parallel, model, message) -> None:
+    """EP not dividing the experts, EP on a dense model, a layout not dividing the GPUs: each named."""
+    training = TrainingSpec(model=model, seq_len=4096, strategy=StrategySpec(kind="zero1"),
+                            parallel=ParallelSpec(**parallel))
+    with pytest.raises(ConfigError, match=message):
+        predict_step(load_preset("dgx-h100", nodes=2), training, model)
+
+
+def test_expert_parallelism_must_divide_the_data_parallel_ranks() -> None:
+    """EP 8 with TP 4 on 16 GPUs leaves 4 data-parallel ranks: refused, naming them; TP with EP needs SP."""
+    with pytest.raises(ConfigError, match="ep 8 must divide the 4 data- x context-parallel ranks"):
+        layout_of(ParallelSpec(tp=4, ep=8, sequence_parallel=True), 16, 8)
+    with pytest.raises(ValueError, match="ep > 1 with tp > 1 needs sequence_parallel"):
+        ParallelSpec(tp=2, ep=2)
+
+
+@settings(max_examples=8, deadline=None)
+@given(ep=st.sampled_from([1, 2, 4, 8]))
+def test_more_expert_parallelism_never_needs_more_memory(ep: int) -> None:
+    """Splitting the experts over more ranks only lowers the memory per GPU (property over EP 1-8)."""
+    model = transformer(MIXTRAL)
+    lower = memory_per_gpu(model, job(ep), 4096, 64, 8, 3).total_bytes
+    assert lower <= memory_per_gpu(model, job(max(1, ep // 2)), 4096, 64, 8, 3).total_bytes

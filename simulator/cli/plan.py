@@ -35,7 +35,7 @@ from workloads.spec import Checkpointing, ModelSpec, StrategyKind, TrainingSpec
 GIB = 1024**3
 T = TypeVar("T")
 
-HELP = f"""Find the fastest layouts of a training job: enumerate (TP, PP, CP, DP, micro-batch, strategy,
+HELP = f"""Find the fastest layouts of a training job: enumerate (TP, PP, CP, DP, EP, micro-batch, strategy,
 recompute, sequence parallelism) layouts that fit in memory and rank them by predicted tokens/s.
 
 The job is --model on --nodes of --topology with --global-batch sequences a step, or a scenario
@@ -44,7 +44,8 @@ strategy knobs such as overlap_grad_reduce, rank placement) are kept for every l
 
 Enumerated: TP divides the GPUs per node and the (key/value) heads; PP divides the layers and TP x PP
 the GPUs; CP (context parallelism, only the --cp sizes given: long sequences) splits the sequence
-into 2 CP chunks; DP = GPUs / (TP x PP x CP); micro-batches whose multiples of DP divide the global batch;
+into 2 CP chunks; DP = GPUs / (TP x PP x CP); EP (expert parallelism of a mixture of experts, only the
+--ep sizes given) divides the experts and DP x CP; micro-batches whose multiples of DP divide the global batch;
 ddp and zero1 (distributed optimizer) always, fsdp (and zero2/zero3/hsdp if asked) only with PP = 1;
 recompute none, selective, full (selective not with flash attention and none: flash attention
 already keeps no s x s scores); sequence parallelism on with TP > 1 (--sequence-parallel both to try
@@ -54,7 +55,7 @@ Ranking: layouts over the GPU memory (the memory model) are dropped; a closed-fo
 (compute per stage, pipeline bubble (p - 1) / (m + p - 1), TP, PP and DP ring traffic at link
 rates, the CP ring beyond the attention it hides behind) drops those more than --slack (default
 {DEFAULT_SLACK}) times slower than the best estimate and picks up to --keep (default {DEFAULT_KEEP})
-to simulate: the best of each TP x PP x CP shape, then
+to simulate: the best of each TP x PP x CP x EP shape, then
 the second best of each, and so on. Each is simulated (as `clustersim predict` would) and the ones
 that fit are ranked by tokens/s. Every number shown is the simulation's. Deep pipelines take long
 to simulate (tens of seconds at PP 64 and more): when the simulations would take over
@@ -77,6 +78,9 @@ Examples:
 
   clustersim plan --model llama3-8b --topology dgx-h100 --nodes 1 --global-batch 2 --seq-len 131072
       --cp 1,2,4,8 --strategies fsdp --recompute full
+
+  clustersim plan --model mixtral-8x7b --topology dgx-h100 --nodes 8 --global-batch 256 --seq-len 4096
+      --ep 1,2,4,8
 """
 
 
@@ -115,7 +119,7 @@ def _choices(text: str, flag: str, allowed: tuple[str, ...]) -> tuple[Any, ...]:
 
 
 def _space(tp: str | None, pp: str | None, micro_batch: str, strategies: str, recompute: str,
-           sequence_parallel: str, interleaved: bool, cp: str = "1") -> SearchSpace:
+           sequence_parallel: str, interleaved: bool, cp: str = "1", ep: str = "1") -> SearchSpace:
     sp = {"on": (True,), "off": (False,), "both": (False, True)}
     if sequence_parallel not in sp:
         raise ConfigError(f"--sequence-parallel: expected on, off or both, got {sequence_parallel!r}")
@@ -123,7 +127,8 @@ def _space(tp: str | None, pp: str | None, micro_batch: str, strategies: str, re
         tp=_ints(tp, "--tp"), pp=_ints(pp, "--pp"), micro_batches=_ints(micro_batch, "--micro-batch") or (),
         strategies=_choices(strategies, "--strategies", get_args(StrategyKind)),
         recompute=_choices(recompute, "--recompute", get_args(Checkpointing)),
-        sequence_parallel=sp[sequence_parallel], interleaved=interleaved, cp=_ints(cp, "--cp") or (1,))
+        sequence_parallel=sp[sequence_parallel], interleaved=interleaved, cp=_ints(cp, "--cp") or (1,),
+        ep=_ints(ep, "--ep") or (1,))
 
 
 def _job(scenario: Path | None, model: str | None, topology: str | None, nodes: int | None,
@@ -163,7 +168,8 @@ def _job(scenario: Path | None, model: str | None, topology: str | None, nodes: 
 def layout_json(rank: int, r: RankedLayout) -> dict[str, Any]:
     """One ranked layout of `plan --json`."""
     lay, p = r.layout, r.prediction
-    return {"rank": rank, "tp": lay.tp, "pp": lay.pp, "cp": lay.cp, "dp": lay.dp, "micro_batch": lay.micro_batch,
+    return {"rank": rank, "tp": lay.tp, "pp": lay.pp, "cp": lay.cp, "dp": lay.dp, "ep": lay.ep,
+            "micro_batch": lay.micro_batch,
             "micro_steps": lay.micro_steps, "strategy": lay.strategy, "recompute": lay.recompute,
             "sequence_parallel": lay.sequence_parallel, "pipeline_schedule": lay.schedule,
             "virtual_stages": lay.virtual_stages, "step_time_s": p.step_time_s, "tokens_per_s": p.tokens_per_s,
@@ -181,8 +187,9 @@ def _table(title: str, result: SearchResult, top: int, caption: str) -> Table:
     table = Table(title=title, title_justify="left", caption=caption, caption_justify="left", box=None,
                   padding=(0, 1, 0, 0), pad_edge=False, header_style="bold underline")
     context = any(r.layout.cp > 1 for r in result.ranked[:top])
-    for header in ("#", "TP", "PP", *(("CP",) if context else ()), "DP", "micro-\nbatch", "strategy", "recompute",
-                   "SP"):
+    experts = any(r.layout.ep > 1 for r in result.ranked[:top])
+    for header in ("#", "TP", "PP", *(("CP",) if context else ()), "DP", *(("EP",) if experts else ()),
+                   "micro-\nbatch", "strategy", "recompute", "SP"):
         table.add_column(header)
     for header in ("step\ns", "tokens/s", "TFLOP/s\n/GPU", "MFU", "memory\nGiB"):
         table.add_column(header, justify="right")
@@ -190,6 +197,7 @@ def _table(title: str, result: SearchResult, top: int, caption: str) -> Table:
         lay, p = r.layout, r.prediction
         pp = f"{lay.pp}v{lay.virtual_stages}" if lay.virtual_stages > 1 else str(lay.pp)
         table.add_row(str(rank), str(lay.tp), pp, *((str(lay.cp),) if context else ()), str(lay.dp),
+                      *((str(lay.ep),) if experts else ()),
                       f"{lay.micro_batch}x{lay.micro_steps}",
                       lay.strategy, lay.recompute, "on" if lay.sequence_parallel else "-", _seconds(p.step_time_s),
                       f"{p.tokens_per_s:,.0f}", f"{p.tflops_per_gpu:.1f}", f"{100 * p.mfu:.1f}%",
@@ -214,6 +222,8 @@ def plan(
     pp: Annotated[str | None, typer.Option(help="Pipeline sizes to try, e.g. 1,2,4,8 (default: all valid).")] = None,
     cp: Annotated[str, typer.Option(help="Context-parallel sizes to try for long sequences, e.g. 1,2,4,8 (default: "
                                     "1, no context parallelism).")] = "1",
+    ep: Annotated[str, typer.Option(help="Expert-parallel sizes to try for a mixture of experts, e.g. 1,2,4,8 "
+                                    "(default: 1, each GPU holds every expert).")] = "1",
     micro_batch: Annotated[str, typer.Option(help="Micro-batch sizes to try.")] = "1,2,4,8",
     strategies: Annotated[str, typer.Option(help="Data-parallel strategies to try (ddp, zero1, zero2, zero3, "
                                             "fsdp, hsdp); sharded ones only with PP 1.")] = "ddp,zero1,fsdp",
@@ -235,7 +245,7 @@ def plan(
     workers = workers if workers is not None else os.cpu_count() or 1
     if workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
-    space = _space(tp, pp, micro_batch, strategies, recompute, sequence_parallel, interleaved, cp)
+    space = _space(tp, pp, micro_batch, strategies, recompute, sequence_parallel, interleaved, cp, ep)
     topo, training, model_spec = _job(scenario, model, topology, nodes, global_batch, seq_len, precision)
     start = time.perf_counter()
     columns = (TextColumn("plan: simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("layouts"),

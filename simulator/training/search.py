@@ -1,13 +1,15 @@
 """Layout search (`clustersim plan`): which way to split one training job over one cluster is fastest.
 
 A layout is a tensor-parallel degree t, a pipeline depth p, a context-parallel degree c (data-parallel
-degree d = GPUs / (t p c)), a micro-batch b, a data-parallel strategy, an activation recomputation
+degree d = GPUs / (t p c)), for a mixture of experts an expert-parallel degree e (ranks of the d c that
+split the experts), a micro-batch b, a data-parallel strategy, an activation recomputation
 mode, sequence parallelism and the pipeline schedule. The search runs in four phases:
 
 1. Enumerate (`enumerate_layouts`): t divides the GPUs per node (a TP group stays on NVLink, as
    Megatron-LM places it) and the attention and key/value heads; p divides the layers and t p
    divides the GPUs; c (1 unless asked for: `--cp`) with t p c dividing the GPUs, the sequence
-   splitting into 2c chunks and a fused attention kernel (all-to-all CP: t c dividing the heads); b (powers of two by
+   splitting into 2c chunks and a fused attention kernel (all-to-all CP: t c dividing the heads); e (1 unless
+   asked for: `--ep`) dividing the experts and d c, with sequence parallelism when t > 1; b (powers of two by
    default) makes the global batch a multiple of b d; ddp and
    zero1 (Megatron's distributed optimizer) always, sharded strategies (fsdp, zero2, zero3, hsdp)
    only without pipeline parallelism (hsdp also without TP), and only one strategy when d = 1
@@ -21,7 +23,8 @@ mode, sequence parallelism and the pipeline schedule. The search runs in four ph
 3. Estimate (`estimate_step_s`): a closed-form step time that chooses what to simulate: compute of
    the critical stage (ComputeModel) over m micro-batches plus the 1F1B pipeline bubble of
    (p - 1) / v micro-batch times, a fraction (p - 1) / (m + p - 1) with v = 1 (Narayanan et al.
-   2021, section 2.2); the TP collectives of each layer pass (tasks.tp_calls), what each exchange of
+   2021, section 2.2); the TP collectives and expert all-to-alls of each layer pass (tasks.pass_collectives),
+   what each exchange of
    the context-parallel ring takes beyond one step's attention (tasks.cp_call), the pipeline sends and
    the DP collectives, each alone on its group's communicator under the job's placement
    (simulator.training.groups) by the collective model's closed form (predict_collective), the DP
@@ -53,7 +56,7 @@ from simulator.training.groups import communicators
 from simulator.training.memory import memory_per_gpu
 from simulator.training.predict import job_layout, predict_step
 from simulator.training.prediction import StepPrediction
-from simulator.training.shards import shard_degrees
+from simulator.training.shards import owned_params
 from simulator.training.tasks import PARAM_BYTES, pass_collectives
 from topologies.build import build
 from topologies.spec import TopologySpec
@@ -79,6 +82,7 @@ class SearchSpace:
     sequence_parallel: tuple[bool, ...] = (True,)  # the values tried when tp > 1
     interleaved: bool = False
     cp: tuple[int, ...] = (1,)  # context-parallel degrees tried (long sequences)
+    ep: tuple[int, ...] = (1,)  # expert-parallel degrees tried (mixtures of experts)
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,7 @@ class CandidateLayout:
     sequence_parallel: bool = False
     virtual_stages: int = 1
     cp: int = 1
+    ep: int = 1
 
     @property
     def replicas(self) -> int:
@@ -111,7 +116,7 @@ class CandidateLayout:
         data.update(micro_batch=self.micro_batch, grad_accum=None, activation_checkpointing=self.recompute)
         zero1_variant = data["strategy"]["zero_grad_all_reduce"] and self.strategy == "zero1"
         data["strategy"] = {**data["strategy"], "kind": self.strategy, "zero_grad_all_reduce": zero1_variant}
-        data["parallel"] = {**data["parallel"], "tp": self.tp, "pp": self.pp, "cp": self.cp,
+        data["parallel"] = {**data["parallel"], "tp": self.tp, "pp": self.pp, "cp": self.cp, "ep": self.ep,
                             "sequence_parallel": self.sequence_parallel, "pipeline_schedule": self.schedule,
                             "virtual_stages": self.virtual_stages}
         return TrainingSpec.model_validate(data)
@@ -186,9 +191,14 @@ def enumerate_layouts(model: ModelSpec, gpus_per_node: int, n_gpus: int, global_
     shapes = [(t, p, c) for t in tps for p in pps for c in cps if n_gpus % (t * p * c) == 0 and heads_split(t, c)]
     if not shapes:
         raise ConfigError(f"--tp/--pp/--cp: no tp x pp x cp among {tps} x {pps} x {cps} divides the {n_gpus} GPUs")
+    eps = [1] if space.ep == (1,) else _checked(
+        space.ep, [e for e in _divisors(model.experts) if e == 1 or model.experts > 1], "--ep",
+        f"must divide the model's experts ({model.experts}; a dense model has 1)")
     layouts = []
-    for t, p, c in shapes:
+    for (t, p, c), e in [(shape, e) for shape in shapes for e in eps]:
         d = n_gpus // (t * p * c)
+        if (d * c) % e:
+            continue
         for b in sorted(set(space.micro_batches)):
             if global_batch % (b * d):
                 continue
@@ -197,7 +207,8 @@ def enumerate_layouts(model: ModelSpec, gpus_per_node: int, n_gpus: int, global_
             for kind in _strategies(space, t, p, c, d * c):
                 for recompute in space.recompute:
                     for sp in (sorted(set(space.sequence_parallel)) if t > 1 else [False]):
-                        layouts += [CandidateLayout(t, p, d, b, m, kind, recompute, sp, v, c) for v in chunks]
+                        if sp or e == 1 or t == 1:  # expert with tensor parallelism needs SP (Megatron-Core)
+                            layouts += [CandidateLayout(t, p, d, b, m, kind, recompute, sp, v, c, e) for v in chunks]
     if not layouts:
         dps = sorted({n_gpus // (t * p * c) for t, p, c in shapes})
         raise ConfigError(f"--global-batch {global_batch}: no layout divides it into micro-batch x data-parallel "
@@ -228,7 +239,7 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
     views = communicators(v, ranks)
     layers = model.spec.layers / p
     times = compute.layer(model, b, seq_len, layout.recompute, t, layout.sequence_parallel, training.flash_attention,
-                          c)
+                          c, layout.ep)
     head_f, head_b = compute.head(model, b, seq_len, t, c)
     passes = 3 if layout.recompute == "full" else 2  # forward, backward (+ recomputed forward)
     kinds = ("forward", "backward") + (("forward",) if layout.recompute != "none" else ())
@@ -238,6 +249,9 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
     cp_s = layers * sum(call.count * max(0.0, _collective_s(views["cp"], call.op, call.size_bytes) - step_s)
                         for call, step_s in rings)
     local_params = model.total_params / (t * p)
+    experts = layers * model.expert_params_per_layer / (t * layout.ep) if layout.ep > 1 else 0.0
+    dense = local_params - experts * layout.ep if layout.ep > 1 else local_params
+    local_params = dense + experts  # held on this GPU (the experts split over ep)
     accumulate_s = compute.grad_accumulation(local_params, training.strategy.grad_accumulation_bytes)
     stage_s = (layers * (times.forward_s + times.recompute_s + times.backward_s) + head_f + head_b + tp_s + cp_s
                + accumulate_s)
@@ -249,8 +263,14 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
     dp = views["dp"]
     all_reduce = layout.strategy == "zero1" and training.strategy.zero_grad_all_reduce
     reduce_op = "all_reduce" if all_reduce else "reduce_scatter"
-    reduce_s = _collective_s(dp, reduce_op, local_params * training.strategy.grad_reduce_bytes)
-    gather_s = _collective_s(dp, "all_gather", local_params * PARAM_BYTES)
+
+    def over_groups(op: str, bytes_per_param: float) -> float:
+        """`op` over the dense parameters on the data-parallel group, the experts on the expert one."""
+        return (_collective_s(dp, op, dense * bytes_per_param)
+                + _collective_s(views["edp"], op, experts * bytes_per_param))
+
+    reduce_s = over_groups(reduce_op, training.strategy.grad_reduce_bytes)
+    gather_s = over_groups("all_gather", PARAM_BYTES)
     strategy = training.strategy
     # the last micro-batch's backward hides the gradient reduction (if overlapped), the next step's
     # first forward the parameter all-gather of ZeRO-1/2 (if overlapped)
@@ -259,21 +279,22 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
     if layout.strategy in ("zero3", "fsdp", "hsdp"):  # gather twice and reduce-scatter every micro-step
         dp_s = m * max(0.0, 2.0 * gather_s + reduce_s - stage_s)
     elif layout.strategy == "ddp":
-        all_reduce_s = _collective_s(dp, "all_reduce", local_params * strategy.grad_reduce_bytes)
+        all_reduce_s = over_groups("all_reduce", strategy.grad_reduce_bytes)
         dp_s = max(0.0, all_reduce_s - backward)
     else:
         dp_s = max(0.0, reduce_s - backward) + max(0.0, gather_s - forward)
-    optimizer_shard = shard_degrees(training, layout.replicas, ranks.members_per_node("grad"))[2]
-    return pipeline_s + dp_s + compute.optimizer(local_params / optimizer_shard, training.optimizer)
+    owned = owned_params(training, dense, experts, layout.replicas, ranks.members_per_node("grad"))
+    return pipeline_s + dp_s + compute.optimizer(owned, training.optimizer)
 
 
 def _broad(candidates: list[Candidate], keep: int) -> list[Candidate]:
     """The `keep` candidates to simulate, from candidates sorted by estimate: the best of each
-    TP x PP x CP shape (shapes in order of their best estimate), then the second best of each, and so
+    TP x PP x CP x EP shape (shapes in order of their best estimate), then the second best of each, and so
     on, so that a misjudged shape is still simulated."""
-    shapes: dict[tuple[int, int, int], list[Candidate]] = {}
+    shapes: dict[tuple[int, int, int, int], list[Candidate]] = {}
     for candidate in candidates:
-        shapes.setdefault((candidate[2].tp, candidate[2].pp, candidate[2].cp), []).append(candidate)
+        layout = candidate[2]
+        shapes.setdefault((layout.tp, layout.pp, layout.cp, layout.ep), []).append(candidate)
     rounds = max(len(group) for group in shapes.values())
     ordered = [group[i] for i in range(rounds) for group in shapes.values() if i < len(group)]
     return ordered[:keep]
@@ -376,9 +397,11 @@ def search_layouts(topology: TopologySpec, base: TrainingSpec, model_spec: Model
 
 
 def describe(layout: CandidateLayout) -> str:
-    """E.g. 'TP8 PP8 DP24, micro-batch 1, zero1, recompute full, SP, interleaved x2' ('TP4 PP1 CP4 DP2, ...')."""
+    """E.g. 'TP8 PP8 DP24, micro-batch 1, zero1, recompute full, SP, interleaved x2' ('TP4 PP1 CP4 DP2, ...',
+    'TP1 PP1 DP64 EP8, ...')."""
     extras = (", SP" if layout.sequence_parallel else "") + (
         f", interleaved x{layout.virtual_stages}" if layout.virtual_stages > 1 else "")
     context = f" CP{layout.cp}" if layout.cp > 1 else ""
-    return (f"TP{layout.tp} PP{layout.pp}{context} DP{layout.dp}, micro-batch {layout.micro_batch}, "
+    experts = f" EP{layout.ep}" if layout.ep > 1 else ""
+    return (f"TP{layout.tp} PP{layout.pp}{context} DP{layout.dp}{experts}, micro-batch {layout.micro_batch}, "
             f"{layout.strategy}, recompute {layout.recompute}{extras}")

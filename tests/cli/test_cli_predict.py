@@ -104,6 +104,20 @@ def test_predict_with_context_parallelism():
     assert bad.returncode == 2 and "cp 3" in bad.stderr
 
 
+def test_predict_with_expert_parallelism():
+    """--ep on Mixtral 8x7B: the title says EP8, the all-to-alls show as ep_comm, memory falls against EP 1
+    (each GPU holds 1 of 8 experts); EP on a dense model exits 2 naming it."""
+    args = ("predict", "--model", "mixtral-8x7b", "--topology", "dgx-h100", "--nodes", "2", "--strategy", "zero1",
+            "--seq-len", "4096", "--micro-batch", "1", "--global-batch", "16", "--recompute", "full")
+    ep8 = json.loads(run(*args, "--ep", "8", "--json").stdout)
+    ep1 = json.loads(run(*args, "--ep", "1", "--json").stdout)
+    assert ep8["exposed_comm_by_collective_s"]["ep_comm"] > 0.0
+    assert ep8["memory_per_gpu_bytes"] < ep1["memory_per_gpu_bytes"]
+    assert "TP1 PP1 EP8" in run(*args, "--ep", "8").stdout
+    bad = run("predict", "--model", "llama3-8b", "--nodes", "2", "--ep", "8")
+    assert bad.returncode == 2 and "mixture-of-experts" in bad.stderr
+
+
 def test_trace_gpus_refused_with_pipeline():
     """--trace-gpus expands symmetric ranks; with PP stages differ, so it is refused with exit 2."""
     out = run("predict", "--model", "gpt3-13b", "--nodes", "2", "--pp", "2", "--strategy", "zero1",

@@ -199,3 +199,20 @@ def test_long_context_example_runs(tmp_path: Path):
     assert fits == {(32768, 1), (32768, 4), (32768, 16), (131072, 4), (131072, 16), (524288, 16)}
     memory = {key: float(r["memory_per_gpu_bytes"]) for key, r in rows.items()}
     assert memory[131072, 16] < memory[131072, 4] < memory[131072, 1]
+
+
+def test_experts_example_runs(tmp_path: Path):
+    """examples/sweep-experts.yaml sweeps expert-parallel degree x strategy for Mixtral 8x7B: 8 scenarios, none
+    failed; ZeRO-1 fits from EP 4 on, FSDP at every EP; memory per GPU falls as EP grows under either."""
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    out = tmp_path / "experts.csv"
+    result = CliRunner().invoke(_app(), ["sweep", str(examples / "sweep-experts.yaml"), "-o", str(out),
+                                         "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    rows = {(int(r["training.parallel.ep"]), r["training.strategy.kind"]): r for r in csv.DictReader(out.open())}
+    assert len(rows) == 8 and not any(r["error"] for r in rows.values())
+    fits = {key for key, r in rows.items() if r["fits_in_memory"] == "True"}
+    assert fits == {(4, "zero1"), (8, "zero1"), (1, "fsdp"), (2, "fsdp"), (4, "fsdp"), (8, "fsdp")}
+    for kind in ("zero1", "fsdp"):
+        memory = [float(rows[ep, kind]["memory_per_gpu_bytes"]) for ep in (1, 2, 4, 8)]
+        assert memory == sorted(memory, reverse=True)

@@ -179,3 +179,32 @@ def test_plan_finds_torchtitan_context_parallel_layout():
     long = base.model_copy(update={"seq_len": 1048576, "global_batch": 1})
     with pytest.raises(ConfigError, match="or --cp to split the sequence"):
         search_layouts(mapped.topology, long, mapped.model, replace(space, cp=(1,)))
+
+
+def test_expert_parallel_sizes_are_searched_where_they_divide():
+    """--ep 1,2,4 for a 4-expert model on 8 GPUs: EP divides the experts and the data- x context-parallel
+    ranks (so TP 4 x DP 2 takes EP 1 and 2 only), and with TP > 1 comes with sequence parallelism; a size
+    not dividing the experts, or EP for a dense model, is refused naming --ep."""
+    moe = TINY.model_copy(update={"experts": 4, "experts_per_token": 2})
+    space = SearchSpace(micro_batches=(1,), recompute=("none",), sequence_parallel=(False, True), ep=(1, 2, 4))
+    layouts = enumerate_layouts(moe, 4, 8, 8, space)
+    assert {lay.ep for lay in layouts} == {1, 2, 4}
+    assert all((lay.dp * lay.cp) % lay.ep == 0 for lay in layouts)
+    assert {lay.ep for lay in layouts if lay.tp == 4} == {1, 2}
+    assert all(lay.sequence_parallel for lay in layouts if lay.ep > 1 and lay.tp > 1)
+    assert all(lay.training(TrainingSpec(model=moe, global_batch=8)).parallel.ep == lay.ep for lay in layouts)
+    with pytest.raises(ConfigError, match="--ep 3"):
+        enumerate_layouts(moe, 4, 8, 8, SearchSpace(ep=(3,)))
+    with pytest.raises(ConfigError, match="--ep 2"):
+        enumerate_layouts(TINY, 4, 8, 8, SearchSpace(ep=(2,)))
+
+
+def test_plan_searches_expert_parallelism_for_a_mixture_of_experts():
+    """Mixtral 8x7B on 8 DGX H100 nodes with --ep 1,8: layouts with EP 8 are simulated and ranked beside EP 1,
+    each with its EP in the result; the simulation books their all-to-alls."""
+    space = SearchSpace(micro_batches=(1,), strategies=("fsdp",), recompute=("full",), tp=(1,), pp=(1,), ep=(1, 8))
+    base = TrainingSpec(model="mixtral-8x7b", global_batch=64, seq_len=4096)
+    result = search_layouts(load_preset("dgx-h100", nodes=8), base, load_model("mixtral-8x7b"), space)
+    assert {r.layout.ep for r in result.ranked} == {1, 8}
+    expert = next(r for r in result.ranked if r.layout.ep == 8)
+    assert expert.prediction.comm_by_collective_s.get("ep_comm", 0.0) > 0.0

@@ -1,13 +1,13 @@
 """The transformer as arithmetic: parameter counts, FLOPs, GEMM shapes and activation memory.
 
 `transformer(spec)` resolves a ModelSpec's defaults into a `TransformerModel`, whose properties and
-methods state each formula and its source. Notation: L layers, h hidden, a heads, kv key/value
-heads, d = h / a head size, f MLP inner size, V vocabulary, s sequence length, b micro-batch,
-t tensor-parallel degree; for a mixture of experts E routed experts, k of them per token, S shared
-experts, f_e one expert's inner size. Parameters are counted per weight matrix, so GQA (kv < a) and
-gated MLPs (SwiGLU, three matrices) are exact; what is not modelled: BERT's token-type embeddings
-and pooler, T5-style encoder-decoders and relative position biases, MoE blocks interleaved with
-dense ones, multi-head latent attention (DeepSeek-V2/V3).
+methods state each formula and its source. Notation: L layers, h hidden, a heads, kv key/value heads, d
+head size (h / a unless the model sets it apart), f MLP inner size, V vocabulary, s sequence length, b
+micro-batch, t tensor-parallel degree; for a mixture of experts E routed experts, k of them per token, S
+shared experts, f_e one expert's inner size. Parameters are counted per weight matrix, so GQA (kv < a)
+and gated MLPs (SwiGLU, three matrices) are exact; what is not modelled: BERT's token-type embeddings
+and pooler, T5-style encoder-decoders and relative position biases, MoE blocks interleaved with dense
+ones, multi-head latent attention (DeepSeek-V2/V3).
 
 Mixture of experts (Shazeer et al. 2017; GShard, Lepikhin et al. 2021; Mixtral, Jiang et al. 2024):
 every block's MLP is E expert MLPs and a router (an h x E linear layer); each token passes through
@@ -38,8 +38,13 @@ class TransformerModel:
 
     @property
     def head_dim(self) -> int:
-        """d = h / a."""
-        return self.spec.hidden // self.spec.heads
+        """d = h / a, or the model's own head_dim."""
+        return self.spec.head_dim or self.spec.hidden // self.spec.heads
+
+    @property
+    def q_dim(self) -> int:
+        """Width of the Q projection and of the attention output: a x d (= h unless head_dim is set apart)."""
+        return self.spec.heads * self.head_dim
 
     @property
     def kv_dim(self) -> int:
@@ -50,11 +55,11 @@ class TransformerModel:
 
     @property
     def attention_params_per_layer(self) -> int:
-        """Q and O are h x h, K and V are h x (kv d) (Ainslie et al. 2023, GQA); with biases
-        (GPT-2/3, BERT) add h + 2 kv d + h."""
+        """Q and O are h x (a d) (h x h when d = h / a), K and V are h x (kv d) (Ainslie et al. 2023, GQA);
+        with biases (GPT-2/3, BERT) add a d + 2 kv d + h."""
         h = self.spec.hidden
-        weights = 2 * h * h + 2 * h * self.kv_dim
-        return weights + (2 * h + 2 * self.kv_dim if self.spec.bias else 0)
+        weights = 2 * h * self.q_dim + 2 * h * self.kv_dim
+        return weights + (self.q_dim + 2 * self.kv_dim + h if self.spec.bias else 0)
 
     @property
     def expert_ffn_hidden(self) -> int:
@@ -138,7 +143,7 @@ class TransformerModel:
     def layer_gemms(self, tokens: int) -> list[tuple[str, int, int, int]]:
         """The forward GEMMs of one block as (name, m, n, k), C[m, n] = A[m, k] B[k, n], m = tokens.
 
-        qkv is fused (Megatron, MPT Wqkv, GPT-2 c_attn): n = h + 2 kv d; for gated MLPs mlp_up
+        qkv is fused (Megatron, MPT Wqkv, GPT-2 c_attn): n = a d + 2 kv d; for gated MLPs mlp_up
         fuses gate and up (Megatron's linear_fc1): n = 2 f. Each costs 2 m n k FLOPs; the attention
         score and value matmuls are not weight GEMMs (see attention_forward_flops). A mixture of
         experts replaces the MLP's pair by the router (n = E), the shared experts as one MLP S f_e wide,
@@ -147,7 +152,7 @@ class TransformerModel:
         """
         h, f = self.spec.hidden, self.ffn_hidden
         gate = 2 if self.spec.gated_mlp else 1
-        attention = [("qkv", tokens, h + 2 * self.kv_dim, h), ("attn_out", tokens, h, h)]
+        attention = [("qkv", tokens, self.q_dim + 2 * self.kv_dim, h), ("attn_out", tokens, h, self.q_dim)]
         if not self.spec.moe:
             return [*attention, ("mlp_up", tokens, gate * f, h), ("mlp_down", tokens, h, f)]
         fe, shared, routed = self.expert_ffn_hidden, self.spec.shared_experts, tokens * self.spec.experts_per_token
@@ -161,12 +166,13 @@ class TransformerModel:
         return self.spec.experts if self.spec.moe and name in ("mlp_up", "mlp_down") else 1
 
     def attention_forward_flops(self, tokens: int, seq_len: int) -> float:
-        """Q K^T and softmax x V: 2 x 2 x tokens x s x h (Narayanan et al. 2021, section 5.1).
+        """Q K^T and softmax x V: 2 x 2 x tokens x s x a d, a d = h unless head_dim is set apart (Narayanan
+        et al. 2021, section 5.1).
 
         Counted in full, not halved for the causal mask, as Narayanan (and MFU as usually reported)
         does; GQA does not change it (every query head still attends over s keys).
         """
-        return 4.0 * tokens * seq_len * self.spec.hidden
+        return 4.0 * tokens * seq_len * self.q_dim
 
     def layer_forward_flops(self, tokens: int, seq_len: int) -> float:
         """2 x matmul_params_per_layer x tokens + attention_forward_flops; for GPT-style blocks

@@ -34,6 +34,8 @@ _HF_FAMILIES: dict[str, tuple[dict[str, str], dict[str, bool], bool]] = {
     "llama": (_LLAMA_KEYS, {"gated_mlp": True, "bias": False, "learned_positions": False}, False),
     "mistral": (_LLAMA_KEYS, {"gated_mlp": True, "bias": False, "learned_positions": False}, False),
     "mixtral": (_LLAMA_KEYS, {"gated_mlp": True, "bias": False, "learned_positions": False}, False),
+    "qwen3": (_LLAMA_KEYS, {"gated_mlp": True, "bias": False, "learned_positions": False}, False),
+    "qwen3_moe": (_LLAMA_KEYS, {"gated_mlp": True, "bias": False, "learned_positions": False}, False),
     "gpt_neox": (_LLAMA_KEYS, {"gated_mlp": False, "bias": True, "learned_positions": False}, False),
     "bert": (_LLAMA_KEYS, {"gated_mlp": False, "bias": True, "learned_positions": True}, True),
     "gpt2": (_GPT2_KEYS, {"gated_mlp": False, "bias": True, "learned_positions": True}, True),
@@ -112,13 +114,19 @@ def _family_fields(model_type: str, data: Mapping[str, Any], source: str) -> dic
     if model_type == "mixtral":  # MixtralConfig: num_local_experts 8, num_experts_per_tok 2 by default
         return {**_family_fields("mistral", data, source), "experts": data.get("num_local_experts", 8),
                 "experts_per_token": data.get("num_experts_per_tok", 2)}
-    if model_type in ("llama", "mistral"):
+    if model_type == "qwen3_moe":  # Qwen3MoeConfig: every block a mixture unless told otherwise
+        if data.get("mlp_only_layers") or data.get("decoder_sparse_step", 1) != 1:
+            raise ConfigError(f"{source}: mlp_only_layers / decoder_sparse_step != 1 (dense blocks among the MoE "
+                              "ones) is not modelled")
+        return {**_family_fields("qwen3", data, source), "experts": _required(data, "num_experts", source),
+                "experts_per_token": _required(data, "num_experts_per_tok", source),
+                "expert_ffn_hidden": _required(data, "moe_intermediate_size", source)}
+    if model_type in ("llama", "mistral", "qwen3"):  # Qwen3's per-head q/k RMSNorm (2 d a layer) is left out
         if data.get("attention_bias") or data.get("mlp_bias"):
             raise ConfigError(f"{source}: attention_bias/mlp_bias true is not modelled (only bias-free llama)")
         head_dim = data.get("head_dim")
-        if head_dim is not None and head_dim * data["num_attention_heads"] != data["hidden_size"]:
-            raise ConfigError(f"{source}: head_dim {head_dim} x num_attention_heads != hidden_size is not modelled")
-        return {"kv_heads": data.get("num_key_value_heads")}
+        apart = head_dim is not None and head_dim * data["num_attention_heads"] != data["hidden_size"]
+        return {"kv_heads": data.get("num_key_value_heads"), "head_dim": head_dim if apart else None}
     if model_type == "gpt2":
         return {"ffn_hidden": data.get("n_inner")}
     if model_type == "mpt":  # MPTConfig defaults: no_bias false, learned_pos_emb true, alibi false
@@ -132,8 +140,9 @@ def _family_fields(model_type: str, data: Mapping[str, Any], source: str) -> dic
 
 
 def model_from_hf_config(text: str, source: str) -> ModelSpec:
-    """A ModelSpec from a HuggingFace config.json (text), by its model_type: llama, mistral, mixtral
-    (num_local_experts, num_experts_per_tok besides) (num_hidden_layers, hidden_size,
+    """A ModelSpec from a HuggingFace config.json (text), by its model_type: llama, mistral, qwen3 (head_dim
+    besides), mixtral (num_local_experts, num_experts_per_tok), qwen3_moe (num_experts, num_experts_per_tok,
+    moe_intermediate_size) (num_hidden_layers, hidden_size,
     num_attention_heads, num_key_value_heads, intermediate_size, vocab_size, max_position_embeddings,
     tie_word_embeddings), gpt_neox and bert (same keys), gpt2 (n_layer, n_embd, n_head, n_inner,
     n_positions) and mpt (n_layers, d_model, n_heads, expansion_ratio, max_seq_len, no_bias,

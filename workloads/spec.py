@@ -35,6 +35,9 @@ class ModelSpec(BaseModel):
     hidden: int = Field(ge=1, description="Hidden size (d_model).")
     heads: int = Field(ge=1, description="Attention heads.")
     kv_heads: int | None = Field(default=None, ge=1, description="Key/value heads (GQA); default: heads.")
+    head_dim: int | None = Field(
+        default=None, ge=1, description="Size of one attention head; default hidden / heads (Qwen3, Gemma and "
+        "GPT-OSS set it apart: heads x head_dim need not be hidden).")
     ffn_hidden: int | None = Field(default=None, ge=1, description="MLP inner size; default 4 x hidden.")
     gated_mlp: bool = Field(default=False, description="SwiGLU-style MLP with three matrices (Llama).")
     vocab: int = Field(ge=1, description="Vocabulary size.")
@@ -57,8 +60,8 @@ class ModelSpec(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
-        if self.hidden % self.heads:
-            raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
+        if self.head_dim is None and self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads}), or head_dim given")
         if self.kv_heads is not None and self.heads % self.kv_heads:
             raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
         if self.experts_per_token > self.experts:

@@ -91,13 +91,14 @@ def ulysses_calls(model: TransformerModel, micro_batch: int, seq_len: int, tp: i
     (DeepSpeed-Ulysses, Jacobs et al. 2023; Megatron-Core --cp-comm-type a2a): before attention q, k
     and v go from a split of the sequence to a split of the heads, after it the output goes back; a
     backward pass moves the output gradient in and the q, k, v gradients out, the same bytes. Each
-    rank's buffers: b (s / cp) (h + 2 kv_dim) / tp and b (s / cp) h / tp elements. The attention
-    waits for them: they run after the pass's compute, like unoverlapped TP collectives."""
+    rank's buffers: b (s / cp) (q_dim + 2 kv_dim) / tp and b (s / cp) q_dim / tp elements (q_dim = h unless
+    the model sets head_dim apart). The attention waits for them: they run after the pass's compute, like
+    unoverlapped TP collectives."""
     if cp == 1 or passes == 0:
         return []
     tokens = micro_batch * (seq_len // cp)
-    qkv = ACTIVATION_BYTES * tokens * (model.spec.hidden + 2 * model.kv_dim) // tp
-    out = ACTIVATION_BYTES * tokens * model.spec.hidden // tp
+    qkv = ACTIVATION_BYTES * tokens * (model.q_dim + 2 * model.kv_dim) // tp
+    out = ACTIVATION_BYTES * tokens * model.q_dim // tp
     return [CollectiveCall("alltoall", qkv, "cp:all", passes), CollectiveCall("alltoall", out, "cp:all", passes)]
 
 

@@ -10,11 +10,11 @@ from simulator.core.errors import ConfigError
 from workloads.model import transformer
 from workloads.presets import load_model, model_from_hf_config
 
-SHAPE = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated_mlp", "vocab", "max_seq_len",
-         "tied_embeddings", "learned_positions", "bias")
+SHAPE = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "gated_mlp", "vocab", "max_seq_len",
+         "tied_embeddings", "learned_positions", "bias", "experts", "experts_per_token", "expert_ffn_hidden")
 
 def _shape(spec):
-    """The spec's shape with defaults resolved (kv_heads, ffn_hidden)."""
+    """The spec's shape with defaults resolved (kv_heads, head_dim, ffn_hidden, expert_ffn_hidden)."""
     model = transformer(spec)
     return {field: getattr(model, field, getattr(spec, field)) for field in SHAPE}
 
@@ -56,11 +56,16 @@ def test_unknown_model_type_lists_the_supported():
         model_from_hf_config('{"model_type": "t5", "d_model": 1024}', "t5.json")
 
 
-def test_head_dim_other_than_hidden_over_heads_is_refused(llama2_70b_config):
-    """A config whose head_dim x heads differs from hidden_size (Mistral-Nemo style) is not silently miscounted."""
+def test_head_dim_other_than_hidden_over_heads_is_kept(llama2_70b_config):
+    """A config whose head_dim x heads differs from hidden_size (Mistral-Nemo style) keeps its head_dim: Q and O
+    are 8192 x (64 x 256) and K, V 8192 x (8 x 256), not hidden x hidden; a head_dim equal to hidden / heads is
+    the default and left unset."""
     data = json.loads(llama2_70b_config) | {"model_type": "mistral", "head_dim": 256}
-    with pytest.raises(ConfigError, match="head_dim 256"):
-        model_from_hf_config(json.dumps(data), "nemo.json")
+    spec = model_from_hf_config(json.dumps(data), "nemo.json")
+    assert spec.head_dim == 256
+    assert transformer(spec).attention_params_per_layer == 2 * 8192 * 64 * 256 + 2 * 8192 * 8 * 256
+    same = json.loads(llama2_70b_config) | {"head_dim": 128}
+    assert model_from_hf_config(json.dumps(same), "70b.json").head_dim is None
 
 
 def test_invalid_json_is_a_config_error():
@@ -78,3 +83,17 @@ def test_mixtral_config_imports_its_experts():
     spec = model_from_hf_config(config, "config.json")
     assert (spec.experts, spec.experts_per_token) == (8, 2)
     assert _shape(spec) == _shape(load_model("mixtral-8x7b"))
+
+
+def test_qwen3_moe_config_imports_head_dim_and_experts():
+    """Qwen3-30B-A3B's config.json (model_type qwen3_moe): head_dim 128 apart from hidden / heads = 64, 128 experts
+    of width 768, 8 per token: the preset's shape; dense blocks among the MoE ones are refused."""
+    data = {"model_type": "qwen3_moe", "_name_or_path": "Qwen/Qwen3-30B-A3B", "num_hidden_layers": 48,
+            "hidden_size": 2048, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+            "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8,
+            "vocab_size": 151936, "max_position_embeddings": 32768, "tie_word_embeddings": False,
+            "decoder_sparse_step": 1, "mlp_only_layers": []}
+    spec = model_from_hf_config(json.dumps(data), "config.json")
+    assert _shape(spec) == _shape(load_model("qwen3-30b-a3b"))
+    with pytest.raises(ConfigError, match="mlp_only_layers"):
+        model_from_hf_config(json.dumps(data | {"mlp_only_layers": [0]}), "config.json")

@@ -81,7 +81,8 @@ def _summary(spec: ModelSpec) -> str:
         active = f" ({model.active_params / 1e9:.1f}B active)"
         shared = f" + {spec.shared_experts} shared" if spec.shared_experts else ""
         mlp = f"{spec.experts} experts (top-{spec.experts_per_token}){shared} x {mlp}"
-    return (f"{count} params{active}: {spec.layers} layers x {spec.hidden}, {spec.heads} heads{kv}, {mlp}, "
+    width = f" of {spec.head_dim}" if spec.head_dim else ""
+    return (f"{count} params{active}: {spec.layers} layers x {spec.hidden}, {spec.heads} heads{width}{kv}, {mlp}, "
             f"vocab {spec.vocab}")
 
 

@@ -1,4 +1,4 @@
-"""`clustersim presets` and `clustersim topology show`: what clusters ship, and what one adds up to.
+"""`clustersim presets` and `clustersim topology show`: what clusters (and models) ship, and what one adds up to.
 
 Errors are ClusterSimError subclasses (unknown preset, bad YAML field); the main app turns them into
 one line and exit code 2.
@@ -18,6 +18,7 @@ from topologies.build import build
 from topologies.presets import list_presets, load_preset, resolve_topology
 from topologies.spec import TopologySpec
 from topologies.summary import TopologySummary, summarize
+from workloads.presets import list_models
 
 
 def _network(spec: TopologySpec) -> str:
@@ -28,8 +29,25 @@ def _network(spec: TopologySpec) -> str:
     return f"{net.nics_per_node}x {net.nic_gbps:g}G {net.transport}{presumed}"
 
 
-def presets() -> None:
-    """List the topology presets: GPUs per node, GPU, intra-node link, network and description."""
+def presets(
+    models: Annotated[bool, typer.Option(
+        "--models", help="List the model presets instead: parameters (active ones for a mixture of experts) "
+        "and shape.")] = False,
+) -> None:
+    """List the topology presets: GPUs per node, GPU, intra-node link, network and description.
+
+    Examples:
+
+      clustersim presets
+
+      clustersim presets --models
+    """
+    if models:
+        table = Table("name", "parameters and shape", title="model presets (--model NAME)")
+        for name, summary in list_models():
+            table.add_row(name, summary)
+        Console(width=160).print(table)
+        return
     table = Table("name", "GPUs/node", "GPU", "intra-node", "network", "description", title="topology presets")
     for name, description in list_presets():
         spec = load_preset(name)

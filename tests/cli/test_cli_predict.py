@@ -118,6 +118,14 @@ def test_predict_with_expert_parallelism():
     assert bad.returncode == 2 and "mixture-of-experts" in bad.stderr
 
 
+def test_presets_lists_topologies_and_models():
+    """`presets` lists the topology presets; `presets --models` the model presets with their sizes, a mixture
+    of experts with its active parameters."""
+    assert "dgx-h100" in run("presets").stdout
+    models = run("presets", "--models").stdout
+    assert "llama3-8b" in models and "46.70B params (12.9B active)" in models
+
+
 def test_trace_gpus_refused_with_pipeline():
     """--trace-gpus expands symmetric ranks; with PP stages differ, so it is refused with exit 2."""
     out = run("predict", "--model", "gpt3-13b", "--nodes", "2", "--pp", "2", "--strategy", "zero1",

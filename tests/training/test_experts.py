@@ -104,6 +104,30 @@ def test_expert_gradients_reduce_over_the_expert_data_parallel_group() -> None:
     assert by_group[("all_gather", "dp")] == pytest.approx(dense, rel=1e-6)
 
 
+def test_pipeline_reduces_each_stages_experts_over_their_group() -> None:
+    """ZeRO-1 with 4 stages of 8 layers and EP 4 on 64 GPUs (16 data-parallel ranks): each stage reduce-scatters
+    its 8 layers x 2 experts (8 / EP 4) x 2 B over "edp" and the rest of its parameters over "dp", and gathers
+    the same after its optimizer step; the four stages' expert bytes add up to the model's over EP 4."""
+    from simulator.training.pipeline import plan_pipeline
+
+    model = transformer(MIXTRAL)
+    training = TrainingSpec(model=MIXTRAL, seq_len=4096, micro_batch=1, global_batch=64,
+                            activation_checkpointing="full", strategy=StrategySpec(kind="zero1"),
+                            parallel=ParallelSpec(pp=4, ep=4))
+    plan = plan_pipeline(model, training, H100, 4096, 4, 16, 8)
+    sums: dict[tuple[int, str, str], int] = {}
+    for task in plan.tasks:
+        call = task.collective
+        if call is not None and call.group in ("dp", "edp"):
+            key = (task.stage, call.op, call.group)
+            sums[key] = sums.get(key, 0) + call.size_bytes
+    for stage in range(4):
+        assert sums[stage, "reduce_scatter", "edp"] == pytest.approx(8 * 2 * EXPERT * 2, rel=1e-6)
+        assert sums[stage, "all_gather", "edp"] == pytest.approx(8 * 2 * EXPERT * 2, rel=1e-6)
+    dense = sum(sums[stage, "reduce_scatter", "dp"] for stage in range(4))
+    assert dense == pytest.approx(2 * (model.total_params - 32 * 8 * EXPERT), rel=1e-6)
+
+
 def test_step_books_the_all_to_alls_and_counts_active_flops() -> None:
     """On 2 DGX H100 with EP 8 the all-to-alls show up as ep_comm; model FLOPs are the active parameters'
     (6 x 12.9B-class per token, not 46.7B). With TP 2, data-parallel ranks innermost keep the 8 EP ranks on

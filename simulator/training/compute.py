@@ -13,7 +13,12 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   (Dao 2023), and only ~35% of H100 peak (Shah et al. 2024, FlashAttention-3, section 1); Volta
   has no flash kernels (xformers/apex memory-efficient attention, ~25%). cuDNN's fused attention,
   which Transformer Engine picks on Hopper and later (Megatron-Core, NeMo), reaches ~50% of H100
-  peak (CUDNN_ATTENTION_EFFICIENCY); elsewhere the two are taken as equal.
+  peak (CUDNN_ATTENTION_EFFICIENCY); elsewhere the two are taken as equal. The efficiencies apply to
+  the full score FLOPs (attention_forward_flops, the MFU convention) with a backward of twice the
+  forward; the kernels' own benchmarks count half of them under a causal mask and 2.5x the forward
+  for the backward, so in the benchmarks' terms these rates are 55-65% of what the kernels reach
+  alone, which is what the published training runs imply (README: pricing attention at the
+  benchmark rates makes the validation cases 5.8% -> 12.7% median error, all too fast).
 - Without a fused attention kernel (Megatron-LM before 2023, BLOOM's Megatron-DeepSpeed, eager
   PyTorch) the b a s^2 score matrix goes through HBM: the QK^T GEMM writes it (2 B per score),
   the fused scale-mask-softmax reads and writes it (4 B), attention dropout reads and writes it

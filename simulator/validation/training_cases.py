@@ -231,10 +231,21 @@ def _released_preset(name: str) -> ModelSpec | None:
         return None
 
 
+# Head counts a source states once for all its tables, where the rows leave them out (by case id prefix):
+# BigScience's tr11-176B-ml chronicles-prequel heads its final comparison "all NHEADS=64 (above too)",
+# covering the earlier tables.
+_SOURCE_STATED_HEADS = {"bloom-prequel-": (64, "all NHEADS=64 (above too)")}
+
+
 def _model_spec(case: TrainingCase, model: Mapping[str, Any], seq_len: int, defaults: list[str]) -> ModelSpec:
     """The case's model section (with filled-in fields) as a ModelSpec; a released model named
-    without any of its shape takes its public config (the model preset)."""
+    without any of its shape takes its public config (the model preset); heads its source states
+    for all its tables (_SOURCE_STATED_HEADS) fill the rows that leave them out."""
     shape = ("layers", "hidden", "heads", "vocab")
+    stated = next((value for prefix, value in _SOURCE_STATED_HEADS.items() if case.id.startswith(prefix)), None)
+    if model.get("heads") is None and stated is not None and all(model.get(k) is not None for k in shape[:2]):
+        model = {**model, "heads": stated[0]}
+        defaults.append(f"heads not stated in the row: {stated[0]} (the source: {stated[1]!r})")
     missing = [k for k in shape if model.get(k) is None]
     preset = _released_preset(str(model.get("name") or "")) if len(missing) == len(shape) else None
     if preset is not None:

@@ -192,6 +192,17 @@ def test_case_without_hidden_size_is_skipped():
     assert m.skipped == "model shape not stated: hidden" and m.in_scope
 
 
+def test_heads_the_source_states_for_all_its_tables_fill_its_rows():
+    """BigScience's chronicles-prequel states "all NHEADS=64 (above too)" once: its rows without heads take 64,
+    flagged with the quote; a row of another source without heads is still skipped, naming the field."""
+    prequel = case(BLOOM_176B, id="bloom-prequel-181B-n48-dp8tp8pp6-mbs2-gbs2048-h14336-l72-02-21",
+                   model={"heads": None, "layers": 72})
+    m = mapped(prequel)
+    assert m.skipped is None and m.model is not None and m.model.heads == 64
+    assert any("all NHEADS=64 (above too)" in d for d in m.defaults)
+    assert mapped(case(model={"heads": None})).skipped == "model shape not stated: heads"
+
+
 @pytest.mark.parametrize(
     ("cluster", "gpu", "gpus_per_node", "intra_node", "network"),
     [

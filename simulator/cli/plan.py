@@ -43,13 +43,14 @@ YAML (as `clustersim predict` takes) whose other training fields (precision, fla
 strategy knobs such as overlap_grad_reduce, rank placement) are kept for every layout.
 
 Enumerated: TP divides the GPUs per node and the (key/value) heads; PP divides the layers and TP x PP
-the GPUs; CP (context parallelism, only the --cp sizes given: long sequences) splits the sequence
-into 2 CP chunks; DP = GPUs / (TP x PP x CP); EP (expert parallelism of a mixture of experts, only the
---ep sizes given) divides the experts and DP x CP; micro-batches whose multiples of DP divide the global batch;
-ddp and zero1 (distributed optimizer) always, fsdp (and zero2/zero3/hsdp if asked) only with PP = 1;
-recompute none, selective, full (selective not with flash attention and none: flash attention
-already keeps no s x s scores); sequence parallelism on with TP > 1 (--sequence-parallel both to try
-off too); --interleaved adds 2 virtual stages per pipeline rank where the layers and micro-batches allow.
+the GPUs; CP (context parallelism, only the --cp sizes given: long sequences) splits the sequence into 2
+CP chunks; DP = GPUs / (TP x PP x CP); EP (expert parallelism of a mixture of experts: the --ep
+sizes given, else every divisor of its experts) divides DP x CP; micro-batches whose
+multiples of DP divide the global batch; ddp and zero1 (distributed optimizer) always, fsdp (and
+zero2/zero3/hsdp if asked) only with PP = 1; recompute none, selective, full (selective not with flash
+attention and none: flash attention already keeps no s x s scores); sequence parallelism on with TP > 1
+(--sequence-parallel both to try off too); --interleaved adds 2 virtual stages per pipeline rank where
+the layers and micro-batches allow.
 
 Ranking: layouts over the GPU memory (the memory model) are dropped; a closed-form estimate
 (compute per stage, pipeline bubble (p - 1) / (m + p - 1), TP, PP and DP ring traffic at link
@@ -119,7 +120,7 @@ def _choices(text: str, flag: str, allowed: tuple[str, ...]) -> tuple[Any, ...]:
 
 
 def _space(tp: str | None, pp: str | None, micro_batch: str, strategies: str, recompute: str,
-           sequence_parallel: str, interleaved: bool, cp: str = "1", ep: str = "1") -> SearchSpace:
+           sequence_parallel: str, interleaved: bool, cp: str = "1", ep: str | None = None) -> SearchSpace:
     sp = {"on": (True,), "off": (False,), "both": (False, True)}
     if sequence_parallel not in sp:
         raise ConfigError(f"--sequence-parallel: expected on, off or both, got {sequence_parallel!r}")
@@ -128,7 +129,7 @@ def _space(tp: str | None, pp: str | None, micro_batch: str, strategies: str, re
         strategies=_choices(strategies, "--strategies", get_args(StrategyKind)),
         recompute=_choices(recompute, "--recompute", get_args(Checkpointing)),
         sequence_parallel=sp[sequence_parallel], interleaved=interleaved, cp=_ints(cp, "--cp") or (1,),
-        ep=_ints(ep, "--ep") or (1,))
+        ep=_ints(ep, "--ep"))
 
 
 def _job(scenario: Path | None, model: str | None, topology: str | None, nodes: int | None,
@@ -222,8 +223,8 @@ def plan(
     pp: Annotated[str | None, typer.Option(help="Pipeline sizes to try, e.g. 1,2,4,8 (default: all valid).")] = None,
     cp: Annotated[str, typer.Option(help="Context-parallel sizes to try for long sequences, e.g. 1,2,4,8 (default: "
                                     "1, no context parallelism).")] = "1",
-    ep: Annotated[str, typer.Option(help="Expert-parallel sizes to try for a mixture of experts, e.g. 1,2,4,8 "
-                                    "(default: 1, each GPU holds every expert).")] = "1",
+    ep: Annotated[str | None, typer.Option(help="Expert-parallel sizes to try for a mixture of experts, e.g. 1,8 "
+                                           "(default: every divisor of its experts; 1 for a dense model).")] = None,
     micro_batch: Annotated[str, typer.Option(help="Micro-batch sizes to try.")] = "1,2,4,8",
     strategies: Annotated[str, typer.Option(help="Data-parallel strategies to try (ddp, zero1, zero2, zero3, "
                                             "fsdp, hsdp); sharded ones only with PP 1.")] = "ddp,zero1,fsdp",

@@ -6,17 +6,17 @@ split the experts), a micro-batch b, a data-parallel strategy, an activation rec
 mode, sequence parallelism and the pipeline schedule. The search runs in four phases:
 
 1. Enumerate (`enumerate_layouts`): t divides the GPUs per node (a TP group stays on NVLink, as
-   Megatron-LM places it) and the attention and key/value heads; p divides the layers and t p
-   divides the GPUs; c (1 unless asked for: `--cp`) with t p c dividing the GPUs, the sequence
-   splitting into 2c chunks and a fused attention kernel (all-to-all CP: t c dividing the heads); e (1 unless
-   asked for: `--ep`) dividing the experts and d c, with sequence parallelism when t > 1; b (powers of two by
-   default) makes the global batch a multiple of b d; ddp and
-   zero1 (Megatron's distributed optimizer) always, sharded strategies (fsdp, zero2, zero3, hsdp)
-   only without pipeline parallelism (hsdp also without TP), and only one strategy when d = 1
-   (nothing to shard); sequence parallelism with t > 1; with `interleaved`, also 2 virtual stages
-   per rank where the layers and the micro-batch count divide (Megatron's conditions). With a
-   fused (flash) attention kernel, selective recomputation is left out when `none` is tried: flash
-   attention already keeps no s x s scores (what selective recomputation saves), so selective
+   Megatron-LM places it) and the attention and key/value heads; p divides the layers and t p divides
+   the GPUs; c (1 unless asked for: `--cp`) with t p c dividing the GPUs, the sequence splitting into 2c
+   chunks and a fused attention kernel (all-to-all CP: t c dividing the heads); e (for a mixture of
+   experts every divisor of the experts by default, or the `--ep` sizes given; 1 for a dense model)
+   dividing d c, with sequence parallelism when t > 1; b (powers of two by default) makes the global
+   batch a multiple of b d; ddp and zero1 (Megatron's distributed optimizer) always, sharded strategies
+   (fsdp, zero2, zero3, hsdp) only without pipeline parallelism (hsdp also without TP), and only one
+   strategy when d = 1 (nothing to shard); sequence parallelism with t > 1; with `interleaved`, also 2
+   virtual stages per rank where the layers and the micro-batch count divide (Megatron's conditions).
+   With a fused (flash) attention kernel, selective recomputation is left out when `none` is tried:
+   flash attention already keeps no s x s scores (what selective recomputation saves), so selective
    would only recompute more.
 2. Filter by memory: `memory_per_gpu` (arithmetic, microseconds a layout); those over the GPU's
    memory are dropped.
@@ -82,7 +82,7 @@ class SearchSpace:
     sequence_parallel: tuple[bool, ...] = (True,)  # the values tried when tp > 1
     interleaved: bool = False
     cp: tuple[int, ...] = (1,)  # context-parallel degrees tried (long sequences)
-    ep: tuple[int, ...] = (1,)  # expert-parallel degrees tried (mixtures of experts)
+    ep: tuple[int, ...] | None = None  # expert-parallel degrees tried; None: every valid one (1 for a dense model)
 
 
 @dataclass(frozen=True)
@@ -191,9 +191,8 @@ def enumerate_layouts(model: ModelSpec, gpus_per_node: int, n_gpus: int, global_
     shapes = [(t, p, c) for t in tps for p in pps for c in cps if n_gpus % (t * p * c) == 0 and heads_split(t, c)]
     if not shapes:
         raise ConfigError(f"--tp/--pp/--cp: no tp x pp x cp among {tps} x {pps} x {cps} divides the {n_gpus} GPUs")
-    eps = [1] if space.ep == (1,) else _checked(
-        space.ep, [e for e in _divisors(model.experts) if e == 1 or model.experts > 1], "--ep",
-        f"must divide the model's experts ({model.experts}; a dense model has 1)")
+    eps = _checked(space.ep, _divisors(model.experts), "--ep",
+                   f"must divide the model's experts ({model.experts}; a dense model has 1)")
     layouts = []
     for (t, p, c), e in [(shape, e) for shape in shapes for e in eps]:
         d = n_gpus // (t * p * c)

@@ -183,8 +183,9 @@ def test_plan_finds_torchtitan_context_parallel_layout():
 
 def test_expert_parallel_sizes_are_searched_where_they_divide():
     """--ep 1,2,4 for a 4-expert model on 8 GPUs: EP divides the experts and the data- x context-parallel
-    ranks (so TP 4 x DP 2 takes EP 1 and 2 only), and with TP > 1 comes with sequence parallelism; a size
-    not dividing the experts, or EP for a dense model, is refused naming --ep."""
+    ranks (so TP 4 x DP 2 takes EP 1 and 2 only), and with TP > 1 comes with sequence parallelism; unasked,
+    every divisor of the experts is tried (1 for a dense model); a size not dividing the experts, or EP for a
+    dense model, is refused naming --ep."""
     moe = TINY.model_copy(update={"experts": 4, "experts_per_token": 2})
     space = SearchSpace(micro_batches=(1,), recompute=("none",), sequence_parallel=(False, True), ep=(1, 2, 4))
     layouts = enumerate_layouts(moe, 4, 8, 8, space)
@@ -193,6 +194,9 @@ def test_expert_parallel_sizes_are_searched_where_they_divide():
     assert {lay.ep for lay in layouts if lay.tp == 4} == {1, 2}
     assert all(lay.sequence_parallel for lay in layouts if lay.ep > 1 and lay.tp > 1)
     assert all(lay.training(TrainingSpec(model=moe, global_batch=8)).parallel.ep == lay.ep for lay in layouts)
+    by_default = enumerate_layouts(moe, 4, 8, 8, SearchSpace(micro_batches=(1,), recompute=("none",)))
+    assert {lay.ep for lay in by_default} == {1, 2, 4}  # every divisor of the experts, unasked
+    assert {lay.ep for lay in enumerate_layouts(TINY, 4, 8, 8, SPACE)} == {1}
     with pytest.raises(ConfigError, match="--ep 3"):
         enumerate_layouts(moe, 4, 8, 8, SearchSpace(ep=(3,)))
     with pytest.raises(ConfigError, match="--ep 2"):

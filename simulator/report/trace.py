@@ -19,7 +19,7 @@ from typing import Any
 
 from simulator.training.timeline import Span
 
-STREAM_NAMES = {"compute": "compute stream", "tp": "NCCL stream: tensor parallel",
+STREAM_NAMES = {"compute": "compute stream", "tp": "NCCL stream: tensor / expert parallel",
                 "cp": "NCCL stream: context-parallel ring",
                 "ag": "NCCL stream: all-gather", "rs": "NCCL stream: reductions",
                 "send": "NCCL stream: send to next stage", "send_back": "NCCL stream: send to previous stage"}

@@ -91,10 +91,13 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     recompute_budgets = overlap_budgets(recompute_calls, gemm_s, ("forward",)) if overlap else None
     backward_budgets = overlap_budgets(backward_calls, gemm_s, ("backward",), par.tp_comm_overlap_backward) \
         if overlap else None
-    # a layer's gradient tensors as backward produces them (mlp_down first), each with its part
+    # a layer's gradient tensors as backward produces them (mlp_down first), each with its part: a routed
+    # expert GEMM's weights are its E experts' matrices, E / ep of them on this GPU
+    def part_of(name: str) -> str:
+        return "experts" if experts and model.gemm_experts(name) > 1 else "dense"
+
     matrices = [(model.gemm_experts(name) * k * n / tp / (par.ep if model.gemm_experts(name) > 1 else 1),
-                 "experts" if experts and model.gemm_experts(name) > 1 else "dense")
-                for name, _, n, k in reversed(model.layer_gemms(1))]
+                 part_of(name)) for name, _, n, k in reversed(model.layer_gemms(1))]
     tensors = [(size * s.grad_reduce_bytes, part) for size, part in matrices]
     tensors.append(((dense + experts - sum(size for size, _ in matrices)) * s.grad_reduce_bytes, "dense"))  # norms
     tasks: list[Task] = []
@@ -102,14 +105,15 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     gathers_after_opt: list[Task] = []
     grad_group = "shard" if sharding == "HYBRID_SHARD" and kind == "fsdp" else "dp"
     group_of = {"dense": grad_group, "experts": "edp"}
+    suffix = {"dense": "", "experts": ".x"}  # task names of the experts' collectives
     parts = ("dense", "experts") if experts else ("dense",)
 
     def gather(name: str, deps: tuple[str, ...]) -> tuple[str, ...]:
         """All-gather one layer's parameters (each part over its group); the names to wait for."""
         for part in parts:
-            tasks.append(Task(name + (".x" if part == "experts" else ""), "ag", "all_gather", collective=CollectiveCall(
+            tasks.append(Task(name + suffix[part], "ag", "all_gather", collective=CollectiveCall(
                 "all_gather", layer_param_bytes[part], group_of[part]), deps=deps))
-        return tuple(name + (".x" if part == "experts" else "") for part in parts)
+        return tuple(name + suffix[part] for part in parts)
     reshard = s.reshard_after_forward if s.reshard_after_forward is not None else sharding != "SHARD_GRAD_OP"
     # Megatron --overlap-param-gather: the parameters the last step's optimizer updated are gathered
     # layer by layer as the first micro-step's forward reaches them
@@ -163,8 +167,8 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                              backward_budgets, rings=backward_rings)
             if kind == "fsdp":
                 for part in parts:
-                    sharded_reduction(f"m{m}.rs{i}" + (".x" if part == "experts" else ""), layer_grad_bytes[part],
-                                      f"m{m}.bwd{i}", group_of[part])
+                    sharded_reduction(f"m{m}.rs{i}{suffix[part]}", layer_grad_bytes[part], f"m{m}.bwd{i}",
+                                      group_of[part])
         if kind == "fsdp":
             sharded_reduction(f"m{m}.rs_root", root_grad_bytes, f"m{m}.bwd0")
         if s.grad_accumulation_bytes:
@@ -187,7 +191,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                     size = int(sum(grads[j][1] for j in members))
                     if b == len(buckets) - 1 and part == "dense":
                         size += root_grad_bytes  # embeddings' gradients are ready last
-                    name = f"m{m}.{op}{b}" + (".x" if part == "experts" else "")
+                    name = f"m{m}.{op}{b}{suffix[part]}"
                     tasks.append(Task(name, "rs", op, collective=CollectiveCall(op, size, group_of[part]),
                                       deps=(produced,)))
                     reductions.append(name)
@@ -199,7 +203,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
             total = (root_params + L * dense if part == "dense" else L * experts) * PARAM_BYTES
             for b in range(max(1, -int(-total // cap))):
                 size = int(min(cap, total - b * cap))
-                gathers_after_opt.append(Task(f"param_ag{b}" + (".x" if part == "experts" else ""), "ag", "all_gather",
+                gathers_after_opt.append(Task(f"param_ag{b}{suffix[part]}", "ag", "all_gather",
                                               collective=CollectiveCall("all_gather", size, group_of[part]),
                                               deps=("optimizer",)))
         tasks += gathers_after_opt

@@ -196,3 +196,22 @@ def test_mixtral_on_b200_is_near_nemo_published_throughput() -> None:
                             parallel=ParallelSpec(ep=8))
     predicted = predict_step(load_preset("dgx-b200", nodes=8), training, MIXTRAL).tokens_per_s_per_gpu
     assert predicted == pytest.approx(15457, rel=0.10)
+
+
+@settings(max_examples=8, deadline=None)
+@given(ep=st.sampled_from([2, 4, 8]), strategy=st.sampled_from(["zero1", "fsdp"]), tp=st.sampled_from([1, 2]),
+       placement=st.sampled_from(["tp-pp-dp", "dp-tp-pp"]))
+def test_halving_network_bandwidth_never_speeds_an_expert_parallel_step(ep: int, strategy: str, tp: int,
+                                                                        placement: str) -> None:
+    """Two H100 nodes, EP groups within or across nodes: with half the NIC bandwidth no step gets faster; the
+    idle time stays within the step; bytes of every expert all-to-all call are the hand formula's."""
+    base = load_preset("dgx-h100", nodes=2)
+    assert base.inter_node is not None
+    slow = base.model_copy(update={"inter_node": base.inter_node.model_copy(
+        update={"nic_gbps": base.inter_node.nic_gbps / 2})})
+    training = job(ep, strategy, tp, global_batch=16 // tp, placement=placement)
+    fast_p, slow_p = (predict_step(topology, training, MIXTRAL) for topology in (base, slow))
+    assert slow_p.step_time_s >= fast_p.step_time_s * (1 - 1e-9)
+    assert 0.0 <= fast_p.gpu_idle_s <= fast_p.step_time_s
+    (call,) = ep_calls(transformer(MIXTRAL), 1, 4096, tp, ep, passes=1)
+    assert call.size_bytes == 2 * 4096 * 2 * 4096 // tp

@@ -60,7 +60,14 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
 - Context parallelism over c GPUs (ring attention; simulator.training.tasks.cp_call) gives each GPU
   seq_len / c tokens of every sequence: its GEMMs, element-wise work and output layer are those of
   its tokens, its attention that of its queries against all seq_len keys (1 / c of the whole, the
-  causal work balanced by the 2c-chunk split).
+  causal work balanced by the 2c-chunk split). Of a ring's c steps only the first (the local block)
+  runs the causal kernel; the other c - 1 attend to blocks wholly in the past, with the non-causal
+  kernel (Transformer Engine's AttnFuncWithCPAndKVP2P and PyTorch's ring attention both split the
+  2c-chunk layout so), which does the same useful work NONCAUSAL_SPEEDUP times faster: causal
+  kernels lose time to the masked tiles and the uneven rows (FlashAttention-3 paper, H100, head dim
+  128, 4k-16k tokens: cuDNN 595-609 TFLOP/s non-causal against 518-539 causal, FlashAttention-2
+  368-370 against 319-335, forward; taken for backward too). All-to-all CP runs whole sequences of
+  its heads: causal kernels only.
 - The optimizer is memory-bound: Adam reads and writes fp32 master weights, two moments and the
   gradient (OPTIMIZER_BYTES_PER_PARAM per locally owned parameter).
 - Gradient accumulation outside the GEMMs (DeepSpeed's bf16 optimizer adds each micro-batch's
@@ -100,6 +107,7 @@ from workloads.spec import TrainingSpec
 
 GEMM_EFFICIENCY = {"volta": 0.80, "turing": 0.75, "ampere": 0.80, "ada": 0.70, "hopper": 0.67, "blackwell": 0.62}
 GEMM_HALF_DIM = 512.0
+NONCAUSAL_SPEEDUP = 1.13  # non-causal over causal attention per unit of useful work (module docstring)
 ATTENTION_EFFICIENCY = {"volta": 0.25, "turing": 0.30, "ampere": 0.55, "ada": 0.45, "hopper": 0.35, "blackwell": 0.35}
 # cuDNN's fused attention where it differs: H100 SXM5, head dim 128, 4k-16k tokens, causal forward 518-539
 # and backward 499-516 TFLOP/s of 989 (Shah et al. 2024, FlashAttention-3, figures 5-6; FlashAttention-2
@@ -142,13 +150,15 @@ class ComputeModel:
     attention_kernel: str = "flash2"  # flash2 or cudnn (TrainingSpec.attention_kernel)
     fused_elementwise: bool = True  # TrainingSpec.fused_elementwise
     launch_blocking: bool = False  # TrainingSpec.launch_blocking
+    ring_attention: bool = True  # context parallelism by a key/value ring (ParallelSpec.cp_comm p2p), not a2a
 
     @classmethod
     def for_job(cls, gpu: GpuSpec, training: TrainingSpec, power_limit_w: float | None = None, scale: float = 1.0,
                 gemm_efficiency: float | None = None) -> ComputeModel:
         """The compute model of `training` on `gpu` run under a power cap of `power_limit_w` (None: none)."""
         return cls(gpu, training.precision, scale, gemm_efficiency, power_capped_clock(gpu, power_limit_w),
-                   training.attention_kernel, training.fused_elementwise, training.launch_blocking)
+                   training.attention_kernel, training.fused_elementwise, training.launch_blocking,
+                   training.parallel.cp_comm == "p2p")
 
     @property
     def peak_flops(self) -> float:
@@ -198,7 +208,7 @@ class ComputeModel:
         gemm_s = sum(self._gemms_s(gemms, model, ep).values())
         cast_forward_s = sum(m * k + k * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
         cast_backward_s = sum(m * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
-        attention_s = self._attention_s(model, tokens, seq_len, tp)
+        attention_s = self._attention_s(model, tokens, seq_len, tp, cp)
         fused = self.fused_elementwise
         per_hidden = ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN if fused else ELEMENTWISE_EAGER_BYTES_PER_TOKEN_HIDDEN
         replicated = 0.0 if sequence_parallel else REPLICATED_ELEMENTWISE_BYTES[fused]
@@ -239,11 +249,16 @@ class ComputeModel:
                             cp: int = 1) -> float:
         """Forward seconds of one layer's fused attention kernel on one GPU (part of layer()'s forward;
         backward takes twice): what a context-parallel ring step hides behind."""
-        return self._attention_s(model, micro_batch * seq_len // cp, seq_len, tp) / self.scale
+        return self._attention_s(model, micro_batch * seq_len // cp, seq_len, tp, cp) / self.scale
 
-    def _attention_s(self, model: TransformerModel, tokens: int, seq_len: int, tp: int) -> float:
-        return self._roofline(model.attention_forward_flops(tokens, seq_len) / tp, self.attention_efficiency, 0.0,
-                              self.half_precision_flops)
+    def _attention_s(self, model: TransformerModel, tokens: int, seq_len: int, tp: int, cp: int = 1) -> float:
+        """Seconds of `tokens` queries' attention to `seq_len` keys; over a context-parallel ring of `cp`, the
+        c - 1 of its c steps that run the non-causal kernel go NONCAUSAL_SPEEDUP faster (module docstring)."""
+        causal = self._roofline(model.attention_forward_flops(tokens, seq_len) / tp, self.attention_efficiency, 0.0,
+                                self.half_precision_flops)
+        if cp == 1 or not self.ring_attention:
+            return causal
+        return causal * (1.0 + (cp - 1) / NONCAUSAL_SPEEDUP) / cp
 
     def head(self, model: TransformerModel, micro_batch: int, seq_len: int, tp: int = 1,
              cp: int = 1) -> tuple[float, float]:

@@ -19,6 +19,7 @@ from rich.table import Table
 from simulator.calibration.crossval import GROUP_BY, CrossvalReport, crossval, splits
 from simulator.calibration.fit import FitOptions, fit_hardware, free_parameters, group_by_hardware
 from simulator.calibration.profile import CalibrationProfile, HardwareCalibration, profile_to_dict
+from simulator.cli.common import reflowed
 from simulator.cli.measured import load_measured
 from simulator.core.errors import ConfigError
 from simulator.validation.accuracy import ErrorSummary
@@ -56,8 +57,8 @@ Example:
 
 def register(app: typer.Typer) -> None:
     """Add the `calibrate` and `crossval` commands to the app."""
-    app.command("calibrate", help=CALIBRATE_HELP)(calibrate)
-    app.command("crossval", help=CROSSVAL_HELP)(crossval_command)
+    app.command("calibrate", help=reflowed(CALIBRATE_HELP))(calibrate)
+    app.command("crossval", help=reflowed(CROSSVAL_HELP))(crossval_command)
 
 
 def _progress() -> Progress:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibrated_params, load_profile
-from simulator.cli.common import parse_env, size_option
+from simulator.cli.common import parse_env, reflowed, size_option
 from simulator.cli.topology_args import resolve_cluster
 from simulator.collectives.busbw import COLLECTIVES
 from simulator.collectives.comm import comm_view
@@ -46,7 +46,7 @@ Examples:
 
 def register(app: typer.Typer) -> None:
     """Add the `collective` command to the app."""
-    app.command("collective", help=HELP)(collective)
+    app.command("collective", help=reflowed(HELP))(collective)
 
 
 def collective(

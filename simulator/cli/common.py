@@ -50,3 +50,14 @@ def parse_env(text: str | None) -> dict[str, str]:
             raise ConfigError(f"--env: expected NAME=VALUE, got {token!r}")
         env[key] = value
     return env
+
+
+def reflowed(help_text: str) -> str:
+    """A command's help with each prose paragraph on one line, so the terminal wraps it to its width
+    (the help texts are wrapped in the source; Typer keeps their line breaks). Paragraphs whose lines
+    are indented (examples, commands) keep their lines."""
+    paragraphs = help_text.strip("\n").split("\n\n")
+    return "\n\n".join(
+        paragraph if any(line.startswith(" ") for line in paragraph.splitlines())
+        else " ".join(line.strip() for line in paragraph.splitlines())
+        for paragraph in paragraphs)

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from simulator.cli.common import write_text
+from simulator.cli.common import reflowed, write_text
 from simulator.cli.predict import _load_scenario, _override, _run, prediction_json
 from simulator.core.errors import ConfigError
 from simulator.report.html import compare_report_html
@@ -49,7 +49,7 @@ ROWS: tuple[tuple[str, Callable[[StepPrediction], float], str], ...] = (
 
 def register(app: typer.Typer) -> None:
     """Add `compare` to the app."""
-    app.command("compare", help=HELP)(compare)
+    app.command("compare", help=reflowed(HELP))(compare)
 
 
 def _change(value: float, base: float) -> str:

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from simulator.cli.common import read_yaml
+from simulator.cli.common import read_yaml, reflowed
 from simulator.core.errors import ConfigError, config_error_from
 from simulator.scenario import resolve_scenario, scenario_from_data
 from simulator.training.search import (
@@ -87,7 +87,7 @@ Examples:
 
 def register(app: typer.Typer) -> None:
     """Add `plan` to the app."""
-    app.command("plan", help=HELP)(plan)
+    app.command("plan", help=reflowed(HELP))(plan)
 
 
 def _required(value: T | None, flag: str) -> T:

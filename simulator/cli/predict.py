@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibrated_params, load_profile
-from simulator.cli.common import read_yaml, write_text
+from simulator.cli.common import read_yaml, reflowed, write_text
 from simulator.collectives.comm import comm_view
 from simulator.core.errors import ConfigError, config_error_from
 from simulator.report.html import scale_report_html, step_report_html
@@ -72,8 +72,8 @@ Example:
 
 def register(app: typer.Typer) -> None:
     """Add `predict` and `scale` to the app."""
-    app.command("predict", help=PREDICT_HELP)(predict)
-    app.command("scale", help=SCALE_HELP)(scale)
+    app.command("predict", help=reflowed(PREDICT_HELP))(predict)
+    app.command("scale", help=reflowed(SCALE_HELP))(scale)
 
 
 def _load_scenario(path: Path | None) -> ScenarioSpec:

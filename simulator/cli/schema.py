@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from pydantic import BaseModel
 
+from simulator.cli.common import reflowed
 from simulator.core.errors import ConfigError
 from simulator.scenario import ScenarioSpec
 from simulator.sweep.spec import SweepSpec
@@ -38,4 +39,4 @@ def schema(kind: Annotated[str, typer.Argument(help=f"One of: {', '.join(SPECS)}
 
 def register(app: typer.Typer) -> None:
     """Add `schema` to the app."""
-    app.command("schema", help=SCHEMA_HELP)(schema)
+    app.command("schema", help=reflowed(SCHEMA_HELP))(schema)

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from simulator.cli.common import read_yaml
+from simulator.cli.common import read_yaml, reflowed
 from simulator.core.errors import ConfigError
 from simulator.sweep import columns, expand, run_sweep, sweep_from_data
 from simulator.sweep.run import check_scheduler_address
@@ -50,7 +50,7 @@ PARQUET_FLUSH_S = 10.0
 
 def register(app: typer.Typer) -> None:
     """Add `sweep` to the app."""
-    app.command("sweep", help=HELP)(sweep)
+    app.command("sweep", help=reflowed(HELP))(sweep)
 
 
 class CsvResults:

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibrated_params, load_profile
+from simulator.cli.common import reflowed
 from simulator.cli.measured import load_measured
 from simulator.validation.accuracy import ErrorSummary, ValidationReport, report_to_json
 from simulator.validation.run import predict_log
@@ -34,7 +35,7 @@ Example:
 
 def register(app: typer.Typer) -> None:
     """Add the `validate` command to the app."""
-    app.command("validate", help=HELP)(validate)
+    app.command("validate", help=reflowed(HELP))(validate)
 
 
 def _pct(value: float | None) -> str:

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from simulator.cli.common import read_text
+from simulator.cli.common import read_text, reflowed
 from simulator.core.errors import ConfigError
 from simulator.training.predict import predict_step
 from simulator.validation.training_cases import TrainingCase, parse_cases
@@ -48,7 +48,7 @@ Examples:
 
 def register(app: typer.Typer) -> None:
     """Add the `validate-training` command to the app."""
-    app.command("validate-training", help=HELP)(validate_training)
+    app.command("validate-training", help=reflowed(HELP))(validate_training)
 
 
 def _select(cases: list[TrainingCase], prefix: str | None) -> list[TrainingCase]:

@@ -28,3 +28,12 @@ def test_unknown_schema_kind_exits_2():
     out = run("schema", "nope")
     assert out.returncode == 2
     assert "scenario, topology, training, model, sweep" in out.stderr
+
+
+def test_help_prose_is_reflowed_and_examples_kept():
+    """Command help: a prose paragraph's source line breaks go (the terminal wraps it), indented example
+    paragraphs keep theirs."""
+    from simulator.cli.common import reflowed
+
+    text = "First line\nof the summary.\n\nExamples:\n\n  clustersim predict\n      --json\n"
+    assert reflowed(text) == "First line of the summary.\n\nExamples:\n\n  clustersim predict\n      --json"

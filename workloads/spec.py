@@ -18,6 +18,7 @@ FsdpSharding = Literal["FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD"
 PipelineSchedule = Literal["1f1b", "gpipe", "interleaved"]
 AttentionKernel = Literal["flash2", "cudnn"]
 CpComm = Literal["p2p", "a2a"]
+CpMerge = Literal["fused", "eager"]
 # Order of the parallel dimensions over consecutive GPU ranks, innermost first: "tp-pp-dp" puts a
 # tensor-parallel group on neighbouring GPUs (one node), pipeline stages next, data parallel outermost.
 Placement = Literal["tp-pp-dp", "tp-dp-pp", "pp-tp-dp", "pp-dp-tp", "dp-tp-pp", "dp-pp-tp"]
@@ -147,6 +148,10 @@ class ParallelSpec(BaseModel):
         "hidden behind the attention (Megatron-Core's default); a2a, all-to-alls that trade the sequence split for a "
         "head split around attention, not overlapped (DeepSpeed-Ulysses, Megatron-Core --cp-comm-type a2a; the "
         "heads and key/value heads must divide by tp x cp).")
+    cp_merge: CpMerge = Field(
+        default="fused", description="How a context-parallel ring merges its steps' partial outputs: fused "
+        "(Transformer Engine's kernels, Megatron-Core) or eager (PyTorch's context_parallel, torchtitan: fp32 "
+        "element-wise ops between steps, memory traffic of their own).")
     sequence_parallel: bool = Field(
         default=False, description="Megatron sequence parallelism: norms and dropout sharded over the TP group; "
         "all-reduces become reduce-scatter + all-gather pairs.")

@@ -67,7 +67,14 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   kernels lose time to the masked tiles and the uneven rows (FlashAttention-3 paper, H100, head dim
   128, 4k-16k tokens: cuDNN 595-609 TFLOP/s non-causal against 518-539 causal, FlashAttention-2
   368-370 against 319-335, forward; taken for backward too). All-to-all CP runs whole sequences of
-  its heads: causal kernels only.
+  its heads: causal kernels only. PyTorch's ring (`cp_merge: eager`; torch.distributed.tensor.
+  experimental._attention) merges each step's output into an fp32 accumulator and accumulates the
+  gradients in eager element-wise kernels: per step after the first, forward CP_EAGER_MERGE_BYTES["q"]
+  per output element (the bf16 -> fp32 cast 6, the (out - block) difference 12, its scaling 8, the
+  update 12: 38 B, partial steps half of it plus a torch.cat copy of the whole output, 8 B: ~32 B
+  averaged) and ["kv"] per key or value element (the torch.cat of K and V it rotates), backward
+  ["q_grad"] per query element (the fp32 += of dq, or half of it and a cat) and ["kv_grad"] per key
+  or value element (the fp32 += of dk and dv, the cat it rotates), all at HBM speed.
 - The optimizer is memory-bound: Adam reads and writes fp32 master weights, two moments and the
   gradient (OPTIMIZER_BYTES_PER_PARAM per locally owned parameter).
 - Gradient accumulation outside the GEMMs (DeepSpeed's bf16 optimizer adds each micro-batch's
@@ -108,6 +115,8 @@ from workloads.spec import TrainingSpec
 GEMM_EFFICIENCY = {"volta": 0.80, "turing": 0.75, "ampere": 0.80, "ada": 0.70, "hopper": 0.67, "blackwell": 0.62}
 GEMM_HALF_DIM = 512.0
 NONCAUSAL_SPEEDUP = 1.13  # non-causal over causal attention per unit of useful work (module docstring)
+# bytes a step of PyTorch's eager ring merge moves per element (module docstring)
+CP_EAGER_MERGE_BYTES = {"q": 32.0, "kv": 4.0, "q_grad": 11.5, "kv_grad": 23.5}
 ATTENTION_EFFICIENCY = {"volta": 0.25, "turing": 0.30, "ampere": 0.55, "ada": 0.45, "hopper": 0.35, "blackwell": 0.35}
 # cuDNN's fused attention where it differs: H100 SXM5, head dim 128, 4k-16k tokens, causal forward 518-539
 # and backward 499-516 TFLOP/s of 989 (Shah et al. 2024, FlashAttention-3, figures 5-6; FlashAttention-2
@@ -151,6 +160,7 @@ class ComputeModel:
     fused_elementwise: bool = True  # TrainingSpec.fused_elementwise
     launch_blocking: bool = False  # TrainingSpec.launch_blocking
     ring_attention: bool = True  # context parallelism by a key/value ring (ParallelSpec.cp_comm p2p), not a2a
+    eager_cp_merge: bool = False  # PyTorch's ring: step outputs merged in eager fp32 ops (ParallelSpec.cp_merge)
 
     @classmethod
     def for_job(cls, gpu: GpuSpec, training: TrainingSpec, power_limit_w: float | None = None, scale: float = 1.0,
@@ -158,7 +168,7 @@ class ComputeModel:
         """The compute model of `training` on `gpu` run under a power cap of `power_limit_w` (None: none)."""
         return cls(gpu, training.precision, scale, gemm_efficiency, power_capped_clock(gpu, power_limit_w),
                    training.attention_kernel, training.fused_elementwise, training.launch_blocking,
-                   training.parallel.cp_comm == "p2p")
+                   training.parallel.cp_comm == "p2p", training.parallel.cp_merge == "eager")
 
     @property
     def peak_flops(self) -> float:
@@ -216,13 +226,24 @@ class ComputeModel:
                                                       + _moe_elementwise_bytes(model, tp)) / hbm
         scores = 0.0 if flash_attention else micro_batch * model.spec.heads / tp * float(seq_len) ** 2 / cp
         gap = BLOCKING_LAUNCH_GAP_S if self.launch_blocking else 0.0
-        forward = (gemm_s + cast_forward_s + attention_s + elementwise_s + scores * UNFUSED_SCORE_BYTES / hbm
-                   + KERNEL_LAUNCH_S + LAYER_KERNELS["forward"] * gap)
-        backward = (2.0 * (gemm_s + attention_s) + cast_backward_s + 2.0 * elementwise_s
+        merge_forward_s, merge_backward_s = self._eager_merge_s(model, tokens, tp, cp)
+        forward = (gemm_s + cast_forward_s + attention_s + merge_forward_s + elementwise_s
+                   + scores * UNFUSED_SCORE_BYTES / hbm + KERNEL_LAUNCH_S + LAYER_KERNELS["forward"] * gap)
+        backward = (2.0 * (gemm_s + attention_s) + merge_backward_s + cast_backward_s + 2.0 * elementwise_s
                     + scores * UNFUSED_SCORE_BYTES_BACKWARD / hbm + KERNEL_LAUNCH_S + LAYER_KERNELS["backward"] * gap)
-        core = attention_s + scores * UNFUSED_SCORE_BYTES / hbm + LAYER_KERNELS["attention"] * gap
+        core = attention_s + merge_forward_s + scores * UNFUSED_SCORE_BYTES / hbm + LAYER_KERNELS["attention"] * gap
         recompute = {"none": 0.0, "selective": core, "full": forward}[checkpointing]
         return LayerTimes(forward / self.scale, backward / self.scale, recompute / self.scale)
+
+    def _eager_merge_s(self, model: TransformerModel, tokens: int, tp: int, cp: int) -> tuple[float, float]:
+        """(forward, backward) seconds of PyTorch's eager ring merges over one layer (module docstring); 0
+        without context parallelism or with fused merges."""
+        if cp == 1 or not self.ring_attention or not self.eager_cp_merge:
+            return 0.0, 0.0
+        q, kv = tokens * model.q_dim / tp, tokens * model.kv_dim / tp
+        b = CP_EAGER_MERGE_BYTES
+        steps = (cp - 1) / self.hbm_Bps
+        return steps * (b["q"] * q + b["kv"] * 2 * kv), steps * (b["q_grad"] * q + b["kv_grad"] * 2 * kv)
 
     def _gemms_s(self, gemms: list[tuple[str, int, int, int]], model: TransformerModel,
                  ep: int) -> dict[str, float]:

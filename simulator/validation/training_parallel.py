@@ -313,6 +313,9 @@ def _torchtitan(d: _Draft) -> None:
         d.parts.append("sequence parallelism on (TP plan: SequenceParallel norms)")
     if d.layered:
         d.parts.append("ranks tp-dp-pp (device mesh pp, dp_replicate, dp_shard, cp, tp)")
+    if (d.training.get("cp") or 1) > 1:
+        d.spec["cp_merge"] = "eager"
+        d.parts.append("PyTorch's context_parallel ring merges its step outputs in eager fp32 ops (_SDPAMerger)")
     if d.pp == 1:
         return
     text = str(d.training.get("pp_schedule") or d.case_id).lower().replace(" ", "")

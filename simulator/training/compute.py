@@ -51,12 +51,12 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   parallelism shards them over t too (Korthikanti et al. 2022).
 - A mixture of experts (workloads.model) runs its routed experts as grouped GEMMs: over e-way
   expert parallelism a GPU holds E / e experts and computes, routing being balanced, the k x tokens
-  rows of its tokens' share (its experts' tokens from every expert-parallel rank), k tokens x / (E / e)
+  rows of its tokens' share (its experts' tokens from every expert-parallel rank), k x tokens / (E / e)
   rows an expert: the efficiency is that of one expert's GEMM, and each local expert's weights are
   read. The dispatcher's permutation copies every routed token in and out (MOE_PERMUTE_BYTES per
   token per hidden unit and routed copy, plus the input read and the output written) and the MLP
   activation runs over the (k + S) f_e wide intermediate instead of f (4 B an element, as in the
-  element-wise bytes below). The router is replicated over the tensor-parallel group.
+  element-wise bytes above). The router is replicated over the tensor-parallel group.
 - Context parallelism over c GPUs (ring attention; simulator.training.tasks.cp_call) gives each GPU
   seq_len / c tokens of every sequence: its GEMMs, element-wise work and output layer are those of
   its tokens, its attention that of its queries against all seq_len keys (1 / c of the whole, the

@@ -140,10 +140,9 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
     embedding = (model.embedding_params + model.final_norm_params) / tp
     output = (model.output_params or model.spec.vocab * model.spec.hidden) / tp  # tied: the last stage's copy
     dense_layer, expert_layer = layer_params_on_gpu(model, tp, par.ep)
-    experts_apart = expert_layer if par.ep > 1 else 0.0
     chunks = {(k % p, k // p): _Chunk(n, k == 0, k == p * v - 1, n * (dense_layer + expert_layer)
                                       + (embedding if k == 0 else 0.0) + (output if k == p * v - 1 else 0.0),
-                                      n * experts_apart)
+                                      n * expert_layer)
               for k, n in enumerate(counts)}
     send_size = int(ACTIVATION_BYTES * b * local_seq * model.spec.hidden / (tp if par.p2p_scatter_gather else 1))
     grad_op = "all_reduce" if kind == "ddp" or (kind == "zero1" and s.zero_grad_all_reduce) else "reduce_scatter"
@@ -229,7 +228,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                     # the layer's gradients; the last piece also carries the embedding or output layer's
                     extra_params = chunk.params - chunk.layers * (dense_layer + expert_layer)
                     grads = dense_layer + expert_layer + (extra_params if piece == pieces[-1][0] else 0.0)
-                    reductions += by_group(f"red.{piece}", grad_op, grads, experts_apart, s.grad_reduce_bytes,
+                    reductions += by_group(f"red.{piece}", grad_op, grads, expert_layer, s.grad_reduce_bytes,
                                            (piece,), stage)
             if k > 0:
                 peer, _ = stage_chunk(k - 1)

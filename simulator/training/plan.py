@@ -71,8 +71,6 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     L = model.spec.layers
     # a layer's parameters on this GPU: the routed experts apart when expert parallelism gives them a group
     dense, experts = layer_params_on_gpu(model, tp, par.ep)
-    if par.ep == 1:
-        dense, experts = dense + experts, 0.0
     layer_param_bytes = {"dense": int(dense * PARAM_BYTES), "experts": int(experts * PARAM_BYTES)}
     layer_grad_bytes = {"dense": int(dense * s.grad_reduce_bytes), "experts": int(experts * s.grad_reduce_bytes)}
     root_params = (model.total_params - L * model.params_per_layer) / tp

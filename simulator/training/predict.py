@@ -29,7 +29,7 @@ from simulator.training.memory import memory_per_gpu
 from simulator.training.pipeline import plan_pipeline
 from simulator.training.plan import plan_step
 from simulator.training.prediction import StepPrediction
-from simulator.training.shards import owned_params
+from simulator.training.shards import layer_params_on_gpu, owned_params
 from simulator.training.tasks import CollectiveCall, Task
 from simulator.training.timeline import Timeline, simulate_plan
 from topologies.build import build
@@ -105,9 +105,10 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
     groups = communicators(v, layout)
     shard_group = layout.members_per_node("grad")
     if layout.pp == 1:
-        experts = model.spec.layers * model.expert_params_per_layer
-        local_params = owned_params(training, (model.total_params - experts) / layout.tp,
-                                    experts / (layout.tp * layout.ep), layout.replicas, shard_group)
+        dense, experts = layer_params_on_gpu(model, layout.tp, layout.ep)
+        root = (model.total_params - model.spec.layers * model.params_per_layer) / layout.tp  # embeddings, final norm
+        local_params = owned_params(training, root + model.spec.layers * dense, model.spec.layers * experts,
+                                    layout.replicas, shard_group)
         plan = plan_step(model, training, compute, seq_len, micro_steps, layout.replicas, local_params, shard_group)
     else:
         plan = plan_pipeline(model, training, compute, seq_len, micro_steps, layout.replicas, shard_group)

@@ -56,7 +56,7 @@ from simulator.training.groups import communicators
 from simulator.training.memory import memory_per_gpu
 from simulator.training.predict import job_layout, predict_step
 from simulator.training.prediction import StepPrediction
-from simulator.training.shards import owned_params
+from simulator.training.shards import layer_params_on_gpu, owned_params
 from simulator.training.tasks import PARAM_BYTES, pass_collectives
 from topologies.build import build
 from topologies.spec import TopologySpec
@@ -247,10 +247,10 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
     tp_s = layers * sum(call.count * _collective_s(views[call.group], call.op, call.size_bytes) for call in calls)
     cp_s = layers * sum(call.count * max(0.0, _collective_s(views["cp"], call.op, call.size_bytes) - step_s)
                         for call, step_s in rings)
-    local_params = model.total_params / (t * p)
-    experts = layers * model.expert_params_per_layer / (t * layout.ep) if layout.ep > 1 else 0.0
-    dense = local_params - experts * layout.ep if layout.ep > 1 else local_params
-    local_params = dense + experts  # held on this GPU (the experts split over ep)
+    dense_layer, expert_layer = layer_params_on_gpu(model, t, layout.ep)
+    experts = layers * expert_layer  # held on this GPU apart (split over ep), beside the dense parameters
+    dense = (model.total_params - model.spec.layers * model.params_per_layer) / (t * p) + layers * dense_layer
+    local_params = dense + experts
     accumulate_s = compute.grad_accumulation(local_params, training.strategy.grad_accumulation_bytes)
     stage_s = (layers * (times.forward_s + times.recompute_s + times.backward_s) + head_f + head_b + tp_s + cp_s
                + accumulate_s)

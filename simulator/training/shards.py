@@ -26,8 +26,11 @@ def shard_degrees(training: TrainingSpec, dp: int, shard_group: int) -> tuple[in
 
 
 def layer_params_on_gpu(model: TransformerModel, tp: int, ep: int) -> tuple[float, float]:
-    """(dense, expert) parameters of one block on one GPU: the routed experts split over tp x ep, the
-    rest (attention, norms, router, shared experts) over tp."""
+    """(dense, expert) parameters of one block on one GPU: with expert parallelism (ep > 1) the routed
+    experts, split over tp x ep, apart from the rest (attention, norms, router, shared experts) over tp;
+    without it every parameter is dense (the experts share the data-parallel group's collectives)."""
+    if ep == 1:
+        return model.params_per_layer / tp, 0.0
     experts = float(model.expert_params_per_layer)
     return (model.params_per_layer - experts) / tp, experts / (tp * ep)
 

@@ -206,7 +206,7 @@ class TransformerModel:
     # --- activation memory -------------------------------------------------------------------
 
     def activation_bytes_per_layer(self, micro_batch: int, seq_len: int, checkpointing: Checkpointing,
-                                   tp: int = 1, sequence_parallel: bool = False) -> float:
+                                   tp: int = 1, sequence_parallel: bool = False, routed_load: float = 1.0) -> float:
         """Bytes one block keeps for its backward (Korthikanti et al. 2022, Table 2), 16-bit
         activations and 1-byte dropout masks:
 
@@ -218,7 +218,9 @@ class TransformerModel:
         approximation. FlashAttention keeps no s x s tensors, so with it `none` is closer to
         `selective`. A mixture of experts keeps its MLP's two 16-bit intermediates (16 s b h at the
         4 h width of the 34) at the width a token meets, (k + S) f_e instead of f, and the k routed
-        copies of its input (2 k s b h), all split over t (the copies too, under sequence parallelism).
+        copies of its input (2 k s b h), all split over t (the copies too, under sequence parallelism); on
+        an expert-parallel rank that gets `routed_load` times the balanced share of routed tokens, its
+        routed intermediates and copies are that much more (k becomes routed_load x k).
         """
         s, b, h, a, t = seq_len, micro_batch, self.spec.hidden, self.spec.heads, tp
         sbh = float(s * b * h)
@@ -228,7 +230,8 @@ class TransformerModel:
         scores = 5.0 * a * s / h if mode == "none" else 0.0
         moe = 0.0
         if self.spec.moe:
-            k, width = self.spec.experts_per_token, (self.spec.experts_per_token + self.spec.shared_experts)
+            k = self.spec.experts_per_token * routed_load
+            width = k + self.spec.shared_experts
             moe = sbh * (16.0 * (width * self.expert_ffn_hidden - self.ffn_hidden) / (4.0 * h) / t
                          + 2.0 * k / (t if sequence_parallel else 1))
         if sequence_parallel:

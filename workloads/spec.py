@@ -197,6 +197,32 @@ class ParallelSpec(BaseModel):
         return self
 
 
+class RoutingSpec(BaseModel):
+    """How a mixture of experts' router loads the expert-parallel ranks (simulator.training.routing).
+
+    The default is the balanced, dropless routing a load-balancing loss aims at."""
+
+    model_config = _FROZEN
+
+    load_imbalance: float = Field(
+        default=1.0, ge=1.0, description="Routed tokens on the busiest expert-parallel rank over the mean rank's, "
+        "per micro-batch (max / mean; 1 balanced). Every rank waits for the busiest at the combine all-to-all. "
+        "With ep 1 a GPU holds every expert and it moves no time.")
+    capacity_factor: float | None = Field(
+        default=None, gt=0.0, description="Tokens an expert takes at most, in units of its balanced share "
+        "(GShard / Switch capacity factor, Megatron-Core --moe-expert-capacity-factor); tokens beyond it are "
+        "dropped. None: dropless.")
+    pad_to_capacity: bool = Field(
+        default=False, description="Every expert runs its full capacity, padded (Megatron-Core "
+        "--moe-pad-expert-input-to-capacity); needs capacity_factor.")
+
+    @model_validator(mode="after")
+    def _check(self) -> RoutingSpec:
+        if self.pad_to_capacity and self.capacity_factor is None:
+            raise ValueError("pad_to_capacity needs a capacity_factor")
+        return self
+
+
 class TrainingSpec(BaseModel):
     """One training job: the model, its batch and precision, and the data-parallel strategy."""
 
@@ -228,6 +254,9 @@ class TrainingSpec(BaseModel):
     strategy: StrategySpec = Field(default_factory=StrategySpec, description="Data-parallel strategy.")
     parallel: ParallelSpec = Field(
         default_factory=ParallelSpec, description="Tensor / pipeline parallelism and placement (default: none).")
+    routing: RoutingSpec = Field(
+        default_factory=RoutingSpec, description="A mixture of experts' routing: load imbalance over the "
+        "expert-parallel ranks, capacity factor (default: balanced, dropless).")
 
     @model_validator(mode="after")
     def _check(self) -> TrainingSpec:

@@ -43,6 +43,7 @@ ROWS: tuple[tuple[str, Callable[[StepPrediction], float], str], ...] = (
     ("  waiting on reduce_scatter", lambda p: p.comm_by_collective_s.get("reduce_scatter", 0.0), "{:.3f} s"),
     ("  waiting on all_reduce", lambda p: p.comm_by_collective_s.get("all_reduce", 0.0), "{:.3f} s"),
     ("others waiting on a straggler", lambda p: p.idle_breakdown_s.get("straggler_wait", 0.0), "{:.3f} s"),
+    ("others waiting on the busiest expert rank", lambda p: p.idle_breakdown_s.get("routing_wait", 0.0), "{:.3f} s"),
     ("memory per GPU", lambda p: p.memory_per_gpu_bytes / GIB, "{:.1f} GiB"),
 )
 

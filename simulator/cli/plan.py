@@ -17,6 +17,7 @@ from rich.table import Table
 from simulator.cli.common import read_yaml, reflowed
 from simulator.core.errors import ConfigError, config_error_from
 from simulator.scenario import resolve_scenario, scenario_from_data
+from simulator.training.routing import describe as describe_routing
 from simulator.training.search import (
     DEFAULT_KEEP,
     DEFAULT_SLACK,
@@ -133,8 +134,8 @@ def _space(tp: str | None, pp: str | None, micro_batch: str, strategies: str, re
 
 
 def _job(scenario: Path | None, model: str | None, topology: str | None, nodes: int | None,
-         global_batch: int | None, seq_len: int | None,
-         precision: str | None) -> tuple[TopologySpec, TrainingSpec, ModelSpec]:
+         global_batch: int | None, seq_len: int | None, precision: str | None,
+         routing: dict[str, float | None] | None = None) -> tuple[TopologySpec, TrainingSpec, ModelSpec]:
     """The job to lay out: the scenario's (if given) with the options applied, as `predict` applies
     them (another --topology brings its own node count unless --nodes is given). Without a scenario,
     --model, --topology and --global-batch are required. ConfigError names the option."""
@@ -159,6 +160,9 @@ def _job(scenario: Path | None, model: str | None, topology: str | None, nodes: 
     options = {"global_batch": global_batch, "seq_len": seq_len, "precision": precision}
     data = {**base.model_dump(), "model": model_spec.name, "grad_accum": None,
             **{key: value for key, value in options.items() if value is not None}}
+    routing_options = {key: value for key, value in (routing or {}).items() if value is not None}
+    if routing_options:
+        data["routing"] = {**base.routing.model_dump(), **routing_options}
     _required(data["global_batch"], "--global-batch" + (" (or training.global_batch in the scenario)" * bool(scenario)))
     try:
         return topo, TrainingSpec.model_validate(data), model_spec
@@ -225,6 +229,12 @@ def plan(
                                     "1, no context parallelism).")] = "1",
     ep: Annotated[str | None, typer.Option(help="Expert-parallel sizes to try for a mixture of experts, e.g. 1,8 "
                                            "(default: every divisor of its experts; 1 for a dense model).")] = None,
+    moe_imbalance: Annotated[float | None, typer.Option(
+        help="Routed tokens on the busiest expert-parallel rank over the mean rank's (>= 1; 1: balanced); "
+        "layouts with expert parallelism run at the busiest rank's pace.")] = None,
+    capacity_factor: Annotated[float | None, typer.Option(
+        help="Expert capacity in units of its balanced share; tokens beyond it are dropped (default: "
+        "dropless).")] = None,
     micro_batch: Annotated[str, typer.Option(help="Micro-batch sizes to try.")] = "1,2,4,8",
     strategies: Annotated[str, typer.Option(help="Data-parallel strategies to try (ddp, zero1, zero2, zero3, "
                                             "fsdp, hsdp); sharded ones only with PP 1.")] = "ddp,zero1,fsdp",
@@ -247,7 +257,8 @@ def plan(
     if workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
     space = _space(tp, pp, micro_batch, strategies, recompute, sequence_parallel, interleaved, cp, ep)
-    topo, training, model_spec = _job(scenario, model, topology, nodes, global_batch, seq_len, precision)
+    topo, training, model_spec = _job(scenario, model, topology, nodes, global_batch, seq_len, precision,
+                                      {"load_imbalance": moe_imbalance, "capacity_factor": capacity_factor})
     start = time.perf_counter()
     columns = (TextColumn("plan: simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("layouts"),
                TimeElapsedColumn())
@@ -275,8 +286,10 @@ def plan(
             "refused": [{"layout": describe(lay), "error": error} for lay, error in result.failed], "search_s": seconds,
             "layouts": [layout_json(rank, r) for rank, r in enumerate(result.ranked[:top], start=1)]}, indent=2))
         return
+    routing_note = f", MoE routing: {describe_routing(training.routing)}" if describe_routing(training.routing) else ""
     title = (f"{model_spec.name} on {topo.nodes} x {topo.gpus_per_node} {topo.gpu} ({topo.name or 'cluster'}), "
-             f"global batch {training.global_batch} x {seq} tokens: best {min(top, len(result.ranked))} layouts")
+             f"global batch {training.global_batch} x {seq} tokens{routing_note}: best {min(top, len(result.ranked))} "
+             "layouts")
     caption = (f"{result.enumerated} layouts enumerated, {result.fit_in_memory} fit in memory, {result.promising} "
                f"estimated within {slack:g}x of the best, {result.predicted} simulated ({len(result.ranked)} fit), "
                f"{seconds:.1f} s. Micro-batch: sequences x micro-batches per step; PP 8v2: 8 stages of 2 virtual "

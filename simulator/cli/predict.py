@@ -20,10 +20,11 @@ from simulator.report.trace import trace_events
 from simulator.scenario import DEFAULT_SCENARIO, ScenarioSpec, pace_slowdown, resolve_scenario, scenario_from_data
 from simulator.training.predict import compute_scale_for, predict_step
 from simulator.training.prediction import StepPrediction
+from simulator.training.routing import dropped_fraction, routed_loads
 from topologies.build import build
 from topologies.spec import TopologySpec, validate_topology_spec
 from workloads.presets import resolve_model
-from workloads.spec import ModelSpec, TrainingSpec
+from workloads.spec import ModelSpec, RoutingSpec, TrainingSpec
 
 GIB = 1024**3
 
@@ -84,6 +85,7 @@ def _load_scenario(path: Path | None) -> ScenarioSpec:
 
 PARALLEL_OPTIONS = ("tp", "pp", "cp", "cp_comm", "ep", "sequence_parallel", "pipeline_schedule", "virtual_stages",
                     "placement")
+ROUTING_OPTIONS = ("load_imbalance", "capacity_factor", "pad_to_capacity")
 
 
 def _override(scenario: ScenarioSpec, options: dict[str, Any]) -> tuple[TopologySpec, TrainingSpec, ModelSpec]:
@@ -105,6 +107,9 @@ def _override(scenario: ScenarioSpec, options: dict[str, Any]) -> tuple[Topology
     parallel = {key: options.get(key) for key in PARALLEL_OPTIONS if options.get(key) is not None}
     if parallel:
         train["parallel"] = {**training.parallel.model_dump(), **parallel}
+    routing = {key: options.get(key) for key in ROUTING_OPTIONS if options.get(key) is not None}
+    if routing:
+        train["routing"] = {**training.routing.model_dump(), **routing}
     if train:
         try:
             training = TrainingSpec.model_validate({**training.model_dump(), **train, "model": model.name})
@@ -123,6 +128,17 @@ def _layout_text(training: TrainingSpec) -> str:
     context = f" CP{par.cp}" if par.cp > 1 else ""
     experts = f" EP{par.ep}" if par.ep > 1 else ""
     return f", TP{par.tp} PP{par.pp}{schedule}{context}{experts}{', SP' if par.sequence_parallel else ''}"
+
+
+def _routing_text(training: TrainingSpec) -> str:
+    """', busiest expert rank 1.30x its share (8% of its tokens dropped)' for unbalanced or capacity-bound
+    routing; '' for the default (balanced, dropless)."""
+    if training.routing == RoutingSpec():
+        return ""
+    busiest, mean = routed_loads(training.routing, training.parallel.ep)
+    dropped = dropped_fraction(training.routing, training.parallel.ep)
+    load = f"busiest expert rank {busiest:.2f}x its share" if busiest != mean else f"experts at {busiest:.2f}x"
+    return f", {load}{f' ({100 * dropped:.0f}% of its tokens dropped)' if dropped > 0.0 else ''}"
 
 
 def _ranks(text: str | None, n_gpus: int) -> tuple[int, ...]:
@@ -212,6 +228,9 @@ def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour:
     straggler = p.idle_breakdown_s.get("straggler_wait", 0.0)
     if straggler > 0.0:
         table.add_row("  the other GPUs wait on the straggler", f"{straggler:.3f} s")
+    routing = p.idle_breakdown_s.get("routing_wait", 0.0)
+    if routing > 0.0:
+        table.add_row("  the other GPUs wait on the busiest expert rank", f"{routing:.3f} s")
     table.add_section()
     cost = f", ${p.gpu_hours(train_tokens) * usd_per_gpu_hour:,.0f}" if usd_per_gpu_hour is not None else ""
     table.add_row(f"to train on {train_tokens:.3g} tokens",
@@ -251,6 +270,14 @@ def predict(
     ep: Annotated[int | None, typer.Option(
         help="Expert-parallel degree (GPUs of the data-parallel group splitting each MoE block's experts; "
         "all-to-all token dispatch).")] = None,
+    moe_imbalance: Annotated[float | None, typer.Option(
+        help="Routed tokens on the busiest expert-parallel rank over the mean rank's (>= 1; 1: balanced).")] = None,
+    capacity_factor: Annotated[float | None, typer.Option(
+        help="Expert capacity in units of its balanced share; tokens beyond it are dropped (default: "
+        "dropless).")] = None,
+    pad_to_capacity: Annotated[bool | None, typer.Option(
+        "--pad-to-capacity/--no-pad-to-capacity", help="Every expert runs its full capacity, padded (needs "
+        "--capacity-factor).")] = None,
     sequence_parallel: Annotated[bool | None, typer.Option(
         "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (needs --tp > 1).")] = None,
     schedule: Annotated[str | None, typer.Option(help="Pipeline schedule: 1f1b, gpipe or interleaved.")] = None,
@@ -277,6 +304,7 @@ def predict(
 ) -> None:
     options = dict(topology=topology, nodes=nodes, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
                    tp=tp, pp=pp, cp=cp, cp_comm=cp_comm, ep=ep, sequence_parallel=sequence_parallel,
+                   load_imbalance=moe_imbalance, capacity_factor=capacity_factor, pad_to_capacity=pad_to_capacity,
                    pipeline_schedule=schedule,
                    virtual_stages=virtual_stages, placement=placement, micro_batch=micro_batch,
                    global_batch=global_batch, seq_len=seq_len, recompute=recompute)
@@ -285,7 +313,8 @@ def predict(
     slowdown = pace_slowdown(spec, topo.nodes * topo.gpus_per_node)
     p = _run(topo, training, model_spec, calibration, force_calibration, measured_tokens_per_s_per_gpu, slowdown,
              spec.nccl_env)
-    title = (f"{model_spec.name}, {training.strategy.kind}{_layout_text(training)}, {topo.nodes} x "
+    title = (f"{model_spec.name}, {training.strategy.kind}{_layout_text(training)}{_routing_text(training)}, "
+             f"{topo.nodes} x "
              f"{topo.gpus_per_node} {topo.gpu} "
              f"({topo.name or 'cluster'})")
     if trace is not None:

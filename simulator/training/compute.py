@@ -56,7 +56,10 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   read. The dispatcher's permutation copies every routed token in and out (MOE_PERMUTE_BYTES per
   token per hidden unit and routed copy, plus the input read and the output written) and the MLP
   activation runs over the (k + S) f_e wide intermediate instead of f (4 B an element, as in the
-  element-wise bytes above). The router is replicated over the tensor-parallel group.
+  element-wise bytes above). The router is replicated over the tensor-parallel group. Unbalanced or
+  capacity-bound routing (simulator.training.routing) makes the representative GPU the busiest
+  expert-parallel rank: its routed rows, permutation copies and routed intermediates are
+  `routed_load` times the balanced share.
 - Context parallelism over c GPUs (ring attention; simulator.training.tasks.cp_call) gives each GPU
   seq_len / c tokens of every sequence: its GEMMs, element-wise work and output layer are those of
   its tokens, its attention that of its queries against all seq_len keys (1 / c of the whole, the
@@ -106,8 +109,9 @@ measured median; a user's measured single-GPU tokens/s for the job scales all co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from simulator.training.routing import routed_load
 from topologies.hardware import GpuSpec
 from workloads.model import ACTIVATION_BYTES, TransformerModel
 from workloads.spec import TrainingSpec
@@ -146,6 +150,11 @@ class LayerTimes:
     backward_s: float
     recompute_s: float
 
+    @property
+    def total_s(self) -> float:
+        """Forward, recompute and backward together."""
+        return self.forward_s + self.recompute_s + self.backward_s
+
 
 @dataclass(frozen=True)
 class ComputeModel:
@@ -161,6 +170,7 @@ class ComputeModel:
     launch_blocking: bool = False  # TrainingSpec.launch_blocking
     ring_attention: bool = True  # context parallelism by a key/value ring (ParallelSpec.cp_comm p2p), not a2a
     eager_cp_merge: bool = False  # PyTorch's ring: step outputs merged in eager fp32 ops (ParallelSpec.cp_merge)
+    routed_load: float = 1.0  # the busiest expert-parallel rank's routed rows over the balanced share (routing)
 
     @classmethod
     def for_job(cls, gpu: GpuSpec, training: TrainingSpec, power_limit_w: float | None = None, scale: float = 1.0,
@@ -168,7 +178,12 @@ class ComputeModel:
         """The compute model of `training` on `gpu` run under a power cap of `power_limit_w` (None: none)."""
         return cls(gpu, training.precision, scale, gemm_efficiency, power_capped_clock(gpu, power_limit_w),
                    training.attention_kernel, training.fused_elementwise, training.launch_blocking,
-                   training.parallel.cp_comm == "p2p", training.parallel.cp_merge == "eager")
+                   training.parallel.cp_comm == "p2p", training.parallel.cp_merge == "eager",
+                   routed_load(training.routing, training.parallel.ep))
+
+    def with_routed_load(self, load: float) -> ComputeModel:
+        """This model for a rank whose routed rows are `load` times the balanced share."""
+        return replace(self, routed_load=load)
 
     @property
     def peak_flops(self) -> float:
@@ -223,7 +238,7 @@ class ComputeModel:
         per_hidden = ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN if fused else ELEMENTWISE_EAGER_BYTES_PER_TOKEN_HIDDEN
         replicated = 0.0 if sequence_parallel else REPLICATED_ELEMENTWISE_BYTES[fused]
         elementwise_s = tokens * model.spec.hidden * (replicated + (per_hidden - replicated) / tp
-                                                      + _moe_elementwise_bytes(model, tp)) / hbm
+                                                      + _moe_elementwise_bytes(model, tp, self.routed_load)) / hbm
         scores = 0.0 if flash_attention else micro_batch * model.spec.heads / tp * float(seq_len) ** 2 / cp
         gap = BLOCKING_LAUNCH_GAP_S if self.launch_blocking else 0.0
         merge_forward_s, merge_backward_s = self._eager_merge_s(model, tokens, tp, cp)
@@ -247,12 +262,15 @@ class ComputeModel:
 
     def _gemms_s(self, gemms: list[tuple[str, int, int, int]], model: TransformerModel,
                  ep: int) -> dict[str, float]:
-        """Roofline seconds of each GEMM; a grouped expert GEMM's rows split over the GPU's E / ep experts,
-        each expert's weights read once (see the module docstring)."""
+        """Roofline seconds of each GEMM; a grouped expert GEMM's rows, routed_load times the balanced
+        share, split over the GPU's E / ep experts, each expert's weights read once (module docstring)."""
         operand = 1.0 if self.precision == "fp8" else 2.0
         seconds = {}
         for name, m, n, k in gemms:
-            groups = max(1, model.gemm_experts(name) // ep)
+            experts = model.gemm_experts(name)
+            groups = max(1, experts // ep)
+            if experts > 1:
+                m = max(1, round(m * self.routed_load))
             seconds[name] = self._roofline(2.0 * m * n * k, self.gemm_efficiency(max(1, m // groups), n, k),
                                            operand * (m * k + groups * k * n) + 2.0 * m * n)
         return seconds
@@ -315,14 +333,15 @@ def _sharded(gemms: list[tuple[str, int, int, int]], tp: int) -> list[tuple[str,
             else (name, m, -(-n // tp), k) for name, m, n, k in gemms]
 
 
-def _moe_elementwise_bytes(model: TransformerModel, tp: int) -> float:
+def _moe_elementwise_bytes(model: TransformerModel, tp: int, load: float = 1.0) -> float:
     """A mixture of experts' element-wise bytes per token per hidden unit beyond a dense block's (see the
     module docstring): the permutation's input read and output write and its k routed copies (each
-    TP rank permutes all its tokens), and the MLP activation's wider intermediate (split over tp)."""
+    TP rank permutes all its tokens), and the MLP activation's wider intermediate (split over tp); the
+    routed copies and intermediates `load` times the balanced share (routing)."""
     spec = model.spec
     if not spec.moe:
         return 0.0
-    k = spec.experts_per_token
+    k = spec.experts_per_token * load
     wider = (k + spec.shared_experts) * model.expert_ffn_hidden - model.ffn_hidden
     return 2.0 * ACTIVATION_BYTES + k * MOE_PERMUTE_BYTES + MOE_ACTIVATION_BYTES * wider / spec.hidden / tp
 

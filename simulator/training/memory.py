@@ -21,15 +21,17 @@ data-parallel group as above (with context parallelism, the data- and context-pa
 context-parallel rank's activations are those of its seq_len / cp tokens, the ring's two key/value
 blocks in flight being small beside them). A mixture of experts' routed experts split over tp x ep and
 their states shard over the replicas / ep ranks that hold the same experts (the expert data-parallel
-group). The figure is the stage that needs the most. Buffers: DDP's gradient buckets (bucket_cap_mb x
-2), NCCL's channel buffers. Reserve: the CUDA context and allocator fragmentation (RESERVE_BYTES +
-FRAGMENTATION of the rest).
+group); the figure is for the busiest expert-parallel rank, whose routed activations grow with its
+routed load (simulator.training.routing). The figure is the stage that needs the most. Buffers: DDP's
+gradient buckets (bucket_cap_mb x 2), NCCL's channel buffers. Reserve: the CUDA context and allocator
+fragmentation (RESERVE_BYTES + FRAGMENTATION of the rest).
 """
 
 from __future__ import annotations
 
 from simulator.training.pipeline import layers_per_virtual_stage, schedule
 from simulator.training.prediction import MemoryBreakdown
+from simulator.training.routing import routed_load
 from simulator.training.shards import layer_params_on_gpu, shard_degrees
 from workloads.model import TransformerModel
 from workloads.spec import TrainingSpec
@@ -108,7 +110,8 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
     if stored == "none" and training.flash_attention:
         stored = "selective"  # a fused attention kernel keeps no scores: what selective recompute saves
     b, local_seq = training.micro_batch, seq_len // par.cp  # a context-parallel rank holds seq_len / cp tokens
-    per_layer = model.activation_bytes_per_layer(b, local_seq, stored, tp, par.sequence_parallel)
+    per_layer = model.activation_bytes_per_layer(b, local_seq, stored, tp, par.sequence_parallel,
+                                                 routed_load(training.routing, par.ep))
     chunk = sum(chunk_layers) / len(chunk_layers)  # layers of one chunk (interleaved: a stage holds several)
     activations = (in_flight * chunk * per_layer
                    + (in_flight * model.embedding_activation_bytes(b, local_seq) if first else 0.0)

@@ -128,8 +128,10 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
     def collectives(kind: str, layers: int) -> tuple[list[CollectiveCall], Rings]:
         """A forward task's or a backward task's collectives over `layers` layers (tasks.pass_collectives)."""
         if kind == "forward":
-            return pass_collectives(model, b, seq_len, par, attention_s, ("forward",), layers)
-        return pass_collectives(model, b, seq_len, par, attention_s, recomputed, layers, len(kinds))
+            return pass_collectives(model, b, seq_len, par, attention_s, ("forward",), layers,
+                                    routed_load=compute.routed_load)
+        return pass_collectives(model, b, seq_len, par, attention_s, recomputed, layers, len(kinds),
+                                compute.routed_load)
 
     forward_budgets = backward_budgets = None  # per layer: the GEMMs overlapped TP collectives hide behind
     if par.tp_comm_overlap:

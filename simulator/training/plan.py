@@ -78,12 +78,15 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     root_grad_bytes = int(root_params * s.grad_reduce_bytes)
     gemm_s = compute.gemms_s(model, b, seq_len, tp, cp, par.ep)
     attention_s = compute.attention_forward_s(model, b, seq_len, tp, cp)
-    forward_calls, forward_rings = pass_collectives(model, b, seq_len, par, attention_s, ("forward",))
-    backward_calls, backward_rings = pass_collectives(model, b, seq_len, par, attention_s, ("backward",))
+    load = compute.routed_load
+    forward_calls, forward_rings = pass_collectives(model, b, seq_len, par, attention_s, ("forward",),
+                                                    routed_load=load)
+    backward_calls, backward_rings = pass_collectives(model, b, seq_len, par, attention_s, ("backward",),
+                                                      routed_load=load)
     # selective recomputation re-runs the attention core only: no TP collectives, but its context-parallel ones
     full = training.activation_checkpointing == "full"
     recompute_calls = forward_calls if full else pass_collectives(model, b, seq_len, par, attention_s, ("forward",),
-                                                                  tp_passes=0)[0]
+                                                                  tp_passes=0, routed_load=load)[0]
     overlap = par.tp_comm_overlap
     forward_budgets = overlap_budgets(forward_calls, gemm_s, ("forward",)) if overlap else None
     recompute_budgets = overlap_budgets(recompute_calls, gemm_s, ("forward",)) if overlap else None

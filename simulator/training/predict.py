@@ -29,6 +29,8 @@ from simulator.training.memory import memory_per_gpu
 from simulator.training.pipeline import plan_pipeline
 from simulator.training.plan import plan_step
 from simulator.training.prediction import StepPrediction
+from simulator.training.routing import check_routing
+from simulator.training.routing import wait_s as routing_wait_s
 from simulator.training.shards import layer_params_on_gpu, owned_params
 from simulator.training.tasks import CollectiveCall, Task
 from simulator.training.timeline import Timeline, simulate_plan
@@ -81,6 +83,7 @@ def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> 
         if hybrid:
             raise ConfigError("training.strategy: hybrid sharding (hsdp, HYBRID_SHARD) with expert parallelism is "
                               "not modelled (use fsdp FULL_SHARD)")
+    check_routing(training, model)
     if layout.cp > 1:
         seq_len = training.seq_len or spec.max_seq_len
         if seq_len % (2 * layout.cp):
@@ -265,7 +268,9 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
 
     A straggler (`straggler_slowdown` > 1) computes that much slower; every collective waits for
     it, so the step runs at its pace: the representative GPU is the straggler, and the others wait
-    (1 - 1/slowdown) of its compute time, reported as `straggler_wait` in the idle breakdown."""
+    (1 - 1/slowdown) of its compute time, reported as `straggler_wait` in the idle breakdown. A
+    mixture of experts' unbalanced or capacity-bound routing (training.routing) makes it the busiest
+    expert-parallel rank in the same way: the mean rank's wait on it is `routing_wait`."""
     cluster = build(topology)
     v = comm_view(cluster)
     model = transformer(model_spec)
@@ -288,7 +293,8 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     tokens = training.micro_batch * seq_len * micro_steps * layout.dp
     idle = {"exposed_comm": sum(by_collective.values()), "pipeline_bubble": waits.get("pipeline_bubble", 0.0),
             "optimizer_wait": waits.get("optimizer", 0.0),
-            "straggler_wait": timeline.compute_s * (1.0 - 1.0 / straggler_slowdown)}
+            "straggler_wait": timeline.compute_s * (1.0 - 1.0 / straggler_slowdown),
+            "routing_wait": routing_wait_s(model, training, compute, seq_len, micro_steps)}
     return StepPrediction(
         step_time_s=timeline.step_time_s,
         compute_s=timeline.compute_s,

@@ -4,7 +4,8 @@
 - compute_s: busy time of the compute stream of the critical GPU.
 - gpu_idle_s = step_time_s - compute_s; gpu_idle_fraction = gpu_idle_s / step_time_s.
 - exposed_comm_s: time the compute stream waits on communication; the rest of idle time is
-  broken down in idle_breakdown_s (optimizer waits, stragglers, bubbles).
+  broken down in idle_breakdown_s (optimizer waits, bubbles; and what the other GPUs wait on the
+  critical one: a straggler, the busiest expert-parallel rank).
 - tokens_per_s; tflops_per_gpu: model FLOPs (6 N + attention, no recomputation) per second per
   GPU; mfu = tflops_per_gpu / the GPU's dense peak at the compute precision.
 - memory_per_gpu_bytes and fits_in_memory (OOM is a result, not an error), with its breakdown.

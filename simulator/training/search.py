@@ -56,6 +56,7 @@ from simulator.training.groups import communicators
 from simulator.training.memory import memory_per_gpu
 from simulator.training.predict import job_layout, predict_step
 from simulator.training.prediction import StepPrediction
+from simulator.training.routing import routed_load
 from simulator.training.shards import layer_params_on_gpu, owned_params
 from simulator.training.tasks import PARAM_BYTES, pass_collectives
 from topologies.build import build
@@ -243,7 +244,8 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
     passes = 3 if layout.recompute == "full" else 2  # forward, backward (+ recomputed forward)
     kinds = ("forward", "backward") + (("forward",) if layout.recompute != "none" else ())
     calls, rings = pass_collectives(model, b, seq_len, training.parallel,
-                                    compute.attention_forward_s(model, b, seq_len, t, c), kinds, tp_passes=passes)
+                                    compute.attention_forward_s(model, b, seq_len, t, c), kinds, tp_passes=passes,
+                                    routed_load=compute.routed_load)
     tp_s = layers * sum(call.count * _collective_s(views[call.group], call.op, call.size_bytes) for call in calls)
     cp_s = layers * sum(call.count * max(0.0, _collective_s(views["cp"], call.op, call.size_bytes) - step_s)
                         for call, step_s in rings)
@@ -352,7 +354,8 @@ def _candidates(topology: TopologySpec, base: TrainingSpec, model_spec: ModelSpe
         memory = layout_memory_bytes(layout, training, model, seq_len, v)
         smallest = min(smallest, (memory, layout), key=lambda pair: pair[0])
         if memory <= capacity:
-            candidates.append((estimate_step_s(layout, training, model, compute, v, seq_len), memory, layout, training))
+            rank = compute.with_routed_load(routed_load(training.routing, layout.ep))  # the busiest expert rank
+            candidates.append((estimate_step_s(layout, training, model, rank, v, seq_len), memory, layout, training))
     if not candidates:
         raise ConfigError(f"no layout fits in {capacity / GIB:.0f} GiB per GPU: the smallest, {describe(smallest[1])}, "
                           f"needs {smallest[0] / GIB:.1f} GiB; try more --nodes (or allow --micro-batch 1 and "

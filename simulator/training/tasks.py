@@ -103,17 +103,19 @@ def ulysses_calls(model: TransformerModel, micro_batch: int, seq_len: int, tp: i
 
 
 def ep_calls(model: TransformerModel, micro_batch: int, seq_len: int, tp: int, ep: int,
-             passes: int) -> list[CollectiveCall]:
+             passes: int, routed_load: float = 1.0) -> list[CollectiveCall]:
     """The expert-parallel all-to-alls of `passes` passes of one MoE block (GShard, Lepikhin et al.
     2021; Megatron-Core's alltoall token dispatcher): before the experts each token's hidden state goes
     to the ranks of the k experts the router chose (dispatch), after them the outputs come back
     (combine); backward moves the gradients the same way. Each rank sends k b s h / tp elements per
     all-to-all (its seq_len tokens, those of its TP share with sequence parallelism), (ep - 1) / ep of
-    them to other ranks, on the block's critical path. Balanced routing (the load-balancing loss's aim)
-    is assumed. None without expert parallelism."""
+    them to other ranks, on the block's critical path. The busiest rank receives and returns
+    `routed_load` times that (simulator.training.routing; 1 when balanced, the load-balancing loss's
+    aim), and every rank's all-to-all lasts as long as its. None without expert parallelism."""
     if ep == 1 or passes == 0 or not model.spec.moe:
         return []
-    size = ACTIVATION_BYTES * micro_batch * seq_len * model.spec.experts_per_token * model.spec.hidden // tp
+    size = round(ACTIVATION_BYTES * micro_batch * seq_len * model.spec.experts_per_token * model.spec.hidden
+                 * routed_load / tp)
     return [CollectiveCall("alltoall", size, "ep", 2 * passes)]
 
 
@@ -135,16 +137,16 @@ Rings = tuple[tuple[CollectiveCall, float], ...]
 
 def pass_collectives(model: TransformerModel, micro_batch: int, seq_len: int, parallel: ParallelSpec,
                      attention_s: float, kinds: tuple[str, ...], layers: int = 1,
-                     tp_passes: int | None = None) -> tuple[list[CollectiveCall], Rings]:
+                     tp_passes: int | None = None, routed_load: float = 1.0) -> tuple[list[CollectiveCall], Rings]:
     """The collectives of a task running `kinds` passes ("forward", a recomputed forward counting as one,
     or "backward") of `layers` layers: the TP collectives and expert all-to-alls (ep_calls) of `tp_passes`
     of those passes (default all; selective recomputation re-runs attention only), then all-to-all context
     parallelism's calls (ulysses_calls), or the context-parallel rings (ring_passes) with `attention_s`,
-    one layer's forward attention on this GPU."""
+    one layer's forward attention on this GPU; `routed_load` sizes the all-to-alls (ep_calls)."""
     tp, cp = parallel.tp, parallel.cp
     passes = len(kinds) if tp_passes is None else tp_passes
     calls = tp_calls(model, micro_batch, seq_len // cp, tp, parallel.sequence_parallel, layers * passes)
-    calls += ep_calls(model, micro_batch, seq_len // cp, tp, parallel.ep, layers * passes)
+    calls += ep_calls(model, micro_batch, seq_len // cp, tp, parallel.ep, layers * passes, routed_load)
     if parallel.cp_comm == "a2a":
         return calls + ulysses_calls(model, micro_batch, seq_len, tp, cp, layers * len(kinds)), ()
     return calls, ring_passes(model, micro_batch, seq_len, tp, cp, attention_s, kinds, layers)

@@ -118,6 +118,28 @@ def test_predict_with_expert_parallelism():
     assert bad.returncode == 2 and "mixture-of-experts" in bad.stderr
 
 
+def test_predict_with_unbalanced_routing():
+    """--moe-imbalance / --capacity-factor: the title states the busiest expert rank's load and its dropped
+    share, the others' wait shows in the table and the JSON; a capacity caps the cost; bad values exit 2
+    naming the field, routing on a dense model names training.routing."""
+    args = ("predict", "--model", "mixtral-8x7b", "--topology", "dgx-h100", "--nodes", "2", "--strategy", "zero1",
+            "--seq-len", "4096", "--micro-batch", "1", "--global-batch", "16", "--recompute", "full", "--ep", "8")
+    base = json.loads(run(*args, "--json").stdout)
+    skewed = json.loads(run(*args, "--moe-imbalance", "1.5", "--json").stdout)
+    capped = json.loads(run(*args, "--moe-imbalance", "1.5", "--capacity-factor", "1.2", "--json").stdout)
+    assert base["step_time_s"] < capped["step_time_s"] < skewed["step_time_s"]
+    assert skewed["idle_breakdown_s"]["routing_wait"] > capped["idle_breakdown_s"]["routing_wait"] > 0.0
+    text = run(*args, "--moe-imbalance", "1.5", "--capacity-factor", "1.2").stdout
+    assert "busiest expert rank 1.20x its share (20% of its tokens dropped)" in " ".join(text.split())
+    assert "wait on the busiest" in text  # the table may wrap the rest of the row
+    bad = run(*args, "--moe-imbalance", "0.5")
+    assert bad.returncode == 2 and "routing.load_imbalance" in bad.stderr
+    bad = run(*args, "--pad-to-capacity")
+    assert bad.returncode == 2 and "pad_to_capacity needs a capacity_factor" in bad.stderr
+    dense = run("predict", "--model", "llama3-8b", "--nodes", "2", "--moe-imbalance", "1.2")
+    assert dense.returncode == 2 and "training.routing" in dense.stderr
+
+
 def test_presets_lists_topologies_and_models():
     """`presets` lists the topology presets; `presets --models` the model presets with their sizes, a mixture
     of experts with its active parameters."""

@@ -84,3 +84,19 @@ def test_plan_takes_a_scenario_and_keeps_its_training_fields(tmp_path):
     plan = json.loads(out.stdout)
     assert plan["global_batch"] == 64 and plan["n_gpus"] == 8
     assert sorted(r["recompute"] for r in plan["layouts"]) == ["full", "none", "selective"]
+
+
+def test_plan_ranks_expert_layouts_at_the_busiest_ranks_pace(tmp_path):
+    """A tiny mixture of experts over EP 8: --moe-imbalance 2 slows the best EP 8 layout (the step runs at the
+    busiest expert rank's pace) and the title states the routing; a bad imbalance exits 2 naming the field."""
+    moe = tmp_path / "moe.yaml"
+    moe.write_text(TINY + "experts: 8\nexperts_per_token: 2\n")
+    args = ("plan", "--model", str(moe), "--topology", "dgx-a100", "--global-batch", "64", "--ep", "8",
+            "--top", "1", "--workers", "1")
+    balanced = json.loads(run(*args, "--json").stdout)["layouts"][0]
+    skewed = json.loads(run(*args, "--moe-imbalance", "2", "--json").stdout)["layouts"][0]
+    assert skewed["ep"] == balanced["ep"] == 8
+    assert skewed["step_time_s"] > balanced["step_time_s"]
+    assert "MoE routing: load imbalance 2" in " ".join(run(*args, "--moe-imbalance", "2").stdout.split())
+    bad = run(*args, "--moe-imbalance", "0.5")
+    assert bad.returncode == 2 and "load_imbalance" in bad.stderr

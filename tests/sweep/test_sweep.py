@@ -216,3 +216,21 @@ def test_experts_example_runs(tmp_path: Path):
     for kind in ("zero1", "fsdp"):
         memory = [float(rows[ep, kind]["memory_per_gpu_bytes"]) for ep in (1, 2, 4, 8)]
         assert memory == sorted(memory, reverse=True)
+
+
+def test_routing_example_runs(tmp_path: Path):
+    """examples/sweep-routing.yaml sweeps load imbalance x capacity factor for Mixtral 8x7B over EP 8: 9
+    scenarios, none failed; the step grows with imbalance when dropless, a capacity of 1.25 caps the growth,
+    and a capacity of 1 holds every imbalance to the balanced step."""
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    out = tmp_path / "routing.csv"
+    result = CliRunner().invoke(_app(), ["sweep", str(examples / "sweep-routing.yaml"), "-o", str(out),
+                                         "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    rows = {(float(r["training.routing.load_imbalance"]), r["training.routing.capacity_factor"] or None):
+            float(r["step_time_s"]) for r in csv.DictReader(out.open()) if not r["error"]}
+    assert len(rows) == 9
+    assert rows[1.0, None] < rows[1.2, None] < rows[1.5, None]
+    assert rows[1.2, None] == pytest.approx(rows[1.2, "1.25"])  # under capacity: nothing changes
+    assert rows[1.0, None] < rows[1.5, "1.25"] < rows[1.5, None]
+    assert rows[1.5, "1.0"] == pytest.approx(rows[1.0, None])

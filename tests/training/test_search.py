@@ -10,6 +10,7 @@ import pytest
 from simulator.collectives.comm import comm_view
 from simulator.core.errors import ConfigError
 from simulator.training.compute import ComputeModel
+from simulator.training.predict import predict_step
 from simulator.training.search import CandidateLayout, SearchSpace, enumerate_layouts, estimate_step_s, search_layouts
 from simulator.validation.training_cases import map_case, parse_cases
 from topologies.build import build
@@ -160,6 +161,21 @@ def test_context_parallel_sizes_are_searched_where_the_sequence_splits():
         enumerate_layouts(TINY, 4, 8, 8, SearchSpace(cp=(3,)), seq_len=256)
     with pytest.raises(ConfigError, match="--cp 2"):
         enumerate_layouts(TINY, 4, 8, 8, SearchSpace(cp=(2,)), seq_len=256, flash_attention=False)
+
+
+def test_context_parallelism_is_searched_across_pipeline_stages():
+    """TP 2 x PP 2 x CP 2 on 8 GPUs: the search simulates the layout (each stage's ring over its CP pair) and
+    reports exactly what predict_step says for it."""
+    base = TrainingSpec(model=TINY, global_batch=8)
+    space = SearchSpace(tp=(2,), pp=(2,), cp=(2,), micro_batches=(1,), strategies=("zero1",), recompute=("full",))
+    cluster = load_preset("dgx-a100", nodes=1)
+    result = search_layouts(cluster, base, TINY, space)
+    best = result.ranked[0]
+    assert (best.layout.tp, best.layout.pp, best.layout.cp, best.layout.dp) == (2, 2, 2, 1)
+    direct = predict_step(cluster, best.layout.training(base), TINY)
+    assert best.prediction.step_time_s == pytest.approx(direct.step_time_s, rel=1e-12)
+    assert {span.stage for span in direct.spans if span.stream == "cp"} == {0, 1}  # a ring on every stage
+    assert direct.idle_breakdown_s["pipeline_bubble"] > 0.0
 
 
 def test_plan_finds_torchtitan_context_parallel_layout():

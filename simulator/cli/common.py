@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from simulator.core.errors import ConfigError
 from simulator.core.units import parse_size
@@ -61,3 +63,11 @@ def reflowed(help_text: str) -> str:
         paragraph if any(line.startswith(" ") for line in paragraph.splitlines())
         else " ".join(line.strip() for line in paragraph.splitlines())
         for paragraph in paragraphs)
+
+
+# a mixture of experts' routing (workloads.spec.RoutingSpec), shared by `predict` and `plan`
+MoeImbalanceOpt = Annotated[float | None, typer.Option(
+    help="Routed tokens on the busiest expert-parallel rank over the mean rank's (>= 1; 1: balanced); with "
+    "expert parallelism the step runs at the busiest rank's pace.")]
+CapacityFactorOpt = Annotated[float | None, typer.Option(
+    help="Expert capacity in units of its balanced share; tokens beyond it are dropped (default: dropless).")]

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from simulator.cli.common import read_yaml, reflowed
+from simulator.cli.common import CapacityFactorOpt, MoeImbalanceOpt, read_yaml, reflowed
 from simulator.core.errors import ConfigError, config_error_from
 from simulator.scenario import resolve_scenario, scenario_from_data
 from simulator.training.routing import describe as describe_routing
@@ -229,12 +229,8 @@ def plan(
                                     "1, no context parallelism).")] = "1",
     ep: Annotated[str | None, typer.Option(help="Expert-parallel sizes to try for a mixture of experts, e.g. 1,8 "
                                            "(default: every divisor of its experts; 1 for a dense model).")] = None,
-    moe_imbalance: Annotated[float | None, typer.Option(
-        help="Routed tokens on the busiest expert-parallel rank over the mean rank's (>= 1; 1: balanced); "
-        "layouts with expert parallelism run at the busiest rank's pace.")] = None,
-    capacity_factor: Annotated[float | None, typer.Option(
-        help="Expert capacity in units of its balanced share; tokens beyond it are dropped (default: "
-        "dropless).")] = None,
+    moe_imbalance: MoeImbalanceOpt = None,
+    capacity_factor: CapacityFactorOpt = None,
     micro_batch: Annotated[str, typer.Option(help="Micro-batch sizes to try.")] = "1,2,4,8",
     strategies: Annotated[str, typer.Option(help="Data-parallel strategies to try (ddp, zero1, zero2, zero3, "
                                             "fsdp, hsdp); sharded ones only with PP 1.")] = "ddp,zero1,fsdp",

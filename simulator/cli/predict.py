@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibrated_params, load_profile
-from simulator.cli.common import read_yaml, reflowed, write_text
+from simulator.cli.common import CapacityFactorOpt, MoeImbalanceOpt, read_yaml, reflowed, write_text
 from simulator.collectives.comm import comm_view
 from simulator.core.errors import ConfigError, config_error_from
 from simulator.report.html import scale_report_html, step_report_html
@@ -270,11 +270,8 @@ def predict(
     ep: Annotated[int | None, typer.Option(
         help="Expert-parallel degree (GPUs of the data-parallel group splitting each MoE block's experts; "
         "all-to-all token dispatch).")] = None,
-    moe_imbalance: Annotated[float | None, typer.Option(
-        help="Routed tokens on the busiest expert-parallel rank over the mean rank's (>= 1; 1: balanced).")] = None,
-    capacity_factor: Annotated[float | None, typer.Option(
-        help="Expert capacity in units of its balanced share; tokens beyond it are dropped (default: "
-        "dropless).")] = None,
+    moe_imbalance: MoeImbalanceOpt = None,
+    capacity_factor: CapacityFactorOpt = None,
     pad_to_capacity: Annotated[bool | None, typer.Option(
         "--pad-to-capacity/--no-pad-to-capacity", help="Every expert runs its full capacity, padded (needs "
         "--capacity-factor).")] = None,

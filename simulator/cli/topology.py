@@ -43,12 +43,18 @@ def presets(
       clustersim presets --models
     """
     if models:
-        table = Table("name", "parameters and shape", title="model presets (--model NAME)")
+        table = Table(title="model presets (--model NAME)")
+        table.add_column("name", no_wrap=True)  # what to type: never cut, whatever the terminal's width
+        table.add_column("parameters and shape")
         for name, summary in list_models():
             table.add_row(name, summary)
-        Console(width=160).print(table)
+        Console().print(table)
         return
-    table = Table("name", "GPUs/node", "GPU", "intra-node", "network", "description", title="topology presets")
+    table = Table(title="topology presets (--topology NAME)")
+    table.add_column("name", no_wrap=True)
+    table.add_column("GPUs/node")
+    for header in ("GPU", "intra-node", "network", "description"):
+        table.add_column(header, overflow="fold")  # wrapped, not cut to an ellipsis
     for name, description in list_presets():
         spec = load_preset(name)
         table.add_row(name, str(spec.gpus_per_node), spec.gpu, spec.intra_node, _network(spec), description)

@@ -21,7 +21,8 @@ class StragglerSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    slowdown: float = Field(ge=1.0, description="Compute time factor of the slow GPUs (1.2 = 20% slower).")
+    slowdown: float = Field(ge=1.0, allow_inf_nan=False,
+                            description="Compute time factor of the slow GPUs (1.2 = 20% slower).")
     gpus: int = Field(default=1, ge=1, description="How many GPUs are slow (one is enough to pace a step).")
 
 
@@ -31,7 +32,7 @@ class JitterSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     cv: float = Field(ge=0.0, le=0.5, description="Coefficient of variation of a GPU's compute time per step.")
-    seed: int = Field(default=0, description="Seed of the draw (the same seed gives the same prediction).")
+    seed: int = Field(default=0, ge=0, description="Seed of the draw (the same seed gives the same prediction).")
 
 
 class ScenarioSpec(BaseModel):

@@ -73,5 +73,7 @@ def resolve_topology(name_or_path: str, nodes: int | None = None) -> TopologySpe
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read topology file: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: cannot read topology file: not UTF-8 text (byte {exc.start})") from None
         return spec_from_yaml_text(text, str(path), nodes)
     return load_preset(name_or_path, nodes)

@@ -172,6 +172,8 @@ def _read(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read model file: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: cannot read model file: not UTF-8 text (byte {exc.start})") from None
 
 
 def resolve_model(name_or_path: str) -> ModelSpec:

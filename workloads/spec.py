@@ -205,13 +205,14 @@ class RoutingSpec(BaseModel):
     model_config = _FROZEN
 
     load_imbalance: float = Field(
-        default=1.0, ge=1.0, description="Routed tokens on the busiest expert-parallel rank over the mean rank's, "
-        "per micro-batch (max / mean; 1 balanced). Every rank waits for the busiest at the combine all-to-all. "
-        "With ep 1 a GPU holds every expert and it moves no time.")
+        default=1.0, ge=1.0, allow_inf_nan=False,
+        description="Routed tokens on the busiest expert-parallel rank over the mean rank's, per micro-batch (max / "
+        "mean; 1 balanced). Every rank waits for the busiest at the combine all-to-all. At most ep counts (one rank "
+        "gets every token of its group); with ep 1 a GPU holds every expert and it moves no time.")
     capacity_factor: float | None = Field(
-        default=None, gt=0.0, description="Tokens an expert takes at most, in units of its balanced share "
-        "(GShard / Switch capacity factor, Megatron-Core --moe-expert-capacity-factor); tokens beyond it are "
-        "dropped. None: dropless.")
+        default=None, gt=0.0, allow_inf_nan=False,
+        description="Tokens an expert takes at most, in units of its balanced share (GShard / Switch capacity "
+        "factor, Megatron-Core --moe-expert-capacity-factor); tokens beyond it are dropped. None: dropless.")
     pad_to_capacity: bool = Field(
         default=False, description="Every expert runs its full capacity, padded (Megatron-Core "
         "--moe-pad-expert-input-to-capacity); needs capacity_factor.")

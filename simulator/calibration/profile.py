@@ -120,6 +120,14 @@ def _get(data: Mapping[str, Any], key: str, where: str, source: str) -> Any:
 
 
 def _section_from_dict(data: Any, where: str, source: str) -> HardwareCalibration:
+    """One hardware section; CalibrationError naming it for a missing field or a value of the wrong type."""
+    try:
+        return _section(data, where, source)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise CalibrationError(f"{source}: {where}: a value of the wrong type ({exc})") from None
+
+
+def _section(data: Any, where: str, source: str) -> HardwareCalibration:
     hw = _get(data, "hardware", where, source)
     hardware = HardwareKey(str(_get(hw, "gpu", f"{where}.hardware", source)),
                            str(_get(hw, "intra_node", f"{where}.hardware", source)),

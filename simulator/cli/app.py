@@ -47,7 +47,7 @@ USAGE_ERRORS: tuple[type[Exception], ...] = (
 def main() -> None:
     """Console-script entry point: run the app, turning input errors into exit code 2."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
     except ClusterSimError as exc:
         _err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(2)
@@ -60,6 +60,10 @@ def main() -> None:
         usage: Any = exc  # either click's ClickException: both have show() and exit_code
         usage.show()
         sys.exit(usage.exit_code)
+    if code == 130:  # Ctrl-C: typer returns the exit code instead of raising when not standalone
+        _err.print("aborted")
+    if isinstance(code, int) and code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -77,11 +77,19 @@ def _clustersim_version() -> str:
         return "unknown"
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    """Write via a temporary file in the same folder, so a failure leaves no partial profile."""
+def _check_output(path: Path) -> Path:
+    """The folder the profile goes to; ConfigError, before any fitting, where it cannot be written."""
     folder = path.resolve().parent
     if not folder.is_dir():
         raise ConfigError(f"-o {path}: folder {folder} does not exist")
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"-o {path}: not a regular file (a directory or a device); name a file to write")
+    return folder
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write via a temporary file in the same folder, so a failure leaves no partial profile."""
+    folder = _check_output(path)
     handle, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w") as stream:
@@ -113,6 +121,9 @@ def calibrate(
 ) -> None:
     if max_nfev < 1:
         raise ConfigError(f"--max-nfev must be >= 1, got {max_nfev}")
+    if output.exists() and output.resolve() == manifest.resolve():
+        raise ConfigError(f"-o {output}: that is the manifest; write the profile to another file")
+    _check_output(output)
     groups = group_by_hardware(load_measured(manifest, only))
     options = FitOptions(max_nfev=max_nfev)
     sections = []
@@ -163,6 +174,8 @@ def crossval_command(
 ) -> None:
     if group_by not in GROUP_BY:
         raise ConfigError(f"--group-by: {group_by!r} is not one of {', '.join(GROUP_BY)}")
+    if max_nfev < 1:
+        raise ConfigError(f"--max-nfev must be >= 1, got {max_nfev}")
     logs = load_measured(manifest, only)
     plan = splits(logs, group_by, train_max_nodes)
     if not plan:

@@ -20,6 +20,8 @@ def read_text(path: Path, what: str) -> str:
         raise ConfigError(f"{what} not found: {path}") from None
     except OSError as exc:
         raise ConfigError(f"cannot read {what} {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"cannot read {what} {path}: not UTF-8 text (byte {exc.start})") from None
 
 
 def write_text(path: Path, text: str, what: str) -> None:
@@ -28,6 +30,17 @@ def write_text(path: Path, text: str, what: str) -> None:
         path.write_text(text)
     except OSError as exc:
         raise ConfigError(f"cannot write {what} {path}: {exc.strerror}") from None
+
+
+def check_writable(path: Path | None, what: str) -> None:
+    """ConfigError, before anything is written, when `path` (if given) cannot be a file to write: its
+    folder missing, or a directory in its place. Commands writing several files check all first."""
+    if path is None:
+        return
+    if not path.resolve().parent.is_dir():
+        raise ConfigError(f"cannot write {what} {path}: no directory {path.parent}")
+    if path.is_dir():
+        raise ConfigError(f"cannot write {what} {path}: it is a directory")
 
 
 def read_yaml(path: Path, what: str) -> Any:

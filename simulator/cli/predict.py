@@ -12,7 +12,14 @@ from rich.console import Console
 from rich.table import Table
 
 from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibrated_params, load_profile
-from simulator.cli.common import CapacityFactorOpt, MoeImbalanceOpt, read_yaml, reflowed, write_text
+from simulator.cli.common import (
+    CapacityFactorOpt,
+    MoeImbalanceOpt,
+    check_writable,
+    read_yaml,
+    reflowed,
+    write_text,
+)
 from simulator.collectives.comm import comm_view
 from simulator.core.errors import ConfigError, config_error_from
 from simulator.report.html import scale_report_html, step_report_html
@@ -22,6 +29,7 @@ from simulator.training.predict import compute_scale_for, predict_step
 from simulator.training.prediction import StepPrediction
 from simulator.training.routing import dropped_fraction, routed_loads
 from topologies.build import build
+from topologies.presets import resolve_topology
 from topologies.spec import TopologySpec, validate_topology_spec
 from workloads.presets import resolve_model
 from workloads.spec import ModelSpec, RoutingSpec, TrainingSpec
@@ -91,9 +99,8 @@ ROUTING_OPTIONS = ("load_imbalance", "capacity_factor", "pad_to_capacity")
 def _override(scenario: ScenarioSpec, options: dict[str, Any]) -> tuple[TopologySpec, TrainingSpec, ModelSpec]:
     """Apply the command line to the scenario, validating every changed field."""
     topology, training, model = resolve_scenario(scenario)
-    if options["topology"] is not None:  # another cluster: its own default node count unless given
-        topology, _, _ = resolve_scenario(ScenarioSpec(topology=options["topology"], nodes=options["nodes"],
-                                                       training=training))
+    if options["topology"] is not None:  # another cluster (a preset or a YAML file): its own node count unless given
+        topology = resolve_topology(options["topology"], options["nodes"])
     updates = {key: options[key] for key in ("nodes", "gpus_per_node") if options[key] is not None}
     if updates:
         topology = validate_topology_spec({**topology.model_dump(), **updates}, "command line")
@@ -305,6 +312,8 @@ def predict(
                    pipeline_schedule=schedule,
                    virtual_stages=virtual_stages, placement=placement, micro_batch=micro_batch,
                    global_batch=global_batch, seq_len=seq_len, recompute=recompute)
+    check_writable(trace, "trace")
+    check_writable(report, "report")
     spec = _load_scenario(scenario)
     topo, training, model_spec = _override(spec, options)
     slowdown = pace_slowdown(spec, topo.nodes * topo.gpus_per_node)
@@ -353,8 +362,11 @@ def scale(
         options = dict(topology=topology, nodes=count, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
                        micro_batch=micro_batch, global_batch=None, seq_len=seq_len)
         topo, training, model_spec = _override(spec, options)
-        training = TrainingSpec.model_validate({**training.model_dump(), "global_batch": None, "grad_accum": grad_accum,
-                                                "model": model_spec.name})
+        try:
+            training = TrainingSpec.model_validate({**training.model_dump(), "global_batch": None,
+                                                    "grad_accum": grad_accum, "model": model_spec.name})
+        except ValidationError as exc:
+            raise config_error_from(exc, "command line: training") from None
         rows.append((count, _run(topo, training, model_spec, calibration, force_calibration)))
     base = rows[0][1].tokens_per_s_per_gpu
     if report is not None:

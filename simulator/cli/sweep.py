@@ -59,22 +59,25 @@ class CsvResults:
     def __init__(self, path: Path, fields: list[str]) -> None:
         self.path, self.fields, self.done = path, fields, set[str]()
         header: list[str] | None = None
+        if path.is_dir():
+            raise ConfigError(f"cannot write results {path}: it is a directory")
         if path.exists() and path.stat().st_size > 0:
-            self._drop_partial_line()
-            with path.open(newline="") as handle:
-                reader = csv.DictReader(handle)
-                header = list(reader.fieldnames or [])
-                self.done = {row["scenario_hash"] for row in reader if row.get("scenario_hash")}
-            if header != fields:
+            try:
+                text = path.read_bytes().decode()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"{path}: cannot read the existing results ({exc}); write to another file") from None
+            reader = csv.DictReader(text.splitlines())
+            header = list(reader.fieldnames or [])
+            if header != fields:  # checked before anything is cut: the file may be someone else's
                 raise ConfigError(f"{path}: its columns ({', '.join(header)}) are not this sweep's "
                                   f"({', '.join(fields)}); write to another file")
-        try:
-            self.handle = path.open("a", newline="")
-        except OSError as exc:
-            raise ConfigError(f"cannot write results {path}: {exc.strerror}") from None
-        self.writer = csv.DictWriter(self.handle, fieldnames=fields)
-        if header is None:
-            self.writer.writeheader()
+            self._drop_partial_line()
+            with path.open(newline="") as handle:
+                self.done = {row["scenario_hash"] for row in csv.DictReader(handle) if row.get("scenario_hash")}
+        self.header_written = header is not None
+        self.handle: Any = None  # opened with the first row, so a run that fails first leaves no file
+        if not path.parent.is_dir():
+            raise ConfigError(f"cannot write results {path}: no directory {path.parent}")
 
     def _drop_partial_line(self) -> None:
         """An interrupted run may leave half a row: cut the file back to its last complete line."""
@@ -83,11 +86,21 @@ class CsvResults:
             self.path.write_bytes(data[: data.rfind(b"\n") + 1])
 
     def write(self, row: dict[str, Any]) -> None:
-        self.writer.writerow(row)
+        if self.handle is None:
+            try:
+                self.handle = self.path.open("a", newline="")
+            except OSError as exc:
+                raise ConfigError(f"cannot write results {self.path}: {exc.strerror}") from None
+        writer = csv.DictWriter(self.handle, fieldnames=self.fields)
+        if not self.header_written:
+            writer.writeheader()
+            self.header_written = True
+        writer.writerow(row)
         self.handle.flush()
 
     def close(self) -> None:
-        self.handle.close()
+        if self.handle is not None:
+            self.handle.close()
 
 
 class ParquetResults:
@@ -147,6 +160,8 @@ def sweep(
 ) -> None:
     if output.suffix not in (".csv", ".parquet"):
         raise ConfigError(f"-o {output}: the results file must end in .csv or .parquet")
+    if workers < 0:
+        raise ConfigError(f"--workers must be >= 1 (0: the CPU count), got {workers}")
     if scheduler is not None:
         check_scheduler_address(scheduler)
     spec = sweep_from_data(read_yaml(sweep_file, "sweep"), str(sweep_file))

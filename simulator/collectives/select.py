@@ -112,10 +112,10 @@ def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView
         if (protos is None or proto in protos) and protocol_allowed(shape, proto, v)
     ]
     if not candidates:
-        names = ", ".join(shape.algo for shape in shapes) or "none"
+        names = ", ".join(shape.algo for shape in shapes) or "none of those --algo / NCCL_ALGO allow"
         raise ConfigError(
             f"no allowed algorithm/protocol for {op} on this cluster (algorithms available: {names}; "
-            f"protocols allowed: {', '.join(sorted(protos)) if protos else 'none'})"
+            f"protocols allowed: {', '.join(sorted(protos)) if protos is not None else 'any'})"
         )
     ring = {est.proto: est for est in candidates if est.algo == "ring"}
     return min(candidates, key=lambda est: selection_time_s(est, ring, v))

@@ -203,13 +203,16 @@ def _table_row(tokens: list[str], layout: _Layout, line_no: int) -> NcclRow:
     size = _integer(cell("size"), "size")
     if size is None:
         raise ValueError("size is N/A")
+    time_us = _number(cell("time"), "time", required=True) or 0.0
+    if size > 0 and time_us <= 0.0:
+        raise ValueError(f"time {cell('time')} us for {size} bytes: a collective that moves data takes time")
     return NcclRow(
         size_bytes=size,
         count=_integer(cell("count"), "count"),
         dtype=_word(cell("type"), "type"),
         redop=_word(cell("redop"), "redop"),
         root=_integer(cell("root"), "root", signed=True),
-        time_us=_number(cell("time"), "time", required=True) or 0.0,
+        time_us=time_us,
         algbw_GBps=_number(cell("algbw"), "algbw"),
         busbw_GBps=_number(cell("busbw"), "busbw"),
         inplace_time_us=_number(cell("ip_time"), "in-place time"),

@@ -6,7 +6,8 @@ GPU is the busiest rank. Its routed rows (the grouped expert GEMMs, the dispatch
 copies, the MLP intermediates kept for backward) and the all-to-all bytes it receives and sends back
 are `routed_load` times the balanced share k b s / ep of its ranks' tokens:
 - dropless routing: the load imbalance f (max / mean tokens per rank; 1 when balanced, as the
-  load-balancing loss aims; Lepikhin et al. 2021, Fedus et al. 2022);
+  load-balancing loss aims; Lepikhin et al. 2021, Fedus et al. 2022), at most ep (one rank gets every
+  token of its group);
 - with a capacity factor C (an expert takes at most C times its balanced share, the rest is dropped;
   Fedus et al. 2022, section 2.2): min(f, C), the busiest rank's experts taken as equally loaded;
 - padded to capacity (Megatron-Core --moe-pad-expert-input-to-capacity): C on every rank.
@@ -36,7 +37,7 @@ def routed_loads(routing: RoutingSpec, ep: int) -> tuple[float, float]:
     raises it."""
     if routing.pad_to_capacity and routing.capacity_factor is not None:
         return routing.capacity_factor, routing.capacity_factor
-    imbalance = routing.load_imbalance if ep > 1 else 1.0
+    imbalance = min(routing.load_imbalance, ep)  # one rank takes at most every token of its group
     capacity = math.inf if routing.capacity_factor is None else routing.capacity_factor
     return min(imbalance, capacity), min(1.0, capacity)
 
@@ -56,17 +57,23 @@ def describe(routing: RoutingSpec) -> str:
 
 def dropped_fraction(routing: RoutingSpec, ep: int) -> float:
     """Share of the busiest rank's routed tokens over its experts' capacity, dropped (0 dropless)."""
-    imbalance = routing.load_imbalance if ep > 1 else 1.0
+    imbalance = min(routing.load_imbalance, ep)
     if routing.capacity_factor is None or routing.capacity_factor >= imbalance:
         return 0.0
     return 1.0 - routing.capacity_factor / imbalance
 
 
 def check_routing(training: TrainingSpec, model: TransformerModel) -> None:
-    """ConfigError for routing settings on a model without routed experts."""
-    if training.routing != RoutingSpec() and not model.spec.moe:
-        raise ConfigError(f"training.routing: model {model.spec.name} has a dense MLP (no router); routing "
+    """ConfigError for routing settings on a model without routed experts, or a capacity beyond what an
+    expert can take: every token once, E / k times the balanced share."""
+    routing, spec = training.routing, model.spec
+    if routing != RoutingSpec() and not spec.moe:
+        raise ConfigError(f"training.routing: model {spec.name} has a dense MLP (no router); routing "
                           "applies to a mixture of experts (experts > 1)")
+    most = spec.experts / spec.experts_per_token if spec.moe else math.inf
+    if routing.capacity_factor is not None and routing.capacity_factor > most:
+        raise ConfigError(f"training.routing.capacity_factor {routing.capacity_factor:g}: at most experts / "
+                          f"experts_per_token ({most:g}), when an expert takes every token")
 
 
 def wait_s(model: TransformerModel, training: TrainingSpec, compute: ComputeModel, seq_len: int,

@@ -375,7 +375,7 @@ def search_layouts(topology: TopologySpec, base: TrainingSpec, model_spec: Model
     valid, none fits in memory, or predict_step refuses every one."""
     if keep < 1:
         raise ConfigError(f"--keep must be >= 1, got {keep}")
-    if slack < 1.0:
+    if not slack >= 1.0:  # NaN too
         raise ConfigError(f"--slack must be >= 1, got {slack}")
     layouts, fitting, candidates = _candidates(topology, base, model_spec, space, slack)
     kept = _broad(candidates, keep)

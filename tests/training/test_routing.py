@@ -36,6 +36,7 @@ def job(routing: RoutingSpec, ep: int = 8, checkpointing: str = "full") -> Train
     (RoutingSpec(), 8, 1.0, 1.0, 0.0),
     (RoutingSpec(load_imbalance=1.3), 8, 1.3, 1.0, 0.0),  # dropless: the busiest takes all it is sent
     (RoutingSpec(load_imbalance=1.3), 1, 1.0, 1.0, 0.0),  # one GPU holds every expert: nothing to wait for
+    (RoutingSpec(load_imbalance=6.0), 4, 4.0, 1.0, 0.0),  # one rank takes at most every token of its group
     (RoutingSpec(load_imbalance=1.5, capacity_factor=1.25), 8, 1.25, 1.0, 1 - 1.25 / 1.5),
     (RoutingSpec(load_imbalance=1.1, capacity_factor=1.25), 8, 1.1, 1.0, 0.0),  # under capacity: no drop
     (RoutingSpec(capacity_factor=0.8), 8, 0.8, 0.8, 0.2),  # a capacity below 1 drops even balanced tokens
@@ -48,14 +49,19 @@ def test_routed_loads(routing: RoutingSpec, ep: int, busiest: float, mean: float
 
 
 def test_bad_routing_is_refused() -> None:
-    """Imbalance below 1, a capacity of 0, padding without a capacity: pydantic names the field; routing on a
-    dense model: ConfigError naming training.routing."""
+    """Imbalance below 1 or infinite, a capacity of 0, padding without a capacity: pydantic names the field; a
+    capacity over E / k (an expert cannot take more than every token) or routing on a dense model: ConfigError
+    naming training.routing."""
     with pytest.raises(ValidationError, match="load_imbalance"):
         RoutingSpec(load_imbalance=0.9)
     with pytest.raises(ValidationError, match="capacity_factor"):
         RoutingSpec(capacity_factor=0.0)
     with pytest.raises(ValidationError, match="pad_to_capacity needs a capacity_factor"):
         RoutingSpec(pad_to_capacity=True)
+    with pytest.raises(ValidationError, match="finite"):
+        RoutingSpec(load_imbalance=float("inf"))
+    with pytest.raises(ConfigError, match="capacity_factor 5: at most experts / experts_per_token"):
+        predict_step(CLUSTER, job(RoutingSpec(capacity_factor=5.0)), MIXTRAL)  # 8 experts, top 2: 4 at most
     dense = TrainingSpec(model="llama3-8b", global_batch=64, routing=RoutingSpec(load_imbalance=1.2))
     with pytest.raises(ConfigError, match="training.routing: model llama3-8b has a dense MLP"):
         predict_step(CLUSTER, dense, load_model("llama3-8b"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -312,6 +313,10 @@ def predict(
                    pipeline_schedule=schedule,
                    virtual_stages=virtual_stages, placement=placement, micro_batch=micro_batch,
                    global_batch=global_batch, seq_len=seq_len, recompute=recompute)
+    if not 0 < train_tokens < math.inf:
+        raise ConfigError(f"--train-tokens must be a finite number > 0, got {train_tokens}")
+    if usd_per_gpu_hour is not None and not 0 <= usd_per_gpu_hour < math.inf:
+        raise ConfigError(f"--usd-per-gpu-hour must be a finite number >= 0, got {usd_per_gpu_hour}")
     check_writable(trace, "trace")
     check_writable(report, "report")
     spec = _load_scenario(scenario)

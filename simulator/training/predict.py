@@ -247,8 +247,8 @@ def compute_scale_for(measured_tokens_per_s: float, topology: TopologySpec, trai
                       model_spec: ModelSpec, gemm_efficiency: float | None = None) -> float:
     """Scale on all compute so that one GPU running this job's micro-steps alone (no communication)
     reaches a measured single-GPU throughput (tokens/s)."""
-    if measured_tokens_per_s <= 0:
-        raise ConfigError(f"measured tokens/s per GPU must be > 0, got {measured_tokens_per_s}")
+    if not 0 < measured_tokens_per_s < math.inf:  # NaN too
+        raise ConfigError(f"measured tokens/s per GPU must be a finite number > 0, got {measured_tokens_per_s}")
     model = transformer(model_spec)
     seq_len = training.seq_len or model_spec.max_seq_len
     gpu = build(topology).gpu

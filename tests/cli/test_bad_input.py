@@ -69,6 +69,9 @@ def test_fit_options_and_profile_paths(tmp_path: Path) -> None:
     (("plan", "--model", "llama2-7b", "--topology", "dgx-h100", "--global-batch", "64", "--slack", "nan"), "--slack"),
     (("predict", "--model", "mixtral-8x7b", "--ep", "8", "--moe-imbalance", "inf"), "finite"),
     (("predict", "--model", "mixtral-8x7b", "--ep", "8", "--capacity-factor", "inf", "--pad-to-capacity"), "finite"),
+    (("predict", "--train-tokens", "-5"), "--train-tokens"),
+    (("predict", "--usd-per-gpu-hour", "-2"), "--usd-per-gpu-hour"),
+    (("predict", "--measured-tokens-per-s-per-gpu", "nan"), "measured tokens/s"),
 ])
 def test_bad_numbers_name_the_option(args: tuple[str, ...], needle: str) -> None:
     assert refused(run(*args), needle)

@@ -33,11 +33,23 @@ class LogParseError(ClusterSimError):
 
 def config_error_from(exc: ValidationError, source: str) -> ConfigError:
     """One line from a pydantic ValidationError: the source, the first field's path and message."""
-    first = exc.errors()[0]
-    where = ".".join(str(part) for part in first["loc"]) or "value"
+    errors = exc.errors()
+    if errors and not errors[0]["loc"] and errors[0]["input"] is None:
+        return ConfigError(f"{source}: empty (expected a mapping of fields)")
+    # a field that takes a name or a mapping (a preset or an inline spec): when a mapping was given, the
+    # mapping's own error is the one to show, not "should be a valid string"
+    first = next((e for e in errors if e["type"] != "string_type"), errors[0])
+    # pydantic names the union member it tried ("str", "TopologySpec"); our field names are lower case
+    where = ".".join(str(part) for part in first["loc"] if not _union_member(part)) or "value"
     message = str(first["msg"]).removeprefix("Value error, ")
-    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return ConfigError(f"{source}: {where}: {message}{more}")
+
+
+def _union_member(part: object) -> bool:
+    """A location part that names a union member pydantic tried ('str', 'TopologySpec',
+    'function-after[_check(), TopologySpec]'), not a field: our field names are lower-case words."""
+    return isinstance(part, str) and (part == "str" or part[:1].isupper() or "[" in part)
 
 
 class CalibrationError(ClusterSimError):

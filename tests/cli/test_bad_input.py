@@ -118,3 +118,16 @@ def test_ctrl_c_exits_130(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "aborted" in err
     assert not (tmp_path / "p.yaml").exists()
+
+
+def test_scenario_messages_name_the_real_cause(tmp_path: Path) -> None:
+    """An empty scenario says so; an inline topology without nodes names topology.nodes, not the preset-name
+    branch of the field ("should be a valid string")."""
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    assert refused(run("predict", str(empty)), "empty (expected a mapping of fields)")
+    inline = tmp_path / "inline.yaml"
+    inline.write_text("topology: {gpu: H100-SXM5-80GB, gpus_per_node: 8, intra_node: nvswitch-nvlink4}\n"
+                      "training: {model: llama2-7b}\n")
+    out = run("predict", str(inline))
+    assert refused(out, "topology.nodes: Field required") and "valid string" not in out.stderr

@@ -325,9 +325,7 @@ def predict(
     p = _run(topo, training, model_spec, calibration, force_calibration, measured_tokens_per_s_per_gpu, slowdown,
              spec.nccl_env)
     title = (f"{model_spec.name}, {training.strategy.kind}{_layout_text(training)}{_routing_text(training)}, "
-             f"{topo.nodes} x "
-             f"{topo.gpus_per_node} {topo.gpu} "
-             f"({topo.name or 'cluster'})")
+             f"{topo.nodes} x {topo.gpus_per_node} {topo.gpu} ({topo.name or 'cluster'})")
     if trace is not None:
         ranks = _ranks(trace_gpus, p.n_gpus)
         if ranks and training.parallel.pp > 1:

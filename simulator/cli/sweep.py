@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from simulator.cli.common import read_yaml, reflowed
+from simulator.cli.common import check_writable, read_yaml, reflowed
 from simulator.core.errors import ConfigError
 from simulator.sweep import columns, expand, run_sweep, sweep_from_data
 from simulator.sweep.run import check_scheduler_address
@@ -58,12 +58,12 @@ class CsvResults:
 
     def __init__(self, path: Path, fields: list[str]) -> None:
         self.path, self.fields, self.done = path, fields, set[str]()
-        header: list[str] | None = None
-        if path.is_dir():
-            raise ConfigError(f"cannot write results {path}: it is a directory")
+        check_writable(path, "results")
+        self.header_written = False
         if path.exists() and path.stat().st_size > 0:
             try:
-                text = path.read_bytes().decode()
+                data = path.read_bytes()
+                text = data.decode()
             except (OSError, UnicodeDecodeError) as exc:
                 raise ConfigError(f"{path}: cannot read the existing results ({exc}); write to another file") from None
             reader = csv.DictReader(text.splitlines())
@@ -71,19 +71,13 @@ class CsvResults:
             if header != fields:  # checked before anything is cut: the file may be someone else's
                 raise ConfigError(f"{path}: its columns ({', '.join(header)}) are not this sweep's "
                                   f"({', '.join(fields)}); write to another file")
-            self._drop_partial_line()
-            with path.open(newline="") as handle:
-                self.done = {row["scenario_hash"] for row in csv.DictReader(handle) if row.get("scenario_hash")}
-        self.header_written = header is not None
+            if not data.endswith(b"\n"):  # an interrupted run may leave half a row: cut back to the last line
+                path.write_bytes(data[: data.rfind(b"\n") + 1])
+                reader = csv.DictReader(text[: text.rfind("\n") + 1].splitlines())
+            self.done = {row["scenario_hash"] for row in reader if row.get("scenario_hash")}
+            self.header_written = True
         self.handle: Any = None  # opened with the first row, so a run that fails first leaves no file
-        if not path.parent.is_dir():
-            raise ConfigError(f"cannot write results {path}: no directory {path.parent}")
-
-    def _drop_partial_line(self) -> None:
-        """An interrupted run may leave half a row: cut the file back to its last complete line."""
-        data = self.path.read_bytes()
-        if not data.endswith(b"\n"):
-            self.path.write_bytes(data[: data.rfind(b"\n") + 1])
+        self.writer: Any = None
 
     def write(self, row: dict[str, Any]) -> None:
         if self.handle is None:
@@ -91,11 +85,10 @@ class CsvResults:
                 self.handle = self.path.open("a", newline="")
             except OSError as exc:
                 raise ConfigError(f"cannot write results {self.path}: {exc.strerror}") from None
-        writer = csv.DictWriter(self.handle, fieldnames=self.fields)
-        if not self.header_written:
-            writer.writeheader()
-            self.header_written = True
-        writer.writerow(row)
+            self.writer = csv.DictWriter(self.handle, fieldnames=self.fields)
+            if not self.header_written:
+                self.writer.writeheader()
+        self.writer.writerow(row)
         self.handle.flush()
 
     def close(self) -> None:

@@ -14,8 +14,9 @@ are `routed_load` times the balanced share k b s / ep of its ranks' tokens:
 Without expert parallelism one GPU holds every expert and computes all of its tokens' routed rows
 however they spread, so only a capacity below 1 (drops) or padding changes its load.
 
-The mean rank computes its balanced share; the wait of the others on the busiest is the difference of
-the two ranks' block compute (`wait_s`), reported like a straggler's.
+The mean rank computes its balanced share (cut by a capacity below 1, raised by padding); the wait of
+the others on the busiest is the difference of the two ranks' block compute (`wait_s`), reported like a
+straggler's.
 """
 
 from __future__ import annotations
@@ -31,13 +32,19 @@ if TYPE_CHECKING:
     from simulator.training.compute import ComputeModel
 
 
+def _imbalance(routing: RoutingSpec, ep: int) -> float:
+    """The busiest rank's tokens over the mean rank's: at most ep (one rank gets every token of its group),
+    1 without expert parallelism."""
+    return min(routing.load_imbalance, ep)
+
+
 def routed_loads(routing: RoutingSpec, ep: int) -> tuple[float, float]:
     """Routed rows of the busiest and of the mean expert-parallel rank over the balanced share (module
     docstring): the mean rank keeps its balanced share unless a capacity below 1 cuts it or padding
     raises it."""
     if routing.pad_to_capacity and routing.capacity_factor is not None:
         return routing.capacity_factor, routing.capacity_factor
-    imbalance = min(routing.load_imbalance, ep)  # one rank takes at most every token of its group
+    imbalance = _imbalance(routing, ep)
     capacity = math.inf if routing.capacity_factor is None else routing.capacity_factor
     return min(imbalance, capacity), min(1.0, capacity)
 
@@ -57,7 +64,7 @@ def describe(routing: RoutingSpec) -> str:
 
 def dropped_fraction(routing: RoutingSpec, ep: int) -> float:
     """Share of the busiest rank's routed tokens over its experts' capacity, dropped (0 dropless)."""
-    imbalance = min(routing.load_imbalance, ep)
+    imbalance = _imbalance(routing, ep)
     if routing.capacity_factor is None or routing.capacity_factor >= imbalance:
         return 0.0
     return 1.0 - routing.capacity_factor / imbalance

@@ -97,3 +97,14 @@ def test_qwen3_moe_config_imports_head_dim_and_experts():
     assert _shape(spec) == _shape(load_model("qwen3-30b-a3b"))
     with pytest.raises(ConfigError, match="mlp_only_layers"):
         model_from_hf_config(json.dumps(data | {"mlp_only_layers": [0]}), "config.json")
+
+
+def test_qwen3_235b_config_imports_as_the_preset():
+    """Qwen3-235B-A22B's config.json: 94 blocks of 4096, 64 heads of 128 (4 kv), 128 experts of width 1536, 8 per
+    token (HF Qwen/Qwen3-235B-A22B): the qwen3-235b-a22b preset's shape."""
+    data = {"model_type": "qwen3_moe", "_name_or_path": "Qwen/Qwen3-235B-A22B", "num_hidden_layers": 94,
+            "hidden_size": 4096, "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128,
+            "intermediate_size": 12288, "moe_intermediate_size": 1536, "num_experts": 128, "num_experts_per_tok": 8,
+            "vocab_size": 151936, "max_position_embeddings": 32768, "tie_word_embeddings": False,
+            "decoder_sparse_step": 1, "mlp_only_layers": []}
+    assert _shape(model_from_hf_config(json.dumps(data), "config.json")) == _shape(load_model("qwen3-235b-a22b"))

@@ -56,6 +56,8 @@ PUBLISHED = [
     ("mixtral-8x7b", 46.7e9, 0.005, "Jiang et al. 2024 (Mixtral of Experts), section 2: 46.7B"),
     ("mixtral-8x22b", 141e9, 0.005, "Mistral AI, Mixtral 8x22B announcement: 141B"),
     ("qwen3-30b-a3b", 30.5e9, 0.005, "Qwen/Qwen3-30B-A3B model card: 30.5B (per-head q/k norms not modelled)"),
+    ("qwen3-235b-a22b", 235e9, 0.005, "Qwen/Qwen3-235B-A22B model card: 235B, 234B non-embedding (we count 235.1B "
+     "and 233.8B)"),
 ]
 
 # (preset, published active parameters per token, relative tolerance, source)
@@ -64,6 +66,7 @@ ACTIVE = [
     ("mixtral-8x22b", 39e9, 0.005, "Mistral AI, Mixtral 8x22B announcement: 39B active"),
     ("qwen3-30b-a3b", 3.3e9, 0.02, "Qwen/Qwen3-30B-A3B model card: 3.3B activated, 29.9B non-embedding (we count "
      "3.35B and 29.9B: the card's figure is cut, not rounded)"),
+    ("qwen3-235b-a22b", 22e9, 0.01, "Qwen/Qwen3-235B-A22B model card: 22B activated (we count 22.2B)"),
 ]
 
 

@@ -155,11 +155,16 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
     # next send and tensor-parallel collectives, waits for it; the gradient reduction comes after the
     # last send unless it overlaps the last micro-batch's backward (then, interleaved, other chunks'
     # earlier work too); early parameter gathers may run beside anything. The sends and TP collectives
-    # of micro-batches below alone_until are marked alone.
+    # of the other micro-batches are marked alone.
     gathering = dp > 1 and (kind == "fsdp" or (kind == "zero1" and s.overlap_param_gather))
     reducing = s.overlap_grad_reduce and dp > 1
-    alone_until = 0 if par.overlap_p2p or gathering else (
-        micro_steps if not reducing else 0 if v > 1 else micro_steps - 1)
+    # the micro-batch whose backward of a chunk runs last (1f1b, interleaved: the last one; gpipe: the first)
+    last_backward = 0 if par.pipeline_schedule == "gpipe" else micro_steps - 1
+
+    def alone(j: int) -> bool:
+        if par.overlap_p2p or gathering:
+            return False
+        return not reducing or (v == 1 and j != last_backward)
     tasks: list[Task] = []
 
     def by_group(prefix: str, op: str, params: float, experts: float, bytes_per_param: int,
@@ -190,7 +195,6 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 gathers[c] = tuple(by_group(f"ag{stage}.{c}", "all_gather", chunks[stage, c].params,
                                             chunks[stage, c].experts, PARAM_BYTES, (), stage))
         ready: tuple[str, ...] = ()
-        last_micro = micro_steps - 1
         for work in schedule(par.pipeline_schedule, p, v, micro_steps, stage):
             direction, j, c = work
             chunk, k = chunks[stage, c], virtual(stage, c)
@@ -204,18 +208,18 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                     head_f * 0.95 if chunk.last else 0.0)
                 calls, rings = collectives("forward", chunk.layers)
                 ready = add_pass(tasks, name(work, stage), "forward", duration, deps, calls, forward_budgets,
-                                 stage, j < alone_until, rings)
+                                 stage, alone(j), rings)
                 if k < p * v - 1:
                     peer, _ = stage_chunk(k + 1)
                     tasks.append(Task(f"send{k}.{j}", "send", "p2p", collective=CollectiveCall(
-                        "sendrecv", send_size, f"pp:{peer}"), deps=ready, stage=stage, alone=j < alone_until))
+                        "sendrecv", send_size, f"pp:{peer}"), deps=ready, stage=stage, alone=alone(j)))
                     if not par.overlap_p2p:
                         ready = (*ready, f"send{k}.{j}")
                 continue
             if k < p * v - 1:
                 deps += (f"back{k + 1}.{j}",)
             per_layer = layer.recompute_s + layer.backward_s
-            split = j == last_micro and reducing
+            split = j == last_backward and reducing
             pieces = [(f"{name(work, stage)}.l{i}", 1) for i in range(chunk.layers)] if split else [
                 (name(work, stage), chunk.layers)]
             accumulate = compute.grad_accumulation(chunk.params, s.grad_accumulation_bytes)
@@ -224,7 +228,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                     accumulate if piece == pieces[-1][0] else 0.0)
                 calls, rings = collectives("backward", n)
                 ready = add_pass(tasks, piece, "backward", n * per_layer + extra, deps, calls, backward_budgets,
-                                 stage, j < alone_until, rings)
+                                 stage, alone(j), rings)
                 deps = ready
                 if split:
                     # the layer's gradients; the last piece also carries the embedding or output layer's
@@ -235,7 +239,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
             if k > 0:
                 peer, _ = stage_chunk(k - 1)
                 tasks.append(Task(f"back{k}.{j}", "send_back", "p2p", collective=CollectiveCall(
-                    "sendrecv", send_size, f"pp:{peer}"), deps=ready, stage=stage, alone=j < alone_until))
+                    "sendrecv", send_size, f"pp:{peer}"), deps=ready, stage=stage, alone=alone(j)))
                 if not par.overlap_p2p:
                     ready = (*ready, f"back{k}.{j}")
         stage_params = sum(chunks[stage, c].params for c in range(v))

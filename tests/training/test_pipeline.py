@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
@@ -220,21 +220,50 @@ def test_pipeline_memory_is_the_fullest_stage() -> None:
     assert memory.activations_bytes == pytest.approx(expected)
 
 
-@settings(max_examples=6, deadline=None)
-@given(extra=st.integers(min_value=1, max_value=5))
-def test_pipeline_extrapolation_is_exact(extra: int) -> None:
+@settings(max_examples=12, deadline=None)
+@given(extra=st.integers(min_value=1, max_value=5), schedule=st.sampled_from(["1f1b", "gpipe", "interleaved"]),
+       overlap=st.booleans())
+@example(extra=5, schedule="gpipe", overlap=True)
+def test_pipeline_extrapolation_is_exact(extra: int, schedule: str, overlap: bool) -> None:
     """Simulating a few micro-batches and adding steady-state periods gives the same step as
-    simulating all of them (1F1B, with communication on real links)."""
-    topology = build(load_preset("dgx-h100", nodes=2))
+    simulating all of them, for every schedule, with the gradient reduction after the step or
+    overlapping the backward that runs last (with communication on real links). The fuzzing
+    regression: gpipe's last backward is the first micro-batch's, and a reduction started after the
+    last micro-batch's (its first backward) hid more of itself the more micro-batches there were,
+    until the extrapolated step came out shorter than its own compute."""
+    topology = build(load_preset("h100-tcp-100g", nodes=2))  # a reduction longer than a backward
     v = comm_view(topology)
-    m = 6 + extra
-    training = TrainingSpec(model=UNIFORM, micro_batch=1, grad_accum=m, strategy=StrategySpec(kind="zero1"),
-                            parallel=ParallelSpec(tp=2, pp=4))
+    m = 8 + 4 * extra if schedule == "interleaved" else 6 + extra
+    training = TrainingSpec(model=UNIFORM, micro_batch=1, grad_accum=m,
+                            strategy=StrategySpec(kind="ddp", overlap_grad_reduce=overlap),
+                            parallel=ParallelSpec(tp=2, pp=4, pipeline_schedule=schedule,
+                                                  virtual_stages=2 if schedule == "interleaved" else 1))
     model, compute = transformer(UNIFORM), ComputeModel(topology.gpu, "bf16")
     full = simulate_step(model, training, v, compute, 1024, m)
     fast = steady_state_step(model, training, v, compute, 1024, m)
     assert fast.step_time_s == pytest.approx(full.step_time_s, rel=1e-6)
     assert fast.compute_s == pytest.approx(full.compute_s, rel=1e-6)
+    assert fast.step_time_s >= fast.compute_s
+    assert all(wait >= 0.0 for wait in fast.compute_waits_s.values())
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
+def test_overlapped_reduction_hides_behind_the_last_backward_only(schedule: str) -> None:
+    """The gradients are complete only when a stage's last backward runs (1F1B: the last micro-batch's,
+    GPipe: the first's, backwards running in reverse), so a reduction overlapping the backward can
+    hide behind that one backward and no more: overlapping saves at most one micro-batch's compute
+    of a stage (compute / m). Before the fix GPipe started the reduction after its first backward
+    and hid it behind the other m - 1."""
+    topology = load_preset("h100-tcp-100g", nodes=2)  # a reduction longer than all the backwards
+    m = 11
+    steps = {}
+    for overlap in (False, True):
+        training = TrainingSpec(model=UNIFORM, micro_batch=1, grad_accum=m, seq_len=1024,
+                                strategy=StrategySpec(kind="ddp", overlap_grad_reduce=overlap),
+                                parallel=ParallelSpec(tp=2, pp=4, pipeline_schedule=schedule))
+        steps[overlap] = predict_step(topology, training, UNIFORM)
+    saved = steps[False].step_time_s - steps[True].step_time_s
+    assert 0.0 <= saved <= steps[True].compute_s / m
 
 
 def test_more_micro_batches_shrink_the_bubble() -> None:

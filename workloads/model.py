@@ -183,12 +183,15 @@ class TransformerModel:
         """Output projection to the vocabulary: 2 h V per token (Narayanan et al. 2021, 2 B s h V)."""
         return 2.0 * self.spec.hidden * self.spec.vocab * tokens
 
-    def model_flops_per_token(self, seq_len: int) -> float:
+    def model_flops_per_token(self, seq_len: int, routed_share: float = 1.0) -> float:
         """Forward + backward = 3 x forward (backward is twice the forward; Kaplan et al. 2020 6N):
         6 (L matmul_params_per_layer + h V) + 12 L h s. The embedding lookup, norms, biases and
         softmax are not counted; this is the numerator of MFU (Narayanan et al. 2021, eq. 3 without
-        recomputation; Chowdhery et al. 2022, appendix B)."""
-        forward = self.spec.layers * self.layer_forward_flops(1, seq_len) + self.head_forward_flops(1)
+        recomputation; Chowdhery et al. 2022, appendix B). A mixture of experts whose capacity drops a
+        share of the routed token-expert pairs computes only `routed_share` of its routed experts' GEMMs."""
+        routed = sum(m * n * k for name, m, n, k in self.layer_gemms(1) if self.gemm_experts(name) > 1)
+        dropped = 2.0 * (1.0 - routed_share) * routed
+        forward = self.spec.layers * (self.layer_forward_flops(1, seq_len) - dropped) + self.head_forward_flops(1)
         return 3.0 * forward
 
     def hardware_flops_per_token(self, seq_len: int, checkpointing: Checkpointing) -> float:

@@ -278,7 +278,8 @@ def plan(
         typer.echo(json.dumps({
             "model": model_spec.name, "topology": topo.name, "nodes": topo.nodes, "n_gpus": n_gpus,
             "global_batch": training.global_batch, "seq_len": seq, "enumerated": result.enumerated,
-            "fit_in_memory": result.fit_in_memory, "within_slack": result.promising, "simulated": result.predicted,
+            "ruled_out": result.ruled_out, "fit_in_memory": result.fit_in_memory, "within_slack": result.promising,
+            "simulated": result.predicted,
             "refused": [{"layout": describe(lay), "error": error} for lay, error in result.failed], "search_s": seconds,
             "layouts": [layout_json(rank, r) for rank, r in enumerate(result.ranked[:top], start=1)]}, indent=2))
         return
@@ -286,7 +287,9 @@ def plan(
     title = (f"{model_spec.name} on {topo.nodes} x {topo.gpus_per_node} {topo.gpu} ({topo.name or 'cluster'}), "
              f"global batch {training.global_batch} x {seq} tokens{routing_note}: best {min(top, len(result.ranked))} "
              "layouts")
-    caption = (f"{result.enumerated} layouts enumerated, {result.fit_in_memory} fit in memory, {result.promising} "
+    ruled_out = f", {result.ruled_out} ruled out by the scenario's settings" if result.ruled_out else ""
+    caption = (f"{result.enumerated} layouts enumerated{ruled_out}, {result.fit_in_memory} fit in memory, "
+               f"{result.promising} "
                f"estimated within {slack:g}x of the best, {result.predicted} simulated ({len(result.ranked)} fit), "
                f"{seconds:.1f} s. Micro-batch: sequences x micro-batches per step; PP 8v2: 8 stages of 2 virtual "
                "stages (interleaved).")

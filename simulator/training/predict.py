@@ -29,7 +29,7 @@ from simulator.training.memory import memory_per_gpu
 from simulator.training.pipeline import plan_pipeline
 from simulator.training.plan import plan_step
 from simulator.training.prediction import StepPrediction
-from simulator.training.routing import check_routing
+from simulator.training.routing import check_routing, kept_share
 from simulator.training.routing import wait_s as routing_wait_s
 from simulator.training.shards import layer_params_on_gpu, owned_params
 from simulator.training.tasks import CollectiveCall, Task
@@ -302,7 +302,7 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
         idle_breakdown_s=idle,
         tokens_per_step=tokens,
         n_gpus=v.n_ranks,
-        model_flops_per_step=model.model_flops_per_token(seq_len) * tokens,
+        model_flops_per_step=model.model_flops_per_token(seq_len, kept_share(training.routing)) * tokens,
         peak_tflops=compute.peak_flops / 1e12,
         memory=memory,
         memory_capacity_bytes=cluster.gpu.memory_gib * 1024**3,

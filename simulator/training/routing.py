@@ -54,6 +54,13 @@ def routed_load(routing: RoutingSpec, ep: int) -> float:
     return routed_loads(routing, ep)[0]
 
 
+def kept_share(routing: RoutingSpec) -> float:
+    """Share of the routed token-expert pairs the experts compute: all of them without a capacity, min(1, C)
+    with one (balanced routing already fills a capacity below 1; padding adds rows, not useful work). What
+    the model FLOPs (and so MFU) count of the routed experts."""
+    return 1.0 if routing.capacity_factor is None else min(1.0, routing.capacity_factor)
+
+
 def describe(routing: RoutingSpec) -> str:
     """'load imbalance 1.5, capacity factor 1.25 (padded)'; '' for balanced, dropless routing."""
     parts = [f"load imbalance {routing.load_imbalance:g}"] if routing.load_imbalance != 1.0 else []

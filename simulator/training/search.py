@@ -48,6 +48,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic import ValidationError
+
 from simulator.collectives.comm import CommView, comm_view
 from simulator.collectives.predict import predict_collective
 from simulator.core.errors import ClusterSimError, ConfigError
@@ -120,6 +122,8 @@ class CandidateLayout:
         data["parallel"] = {**data["parallel"], "tp": self.tp, "pp": self.pp, "cp": self.cp, "ep": self.ep,
                             "sequence_parallel": self.sequence_parallel, "pipeline_schedule": self.schedule,
                             "virtual_stages": self.virtual_stages}
+        if self.tp == 1:  # the base's TP overlap has nothing to overlap without tensor parallelism
+            data["parallel"].update(tp_comm_overlap=False, tp_comm_overlap_backward=True)
         return TrainingSpec.model_validate(data)
 
 
@@ -142,6 +146,7 @@ class SearchResult:
     promising: int  # of those, estimated within the slack of the best
     predicted: int  # of those, simulated (at most keep)
     failed: tuple[tuple[CandidateLayout, str], ...] = ()  # kept layouts predict_step refused, with its reason
+    ruled_out: int = 0  # enumerated layouts the scenario's own settings cannot run with (HYBRID_SHARD with TP)
 
 
 Candidate = tuple[float, float, CandidateLayout, TrainingSpec]  # estimated step s, memory bytes, layout, its job
@@ -162,8 +167,8 @@ def _checked(values: tuple[int, ...] | None, valid: list[int], flag: str, why: s
     return sorted(set(values))
 
 
-def _strategies(space: SearchSpace, tp: int, pp: int, cp: int, replicas: int) -> list[StrategyKind]:
-    kinds = [k for k in space.strategies if (pp == 1 or k not in SHARDED) and (tp == cp == 1 or k != "hsdp")]
+def _strategies(space: SearchSpace, tp: int, pp: int, cp: int, ep: int, replicas: int) -> list[StrategyKind]:
+    kinds = [k for k in space.strategies if (pp == 1 or k not in SHARDED) and (tp == cp == ep == 1 or k != "hsdp")]
     if replicas == 1 and kinds:  # one rank: every strategy is DDP without communication
         return ["ddp"] if "ddp" in kinds else kinds[:1]
     return kinds
@@ -204,7 +209,7 @@ def enumerate_layouts(model: ModelSpec, gpus_per_node: int, n_gpus: int, global_
                 continue
             m = global_batch // (b * d)
             chunks = [1, 2] if space.interleaved and p > 1 and model.layers % (2 * p) == 0 and m % p == 0 else [1]
-            for kind in _strategies(space, t, p, c, d * c):
+            for kind in _strategies(space, t, p, c, e, d * c):
                 for recompute in space.recompute:
                     for sp in (sorted(set(space.sequence_parallel)) if t > 1 else [False]):
                         if sp or e == 1 or t == 1:  # expert with tensor parallelism needs SP (Megatron-Core)
@@ -332,9 +337,10 @@ def _predictions(jobs: Sequence[tuple[TopologySpec, TrainingSpec, ModelSpec]],
 
 
 def _candidates(topology: TopologySpec, base: TrainingSpec, model_spec: ModelSpec, space: SearchSpace,
-                slack: float) -> tuple[list[CandidateLayout], int, list[Candidate]]:
-    """Phases 1-3: every valid layout, and those that fit with their estimate, best first, no slower
-    than `slack` x the best estimate. ConfigError when none fits."""
+                slack: float) -> tuple[list[CandidateLayout], int, int, list[Candidate]]:
+    """Phases 1-3: every valid layout, how many of them the base's own settings rule out, how many fit,
+    and those that fit with their estimate, best first, no slower than `slack` x the best estimate.
+    ConfigError when none fits."""
     if base.global_batch is None:
         raise ConfigError("--global-batch is required: the layouts divide it")
     cluster = build(topology)
@@ -349,19 +355,34 @@ def _candidates(topology: TopologySpec, base: TrainingSpec, model_spec: ModelSpe
     compute = ComputeModel.for_job(cluster.gpu, base, topology.gpu_power_limit_w)
     candidates: list[Candidate] = []
     smallest = (float("inf"), layouts[0])
+    refused, ruled_out = "", 0  # why the first layout the scenario's own settings rule out was skipped; how many
     for layout in layouts:
-        training = layout.training(base)
-        memory = layout_memory_bytes(layout, training, model, seq_len, v)
+        try:  # the base's settings may not run with this layout (e.g. HYBRID_SHARD with TP): not a candidate
+            training = layout.training(base)
+            memory = layout_memory_bytes(layout, training, model, seq_len, v)
+        except (ConfigError, ValidationError) as exc:
+            refused = refused or f"{describe(layout)}: {_reason(exc)}"
+            ruled_out += 1
+            continue
         smallest = min(smallest, (memory, layout), key=lambda pair: pair[0])
         if memory <= capacity:
             rank = compute.with_routed_load(routed_load(training.routing, layout.ep))  # the busiest expert rank
             candidates.append((estimate_step_s(layout, training, model, rank, v, seq_len), memory, layout, training))
+    if not candidates and smallest[0] == float("inf"):
+        raise ConfigError(f"no layout can run with the scenario's settings; the first refused: {refused}")
     if not candidates:
         raise ConfigError(f"no layout fits in {capacity / GIB:.0f} GiB per GPU: the smallest, {describe(smallest[1])}, "
                           f"needs {smallest[0] / GIB:.1f} GiB; try more --nodes (or allow --micro-batch 1 and "
                           f"--recompute full{', or --cp to split the sequence' if space.cp == (1,) else ''})")
     candidates.sort(key=lambda c: (c[0], c[1]))
-    return layouts, len(candidates), [c for c in candidates if c[0] <= slack * candidates[0][0]]
+    return layouts, ruled_out, len(candidates), [c for c in candidates if c[0] <= slack * candidates[0][0]]
+
+
+def _reason(exc: Exception) -> str:
+    """A refused layout's reason in one line (a pydantic error's messages without their URLs)."""
+    if isinstance(exc, ValidationError):
+        return "; ".join(error["msg"] for error in exc.errors())
+    return str(exc)
 
 
 def search_layouts(topology: TopologySpec, base: TrainingSpec, model_spec: ModelSpec, space: SearchSpace,
@@ -377,7 +398,7 @@ def search_layouts(topology: TopologySpec, base: TrainingSpec, model_spec: Model
         raise ConfigError(f"--keep must be >= 1, got {keep}")
     if not slack >= 1.0:  # NaN too
         raise ConfigError(f"--slack must be >= 1, got {slack}")
-    layouts, fitting, candidates = _candidates(topology, base, model_spec, space, slack)
+    layouts, ruled_out, fitting, candidates = _candidates(topology, base, model_spec, space, slack)
     kept = _broad(candidates, keep)
     if on_start is not None:
         on_start(len(kept))
@@ -395,7 +416,7 @@ def search_layouts(topology: TopologySpec, base: TrainingSpec, model_spec: Model
         raise ConfigError(f"none of the {len(kept)} layouts simulated can run: {reason}")
     order = {layout: i for i, layout in enumerate(layouts)}
     ranked.sort(key=lambda r: (-r.prediction.tokens_per_s, r.prediction.memory_per_gpu_bytes, order[r.layout]))
-    return SearchResult(tuple(ranked), len(layouts), fitting, len(candidates), len(kept), tuple(failed))
+    return SearchResult(tuple(ranked), len(layouts), fitting, len(candidates), len(kept), tuple(failed), ruled_out)
 
 
 def describe(layout: CandidateLayout) -> str:

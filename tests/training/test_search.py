@@ -228,3 +228,34 @@ def test_plan_searches_expert_parallelism_for_a_mixture_of_experts():
     assert {r.layout.ep for r in result.ranked} == {1, 8}
     expert = next(r for r in result.ranked if r.layout.ep == 8)
     assert expert.prediction.comm_by_collective_s.get("ep_comm", 0.0) > 0.0
+
+
+def test_hsdp_is_not_enumerated_with_expert_parallelism():
+    """Hybrid sharding with EP > 1 is not modelled (predict refuses it), so the search does not offer it: a
+    mixture of experts with --strategies hsdp gets EP 1 layouts only (the fuzzing regression: the first
+    such layout used to end the whole search)."""
+    moe = TINY.model_copy(update={"experts": 4, "experts_per_token": 2})
+    space = SearchSpace(micro_batches=(1,), recompute=("none",), strategies=("hsdp", "fsdp"), tp=(1,), pp=(1,))
+    layouts = enumerate_layouts(moe, 4, 8, 8, space)
+    assert {lay.ep for lay in layouts if lay.strategy == "hsdp"} == {1}
+    assert {lay.ep for lay in layouts if lay.strategy == "fsdp"} == {1, 2, 4}
+
+
+def test_layouts_the_scenarios_settings_rule_out_are_skipped_and_counted():
+    """A scenario's own settings may not run with every layout: FSDP HYBRID_SHARD with tensor or pipeline
+    parallelism is refused by predict, so the search skips those layouts, counts them as ruled out and ranks
+    the rest; TP overlap is dropped for layouts without TP (it used to be a pydantic traceback). A base whose
+    settings rule out every layout is one ConfigError naming the first refused."""
+    topology = load_preset("dgx-h100", nodes=1)
+    space = SearchSpace(micro_batches=(1,), recompute=("none",), strategies=("fsdp",))
+    hybrid = TrainingSpec(model=TINY, global_batch=8, strategy={"kind": "fsdp", "fsdp_sharding": "HYBRID_SHARD"})
+    result = search_layouts(topology, hybrid, TINY, space)
+    assert result.ruled_out > 0
+    assert result.ranked and all(r.layout.tp == r.layout.pp == 1 for r in result.ranked)
+    overlapped = TrainingSpec(model=TINY, global_batch=8, strategy={"kind": "zero1"},
+                              parallel={"tp": 2, "sequence_parallel": True, "tp_comm_overlap": True})
+    result = search_layouts(topology, overlapped, TINY, replace(space, strategies=("zero1",)))
+    assert result.ruled_out == 0 and {r.layout.tp for r in result.ranked} >= {1}
+    assert all(r.prediction.step_time_s > 0 for r in result.ranked)
+    with pytest.raises(ConfigError, match="no layout can run with the scenario's settings.*HYBRID_SHARD|hybrid"):
+        search_layouts(topology, hybrid, TINY, replace(space, tp=(2,)))

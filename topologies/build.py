@@ -4,6 +4,8 @@ and freezes the result."""
 
 from __future__ import annotations
 
+import re
+
 import networkx as nx
 
 from simulator.core.errors import ConfigError, TopologyError
@@ -33,7 +35,8 @@ def apply_faults(graph: nx.DiGraph, spec: TopologySpec) -> None:
         devices = [fault.device] if fault.device in graph else [
             node for node, role in graph.nodes(data="role") if role == fault.device]
         if not devices:
-            raise ConfigError(f"link_faults: no device or role {fault.device!r} (e.g. s0/nic3, nic3, leaf0, spine1)")
+            raise ConfigError(f"link_faults: no device or role {fault.device!r} in this cluster; "
+                              f"{_fault_targets(graph)}")
         for device in devices:
             edges = list(graph.in_edges(device)) + list(graph.out_edges(device))
             if fault.factor == 0.0:
@@ -51,3 +54,22 @@ def apply_faults(graph: nx.DiGraph, spec: TopologySpec) -> None:
                 f"link_faults: failing {', '.join(failed[:4])}{' ...' if len(failed) > 4 else ''} partitions the "
                 f"cluster: {len(cut_off)} of {len(gpus)} GPUs (e.g. {cut_off[0]}) can no longer reach the others"
             )
+
+
+def _fault_targets(graph: nx.DiGraph) -> str:
+    """What link_faults can name in `graph`: its roles (numbered ones as ranges, gpu0-7) and a device of each
+    kind (s0/nic0, leaf0)."""
+    numbered: dict[str, list[int]] = {}
+    example: dict[str, str] = {}
+    for node, role in sorted(graph.nodes(data="role"), key=lambda pair: str(pair[0])):
+        if not role:
+            continue
+        match = re.fullmatch(r"(.*?)(\d+)", role)
+        stem = match.group(1) if match else role
+        numbered.setdefault(stem, [])
+        if match:
+            numbered[stem].append(int(match.group(2)))
+        example.setdefault(stem, node)
+    roles = [stem if not n else f"{stem}{min(n)}" if min(n) == max(n) else f"{stem}{min(n)}-{max(n)}"
+             for stem, n in sorted(numbered.items())]
+    return f"roles: {', '.join(roles)}; devices, e.g. {', '.join(example[stem] for stem in sorted(example))}"

@@ -269,6 +269,8 @@ def transformer(spec: ModelSpec) -> TransformerModel:
     """Resolve defaults: kv_heads = heads (multi-head attention); ffn_hidden = 4 h for plain MLPs
     (Vaswani et al. 2017, GPT-2/3); gated MLPs need ffn_hidden given (Llama's is not 4 h)."""
     if spec.ffn_hidden is None and spec.gated_mlp:
-        raise ConfigError(f"model {spec.name}: ffn_hidden is required when gated_mlp is true (llama2-7b: 11008)")
+        moe = (" (for a mixture of experts, a dense block's MLP width, the baseline its activation memory is "
+               "counted from: Qwen3-30B-A3B's intermediate_size 6144)" if spec.moe else "")
+        raise ConfigError(f"model {spec.name}: ffn_hidden is required when gated_mlp is true (llama2-7b: 11008){moe}")
     ffn = spec.ffn_hidden if spec.ffn_hidden is not None else 4 * spec.hidden
     return TransformerModel(spec=spec, kv_heads=spec.kv_heads or spec.heads, ffn_hidden=ffn)

@@ -39,7 +39,8 @@ class ModelSpec(BaseModel):
     head_dim: int | None = Field(
         default=None, ge=1, description="Size of one attention head; default hidden / heads (Qwen3, Gemma and "
         "GPT-OSS set it apart: heads x head_dim need not be hidden).")
-    ffn_hidden: int | None = Field(default=None, ge=1, description="MLP inner size; default 4 x hidden.")
+    ffn_hidden: int | None = Field(default=None, ge=1, description="MLP inner size; default 4 x hidden, "
+                                   "required with gated_mlp (a mixture of experts: a dense block's).")
     gated_mlp: bool = Field(default=False, description="SwiGLU-style MLP with three matrices (Llama).")
     vocab: int = Field(ge=1, description="Vocabulary size.")
     max_seq_len: int = Field(default=2048, ge=1, description="Context length the model was built for.")

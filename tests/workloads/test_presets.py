@@ -67,6 +67,9 @@ def test_gated_mlp_without_ffn_hidden_is_refused():
     spec = model_from_yaml_text("name: g\nlayers: 1\nhidden: 8\nheads: 2\nvocab: 10\ngated_mlp: true\n", "g.yaml")
     with pytest.raises(ConfigError, match="model g: ffn_hidden is required when gated_mlp is true"):
         transformer(spec)
+    moe = spec.model_copy(update={"experts": 4, "experts_per_token": 2, "expert_ffn_hidden": 4})
+    with pytest.raises(ConfigError, match="for a mixture of experts, a dense block's MLP width"):
+        transformer(moe)  # expert_ffn_hidden given: the message says what ffn_hidden is for
 
 
 def test_resolve_model_accepts_name_yaml_json_and_folder(tmp_path, llama2_70b_config):

@@ -7,19 +7,22 @@ micro-batch, t tensor-parallel degree; for a mixture of experts E routed experts
 shared experts, f_e one expert's inner size. Parameters are counted per weight matrix, so GQA (kv < a)
 and gated MLPs (SwiGLU, three matrices) are exact; what is not modelled: BERT's token-type embeddings
 and pooler, T5-style encoder-decoders and relative position biases, MoE blocks interleaved with dense
-ones, multi-head latent attention (DeepSeek-V2/V3).
+ones other than dense blocks first, multi-head latent attention (DeepSeek-V2/V3).
 
 Mixture of experts (Shazeer et al. 2017; GShard, Lepikhin et al. 2021; Mixtral, Jiang et al. 2024):
 every block's MLP is E expert MLPs and a router (an h x E linear layer); each token passes through
 the k experts the router picks (and the S shared ones), so a block holds E + S expert MLPs of
 parameters but a token's FLOPs are those of k + S of them: the "active" parameters. The expert
 GEMMs are grouped (one per expert, each over the tokens routed to it): `gemm_experts` says how many
-groups a GEMM's rows split into.
+groups a GEMM's rows split into. The first `dense_layers` blocks may keep a dense MLP (DeepSeek-V3's
+first three of 61): the model's blocks are then two kinds (`blocks`), each with its own per-layer
+formulas (`dense_block` for the first), and the whole-model totals sum over them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from simulator.core.errors import ConfigError
 from workloads.spec import Checkpointing, ModelSpec
@@ -121,17 +124,49 @@ class TransformerModel:
         """The norm after the last block (for BERT, the embedding LayerNorm: same count)."""
         return self._norm_params
 
+    @cached_property
+    def dense_block(self) -> TransformerModel:
+        """The model of one of a mixture's first `dense_layers` blocks: the same attention and norms, a dense
+        MLP of ffn_hidden (the model itself when it is dense)."""
+        if not self.spec.moe:
+            return self
+        return transformer(self.spec.model_copy(update={
+            "experts": 1, "experts_per_token": 1, "shared_experts": 0, "expert_ffn_hidden": None, "dense_layers": 0}))
+
+    @property
+    def moe_layers(self) -> int:
+        """Blocks whose MLP is a mixture of experts (0 for a dense model)."""
+        return self.spec.layers - self.spec.dense_layers if self.spec.moe else 0
+
+    @cached_property
+    def blocks(self) -> tuple[tuple[TransformerModel, int], ...]:
+        """The model's kinds of block with how many of each, in order: (dense_block, dense_layers) first when
+        a mixture keeps some dense, then (self, the mixture blocks); ((self, L),) when all are alike."""
+        if not self.spec.moe or not self.spec.dense_layers:
+            return ((self, self.spec.layers),)
+        return ((self.dense_block, self.spec.dense_layers), (self, self.moe_layers))
+
+    def block_counts(self, start: int, stop: int) -> tuple[tuple[TransformerModel, int], ...]:
+        """Blocks `start` .. `stop` - 1 (a pipeline chunk's) by kind, in order; kinds with none left out."""
+        dense = max(0, min(stop, self.spec.dense_layers if self.spec.moe else 0) - start)
+        counts = ((self.dense_block, dense), (self, stop - start - dense)) if dense else ((self, stop - start),)
+        return tuple((block, n) for block, n in counts if n > 0)
+
+    @property
+    def root_params(self) -> int:
+        """Parameters outside the blocks: embeddings, output projection and final norm."""
+        return self.embedding_params + self.output_params + self.final_norm_params
+
     @property
     def total_params(self) -> int:
-        """L x params_per_layer + embeddings + output projection + final norm."""
-        return (self.spec.layers * self.params_per_layer + self.embedding_params + self.output_params
-                + self.final_norm_params)
+        """Sum over blocks of params_per_layer + embeddings + output projection + final norm."""
+        return sum(n * block.params_per_layer for block, n in self.blocks) + self.root_params
 
     @property
     def active_params(self) -> int:
-        """What one token meets: total_params less the routed experts it is not sent to, L (1 - k / E)
-        of each block's expert parameters (total_params for a dense model)."""
-        unused = self.spec.layers * self.expert_params_per_layer * (self.spec.experts - self.spec.experts_per_token)
+        """What one token meets: total_params less the routed experts it is not sent to, (1 - k / E) of each
+        mixture block's expert parameters (total_params for a dense model)."""
+        unused = self.moe_layers * self.expert_params_per_layer * (self.spec.experts - self.spec.experts_per_token)
         return self.total_params - unused // self.spec.experts
 
     @property
@@ -190,9 +225,13 @@ class TransformerModel:
         recomputation; Chowdhery et al. 2022, appendix B). A mixture of experts whose capacity drops a
         share of the routed token-expert pairs computes only `routed_share` of its routed experts' GEMMs."""
         routed = sum(m * n * k for name, m, n, k in self.layer_gemms(1) if self.gemm_experts(name) > 1)
-        dropped = 2.0 * (1.0 - routed_share) * routed
-        forward = self.spec.layers * (self.layer_forward_flops(1, seq_len) - dropped) + self.head_forward_flops(1)
+        dropped = 2.0 * (1.0 - routed_share) * routed * self.moe_layers
+        forward = self.blocks_forward_flops(seq_len) - dropped + self.head_forward_flops(1)
         return 3.0 * forward
+
+    def blocks_forward_flops(self, seq_len: int) -> float:
+        """Forward FLOPs of all blocks for one token: the sum over kinds of count x layer_forward_flops."""
+        return sum(n * block.layer_forward_flops(1, seq_len) for block, n in self.blocks)
 
     def hardware_flops_per_token(self, seq_len: int, checkpointing: Checkpointing) -> float:
         """model_flops_per_token plus what recomputation adds: full recomputes every block's
@@ -202,7 +241,7 @@ class TransformerModel:
         extra = {
             "none": 0.0,
             "selective": self.spec.layers * self.attention_forward_flops(1, seq_len),
-            "full": self.spec.layers * self.layer_forward_flops(1, seq_len),
+            "full": self.blocks_forward_flops(seq_len),
         }
         return self.model_flops_per_token(seq_len) + extra[_checked(checkpointing)]
 
@@ -243,9 +282,9 @@ class TransformerModel:
 
     def layers_activation_bytes(self, micro_batch: int, seq_len: int, checkpointing: Checkpointing,
                                 tp: int = 1, sequence_parallel: bool = False) -> float:
-        """L x activation_bytes_per_layer (all blocks on one GPU, no pipeline parallelism)."""
-        return self.spec.layers * self.activation_bytes_per_layer(
-            micro_batch, seq_len, checkpointing, tp, sequence_parallel)
+        """Sum over blocks of activation_bytes_per_layer (all blocks on one GPU, no pipeline parallelism)."""
+        return sum(n * block.activation_bytes_per_layer(micro_batch, seq_len, checkpointing, tp, sequence_parallel)
+                   for block, n in self.blocks)
 
     def embedding_activation_bytes(self, micro_batch: int, seq_len: int) -> float:
         """The embedding dropout mask, s b h bytes (Korthikanti et al. 2022, total activation memory)."""

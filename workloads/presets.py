@@ -82,8 +82,9 @@ def _summary(spec: ModelSpec) -> str:
         shared = f" + {spec.shared_experts} shared" if spec.shared_experts else ""
         mlp = f"{spec.experts} experts (top-{spec.experts_per_token}){shared} x {mlp}"
     width = f" of {spec.head_dim}" if spec.head_dim else ""
-    return (f"{count} params{active}: {spec.layers} layers x {spec.hidden}, {spec.heads} heads{width}{kv}, {mlp}, "
-            f"vocab {spec.vocab}")
+    dense = f" ({spec.dense_layers} dense, MLP {model.ffn_hidden})" if spec.dense_layers else ""
+    return (f"{count} params{active}: {spec.layers} layers{dense} x {spec.hidden}, {spec.heads} heads{width}{kv}, "
+            f"{mlp}, vocab {spec.vocab}")
 
 
 def list_models() -> list[tuple[str, str]]:
@@ -116,12 +117,14 @@ def _family_fields(model_type: str, data: Mapping[str, Any], source: str) -> dic
         return {**_family_fields("mistral", data, source), "experts": data.get("num_local_experts", 8),
                 "experts_per_token": data.get("num_experts_per_tok", 2)}
     if model_type == "qwen3_moe":  # Qwen3MoeConfig: every block a mixture unless told otherwise
-        if data.get("mlp_only_layers") or data.get("decoder_sparse_step", 1) != 1:
-            raise ConfigError(f"{source}: mlp_only_layers / decoder_sparse_step != 1 (dense blocks among the MoE "
-                              "ones) is not modelled")
+        dense = sorted(data.get("mlp_only_layers") or [])
+        if dense != list(range(len(dense))) or data.get("decoder_sparse_step", 1) != 1:
+            raise ConfigError(f"{source}: mlp_only_layers {dense} / decoder_sparse_step "
+                              f"{data.get('decoder_sparse_step', 1)}: dense blocks among the MoE ones other than the "
+                              "first ones are not modelled")
         return {**_family_fields("qwen3", data, source), "experts": _required(data, "num_experts", source),
                 "experts_per_token": _required(data, "num_experts_per_tok", source),
-                "expert_ffn_hidden": _required(data, "moe_intermediate_size", source)}
+                "expert_ffn_hidden": _required(data, "moe_intermediate_size", source), "dense_layers": len(dense)}
     if model_type in ("llama", "mistral", "qwen3"):  # Qwen3's per-head q/k RMSNorm (2 d a layer) is left out
         if data.get("attention_bias") or data.get("mlp_bias"):
             raise ConfigError(f"{source}: attention_bias/mlp_bias true is not modelled (only bias-free llama)")

@@ -58,6 +58,9 @@ class ModelSpec(BaseModel):
     shared_experts: int = Field(
         default=0, ge=0, description="Experts every token also passes through (DeepSeekMoE, Qwen-MoE shared "
         "experts), each expert_ffn_hidden wide.")
+    dense_layers: int = Field(
+        default=0, ge=0, description="A mixture of experts' first blocks that keep a dense MLP of ffn_hidden "
+        "(DeepSeek-V2/V3 first_k_dense_replace, Kimi K2, GLM-4.5); the others are mixtures.")
     source: str | None = Field(default=None, description="Where the shape comes from (paper, config).")
 
     @model_validator(mode="after")
@@ -68,8 +71,12 @@ class ModelSpec(BaseModel):
             raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
         if self.experts_per_token > self.experts:
             raise ValueError(f"experts_per_token ({self.experts_per_token}) exceeds experts ({self.experts})")
-        if self.experts == 1 and (self.shared_experts or self.expert_ffn_hidden is not None):
-            raise ValueError("shared_experts and expert_ffn_hidden describe a mixture of experts: set experts > 1")
+        if self.experts == 1 and (self.shared_experts or self.expert_ffn_hidden is not None or self.dense_layers):
+            raise ValueError("shared_experts, expert_ffn_hidden and dense_layers describe a mixture of experts: "
+                             "set experts > 1")
+        if self.dense_layers >= self.layers:
+            raise ValueError(f"dense_layers ({self.dense_layers}) must leave some of the {self.layers} blocks "
+                             "mixtures of experts")
         return self
 
     @property

@@ -311,9 +311,9 @@ class ComputeModel:
 
     def micro_step_s(self, model: TransformerModel, micro_batch: int, seq_len: int, checkpointing: str) -> float:
         """Compute of one micro-step alone (all layers forward, recompute and backward, the head)."""
-        layer = self.layer(model, micro_batch, seq_len, checkpointing)
         head_f, head_b = self.head(model, micro_batch, seq_len)
-        return model.spec.layers * (layer.forward_s + layer.recompute_s + layer.backward_s) + head_f + head_b
+        return sum(n * self.layer(block, micro_batch, seq_len, checkpointing).total_s
+                   for block, n in model.blocks) + head_f + head_b
 
     def grad_accumulation(self, local_params: float, bytes_per_param: float) -> float:
         """Seconds of adding one micro-batch's gradients into the accumulation buffer (see the module

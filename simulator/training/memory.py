@@ -32,7 +32,7 @@ from __future__ import annotations
 from simulator.training.pipeline import layers_per_virtual_stage, schedule
 from simulator.training.prediction import MemoryBreakdown
 from simulator.training.routing import routed_load
-from simulator.training.shards import layer_params_on_gpu, shard_degrees
+from simulator.training.shards import blocks_params_on_gpu, layer_params_on_gpu, shard_degrees
 from workloads.model import TransformerModel
 from workloads.spec import TrainingSpec
 
@@ -70,30 +70,33 @@ def memory_per_gpu(model: TransformerModel, training: TrainingSpec, seq_len: int
     par = training.parallel
     p, v = par.pp, par.virtual_stages
     counts = layers_per_virtual_stage(model.spec.layers, p * v)
+    starts = [sum(counts[:k]) for k in range(p * v)]
     # a pipeline needs at least p micro-batches in flight to fill; size the schedule for that
     steps = micro_steps if par.pipeline_schedule == "gpipe" else max(micro_steps, p)
     steps += -steps % p if par.pipeline_schedule == "interleaved" else 0
     stages = [_stage_memory(model, training, seq_len, dp, shard_group, units_in_flight, stage,
-                            [counts[c * p + stage] for c in range(v)], in_flight_micro_batches(training, steps, stage))
+                            [(starts[c * p + stage], starts[c * p + stage] + counts[c * p + stage]) for c in range(v)],
+                            in_flight_micro_batches(training, steps, stage))
               for stage in range(p)]
     return max(stages, key=lambda m: m.total_bytes)
 
 
 def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int, dp: int, shard_group: int,
-                  units_in_flight: int, stage: int, chunk_layers: list[int], in_flight: int) -> MemoryBreakdown:
+                  units_in_flight: int, stage: int, chunks: list[tuple[int, int]], in_flight: int) -> MemoryBreakdown:
+    """One stage's memory; `chunks` are the (first, past-the-last) layers of each of its model chunks."""
     par = training.parallel
     p, tp = par.pp, par.tp
     regime = "fp32" if training.precision == "fp32" else "mixed"
     p_bytes, g_bytes, o_bytes = STATE_BYTES[(regime, training.optimizer)]
     if training.strategy.zero_grad_all_reduce and training.strategy.grad_reduce_bytes != g_bytes:
         g_bytes += training.strategy.grad_reduce_bytes  # the whole reduction buffer beside the 16-bit gradients
-    dense_layer, expert_layer = layer_params_on_gpu(model, tp, par.ep)
-    layer = dense_layer + expert_layer
+    layer = max(sum(layer_params_on_gpu(block, tp, par.ep)) for block, _ in model.blocks)  # the largest unit
     first, last = stage == 0, stage == p - 1
     output = model.output_params if model.output_params or p == 1 else model.spec.vocab * model.spec.hidden
-    n = (sum(chunk_layers) * layer + ((model.embedding_params + model.final_norm_params) / tp if first else 0.0)
-         + (output / tp if last else 0.0))
-    n_experts = sum(chunk_layers) * expert_layer
+    held = [blocks_params_on_gpu(model, tp, par.ep, start, stop) for start, stop in chunks]
+    n = (sum(dense + experts for dense, experts in held)
+         + ((model.embedding_params + model.final_norm_params) / tp if first else 0.0) + (output / tp if last else 0.0))
+    n_experts = sum(experts for _, experts in held)
     shards = (shard_degrees(training, dp, shard_group), shard_degrees(training, dp // par.ep, shard_group))
 
     def per_gpu(bytes_per_param: float, kind: int) -> float:
@@ -110,10 +113,11 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
     if stored == "none" and training.flash_attention:
         stored = "selective"  # a fused attention kernel keeps no scores: what selective recompute saves
     b, local_seq = training.micro_batch, seq_len // par.cp  # a context-parallel rank holds seq_len / cp tokens
-    per_layer = model.activation_bytes_per_layer(b, local_seq, stored, tp, par.sequence_parallel,
-                                                 routed_load(training.routing, par.ep))
-    chunk = sum(chunk_layers) / len(chunk_layers)  # layers of one chunk (interleaved: a stage holds several)
-    activations = (in_flight * chunk * per_layer
+    load = routed_load(training.routing, par.ep)
+    # one chunk's activations, averaged over the stage's chunks (interleaved: a stage holds several)
+    chunk = sum(n * block.activation_bytes_per_layer(b, local_seq, stored, tp, par.sequence_parallel, load)
+                for start, stop in chunks for block, n in model.block_counts(start, stop)) / len(chunks)
+    activations = (in_flight * chunk
                    + (in_flight * model.embedding_activation_bytes(b, local_seq) if first else 0.0)
                    + (model.output_activation_bytes(b, local_seq, tp) if last else 0.0))
     buffers = 2.0 * training.strategy.bucket_bytes if training.strategy.kind == "ddp" else 0.0

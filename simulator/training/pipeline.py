@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 from simulator.core.errors import ConfigError
 from simulator.training.compute import ComputeModel
-from simulator.training.shards import layer_params_on_gpu, owned_params
+from simulator.training.shards import blocks_params_on_gpu, layer_params_on_gpu, owned_params
 from simulator.training.tasks import (
     PARAM_BYTES,
     CollectiveCall,
@@ -99,11 +99,15 @@ def schedule(kind: str, p: int, v: int, m: int, stage: int) -> list[Work]:
 class _Chunk:
     """What one model chunk of one stage computes and holds."""
 
-    layers: int
+    blocks: tuple[tuple[TransformerModel, int], ...]  # its layers by kind of block, in order (model.block_counts)
     first: bool  # holds the embedding
     last: bool  # holds the output layer
     params: float  # on one GPU (after tensor parallelism)
     experts: float = 0.0  # of which routed experts with a group of their own (expert parallelism)
+
+    @property
+    def layers(self) -> int:
+        return sum(n for _, n in self.blocks)
 
 
 def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: ComputeModel, seq_len: int,
@@ -116,8 +120,8 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
     kind = "fsdp" if s.kind in ("fsdp", "zero3", "hsdp") else s.kind
     if kind not in ("ddp", "zero1", "fsdp"):
         raise ConfigError(f"training.strategy.kind {s.kind} with pipeline parallelism: use ddp, zero1 or fsdp")
-    layer = compute.layer(model, b, seq_len, training.activation_checkpointing, tp, par.sequence_parallel,
-                          training.flash_attention, cp, par.ep)
+    times = {block: compute.layer(block, b, seq_len, training.activation_checkpointing, tp, par.sequence_parallel,
+                                  training.flash_attention, cp, par.ep) for block, _ in model.blocks}
     head_f, head_b = compute.head(model, b, seq_len, tp, cp)
     full = training.activation_checkpointing == "full"
     kinds = ("forward", "backward") if full else ("backward",)  # a backward task's passes of each layer
@@ -125,27 +129,32 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
     recomputed = ("forward", "backward") if training.activation_checkpointing != "none" else ("backward",)
     attention_s = compute.attention_forward_s(model, b, seq_len, tp, cp)
 
-    def collectives(kind: str, layers: int) -> tuple[list[CollectiveCall], Rings]:
-        """A forward task's or a backward task's collectives over `layers` layers (tasks.pass_collectives)."""
+    def collectives(kind: str, block: TransformerModel, layers: int) -> tuple[list[CollectiveCall], Rings]:
+        """A forward or a backward task's collectives over `layers` layers of `block` (tasks.pass_collectives)."""
         if kind == "forward":
-            return pass_collectives(model, b, seq_len, par, attention_s, ("forward",), layers,
+            return pass_collectives(block, b, seq_len, par, attention_s, ("forward",), layers,
                                     routed_load=compute.routed_load)
-        return pass_collectives(model, b, seq_len, par, attention_s, recomputed, layers, len(kinds),
+        return pass_collectives(block, b, seq_len, par, attention_s, recomputed, layers, len(kinds),
                                 compute.routed_load)
 
-    forward_budgets = backward_budgets = None  # per layer: the GEMMs overlapped TP collectives hide behind
-    if par.tp_comm_overlap:
-        gemm_s = compute.gemms_s(model, b, seq_len, tp, cp, par.ep)
-        forward_budgets = overlap_budgets(collectives("forward", 1)[0], gemm_s, ("forward",))
-        backward_budgets = overlap_budgets(collectives("backward", 1)[0], gemm_s, kinds, par.tp_comm_overlap_backward)
+    # per layer of each kind of block: the GEMMs overlapped TP collectives hide behind
+    budgets: dict[tuple[str, TransformerModel], tuple[tuple[float, ...], ...] | None] = {}
+    for block, _ in model.blocks:
+        gemm_s = compute.gemms_s(block, b, seq_len, tp, cp, par.ep) if par.tp_comm_overlap else {}
+        budgets["forward", block] = overlap_budgets(collectives("forward", block, 1)[0], gemm_s, ("forward",)) \
+            if par.tp_comm_overlap else None
+        budgets["backward", block] = overlap_budgets(collectives("backward", block, 1)[0], gemm_s, kinds,
+                                                     par.tp_comm_overlap_backward) if par.tp_comm_overlap else None
     counts = layers_per_virtual_stage(model.spec.layers, p * v)
+    starts = [sum(counts[:k]) for k in range(p * v)]  # the first layer of each virtual stage
     embedding = (model.embedding_params + model.final_norm_params) / tp
     output = (model.output_params or model.spec.vocab * model.spec.hidden) / tp  # tied: the last stage's copy
-    dense_layer, expert_layer = layer_params_on_gpu(model, tp, par.ep)
-    chunks = {(k % p, k // p): _Chunk(n, k == 0, k == p * v - 1, n * (dense_layer + expert_layer)
-                                      + (embedding if k == 0 else 0.0) + (output if k == p * v - 1 else 0.0),
-                                      n * expert_layer)
-              for k, n in enumerate(counts)}
+    chunks = {}
+    for k, n in enumerate(counts):
+        dense, experts = blocks_params_on_gpu(model, tp, par.ep, starts[k], starts[k] + n)
+        chunks[k % p, k // p] = _Chunk(model.block_counts(starts[k], starts[k] + n), k == 0, k == p * v - 1,
+                                       dense + experts + (embedding if k == 0 else 0.0)
+                                       + (output if k == p * v - 1 else 0.0), experts)
     send_size = int(ACTIVATION_BYTES * b * local_seq * model.spec.hidden / (tp if par.p2p_scatter_gather else 1))
     grad_op = "all_reduce" if kind == "ddp" or (kind == "zero1" and s.zero_grad_all_reduce) else "reduce_scatter"
     # tied input and output embeddings live on the first and the last stage: their gradients are summed
@@ -204,11 +213,15 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                     deps += (f"send{k - 1}.{j}",)
                 if j == 0 and c in gathers:
                     deps += gathers[c]
-                duration = chunk.layers * layer.forward_s + (head_f * 0.05 if chunk.first else 0.0) + (
-                    head_f * 0.95 if chunk.last else 0.0)
-                calls, rings = collectives("forward", chunk.layers)
-                ready = add_pass(tasks, name(work, stage), "forward", duration, deps, calls, forward_budgets,
-                                 stage, alone(j), rings)
+                # a chunk's kinds of block in order (a mixture's dense first blocks: a pass of their own)
+                for i, (block, n) in enumerate(chunk.blocks):
+                    duration = n * times[block].forward_s + (head_f * 0.05 if chunk.first and i == 0 else 0.0) + (
+                        head_f * 0.95 if chunk.last and i == len(chunk.blocks) - 1 else 0.0)
+                    calls, rings = collectives("forward", block, n)
+                    part = "" if i == len(chunk.blocks) - 1 else ".dense"
+                    ready = add_pass(tasks, name(work, stage) + part, "forward", duration, deps, calls,
+                                     budgets["forward", block], stage, alone(j), rings)
+                    deps = ready
                 if k < p * v - 1:
                     peer, _ = stage_chunk(k + 1)
                     tasks.append(Task(f"send{k}.{j}", "send", "p2p", collective=CollectiveCall(
@@ -218,21 +231,26 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 continue
             if k < p * v - 1:
                 deps += (f"back{k + 1}.{j}",)
-            per_layer = layer.recompute_s + layer.backward_s
             split = j == last_backward and reducing
-            pieces = [(f"{name(work, stage)}.l{i}", 1) for i in range(chunk.layers)] if split else [
-                (name(work, stage), chunk.layers)]
+            backward_order = tuple(reversed(chunk.blocks))  # last layers first: a mixture's dense blocks last
+            pieces = [(f"{name(work, stage)}.l{i}", block, 1) for i, block in enumerate(
+                block for block, n in backward_order for _ in range(n))] if split else [
+                (name(work, stage) + ("" if i == 0 else ".dense"), block, n)
+                for i, (block, n) in enumerate(backward_order)]
             accumulate = compute.grad_accumulation(chunk.params, s.grad_accumulation_bytes)
-            for piece, n in pieces:
+            for piece, block, n in pieces:
                 extra = (head_b if chunk.last and piece == pieces[0][0] else 0.0) + (
                     accumulate if piece == pieces[-1][0] else 0.0)
-                calls, rings = collectives("backward", n)
-                ready = add_pass(tasks, piece, "backward", n * per_layer + extra, deps, calls, backward_budgets,
-                                 stage, alone(j), rings)
+                calls, rings = collectives("backward", block, n)
+                per_layer = times[block].recompute_s + times[block].backward_s
+                ready = add_pass(tasks, piece, "backward", n * per_layer + extra, deps, calls,
+                                 budgets["backward", block], stage, alone(j), rings)
                 deps = ready
                 if split:
                     # the layer's gradients; the last piece also carries the embedding or output layer's
-                    extra_params = chunk.params - chunk.layers * (dense_layer + expert_layer)
+                    dense_layer, expert_layer = layer_params_on_gpu(block, tp, par.ep)
+                    extra_params = chunk.params - sum(
+                        n * sum(layer_params_on_gpu(kind_block, tp, par.ep)) for kind_block, n in chunk.blocks)
                     grads = dense_layer + expert_layer + (extra_params if piece == pieces[-1][0] else 0.0)
                     reductions += by_group(f"red.{piece}", grad_op, grads, expert_layer, s.grad_reduce_bytes,
                                            (piece,), stage)

@@ -26,11 +26,14 @@ do (DESIGN.md section 7; PyTorch DDP and FSDP, DeepSpeed ZeRO):
 
 from __future__ import annotations
 
-from simulator.training.compute import ComputeModel
-from simulator.training.shards import layer_params_on_gpu, owned_params
+from dataclasses import dataclass
+
+from simulator.training.compute import ComputeModel, LayerTimes
+from simulator.training.shards import blocks_params_on_gpu, layer_params_on_gpu, owned_params
 from simulator.training.tasks import (
     PARAM_BYTES,
     CollectiveCall,
+    Rings,
     StepPlan,
     Task,
     add_pass,
@@ -55,9 +58,59 @@ def _buckets(sizes: list[float], first: float, cap: float) -> list[list[int]]:
     return buckets
 
 
+@dataclass(frozen=True)
+class _Block:
+    """What one layer of one kind of block (simulator.training.tasks vocabulary) costs and holds on this GPU."""
+
+    times: LayerTimes
+    forward: tuple[list[CollectiveCall], Rings]
+    backward: tuple[list[CollectiveCall], Rings]
+    recompute_calls: list[CollectiveCall]
+    budgets: dict[str, tuple[tuple[float, ...], ...] | None]  # per pass kind: forward, recompute, backward
+    param_bytes: dict[str, int]  # per part: "dense", "experts"
+    grad_bytes: dict[str, int]
+    tensors: list[tuple[float, str]]  # gradient tensors as backward produces them (mlp_down first), with their part
+
+
+def _block(block: TransformerModel, training: TrainingSpec, compute: ComputeModel, seq_len: int) -> _Block:
+    """One layer of `block` on this GPU: its times, collectives, overlap budgets, parameter and gradient bytes."""
+    s, par, b = training.strategy, training.parallel, training.micro_batch
+    tp, cp = par.tp, par.cp
+    times = compute.layer(block, b, seq_len, training.activation_checkpointing, tp, par.sequence_parallel,
+                          training.flash_attention, cp, par.ep)
+    dense, experts = layer_params_on_gpu(block, tp, par.ep)
+    gemm_s = compute.gemms_s(block, b, seq_len, tp, cp, par.ep)
+    attention_s = compute.attention_forward_s(block, b, seq_len, tp, cp)
+    load = compute.routed_load
+    forward = pass_collectives(block, b, seq_len, par, attention_s, ("forward",), routed_load=load)
+    backward = pass_collectives(block, b, seq_len, par, attention_s, ("backward",), routed_load=load)
+    # selective recomputation re-runs the attention core only: no TP collectives, but its context-parallel ones
+    recompute = forward[0] if training.activation_checkpointing == "full" else pass_collectives(
+        block, b, seq_len, par, attention_s, ("forward",), tp_passes=0, routed_load=load)[0]
+    overlap = par.tp_comm_overlap
+    budgets = {"forward": overlap_budgets(forward[0], gemm_s, ("forward",)) if overlap else None,
+               "recompute": overlap_budgets(recompute, gemm_s, ("forward",)) if overlap else None,
+               "backward": overlap_budgets(backward[0], gemm_s, ("backward",), par.tp_comm_overlap_backward)
+               if overlap else None}
+
+    # a layer's gradient tensors as backward produces them (mlp_down first), each with its part: a routed
+    # expert GEMM's weights are its E experts' matrices, E / ep of them on this GPU
+    def part_of(name: str) -> str:
+        return "experts" if experts and block.gemm_experts(name) > 1 else "dense"
+
+    matrices = [(block.gemm_experts(name) * k * n / tp / (par.ep if block.gemm_experts(name) > 1 else 1),
+                 part_of(name)) for name, _, n, k in reversed(block.layer_gemms(1))]
+    tensors = [(size * s.grad_reduce_bytes, part) for size, part in matrices]
+    tensors.append(((dense + experts - sum(size for size, _ in matrices)) * s.grad_reduce_bytes, "dense"))  # norms
+    return _Block(times, forward, backward, recompute, budgets,
+                  {"dense": int(dense * PARAM_BYTES), "experts": int(experts * PARAM_BYTES)},
+                  {"dense": int(dense * s.grad_reduce_bytes), "experts": int(experts * s.grad_reduce_bytes)}, tensors)
+
+
 def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeModel, seq_len: int,
               micro_steps: int, dp: int, local_params: float, shard_group: int = 1) -> StepPlan:
-    """The task list of one optimizer step on one GPU (see module docstring)."""
+    """The task list of one optimizer step on one GPU (see module docstring); a mixture's dense first
+    blocks (model.blocks) are layers of their own kind."""
     s = training.strategy
     par = training.parallel
     tp, cp, b = par.tp, par.cp, training.micro_batch
@@ -65,42 +118,15 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     sharding = "HYBRID_SHARD" if s.kind == "hsdp" else ("FULL_SHARD" if s.kind == "zero3" else s.fsdp_sharding)
     if kind == "fsdp" and sharding == "NO_SHARD":
         kind = "ddp"
-    layer = compute.layer(model, b, seq_len, training.activation_checkpointing, tp, par.sequence_parallel,
-                          training.flash_attention, cp, par.ep)
     head_f, head_b = compute.head(model, b, seq_len, tp, cp)
     L = model.spec.layers
-    # a layer's parameters on this GPU: the routed experts apart when expert parallelism gives them a group
-    dense, experts = layer_params_on_gpu(model, tp, par.ep)
-    layer_param_bytes = {"dense": int(dense * PARAM_BYTES), "experts": int(experts * PARAM_BYTES)}
-    layer_grad_bytes = {"dense": int(dense * s.grad_reduce_bytes), "experts": int(experts * s.grad_reduce_bytes)}
-    root_params = (model.total_params - L * model.params_per_layer) / tp
+    kinds = [(_block(block, training, compute, seq_len), n) for block, n in model.blocks]
+    layers = [bundle for bundle, n in kinds for _ in range(n)]  # layer i's kind of block
+    # the blocks' parameters on this GPU: the routed experts apart when expert parallelism gives them a group
+    dense, experts = blocks_params_on_gpu(model, tp, par.ep)
+    root_params = model.root_params / tp
     root_param_bytes = int(root_params * PARAM_BYTES)
     root_grad_bytes = int(root_params * s.grad_reduce_bytes)
-    gemm_s = compute.gemms_s(model, b, seq_len, tp, cp, par.ep)
-    attention_s = compute.attention_forward_s(model, b, seq_len, tp, cp)
-    load = compute.routed_load
-    forward_calls, forward_rings = pass_collectives(model, b, seq_len, par, attention_s, ("forward",),
-                                                    routed_load=load)
-    backward_calls, backward_rings = pass_collectives(model, b, seq_len, par, attention_s, ("backward",),
-                                                      routed_load=load)
-    # selective recomputation re-runs the attention core only: no TP collectives, but its context-parallel ones
-    full = training.activation_checkpointing == "full"
-    recompute_calls = forward_calls if full else pass_collectives(model, b, seq_len, par, attention_s, ("forward",),
-                                                                  tp_passes=0, routed_load=load)[0]
-    overlap = par.tp_comm_overlap
-    forward_budgets = overlap_budgets(forward_calls, gemm_s, ("forward",)) if overlap else None
-    recompute_budgets = overlap_budgets(recompute_calls, gemm_s, ("forward",)) if overlap else None
-    backward_budgets = overlap_budgets(backward_calls, gemm_s, ("backward",), par.tp_comm_overlap_backward) \
-        if overlap else None
-    # a layer's gradient tensors as backward produces them (mlp_down first), each with its part: a routed
-    # expert GEMM's weights are its E experts' matrices, E / ep of them on this GPU
-    def part_of(name: str) -> str:
-        return "experts" if experts and model.gemm_experts(name) > 1 else "dense"
-
-    matrices = [(model.gemm_experts(name) * k * n / tp / (par.ep if model.gemm_experts(name) > 1 else 1),
-                 part_of(name)) for name, _, n, k in reversed(model.layer_gemms(1))]
-    tensors = [(size * s.grad_reduce_bytes, part) for size, part in matrices]
-    tensors.append(((dense + experts - sum(size for size, _ in matrices)) * s.grad_reduce_bytes, "dense"))  # norms
     tasks: list[Task] = []
     reductions: list[str] = []
     gathers_after_opt: list[Task] = []
@@ -109,12 +135,15 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     suffix = {"dense": "", "experts": ".x"}  # task names of the experts' collectives
     parts = ("dense", "experts") if experts else ("dense",)
 
-    def gather(name: str, deps: tuple[str, ...]) -> tuple[str, ...]:
-        """All-gather one layer's parameters (each part over its group); the names to wait for."""
-        for part in parts:
+    def layer_parts(i: int) -> tuple[str, ...]:
+        return ("dense", "experts") if layers[i].param_bytes["experts"] else ("dense",)
+
+    def gather(name: str, i: int, deps: tuple[str, ...]) -> tuple[str, ...]:
+        """All-gather layer i's parameters (each part over its group); the names to wait for."""
+        for part in layer_parts(i):
             tasks.append(Task(name + suffix[part], "ag", "all_gather", collective=CollectiveCall(
-                "all_gather", layer_param_bytes[part], group_of[part]), deps=deps))
-        return tuple(name + suffix[part] for part in parts)
+                "all_gather", layers[i].param_bytes[part], group_of[part]), deps=deps))
+        return tuple(name + suffix[part] for part in layer_parts(i))
     reshard = s.reshard_after_forward if s.reshard_after_forward is not None else sharding != "SHARD_GRAD_OP"
     # Megatron --overlap-param-gather: the parameters the last step's optimizer updated are gathered
     # layer by layer as the first micro-step's forward reaches them
@@ -146,9 +175,10 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
             deps: tuple[str, ...] = ()
             if kind == "fsdp" or (early_gather and m == 0):
                 gate = f"m{m}.fwd{i - s.limit_all_gathers}" if i >= s.limit_all_gathers and not early_gather else None
-                deps = gather(f"m{m}.ag_fwd{i}", (gate,) if gate else ())
-            ready = add_pass(tasks, f"m{m}.fwd{i}", "forward", layer.forward_s, ready + deps, forward_calls,
-                             forward_budgets, rings=forward_rings)
+                deps = gather(f"m{m}.ag_fwd{i}", i, (gate,) if gate else ())
+            layer = layers[i]
+            ready = add_pass(tasks, f"m{m}.fwd{i}", "forward", layer.times.forward_s, ready + deps, layer.forward[0],
+                             layer.budgets["forward"], rings=layer.forward[1])
         tasks.append(Task(f"m{m}.head_fwd", "compute", "forward", head_f * 0.95, deps=ready))
         tasks.append(Task(f"m{m}.head_bwd", "compute", "backward", head_b))
         ready = ()
@@ -159,21 +189,22 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
             deps = ()
             if kind == "fsdp" and reshard:
                 gate = f"m{m}.bwd{i + ahead}" if i + ahead < L else None
-                deps = gather(f"m{m}.ag_bwd{i}", (gate,) if gate else ())
-            if layer.recompute_s:
-                ready = add_pass(tasks, f"m{m}.rec{i}", "recompute", layer.recompute_s, ready + deps,
-                                 recompute_calls, recompute_budgets, rings=forward_rings)
+                deps = gather(f"m{m}.ag_bwd{i}", i, (gate,) if gate else ())
+            layer = layers[i]
+            if layer.times.recompute_s:
+                ready = add_pass(tasks, f"m{m}.rec{i}", "recompute", layer.times.recompute_s, ready + deps,
+                                 layer.recompute_calls, layer.budgets["recompute"], rings=layer.forward[1])
                 deps = ()
-            ready = add_pass(tasks, f"m{m}.bwd{i}", "backward", layer.backward_s, ready + deps, backward_calls,
-                             backward_budgets, rings=backward_rings)
+            ready = add_pass(tasks, f"m{m}.bwd{i}", "backward", layer.times.backward_s, ready + deps,
+                             layer.backward[0], layer.budgets["backward"], rings=layer.backward[1])
             if kind == "fsdp":
-                for part in parts:
-                    sharded_reduction(f"m{m}.rs{i}{suffix[part]}", layer_grad_bytes[part], f"m{m}.bwd{i}",
+                for part in layer_parts(i):
+                    sharded_reduction(f"m{m}.rs{i}{suffix[part]}", layer.grad_bytes[part], f"m{m}.bwd{i}",
                                       group_of[part])
         if kind == "fsdp":
             sharded_reduction(f"m{m}.rs_root", root_grad_bytes, f"m{m}.bwd0")
         if s.grad_accumulation_bytes:
-            held = owned_params(training, root_params + L * dense, L * experts, dp, shard_group, state=1)
+            held = owned_params(training, root_params + dense, experts, dp, shard_group, state=1)
             tasks.append(Task(f"m{m}.accumulate", "compute", "backward",
                               compute.grad_accumulation(held, s.grad_accumulation_bytes), deps=ready))
             ready = (f"m{m}.accumulate",)
@@ -184,7 +215,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
             first, cap = ((s.first_bucket_bytes, s.bucket_bytes) if kind == "ddp"
                           else (s.zero_bucket_elements * s.grad_reduce_bytes,) * 2)
             for part in parts:
-                grads = [(layer, size) for layer in reversed(range(L)) for size, owner in tensors if owner == part]
+                grads = [(i, size) for i in reversed(range(L)) for size, owner in layers[i].tensors if owner == part]
                 buckets = _buckets([size for _, size in grads], first, cap)
                 for b, members in enumerate(buckets):
                     produced = (f"m{m}.bwd{grads[members[-1]][0]}" if s.overlap_grad_reduce
@@ -201,7 +232,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     if kind in ("zero1", "zero2") and not early_gather:
         cap = s.zero_bucket_elements * PARAM_BYTES
         for part in parts:
-            total = (root_params + L * dense if part == "dense" else L * experts) * PARAM_BYTES
+            total = (root_params + dense if part == "dense" else experts) * PARAM_BYTES
             for b in range(max(1, -int(-total // cap))):
                 size = int(min(cap, total - b * cap))
                 gathers_after_opt.append(Task(f"param_ag{b}{suffix[part]}", "ag", "all_gather",

@@ -31,7 +31,7 @@ from simulator.training.plan import plan_step
 from simulator.training.prediction import StepPrediction
 from simulator.training.routing import check_routing, kept_share
 from simulator.training.routing import wait_s as routing_wait_s
-from simulator.training.shards import layer_params_on_gpu, owned_params
+from simulator.training.shards import blocks_params_on_gpu, owned_params
 from simulator.training.tasks import CollectiveCall, Task
 from simulator.training.timeline import Timeline, simulate_plan
 from topologies.build import build
@@ -108,9 +108,8 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
     groups = communicators(v, layout)
     shard_group = layout.members_per_node("grad")
     if layout.pp == 1:
-        dense, experts = layer_params_on_gpu(model, layout.tp, layout.ep)
-        root = (model.total_params - model.spec.layers * model.params_per_layer) / layout.tp  # embeddings, final norm
-        local_params = owned_params(training, root + model.spec.layers * dense, model.spec.layers * experts,
+        dense, experts = blocks_params_on_gpu(model, layout.tp, layout.ep)
+        local_params = owned_params(training, model.root_params / layout.tp + dense, experts,
                                     layout.replicas, shard_group)
         plan = plan_step(model, training, compute, seq_len, micro_steps, layout.replicas, local_params, shard_group)
     else:

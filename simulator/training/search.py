@@ -59,7 +59,7 @@ from simulator.training.memory import memory_per_gpu
 from simulator.training.predict import job_layout, predict_step
 from simulator.training.prediction import StepPrediction
 from simulator.training.routing import routed_load
-from simulator.training.shards import layer_params_on_gpu, owned_params
+from simulator.training.shards import blocks_params_on_gpu, owned_params
 from simulator.training.tasks import PARAM_BYTES, pass_collectives
 from topologies.build import build
 from topologies.spec import TopologySpec
@@ -242,25 +242,31 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
     t, p, c, b, m = layout.tp, layout.pp, layout.cp, layout.micro_batch, layout.micro_steps
     ranks = job_layout(training, model, v)
     views = communicators(v, ranks)
-    layers = model.spec.layers / p
-    times = compute.layer(model, b, seq_len, layout.recompute, t, layout.sequence_parallel, training.flash_attention,
-                          c, layout.ep)
     head_f, head_b = compute.head(model, b, seq_len, t, c)
     passes = 3 if layout.recompute == "full" else 2  # forward, backward (+ recomputed forward)
     kinds = ("forward", "backward") + (("forward",) if layout.recompute != "none" else ())
-    calls, rings = pass_collectives(model, b, seq_len, training.parallel,
-                                    compute.attention_forward_s(model, b, seq_len, t, c), kinds, tp_passes=passes,
-                                    routed_load=compute.routed_load)
-    tp_s = layers * sum(call.count * _collective_s(views[call.group], call.op, call.size_bytes) for call in calls)
-    cp_s = layers * sum(call.count * max(0.0, _collective_s(views["cp"], call.op, call.size_bytes) - step_s)
-                        for call, step_s in rings)
-    dense_layer, expert_layer = layer_params_on_gpu(model, t, layout.ep)
-    experts = layers * expert_layer  # held on this GPU apart (split over ep), beside the dense parameters
-    dense = (model.total_params - model.spec.layers * model.params_per_layer) / (t * p) + layers * dense_layer
+    # an average stage: 1 / p of every kind of block's layers (a mixture's dense first blocks too)
+    forward_s = backward_s = layers_s = tp_s = cp_s = 0.0
+    for block, n in model.blocks:
+        times = compute.layer(block, b, seq_len, layout.recompute, t, layout.sequence_parallel,
+                              training.flash_attention, c, layout.ep)
+        calls, rings = pass_collectives(block, b, seq_len, training.parallel,
+                                        compute.attention_forward_s(block, b, seq_len, t, c), kinds, tp_passes=passes,
+                                        routed_load=compute.routed_load)
+        layers = n / p
+        forward_s += layers * times.forward_s
+        backward_s += layers * times.backward_s
+        layers_s += layers * times.total_s
+        tp_s += layers * sum(call.count * _collective_s(views[call.group], call.op, call.size_bytes)
+                             for call in calls)
+        cp_s += layers * sum(call.count * max(0.0, _collective_s(views["cp"], call.op, call.size_bytes) - step_s)
+                             for call, step_s in rings)
+    dense_blocks, expert_blocks = blocks_params_on_gpu(model, t, layout.ep)
+    experts = expert_blocks / p  # held on this GPU apart (split over ep), beside the dense parameters
+    dense = model.root_params / (t * p) + dense_blocks / p
     local_params = dense + experts
     accumulate_s = compute.grad_accumulation(local_params, training.strategy.grad_accumulation_bytes)
-    stage_s = (layers * (times.forward_s + times.recompute_s + times.backward_s) + head_f + head_b + tp_s + cp_s
-               + accumulate_s)
+    stage_s = layers_s + head_f + head_b + tp_s + cp_s + accumulate_s
     p2p_view = views["pp:inter" if p > 1 and ranks.stages_cross_node(0, 1) else "pp:intra"]
     activation = ACTIVATION_BYTES * b * seq_len // c * model.spec.hidden
     p2p_bytes = activation / (t if training.parallel.p2p_scatter_gather else 1)
@@ -280,8 +286,8 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
     strategy = training.strategy
     # the last micro-batch's backward hides the gradient reduction (if overlapped), the next step's
     # first forward the parameter all-gather of ZeRO-1/2 (if overlapped)
-    backward = layers * times.backward_s if strategy.overlap_grad_reduce else 0.0
-    forward = layers * times.forward_s if strategy.overlap_param_gather else 0.0
+    backward = backward_s if strategy.overlap_grad_reduce else 0.0
+    forward = forward_s if strategy.overlap_param_gather else 0.0
     if layout.strategy in ("zero3", "fsdp", "hsdp"):  # gather twice and reduce-scatter every micro-step
         dp_s = m * max(0.0, 2.0 * gather_s + reduce_s - stage_s)
     elif layout.strategy == "ddp":

@@ -35,6 +35,15 @@ def layer_params_on_gpu(model: TransformerModel, tp: int, ep: int) -> tuple[floa
     return (model.params_per_layer - experts) / tp, experts / (tp * ep)
 
 
+def blocks_params_on_gpu(model: TransformerModel, tp: int, ep: int, start: int = 0,
+                         stop: int | None = None) -> tuple[float, float]:
+    """(dense, expert) parameters on one GPU of blocks `start` .. `stop` - 1 (default all), each block as
+    layer_params_on_gpu splits it (a mixture's dense first blocks have no expert part)."""
+    counts = model.block_counts(start, model.spec.layers if stop is None else stop)
+    split = [(n, layer_params_on_gpu(block, tp, ep)) for block, n in counts]
+    return sum(n * dense for n, (dense, _) in split), sum(n * experts for n, (_, experts) in split)
+
+
 def owned_params(training: TrainingSpec, dense: float, experts: float, dp: int, shard_group: int,
                  state: int = 2) -> float:
     """Of `dense` and `experts` parameters on a GPU, those whose `state` (0 parameters, 1 gradients, 2

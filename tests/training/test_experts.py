@@ -155,6 +155,57 @@ def test_pipeline_and_fsdp_run_with_expert_parallelism() -> None:
     assert 0.0 <= sharded.idle_breakdown_s["exposed_comm"] <= sharded.step_time_s
 
 
+DENSE_FIRST = MIXTRAL.model_copy(update={"dense_layers": 2})  # its first 2 blocks keep a dense MLP of 14336
+
+
+def test_dense_first_blocks_reduce_no_expert_gradients() -> None:
+    """ZeRO-1, EP 8 on 64 GPUs, the first 2 of 32 blocks dense: the expert buckets over "edp" hold the 30 mixture
+    blocks' one expert each, everything else (the dense blocks' MLPs among it) goes over "dp"; FSDP gathers the
+    dense blocks whole over "dp" and no expert part for them."""
+    model = transformer(DENSE_FIRST)
+    plan = plan_step(model, job(8).model_copy(update={"model": DENSE_FIRST}), H100, 4096, 1, 64, 1e9)
+    by_group: dict[tuple[str, str], int] = {}
+    for task in plan.tasks:
+        if task.collective is not None and task.collective.group in ("dp", "edp"):
+            key = (task.collective.op, task.collective.group)
+            by_group[key] = by_group.get(key, 0) + task.collective.size_bytes
+    assert by_group[("reduce_scatter", "edp")] == pytest.approx(30 * EXPERT * 2, rel=1e-6)
+    assert by_group[("reduce_scatter", "dp")] == pytest.approx(2 * (model.total_params - 30 * 8 * EXPERT), rel=1e-6)
+    fsdp = plan_step(model, job(8, "fsdp").model_copy(update={"model": DENSE_FIRST}), H100, 4096, 1, 64, 1e9)
+    names = {task.name for task in fsdp.tasks}
+    assert "m0.ag_fwd0" in names and "m0.ag_fwd0.x" not in names and "m0.ag_fwd2.x" in names
+    gathered = {task.name: task.collective.size_bytes for task in fsdp.tasks if task.collective is not None}
+    assert gathered["m0.ag_fwd0"] == model.dense_block.params_per_layer * 2
+
+
+def test_dense_first_blocks_cost_their_own_compute_and_memory() -> None:
+    """A micro-step computes 2 dense blocks and 30 mixtures (each kind at its own compute model time), and the
+    activations kept differ from the all-mixture model's by 2 x (dense - mixture) per-block bytes; the step runs,
+    with and without pipeline stages, and a 4-stage pipeline's first stage runs its dense blocks as a pass of
+    their own."""
+    model, moe = transformer(DENSE_FIRST), transformer(MIXTRAL)
+    dense_s = H100.layer(model.dense_block, 1, 4096, "full").total_s
+    moe_s = H100.layer(model, 1, 4096, "full").total_s
+    head = sum(H100.head(model, 1, 4096))
+    assert H100.micro_step_s(model, 1, 4096, "full") == pytest.approx(2 * dense_s + 30 * moe_s + head, rel=1e-12)
+    training = job(1).model_copy(update={"model": DENSE_FIRST})
+    base = memory_per_gpu(moe, job(1), 4096, 64, 8, 3).activations_bytes
+    ours = memory_per_gpu(model, training, 4096, 64, 8, 3).activations_bytes
+    per_block = (model.dense_block.activation_bytes_per_layer(1, 4096, "selective")
+                 - moe.activation_bytes_per_layer(1, 4096, "selective"))  # flash attention keeps what selective does
+    assert ours - base == pytest.approx(2 * per_block, rel=1e-9)
+    topology = load_preset("dgx-h100", nodes=4)
+    flat = predict_step(topology, job(8).model_copy(update={"model": DENSE_FIRST}), DENSE_FIRST)
+    assert flat.step_time_s < predict_step(topology, job(8), MIXTRAL).step_time_s  # dense blocks: no all-to-alls
+    piped = TrainingSpec(model=DENSE_FIRST, seq_len=4096, micro_batch=1, global_batch=64,
+                         activation_checkpointing="full", strategy=StrategySpec(kind="zero1"),
+                         parallel=ParallelSpec(pp=4, ep=4))
+    prediction = predict_step(topology, piped, DENSE_FIRST)
+    assert prediction.comm_by_collective_s.get("ep_comm", 0.0) > 0.0
+    assert any(span.name.endswith(".dense") and span.stage == 0 for span in prediction.spans)
+    assert not any(span.name.endswith(".dense") and span.stage > 0 for span in prediction.spans)
+
+
 @pytest.mark.parametrize(("parallel", "model", "message"), [
     ({"ep": 16}, MIXTRAL, "ep 16 must divide the model's 8 experts"),
     ({"ep": 8}, load_model("llama3-8b"), "expert parallelism needs a mixture-of-experts model"),

@@ -87,7 +87,8 @@ def test_mixtral_config_imports_its_experts():
 
 def test_qwen3_moe_config_imports_head_dim_and_experts():
     """Qwen3-30B-A3B's config.json (model_type qwen3_moe): head_dim 128 apart from hidden / heads = 64, 128 experts
-    of width 768, 8 per token: the preset's shape; dense blocks among the MoE ones are refused."""
+    of width 768, 8 per token: the preset's shape; dense first blocks (mlp_only_layers 0 .. k - 1) are read as
+    dense_layers, other dense blocks among the MoE ones are refused."""
     data = {"model_type": "qwen3_moe", "_name_or_path": "Qwen/Qwen3-30B-A3B", "num_hidden_layers": 48,
             "hidden_size": 2048, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
             "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8,
@@ -96,7 +97,11 @@ def test_qwen3_moe_config_imports_head_dim_and_experts():
     spec = model_from_hf_config(json.dumps(data), "config.json")
     assert _shape(spec) == _shape(load_model("qwen3-30b-a3b"))
     with pytest.raises(ConfigError, match="mlp_only_layers"):
-        model_from_hf_config(json.dumps(data | {"mlp_only_layers": [0]}), "config.json")
+        model_from_hf_config(json.dumps(data | {"mlp_only_layers": [3]}), "config.json")
+    with pytest.raises(ConfigError, match="decoder_sparse_step 2"):
+        model_from_hf_config(json.dumps(data | {"decoder_sparse_step": 2}), "config.json")
+    first = model_from_hf_config(json.dumps(data | {"mlp_only_layers": [1, 0]}), "config.json")
+    assert first.dense_layers == 2  # dense first blocks: of intermediate_size
 
 
 def test_qwen3_235b_config_imports_as_the_preset():

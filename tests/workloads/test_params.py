@@ -93,6 +93,28 @@ def test_moe_fields_are_checked():
         _tiny(experts=2, experts_per_token=3)
     with pytest.raises(ValueError, match="set experts > 1"):
         _tiny(shared_experts=1)
+    with pytest.raises(ValueError, match="set experts > 1"):
+        _tiny(dense_layers=1)
+    with pytest.raises(ValueError, match=r"dense_layers \(2\) must leave some of the 2 blocks"):
+        _tiny(experts=4, experts_per_token=2, dense_layers=2)
+
+
+def test_dense_first_blocks_by_hand():
+    """The tiny MoE (4 experts of 6, top-2, one shared) with its first block dense (gated MLP of f = 12): the
+    dense block 192 + 288 + 16 = 496, the mixture 960, roots 168: 1624; a token meets the mixture's 2 of 4
+    routed experts: active 1624 - 2 * 144 = 1336. Forward FLOPs per token: 2 x (qkv 128 + attn_out 64 + MLP
+    288) + 4 s a d = 960 + 512 (s 16) for the dense block, 2 x 656 + 512 for the mixture; the blocks come dense
+    first (block_counts of a pipeline chunk)."""
+    model = transformer(_tiny(experts=4, experts_per_token=2, expert_ffn_hidden=6, shared_experts=1,
+                              dense_layers=1))
+    dense = model.dense_block
+    assert not dense.spec.moe and dense.params_per_layer == 496 and model.params_per_layer == 960
+    assert [(block.spec.moe, n) for block, n in model.blocks] == [(False, 1), (True, 1)]
+    assert (model.total_params, model.active_params, model.moe_layers) == (1624, 1336, 1)
+    assert model.model_flops_per_token(16) == 3 * ((960 + 512) + (2 * 656 + 512) + 2 * 8 * 10)
+    assert [(block.spec.moe, n) for block, n in model.block_counts(0, 1)] == [(False, 1)]
+    assert [(block.spec.moe, n) for block, n in model.block_counts(1, 2)] == [(True, 1)]
+    assert [n for _, n in transformer(_tiny(experts=4, experts_per_token=2)).block_counts(0, 2)] == [2]
 
 
 def test_head_dim_apart_from_hidden_over_heads_by_hand():

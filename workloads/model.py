@@ -7,7 +7,16 @@ micro-batch, t tensor-parallel degree; for a mixture of experts E routed experts
 shared experts, f_e one expert's inner size. Parameters are counted per weight matrix, so GQA (kv < a)
 and gated MLPs (SwiGLU, three matrices) are exact; what is not modelled: BERT's token-type embeddings
 and pooler, T5-style encoder-decoders and relative position biases, MoE blocks interleaved with dense
-ones other than dense blocks first, multi-head latent attention (DeepSeek-V2/V3).
+ones other than dense blocks first.
+
+Multi-head latent attention (MLA; DeepSeek-V2, DeepSeek-AI 2024, section 2.1; DeepSeek-V3): the hidden
+state goes down to a query latent (q_lora_rank, when set) and a key/value latent (kv_lora_rank) plus the
+shared rotary key (qk_rope_head_dim), each latent is normed and goes up to every head's query (nope +
+rope wide), key part and value (nope + v wide); attention then runs over a heads of query/key width d_qk =
+nope + rope and value width d_v, and the output projection takes a d_v. Training runs it so (the
+absorbed form is an inference trick), so its GEMMs are q_down, q_up, kv_down, kv_up and attn_out, the
+down projections replicated over tensor parallelism (Megatron-Core MLASelfAttention), the rest split by
+heads.
 
 Mixture of experts (Shazeer et al. 2017; GShard, Lepikhin et al. 2021; Mixtral, Jiang et al. 2024):
 every block's MLP is E expert MLPs and a router (an h x E linear layer); each token passes through
@@ -46,20 +55,41 @@ class TransformerModel:
 
     @property
     def q_dim(self) -> int:
-        """Width of the Q projection and of the attention output: a x d (= h unless head_dim is set apart)."""
-        return self.spec.heads * self.head_dim
+        """Width of the queries: a x d (= h unless head_dim is set apart); with MLA a x (nope + rope)."""
+        mla = self.spec.mla
+        return self.spec.heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim if mla else self.head_dim)
 
     @property
     def kv_dim(self) -> int:
-        """Width of the K (and of the V) projection: kv x d (= h without GQA)."""
-        return self.kv_heads * self.head_dim
+        """Width of the K (and of the V) projection: kv x d (= h without GQA); with MLA the keys' (k_dim)."""
+        return self.k_dim if self.spec.mla else self.kv_heads * self.head_dim
+
+    @property
+    def k_dim(self) -> int:
+        """Width of the keys attention reads: kv_dim; with MLA a x (nope + rope), every head its own."""
+        return self.q_dim if self.spec.mla else self.kv_dim
+
+    @property
+    def v_dim(self) -> int:
+        """Width of the values: kv_dim; with MLA a x v_head_dim."""
+        return self.spec.heads * self.spec.mla.v_head_dim if self.spec.mla else self.kv_dim
+
+    @property
+    def out_dim(self) -> int:
+        """Width of the attention output (the output projection's input): q_dim; with MLA a x v_head_dim."""
+        return self.v_dim if self.spec.mla else self.q_dim
 
     # --- parameters --------------------------------------------------------------------------
 
     @property
     def attention_params_per_layer(self) -> int:
         """Q and O are h x (a d) (h x h when d = h / a), K and V are h x (kv d) (Ainslie et al. 2023, GQA);
-        with biases (GPT-2/3, BERT) add a d + 2 kv d + h."""
+        with biases (GPT-2/3, BERT) add a d + 2 kv d + h. With MLA: its GEMMs' matrices (layer_gemms) and the
+        two latents' RMSNorm weights (q_lora_rank + kv_lora_rank)."""
+        mla = self.spec.mla
+        if mla:
+            latents = (mla.q_lora_rank or 0) + mla.kv_lora_rank
+            return sum(n * k for name, _, n, k in self._attention_gemms(1)) + latents
         h = self.spec.hidden
         weights = 2 * h * self.q_dim + 2 * h * self.kv_dim
         return weights + (self.q_dim + 2 * self.kv_dim + h if self.spec.bias else 0)
@@ -187,13 +217,27 @@ class TransformerModel:
         """
         h, f = self.spec.hidden, self.ffn_hidden
         gate = 2 if self.spec.gated_mlp else 1
-        attention = [("qkv", tokens, self.q_dim + 2 * self.kv_dim, h), ("attn_out", tokens, h, self.q_dim)]
+        attention = self._attention_gemms(tokens)
         if not self.spec.moe:
             return [*attention, ("mlp_up", tokens, gate * f, h), ("mlp_down", tokens, h, f)]
         fe, shared, routed = self.expert_ffn_hidden, self.spec.shared_experts, tokens * self.spec.experts_per_token
         shared_gemms = [("shared_up", tokens, gate * shared * fe, h), ("shared_down", tokens, h, shared * fe)]
         return [*attention, ("router", tokens, self.spec.experts, h), *(shared_gemms if shared else []),
                 ("mlp_up", routed, gate * fe, h), ("mlp_down", routed, h, fe)]
+
+    def _attention_gemms(self, tokens: int) -> list[tuple[str, int, int, int]]:
+        """The attention's weight GEMMs: the fused qkv and attn_out, or MLA's (module docstring): q_down (h to
+        q_lora_rank) and q_up (to a (nope + rope)), or q_up straight from h without a query latent; kv_down
+        (h to kv_lora_rank + rope, the shared rotary key riding along), kv_up (to a (nope + v)); attn_out."""
+        h, mla = self.spec.hidden, self.spec.mla
+        if mla is None:
+            return [("qkv", tokens, self.q_dim + 2 * self.kv_dim, h), ("attn_out", tokens, h, self.q_dim)]
+        heads = self.spec.heads
+        query = ([("q_down", tokens, mla.q_lora_rank, h), ("q_up", tokens, self.q_dim, mla.q_lora_rank)]
+                 if mla.q_lora_rank else [("q_up", tokens, self.q_dim, h)])
+        return [*query, ("kv_down", tokens, mla.kv_lora_rank + mla.qk_rope_head_dim, h),
+                ("kv_up", tokens, heads * (mla.qk_nope_head_dim + mla.v_head_dim), mla.kv_lora_rank),
+                ("attn_out", tokens, h, self.out_dim)]
 
     def gemm_experts(self, name: str) -> int:
         """Into how many expert GEMMs the rows of layer_gemms' `name` split: E for a mixture of experts'
@@ -202,12 +246,12 @@ class TransformerModel:
 
     def attention_forward_flops(self, tokens: int, seq_len: int) -> float:
         """Q K^T and softmax x V: 2 x 2 x tokens x s x a d, a d = h unless head_dim is set apart (Narayanan
-        et al. 2021, section 5.1).
+        et al. 2021, section 5.1); with MLA 2 x tokens x s x a (d_qk + d_v).
 
         Counted in full, not halved for the causal mask, as Narayanan (and MFU as usually reported)
         does; GQA does not change it (every query head still attends over s keys).
         """
-        return 4.0 * tokens * seq_len * self.q_dim
+        return 2.0 * tokens * seq_len * (self.q_dim + self.out_dim)
 
     def layer_forward_flops(self, tokens: int, seq_len: int) -> float:
         """2 x matmul_params_per_layer x tokens + attention_forward_flops; for GPT-style blocks
@@ -262,7 +306,10 @@ class TransformerModel:
         4 h width of the 34) at the width a token meets, (k + S) f_e instead of f, and the k routed
         copies of its input (2 k s b h), all split over t (the copies too, under sequence parallelism); on
         an expert-parallel rank that gets `routed_load` times the balanced share of routed tokens, its
-        routed intermediates and copies are that much more (k becomes routed_load x k).
+        routed intermediates and copies are that much more (k becomes routed_load x k). MLA keeps its
+        queries, keys, values and the output projection's input at their own widths (2 B x (q + k + v +
+        out) a token where the 34 counts 4 h of them, split over t by heads) and its latents before and after
+        their norm (2 x 2 B x (q_lora + kv_lora) and the rotary key's 2 B x rope a token, replicated over t).
         """
         s, b, h, a, t = seq_len, micro_batch, self.spec.hidden, self.spec.heads, tp
         sbh = float(s * b * h)
@@ -270,15 +317,20 @@ class TransformerModel:
         if mode == "full":
             return ACTIVATION_BYTES * sbh / (t if sequence_parallel else 1)
         scores = 5.0 * a * s / h if mode == "none" else 0.0
-        moe = 0.0
+        extra = 0.0  # beyond the 34: a mixture's wider MLP and routed copies, MLA's widths and latents
         if self.spec.moe:
             k = self.spec.experts_per_token * routed_load
             width = k + self.spec.shared_experts
-            moe = sbh * (16.0 * (width * self.expert_ffn_hidden - self.ffn_hidden) / (4.0 * h) / t
-                         + 2.0 * k / (t if sequence_parallel else 1))
+            extra = sbh * (16.0 * (width * self.expert_ffn_hidden - self.ffn_hidden) / (4.0 * h) / t
+                           + 2.0 * k / (t if sequence_parallel else 1))
+        mla = self.spec.mla
+        if mla:
+            heads = self.q_dim + self.k_dim + self.v_dim + self.out_dim - 4 * h
+            latents = 2 * ((mla.q_lora_rank or 0) + mla.kv_lora_rank) + mla.qk_rope_head_dim
+            extra += float(s * b) * ACTIVATION_BYTES * (heads / t + latents)
         if sequence_parallel:
-            return sbh / t * (34.0 + scores) + moe
-        return sbh * (10.0 + 24.0 / t + scores / t) + moe
+            return sbh / t * (34.0 + scores) + extra
+        return sbh * (10.0 + 24.0 / t + scores / t) + extra
 
     def layers_activation_bytes(self, micro_batch: int, seq_len: int, checkpointing: Checkpointing,
                                 tp: int = 1, sequence_parallel: bool = False) -> float:

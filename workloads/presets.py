@@ -36,6 +36,9 @@ _HF_FAMILIES: dict[str, tuple[dict[str, str], dict[str, bool], bool]] = {
     "mixtral": (_LLAMA_KEYS, {"gated_mlp": True, "bias": False, "learned_positions": False}, False),
     "qwen3": (_LLAMA_KEYS, {"gated_mlp": True, "bias": False, "learned_positions": False}, False),
     "qwen3_moe": (_LLAMA_KEYS, {"gated_mlp": True, "bias": False, "learned_positions": False}, False),
+    "deepseek_v2": (_LLAMA_KEYS, {"gated_mlp": True, "bias": False, "learned_positions": False}, False),
+    "deepseek_v3": (_LLAMA_KEYS, {"gated_mlp": True, "bias": False, "learned_positions": False}, False),
+    "kimi_k2": (_LLAMA_KEYS, {"gated_mlp": True, "bias": False, "learned_positions": False}, False),
     "gpt_neox": (_LLAMA_KEYS, {"gated_mlp": False, "bias": True, "learned_positions": False}, False),
     "bert": (_LLAMA_KEYS, {"gated_mlp": False, "bias": True, "learned_positions": True}, True),
     "gpt2": (_GPT2_KEYS, {"gated_mlp": False, "bias": True, "learned_positions": True}, True),
@@ -125,6 +128,20 @@ def _family_fields(model_type: str, data: Mapping[str, Any], source: str) -> dic
         return {**_family_fields("qwen3", data, source), "experts": _required(data, "num_experts", source),
                 "experts_per_token": _required(data, "num_experts_per_tok", source),
                 "expert_ffn_hidden": _required(data, "moe_intermediate_size", source), "dense_layers": len(dense)}
+    if model_type in ("deepseek_v2", "deepseek_v3", "kimi_k2"):  # DeepseekV3Config; Kimi K2 has its layout
+        if data.get("moe_layer_freq", 1) != 1:
+            raise ConfigError(f"{source}: moe_layer_freq {data['moe_layer_freq']}: mixtures only every few blocks "
+                              "are not modelled")
+        fields: dict[str, Any] = {"mla": {"q_lora_rank": data.get("q_lora_rank"),
+                                          **{key: _required(data, key, source) for key in (
+                                              "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}}}
+        if data.get("n_routed_experts"):  # the multi-token prediction module (num_nextn_predict_layers) is left out
+            fields.update(experts=data["n_routed_experts"],
+                          experts_per_token=_required(data, "num_experts_per_tok", source),
+                          expert_ffn_hidden=_required(data, "moe_intermediate_size", source),
+                          shared_experts=data.get("n_shared_experts") or 0,
+                          dense_layers=data.get("first_k_dense_replace") or 0)
+        return fields
     if model_type in ("llama", "mistral", "qwen3"):  # Qwen3's per-head q/k RMSNorm (2 d a layer) is left out
         if data.get("attention_bias") or data.get("mlp_bias"):
             raise ConfigError(f"{source}: attention_bias/mlp_bias true is not modelled (only bias-free llama)")
@@ -146,7 +163,9 @@ def _family_fields(model_type: str, data: Mapping[str, Any], source: str) -> dic
 def model_from_hf_config(text: str, source: str) -> ModelSpec:
     """A ModelSpec from a HuggingFace config.json (text), by its model_type: llama, mistral, qwen3 (head_dim
     besides), mixtral (num_local_experts, num_experts_per_tok), qwen3_moe (num_experts, num_experts_per_tok,
-    moe_intermediate_size) (num_hidden_layers, hidden_size,
+    moe_intermediate_size, mlp_only_layers), deepseek_v2, deepseek_v3 and kimi_k2 (the MLA widths q_lora_rank,
+    kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim; n_routed_experts, n_shared_experts,
+    first_k_dense_replace; the multi-token prediction module left out) (num_hidden_layers, hidden_size,
     num_attention_heads, num_key_value_heads, intermediate_size, vocab_size, max_position_embeddings,
     tie_word_embeddings), gpt_neox and bert (same keys), gpt2 (n_layer, n_embd, n_head, n_inner,
     n_positions) and mpt (n_layers, d_model, n_heads, expansion_ratio, max_seq_len, no_bias,

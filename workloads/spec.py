@@ -26,6 +26,22 @@ Placement = Literal["tp-pp-dp", "tp-dp-pp", "pp-tp-dp", "pp-dp-tp", "dp-tp-pp", 
 _FROZEN = ConfigDict(extra="forbid", frozen=True)
 
 
+class MlaSpec(BaseModel):
+    """Multi-head latent attention (DeepSeek-V2, DeepSeek-AI 2024, section 2.1; DeepSeek-V3): queries and keys/
+    values go through low-rank latents; each head's query and key have a part without position (nope) and a
+    rotary part (rope, its key part shared by all heads), its value its own width."""
+
+    model_config = _FROZEN
+
+    q_lora_rank: int | None = Field(
+        default=None, ge=1, description="Query latent width (DeepSeek-V3 1536); none: queries straight from the "
+        "hidden state (DeepSeek-V2-Lite).")
+    kv_lora_rank: int = Field(ge=1, description="Key/value latent width (DeepSeek-V3 512).")
+    qk_nope_head_dim: int = Field(ge=1, description="Per-head query/key width without rotary position (128).")
+    qk_rope_head_dim: int = Field(ge=0, description="Per-head rotary query/key width (64); the key's is shared.")
+    v_head_dim: int = Field(ge=1, description="Per-head value width (128).")
+
+
 class ModelSpec(BaseModel):
     """A decoder-only transformer (GPT / Llama / MPT family); encoder models are the same blocks."""
 
@@ -61,11 +77,14 @@ class ModelSpec(BaseModel):
     dense_layers: int = Field(
         default=0, ge=0, description="A mixture of experts' first blocks that keep a dense MLP of ffn_hidden "
         "(DeepSeek-V2/V3 first_k_dense_replace, Kimi K2, GLM-4.5); the others are mixtures.")
+    mla: MlaSpec | None = Field(
+        default=None, description="Multi-head latent attention (DeepSeek-V2/V3, Kimi K2) in place of multi-head "
+        "attention; kv_heads and head_dim then do not apply.")
     source: str | None = Field(default=None, description="Where the shape comes from (paper, config).")
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
-        if self.head_dim is None and self.hidden % self.heads:
+        if self.head_dim is None and self.mla is None and self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads}), or head_dim given")
         if self.kv_heads is not None and self.heads % self.kv_heads:
             raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
@@ -74,6 +93,10 @@ class ModelSpec(BaseModel):
         if self.experts == 1 and (self.shared_experts or self.expert_ffn_hidden is not None or self.dense_layers):
             raise ValueError("shared_experts, expert_ffn_hidden and dense_layers describe a mixture of experts: "
                              "set experts > 1")
+        if self.mla is not None and (self.kv_heads not in (None, self.heads) or self.head_dim is not None
+                                     or self.bias):
+            raise ValueError("mla: kv_heads (every head has its keys and values), head_dim (the mla widths say) "
+                             "and bias do not apply to multi-head latent attention")
         if self.dense_layers >= self.layers:
             raise ValueError(f"dense_layers ({self.dense_layers}) must leave some of the {self.layers} blocks "
                              "mixtures of experts")

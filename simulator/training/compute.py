@@ -139,6 +139,7 @@ UNFUSED_SCORE_BYTES_BACKWARD = 17.0
 REPLICATED_ELEMENTWISE_BYTES = {True: 20.0, False: 84.0}
 KERNEL_LAUNCH_S = 5e-6  # per layer and pass: a dozen kernels of a few microseconds' launch gap
 LAYER_KERNELS = {"forward": 20, "backward": 45, "attention": 4}  # launches per layer (CUDA_LAUNCH_BLOCKING)
+REPLICATED_GEMMS = ("router", "q_down", "kv_down")  # computed whole on every tensor-parallel rank
 BLOCKING_LAUNCH_GAP_S = 28e-6  # GPU idle after each blocking launch (BigScience's A/B, module docstring)
 
 
@@ -255,10 +256,10 @@ class ComputeModel:
         without context parallelism or with fused merges."""
         if cp == 1 or not self.ring_attention or not self.eager_cp_merge:
             return 0.0, 0.0
-        q, kv = tokens * model.q_dim / tp, tokens * model.kv_dim / tp
+        out, kv = tokens * model.out_dim / tp, tokens * (model.k_dim + model.v_dim) / tp
         b = CP_EAGER_MERGE_BYTES
         steps = (cp - 1) / self.hbm_Bps
-        return steps * (b["q"] * q + b["kv"] * 2 * kv), steps * (b["q_grad"] * q + b["kv_grad"] * 2 * kv)
+        return steps * (b["q"] * out + b["kv"] * kv), steps * (b["q_grad"] * out + b["kv_grad"] * kv)
 
     def _gemms_s(self, gemms: list[tuple[str, int, int, int]], model: TransformerModel,
                  ep: int) -> dict[str, float]:
@@ -326,10 +327,11 @@ class ComputeModel:
 
 
 def _sharded(gemms: list[tuple[str, int, int, int]], tp: int) -> list[tuple[str, int, int, int]]:
-    """Megatron's split of a block's GEMMs over `tp` GPUs: column-parallel qkv, mlp_up and shared_up
-    (n / tp), row-parallel attn_out, mlp_down and shared_down (k / tp); the router is replicated."""
+    """Megatron's split of a block's GEMMs over `tp` GPUs: column-parallel qkv (MLA's q_up, kv_up), mlp_up
+    and shared_up (n / tp), row-parallel attn_out, mlp_down and shared_down (k / tp); the router and MLA's
+    down projections are replicated (Megatron-Core MLASelfAttention)."""
     rows = ("attn_out", "mlp_down", "shared_down")
-    return [(name, m, n, k) if name == "router" else (name, m, n, -(-k // tp)) if name in rows
+    return [(name, m, n, k) if name in REPLICATED_GEMMS else (name, m, n, -(-k // tp)) if name in rows
             else (name, m, -(-n // tp), k) for name, m, n, k in gemms]
 
 

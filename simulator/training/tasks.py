@@ -77,11 +77,11 @@ def cp_call(model: TransformerModel, micro_batch: int, seq_len: int, tp: int, cp
     AttnFuncWithCPAndKVP2P, Liu et al. 2023's ring attention with the sequence cut into 2 cp chunks,
     rank r holding chunks r and 2cp-1-r so the causal work is even). Each of the cp steps attends the
     local queries to one key/value block while the next block travels: cp - 1 exchanges a layer,
-    each of the local K and V (2 x b (s / cp) kv_dim / tp elements); backward passes the key/value
-    block and its gradient, twice that. None without context parallelism."""
+    each of the local K and V (b (s / cp) (k_dim + v_dim) / tp elements, 2 kv_dim but for MLA); backward
+    passes the key/value block and its gradient, twice that. None without context parallelism."""
     if cp == 1:
         return None
-    block = 2 * ACTIVATION_BYTES * micro_batch * (seq_len // cp) * model.kv_dim // tp
+    block = ACTIVATION_BYTES * micro_batch * (seq_len // cp) * (model.k_dim + model.v_dim) // tp
     return CollectiveCall("sendrecv", block * (2 if kind == "backward" else 1), "cp", (cp - 1) * layers)
 
 
@@ -91,14 +91,14 @@ def ulysses_calls(model: TransformerModel, micro_batch: int, seq_len: int, tp: i
     (DeepSpeed-Ulysses, Jacobs et al. 2023; Megatron-Core --cp-comm-type a2a): before attention q, k
     and v go from a split of the sequence to a split of the heads, after it the output goes back; a
     backward pass moves the output gradient in and the q, k, v gradients out, the same bytes. Each
-    rank's buffers: b (s / cp) (q_dim + 2 kv_dim) / tp and b (s / cp) q_dim / tp elements (q_dim = h unless
-    the model sets head_dim apart). The attention waits for them: they run after the pass's compute, like
-    unoverlapped TP collectives."""
+    rank's buffers: b (s / cp) (q_dim + k_dim + v_dim) / tp and b (s / cp) out_dim / tp elements (q_dim = out_dim
+    = h and k_dim = v_dim = kv_dim unless the model sets head_dim apart or uses MLA). The attention waits for
+    them: they run after the pass's compute, like unoverlapped TP collectives."""
     if cp == 1 or passes == 0:
         return []
     tokens = micro_batch * (seq_len // cp)
-    qkv = ACTIVATION_BYTES * tokens * (model.q_dim + 2 * model.kv_dim) // tp
-    out = ACTIVATION_BYTES * tokens * model.q_dim // tp
+    qkv = ACTIVATION_BYTES * tokens * (model.q_dim + model.k_dim + model.v_dim) // tp
+    out = ACTIVATION_BYTES * tokens * model.out_dim // tp
     return [CollectiveCall("alltoall", qkv, "cp:all", passes), CollectiveCall("alltoall", out, "cp:all", passes)]
 
 

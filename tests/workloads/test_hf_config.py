@@ -52,7 +52,8 @@ def test_missing_key_is_named(llama2_70b_config):
 
 def test_unknown_model_type_lists_the_supported():
     """An unsupported model_type (or none) is refused with the supported list."""
-    with pytest.raises(ConfigError, match="model_type 't5' not supported; supported: bert, gpt2, gpt_neox"):
+    with pytest.raises(ConfigError, match="model_type 't5' not supported; supported: bert, deepseek_v2, "
+                                          "deepseek_v3, gpt2, gpt_neox"):
         model_from_hf_config('{"model_type": "t5", "d_model": 1024}', "t5.json")
 
 
@@ -113,3 +114,22 @@ def test_qwen3_235b_config_imports_as_the_preset():
             "vocab_size": 151936, "max_position_embeddings": 32768, "tie_word_embeddings": False,
             "decoder_sparse_step": 1, "mlp_only_layers": []}
     assert _shape(model_from_hf_config(json.dumps(data), "config.json")) == _shape(load_model("qwen3-235b-a22b"))
+
+
+def test_deepseek_v3_config_imports_as_the_preset():
+    """DeepSeek-V3's config.json (model_type deepseek_v3): MLA widths, 256 routed experts of 2048 (8 per token), one
+    shared, the first 3 blocks dense of 18432: the deepseek-v3 preset's shape (its multi-token prediction module,
+    num_nextn_predict_layers, left out); mixtures only every few blocks (moe_layer_freq 2) are refused."""
+    data = {"model_type": "deepseek_v3", "_name_or_path": "deepseek-ai/DeepSeek-V3", "num_hidden_layers": 61,
+            "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
+            "num_attention_heads": 128, "num_key_value_heads": 128, "n_routed_experts": 256, "n_shared_experts": 1,
+            "num_experts_per_tok": 8, "first_k_dense_replace": 3, "moe_layer_freq": 1, "q_lora_rank": 1536,
+            "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+            "vocab_size": 129280, "max_position_embeddings": 4096, "tie_word_embeddings": False,
+            "num_nextn_predict_layers": 1}
+    spec = model_from_hf_config(json.dumps(data), "config.json")
+    preset = load_model("deepseek-v3")
+    assert _shape(spec) == _shape(preset)
+    assert (spec.mla, spec.dense_layers, spec.shared_experts) == (preset.mla, 3, 1)
+    with pytest.raises(ConfigError, match="moe_layer_freq 2"):
+        model_from_hf_config(json.dumps(data | {"moe_layer_freq": 2}), "config.json")

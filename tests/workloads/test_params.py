@@ -58,6 +58,7 @@ PUBLISHED = [
     ("qwen3-30b-a3b", 30.5e9, 0.005, "Qwen/Qwen3-30B-A3B model card: 30.5B (per-head q/k norms not modelled)"),
     ("qwen3-235b-a22b", 235e9, 0.005, "Qwen/Qwen3-235B-A22B model card: 235B, 234B non-embedding (we count 235.1B "
      "and 233.8B)"),
+    ("deepseek-v3", 671e9, 0.001, "DeepSeek-V3 README_WEIGHTS: 671B in the main model (the MTP module apart)"),
 ]
 
 # (preset, published active parameters per token, relative tolerance, source)
@@ -67,6 +68,8 @@ ACTIVE = [
     ("qwen3-30b-a3b", 3.3e9, 0.02, "Qwen/Qwen3-30B-A3B model card: 3.3B activated, 29.9B non-embedding (we count "
      "3.35B and 29.9B: the card's figure is cut, not rounded)"),
     ("qwen3-235b-a22b", 22e9, 0.01, "Qwen/Qwen3-235B-A22B model card: 22B activated (we count 22.2B)"),
+    ("deepseek-v3", 36.6e9 + 129280 * 7168, 0.002, "DeepSeek-V3 README_WEIGHTS: 36.6B activated, the output head's "
+     "0.9B among them but not the input embedding's 0.93B, which active_params counts"),
 ]
 
 
@@ -157,3 +160,23 @@ def test_llm_foundry_conventions_reproduce_benchmark_counts(name, layers, hidden
     spec = ModelSpec(name=name, layers=layers, hidden=hidden, heads=heads, vocab=50368, max_seq_len=seq_len,
                      learned_positions=True, tied_embeddings=True, bias=True)
     assert transformer(spec).total_params == count
+
+
+def test_multi_head_latent_attention_by_hand():
+    """MLA on the tiny model (h = 8, a = 2): query latent 4, key/value latent 3, per head 2 + 1 rotary for q/k
+    and 2 for v. GEMMs q_down 8 -> 4, q_up 4 -> 2 x 3 = 6, kv_down 8 -> 3 + 1, kv_up 3 -> 2 x (2 + 2) = 8,
+    attn_out 2 x 2 = 4 -> 8: 32 + 24 + 32 + 24 + 32 = 144 weights and the latents' norms 4 + 3: 151 a block.
+    Attention FLOPs 2 x tokens x s x (q 6 + out 4); widths q 6, k 6, v 4, out 4. Without a query latent, q_up
+    reads the hidden state (8 -> 6). kv_heads, head_dim and biases do not apply to it."""
+    mla = {"q_lora_rank": 4, "kv_lora_rank": 3, "qk_nope_head_dim": 2, "qk_rope_head_dim": 1, "v_head_dim": 2}
+    model = transformer(_tiny(kv_heads=None, mla=mla))
+    assert model.layer_gemms(5)[:5] == [("q_down", 5, 4, 8), ("q_up", 5, 6, 4), ("kv_down", 5, 4, 8),
+                                        ("kv_up", 5, 8, 3), ("attn_out", 5, 8, 4)]
+    assert model.attention_params_per_layer == 144 + 7
+    assert (model.q_dim, model.k_dim, model.v_dim, model.out_dim) == (6, 6, 4, 4)
+    assert model.attention_forward_flops(5, 16) == 2 * 5 * 16 * (6 + 4)
+    direct = transformer(_tiny(kv_heads=None, mla=mla | {"q_lora_rank": None}))
+    assert direct.layer_gemms(5)[0] == ("q_up", 5, 6, 8)
+    for field in ({"kv_heads": 1}, {"head_dim": 4}, {"bias": True}):
+        with pytest.raises(ValueError, match="do not apply to multi-head latent attention"):
+            _tiny(**({"kv_heads": None} | field), mla=mla)

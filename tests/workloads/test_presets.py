@@ -10,7 +10,7 @@ from simulator.core.errors import ConfigError
 from workloads.model import transformer
 from workloads.presets import list_models, load_model, model_from_yaml_text, resolve_model
 
-EXPECTED = {"bert-large", "gpt2-xl", "gpt3-13b", "gpt3-175b", "llama2-13b", "llama2-70b", "llama2-7b",
+EXPECTED = {"bert-large", "deepseek-v3", "gpt2-xl", "gpt3-13b", "gpt3-175b", "llama2-13b", "llama2-70b", "llama2-7b",
             "llama3-405b", "llama3-70b", "llama3-8b", "mixtral-8x22b", "mixtral-8x7b", "mpt-30b", "mpt-70b",
             "mpt-7b", "qwen3-235b-a22b", "qwen3-30b-a3b"}
 
@@ -44,7 +44,7 @@ def test_every_preset_file_cites_sources_in_comments():
 
 def test_unknown_preset_lists_the_names():
     """An unknown preset name is refused with the available names."""
-    with pytest.raises(ConfigError, match="model preset 'llama9' unknown; available: bert-large, gpt2-xl"):
+    with pytest.raises(ConfigError, match="model preset 'llama9' unknown; available: bert-large, deepseek-v3, gpt2-xl"):
         load_model("llama9")
 
 

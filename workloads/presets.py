@@ -84,7 +84,7 @@ def _summary(spec: ModelSpec) -> str:
         active = f" ({model.active_params / 1e9:.1f}B active)"
         shared = f" + {spec.shared_experts} shared" if spec.shared_experts else ""
         mlp = f"{spec.experts} experts (top-{spec.experts_per_token}){shared} x {mlp}"
-    width = f" of {spec.head_dim}" if spec.head_dim else ""
+    width = f" of {spec.head_dim}" if spec.head_dim else " (MLA)" if spec.mla else ""
     dense = f" ({spec.dense_layers} dense, MLP {model.ffn_hidden})" if spec.dense_layers else ""
     return (f"{count} params{active}: {spec.layers} layers{dense} x {spec.hidden}, {spec.heads} heads{width}{kv}, "
             f"{mlp}, vocab {spec.vocab}")

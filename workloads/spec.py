@@ -193,6 +193,10 @@ class ParallelSpec(BaseModel):
         default=True, description="With tp_comm_overlap, backward's TP collectives overlap too (Transformer Engine "
         "userbuffers under Megatron-Core); false: forward and recomputed forward only (torch's async TP, whose "
         "micro-pipelining sped Llama 3 forward passes up 20-29% but steps 8%).")
+    ep_comm_overlap: bool = Field(
+        default=False, description="Hide each pass's expert all-to-alls behind another micro-batch's compute of the "
+        "same layer (Megatron-Core --overlap-moe-expert-parallel-comm, DeepSeek's DualPipe): ideal pairing, each "
+        "all-to-all exposed only where it outlasts half the layer pass it pairs with; needs ep >= 2.")
     pipeline_schedule: PipelineSchedule = Field(
         default="1f1b", description="gpipe (all forwards, then all backwards), 1f1b (PipeDream-Flush, Megatron's "
         "default) or interleaved (1F1B over virtual stages).")
@@ -223,6 +227,8 @@ class ParallelSpec(BaseModel):
         if self.ep > 1 and self.tp > 1 and not self.sequence_parallel:
             raise ValueError("ep > 1 with tp > 1 needs sequence_parallel (Megatron-Core requires it: each TP rank "
                              "dispatches its own share of the tokens)")
+        if self.ep_comm_overlap and self.ep == 1:
+            raise ValueError("ep_comm_overlap needs ep >= 2 (expert all-to-alls to overlap)")
         if not self.tp_comm_overlap_backward and not self.tp_comm_overlap:
             raise ValueError("tp_comm_overlap_backward: false needs tp_comm_overlap: true")
         return self

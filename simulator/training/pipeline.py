@@ -53,6 +53,7 @@ from simulator.training.tasks import (
     StepPlan,
     Task,
     add_pass,
+    expert_budgets,
     overlap_budgets,
     pass_collectives,
 )
@@ -138,13 +139,18 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                                 compute.routed_load)
 
     # per layer of each kind of block: the GEMMs overlapped TP collectives hide behind
+    # (and, with ep_comm_overlap, what a mixture block's all-to-alls hide behind)
     budgets: dict[tuple[str, TransformerModel], tuple[tuple[float, ...], ...] | None] = {}
     for block, _ in model.blocks:
-        gemm_s = compute.gemms_s(block, b, seq_len, tp, cp, par.ep) if par.tp_comm_overlap else {}
-        budgets["forward", block] = overlap_budgets(collectives("forward", block, 1)[0], gemm_s, ("forward",)) \
-            if par.tp_comm_overlap else None
+        tp_overlap = par.tp_comm_overlap
+        expert_s = expert_budgets(times[block], par) if block.spec.moe else None
+        overlap = tp_overlap or expert_s is not None
+        gemm_s = compute.gemms_s(block, b, seq_len, tp, cp, par.ep) if tp_overlap else {}
+        budgets["forward", block] = overlap_budgets(collectives("forward", block, 1)[0], gemm_s, ("forward",),
+                                                    tp=tp_overlap, expert_s=expert_s) if overlap else None
         budgets["backward", block] = overlap_budgets(collectives("backward", block, 1)[0], gemm_s, kinds,
-                                                     par.tp_comm_overlap_backward) if par.tp_comm_overlap else None
+                                                     par.tp_comm_overlap_backward, tp_overlap,
+                                                     expert_s) if overlap else None
     counts = layers_per_virtual_stage(model.spec.layers, p * v)
     starts = [sum(counts[:k]) for k in range(p * v)]  # the first layer of each virtual stage
     embedding = (model.embedding_params + model.final_norm_params) / tp

@@ -37,6 +37,7 @@ from simulator.training.tasks import (
     StepPlan,
     Task,
     add_pass,
+    expert_budgets,
     overlap_budgets,
     pass_collectives,
 )
@@ -87,11 +88,14 @@ def _block(block: TransformerModel, training: TrainingSpec, compute: ComputeMode
     # selective recomputation re-runs the attention core only: no TP collectives, but its context-parallel ones
     recompute = forward[0] if training.activation_checkpointing == "full" else pass_collectives(
         block, b, seq_len, par, attention_s, ("forward",), tp_passes=0, routed_load=load)[0]
-    overlap = par.tp_comm_overlap
-    budgets = {"forward": overlap_budgets(forward[0], gemm_s, ("forward",)) if overlap else None,
-               "recompute": overlap_budgets(recompute, gemm_s, ("forward",)) if overlap else None,
-               "backward": overlap_budgets(backward[0], gemm_s, ("backward",), par.tp_comm_overlap_backward)
-               if overlap else None}
+    tp_overlap, expert_s = par.tp_comm_overlap, expert_budgets(times, par) if block.spec.moe else None
+    overlap = tp_overlap or expert_s is not None
+    budgets = {"forward": overlap_budgets(forward[0], gemm_s, ("forward",), tp=tp_overlap, expert_s=expert_s)
+               if overlap else None,
+               "recompute": overlap_budgets(recompute, gemm_s, ("forward",), tp=tp_overlap, expert_s=expert_s)
+               if overlap else None,
+               "backward": overlap_budgets(backward[0], gemm_s, ("backward",), par.tp_comm_overlap_backward,
+                                           tp_overlap, expert_s) if overlap else None}
 
     # a layer's gradient tensors as backward produces them (mlp_down first), each with its part: a routed
     # expert GEMM's weights are its E experts' matrices, E / ep of them on this GPU

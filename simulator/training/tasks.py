@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simulator.training.compute import LayerTimes
 from workloads.model import ACTIVATION_BYTES, TransformerModel
 from workloads.spec import ParallelSpec
 
@@ -172,22 +173,39 @@ BACKWARD_GEMMS = 2.0
 
 
 def overlap_budgets(calls: list[CollectiveCall], gemm_s: dict[str, float], kinds: tuple[str, ...],
-                    backward: bool = True) -> tuple[tuple[float, ...], ...]:
+                    backward: bool = True, tp: bool = True,
+                    expert_s: dict[str, float] | None = None) -> tuple[tuple[float, ...], ...]:
     """For each TP call of a pass (tp_calls' list), the seconds of the GEMMs its collectives are
     decomposed with over one layer (`gemm_s`: forward seconds of each of the block's GEMMs;
     `kinds`: the layer's passes in order, "forward" or "backward"). Without `backward` overlap
-    (torch's async TP) a backward pass's collectives hide behind nothing: budgets of 0."""
+    (torch's async TP) a backward pass's collectives hide behind nothing: budgets of 0; without `tp`
+    overlap none does. The expert all-to-alls hide behind `expert_s[kind]` each (ParallelSpec.
+    ep_comm_overlap: half a layer pass of another micro-batch, its dispatch and its combine one half
+    each), or nothing; the other all-to-alls are on the block's critical path."""
     def budget(kind: str, gemm: str) -> float:
+        if not tp:
+            return 0.0
         if kind == "backward":
             return gemm_s[gemm] * BACKWARD_GEMMS if backward else 0.0
         return gemm_s[gemm]
 
     def budgets(call: CollectiveCall) -> tuple[float, ...]:
-        if call.group.startswith("cp") or call.group == "ep":  # all-to-alls: on the block's critical path
+        if call.group == "ep":
+            return tuple(expert_s[kind] if expert_s else 0.0 for kind in kinds)
+        if call.group.startswith("cp"):  # all-to-alls: on the block's critical path
             return tuple(0.0 for _ in kinds)
         return tuple(budget(kind, g) for kind in kinds for g in PAIRED_GEMMS[kind, call.op])
 
     return tuple(budgets(call) for call in calls)
+
+
+def expert_budgets(times: LayerTimes, parallel: ParallelSpec) -> dict[str, float] | None:
+    """What each expert all-to-all of a layer's pass hides behind with ep_comm_overlap: half of that pass's
+    compute (a forward, or recomputed forward, and a backward of the layer) on another micro-batch, paired
+    with it (overlap_budgets); None without the overlap."""
+    if not parallel.ep_comm_overlap:
+        return None
+    return {"forward": times.forward_s / 2.0, "backward": times.backward_s / 2.0}
 
 
 def add_pass(tasks: list[Task], name: str, label: str, duration_s: float, ready: tuple[str, ...],

@@ -124,6 +124,8 @@ class CandidateLayout:
                             "virtual_stages": self.virtual_stages}
         if self.tp == 1:  # the base's TP overlap has nothing to overlap without tensor parallelism
             data["parallel"].update(tp_comm_overlap=False, tp_comm_overlap_backward=True)
+        if self.ep == 1:  # nor its all-to-all overlap without expert parallelism
+            data["parallel"].update(ep_comm_overlap=False)
         return TrainingSpec.model_validate(data)
 
 
@@ -257,8 +259,10 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
         forward_s += layers * times.forward_s
         backward_s += layers * times.backward_s
         layers_s += layers * times.total_s
-        tp_s += layers * sum(call.count * _collective_s(views[call.group], call.op, call.size_bytes)
-                             for call in calls)
+        # with ep_comm_overlap each all-to-all hides behind half a pass: on average total / (2 passes)
+        hidden = times.total_s / (2 * passes) if training.parallel.ep_comm_overlap else 0.0
+        tp_s += layers * sum(call.count * max(0.0, _collective_s(views[call.group], call.op, call.size_bytes)
+                                              - (hidden if call.group == "ep" else 0.0)) for call in calls)
         cp_s += layers * sum(call.count * max(0.0, _collective_s(views["cp"], call.op, call.size_bytes) - step_s)
                              for call, step_s in rings)
     dense_blocks, expert_blocks = blocks_params_on_gpu(model, t, layout.ep)

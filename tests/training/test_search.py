@@ -259,3 +259,8 @@ def test_layouts_the_scenarios_settings_rule_out_are_skipped_and_counted():
     assert all(r.prediction.step_time_s > 0 for r in result.ranked)
     with pytest.raises(ConfigError, match="no layout can run with the scenario's settings.*HYBRID_SHARD|hybrid"):
         search_layouts(topology, hybrid, TINY, replace(space, tp=(2,)))
+    moe = TINY.model_copy(update={"experts": 4, "experts_per_token": 2})
+    a2a = TrainingSpec(model=moe, global_batch=8, strategy={"kind": "zero1"},
+                       parallel={"ep": 2, "ep_comm_overlap": True})
+    result = search_layouts(topology, a2a, moe, replace(space, strategies=("zero1",), tp=(1,), pp=(1,)))
+    assert result.ruled_out == 0 and {r.layout.ep for r in result.ranked} >= {1, 2}

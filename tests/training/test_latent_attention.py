@@ -5,9 +5,13 @@ simulator.training.compute and simulator.training.tasks."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from simulator.core.errors import ConfigError
+from simulator.core.yaml_text import load_yaml_text
+from simulator.scenario import resolve_scenario, scenario_from_data
 from simulator.training.compute import ComputeModel, _sharded
 from simulator.training.predict import predict_step
 from simulator.training.tasks import cp_call, ulysses_calls
@@ -76,3 +80,16 @@ def test_deepseek_v3_runs_end_to_end():
     model = transformer(DEEPSEEK)
     assert per_token == pytest.approx(model.model_flops_per_token(4096), rel=1e-12)
     assert 6 * 36.6e9 < per_token < 6 * 37.6e9 + 3 * 2 * 4096 * (24576 + 16384) * 61
+
+
+
+def test_deepseek_v3_example_scenario_runs_and_fits():
+    """examples/deepseek-v3.yaml (DeepSeek's layout on 2,048 H100s, all-to-alls overlapped) predicts a step that
+    fits in memory, books its all-to-alls and beats the same job without the overlap."""
+    path = Path(__file__).resolve().parents[2] / "examples" / "deepseek-v3.yaml"
+    topology, training, model = resolve_scenario(scenario_from_data(load_yaml_text(path.read_text(), str(path)),
+                                                                    str(path)))
+    overlapped = predict_step(topology, training, model)
+    assert overlapped.fits_in_memory and overlapped.comm_by_collective_s.get("ep_comm", 0.0) > 0.0
+    plain = training.model_copy(update={"parallel": training.parallel.model_copy(update={"ep_comm_overlap": False})})
+    assert overlapped.step_time_s < predict_step(topology, plain, model).step_time_s

@@ -341,12 +341,30 @@ def predict(
     Console().print(_table(title, p, train_tokens, usd_per_gpu_hour))
 
 
+def _scenario_accumulation(training: TrainingSpec, n_gpus: int) -> int:
+    """Micro-steps per optimizer step of the scenario's job on `n_gpus`: its grad_accum, or its global batch
+    over micro-batch x data-parallel ranks (GPUs / (tp x pp x cp)), else 1."""
+    if training.grad_accum is not None:
+        return training.grad_accum
+    if training.global_batch is None:
+        return 1
+    par = training.parallel
+    per_step = training.micro_batch * (n_gpus // (par.tp * par.pp * par.cp))
+    if per_step == 0 or training.global_batch % per_step:
+        raise ConfigError(f"training.global_batch {training.global_batch} is not a multiple of micro_batch "
+                          f"{training.micro_batch} x the first node count's data-parallel ranks ({per_step}); "
+                          "give --grad-accum")
+    return training.global_batch // per_step
+
+
 def scale(
     scenario: Scenario = None, topology: TopologyOpt = None,
     nodes: Annotated[str, typer.Option(help="Comma-separated node counts, e.g. 1,2,4,8.")] = "1,2,4,8",
     gpus_per_node: GpusOpt = None, model: ModelOpt = None, strategy: StrategyOpt = None,
     micro_batch: Annotated[int | None, typer.Option(help="Sequences per GPU per micro-step.")] = None,
-    grad_accum: Annotated[int, typer.Option(help="Micro-steps per optimizer step.")] = 1,
+    grad_accum: Annotated[int | None, typer.Option(
+        help="Micro-steps per optimizer step, at every node count. Default: the scenario's (its grad_accum, or "
+        "its global batch over the first node count's data-parallel ranks), else 1.")] = None,
     seq_len: Annotated[int | None, typer.Option(help="Tokens per sequence.")] = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
@@ -365,12 +383,16 @@ def scale(
         options = dict(topology=topology, nodes=count, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
                        micro_batch=micro_batch, global_batch=None, seq_len=seq_len)
         topo, training, model_spec = _override(spec, options)
+        if grad_accum is None:  # the first count fixes the accumulation; the others keep it (weak scaling)
+            grad_accum = _scenario_accumulation(training, topo.nodes * topo.gpus_per_node)
         try:
             training = TrainingSpec.model_validate({**training.model_dump(), "global_batch": None,
                                                     "grad_accum": grad_accum, "model": model_spec.name})
         except ValidationError as exc:
             raise config_error_from(exc, "command line: training") from None
-        rows.append((count, _run(topo, training, model_spec, calibration, force_calibration)))
+        slowdown = pace_slowdown(spec, topo.nodes * topo.gpus_per_node)  # stragglers, and jitter over N GPUs
+        rows.append((count, _run(topo, training, model_spec, calibration, force_calibration, None, slowdown,
+                                 spec.nccl_env)))
     base = rows[0][1].tokens_per_s_per_gpu
     if report is not None:
         title = (f"{model_spec.name}, {training.strategy.kind}, {nodes} nodes x {topo.gpus_per_node} {topo.gpu} "

@@ -332,6 +332,10 @@ def predict(
             raise ConfigError("--trace-gpus: not available with pipeline parallelism (ranks of different stages "
                               "run different timelines); the folded trace shows one GPU per stage")
         label = title if ranks else f"{title}: one data-parallel GPU"
+        drawn = max((span.end_s for span in p.spans), default=0.0)
+        if drawn < p.step_time_s * (1.0 - 1e-9):  # steady-state micro-steps repeat: simulated once, added to the step
+            label += (f" (the micro-steps simulated, to {drawn:.3f} s; the others repeat them: the step is "
+                      f"{p.step_time_s:.3f} s)")
         write_text(trace, json.dumps(trace_events(p.spans, label, ranks, topo.gpus_per_node)), "trace")
     if report is not None:
         write_text(report, step_report_html(title, p), "report")

@@ -48,8 +48,9 @@ TIMELINE_CAPTION = (
     "The model simulates one representative GPU: every data-parallel rank runs the same plan, so this is "
     "each rank's timeline. One row per CUDA stream: compute (forward, backward, recompute, optimizer), the NCCL "
     "stream of parameter all-gathers, the NCCL stream of gradient reductions. Hover a bar for the task's name, "
-    "the bytes its collective moves, and its duration. The same spans are written by --trace as Chrome Trace "
-    "Event JSON for Perfetto.")
+    "the bytes its collective moves, and its duration. With many micro-steps only the first few are simulated "
+    "and drawn (later ones repeat the steady-state one exactly and are added to the step time, not drawn). The "
+    "same spans are written by --trace as Chrome Trace Event JSON for Perfetto.")
 BREAKDOWN_CAPTION = (
     "compute = compute_s, the busy time of the compute stream. gpu_idle_s = step_time_s - compute_s is split "
     "into exposed communication by collective (time the compute stream waits on it; they sum to exposed_comm_s) "

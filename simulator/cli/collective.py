@@ -75,6 +75,9 @@ def collective(
 ) -> None:
     if op not in COLLECTIVES:
         raise ConfigError(f"--op: unknown collective {op!r} (valid: {', '.join(COLLECTIVES)})")
+    if op in ("alltoall", "sendrecv") and algo != "auto":
+        raise ConfigError(f"--algo {algo}: {op} is point-to-point sends, with no algorithm to choose (NCCL ignores "
+                          "NCCL_ALGO for it); leave --algo auto")
     sizes = size_sweep(size_option(min_bytes, "-b"), size_option(max_bytes, "-e"), factor)
     spec = resolve_cluster(topology, nodes, gpu, gpus_per_node, intra_node, transport, nics_per_node, nic_gbps)
     view = comm_view(build(spec))

@@ -69,10 +69,15 @@ def simulate_alone(est: CollectiveEstimate, v: CommView) -> float:
     return max(record.end_s for record in engine.records)
 
 
+PER_RANK_COUNT = ("all_gather", "reduce_scatter", "alltoall")  # nccl-tests prints these counts per rank
+
+
 def collective_table(v: CommView, op: str, sizes: list[int], algo: str = "auto", proto: str = "auto",
                      env: Mapping[str, str] | None = None, dtype: str = "float",
                      use_engine: bool = False, params: ModelParams | None = None) -> list[CollectiveRow]:
-    """Predict a sweep; busbw uses nccl-tests' factor for the operation."""
+    """Predict a sweep; busbw uses nccl-tests' factor for the operation, and the count column its
+    convention: elements per rank (size / n) for all_gather, reduce_scatter and alltoall, all of the
+    size's otherwise."""
     elem = DTYPE_BYTES.get(dtype)
     if elem is None:
         raise ConfigError(f"unknown dtype {dtype!r} (valid: {', '.join(DTYPE_BYTES)})")
@@ -82,6 +87,6 @@ def collective_table(v: CommView, op: str, sizes: list[int], algo: str = "auto",
         est = predict_collective(v, op, size, algo, proto, env, params)
         time_s = simulate_alone(est, v) if use_engine else est.time_s
         algbw = size / time_s / 1e9 if time_s > 0 else 0.0
-        rows.append(CollectiveRow(size, size // elem, dtype, time_s * 1e6, algbw, algbw * factor,
-                                  est.algo, est.proto))
+        count = size // elem // (v.n_ranks if op in PER_RANK_COUNT else 1)
+        rows.append(CollectiveRow(size, count, dtype, time_s * 1e6, algbw, algbw * factor, est.algo, est.proto))
     return rows

@@ -27,6 +27,17 @@ def test_collective_default_prints_an_nccl_tests_table():
     assert rows[-1].split()[-1] in ("ll", "ll128", "simple")
 
 
+@pytest.mark.parametrize(("op", "count"), [("all_gather", 32768), ("reduce_scatter", 32768), ("alltoall", 32768),
+                                           ("all_reduce", 262144), ("broadcast", 262144)])
+def test_collective_count_column_follows_nccl_tests(op, count):
+    """1 MiB of floats on one 8-GPU node: all_gather, reduce_scatter and alltoall count elements per rank
+    (1 MiB / 4 B / 8 = 32768, as the shared b200x8-1node-allgather-vultr.txt log prints), the others all of them."""
+    out = run("collective", "--topology", "dgx-b200", "--op", op, "-b", "1M", "-e", "1M")
+    assert out.returncode == 0, out.stderr
+    row = next(line for line in out.stdout.splitlines() if line and not line.startswith("#"))
+    assert row.split()[:2] == ["1048576", str(count)]
+
+
 def test_collective_json_contract():
     """--json: {"rows": [{size_bytes, time_us, algbw_GBps, busbw_GBps, algo, proto}]}; busbw per nccl-tests."""
     out = run("collective", "--topology", "dgx-a100", "--nodes", "2", "--op", "all_gather",
@@ -57,6 +68,7 @@ def test_collective_from_manifest_flags_and_engine_agree():
         (["collective", "--nodes", "0"], "nodes"),
         (["collective", "--op", "allreduce"], "--op"),
         (["collective", "--algo", "butterfly"], "--algo"),
+        (["collective", "--op", "alltoall", "--algo", "tree"], "point-to-point sends"),  # was silently ignored
         (["collective", "--gpu", "H100-SXM5-80GB"], "--gpus-per-node"),
         (["validate", "--manifest", "does/not/exist.yaml"], "not found"),
     ],

@@ -59,6 +59,17 @@ def _change(value: float, base: float) -> str:
     return f"({100 * (value - base) / base:+.1f}%)"
 
 
+def _labels(scenarios: list[tuple[Path, str | None]]) -> list[str]:
+    """Each scenario's column label: its name (else its file's); names two files share get the file added."""
+    names = [name or path.name for path, name in scenarios]
+    labels = []
+    for (path, name), label in zip(scenarios, names, strict=True):
+        if names.count(label) > 1:
+            label = f"{name} ({path})" if name else str(path)
+        labels.append(label)
+    return labels
+
+
 def compare(
     scenarios: Annotated[list[Path], typer.Argument(help="Two or more scenario YAML files; the first is the base.")],
     report: Annotated[Path | None, typer.Option(help="Write a side-by-side HTML page.")] = None,
@@ -74,15 +85,15 @@ def compare(
             micro_batch=None, global_batch=None, seq_len=None))
         slowdown = pace_slowdown(spec, topology.nodes * topology.gpus_per_node)
         predictions.append((path, spec, _run(topology, training, model, None, False, None, slowdown, spec.nccl_env)))
+    labels = _labels([(path, spec.name) for path, spec, _ in predictions])
     if report is not None:
-        named = [(spec.name or path.name, p) for path, spec, p in predictions]
+        named = [(label, p) for label, (_, _, p) in zip(labels, predictions, strict=True)]
         write_text(report, compare_report_html(f"Compared with {scenarios[0].name}", named), "report")
     if as_json:
         typer.echo(json.dumps({"scenarios": [
             {"file": str(path), "name": spec.name, **prediction_json(p)} for path, spec, p in predictions]}, indent=2))
         return
-    table = Table("metric", *(spec.name or path.name for path, spec, _ in predictions),
-                  title=f"Compared with {scenarios[0].name}")
+    table = Table("metric", *labels, title=f"Compared with {scenarios[0].name}")
     base = predictions[0][2]
     for label, metric, fmt in ROWS:
         cells = [fmt.format(metric(p)) + ("" if p is base else " " + _change(metric(p), metric(base)))

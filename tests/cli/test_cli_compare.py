@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,17 @@ def test_compare_reports_every_scenario_with_changes():
     out = run("compare", *files)
     assert out.returncode == 0, out.stderr
     assert "RoCE 200G" in out.stdout and "one slow GPU" in out.stdout and "%)" in out.stdout
+
+
+def test_scenarios_sharing_a_name_are_told_apart_by_their_files(tmp_path):
+    """Two files with the same name (a copy of base.yaml on 4 nodes) get their paths in the column headers (both
+    columns were headed alike: found by fuzzing)."""
+    copy = tmp_path / "four.yaml"
+    copy.write_text((EXAMPLES / "base.yaml").read_text().replace("nodes: 8", "nodes: 4"))
+    out = subprocess.run([sys.executable, "-m", "simulator.cli.app", "compare", str(EXAMPLES / "base.yaml"), str(copy)],
+                         capture_output=True, text=True, env={**os.environ, "COLUMNS": "300"})
+    assert out.returncode == 0, out.stderr
+    assert "four.yaml" in out.stdout and "examples/base.yaml" in out.stdout
 
 
 def test_a_straggler_slows_the_step_by_its_factor_on_compute():

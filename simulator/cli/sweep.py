@@ -163,6 +163,11 @@ def sweep(
     results = _results(output, columns(axis_paths))
     todo = sum(s.scenario_hash not in results.done for s in scenarios)
     console = Console(stderr=True)
+    stale = len(results.done - {s.scenario_hash for s in scenarios})
+    if stale:  # their scenarios now resolve differently: the new rows are added beside them
+        console.print(f"warning: {stale} row(s) in {output} match none of this sweep's scenarios (the sweep file or "
+                      "clustersim changed since they were written); they are kept, and the scenarios they stood "
+                      "for are run again beside them", highlight=False)
     columns_shown = (TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                      TextColumn("eta"), TimeRemainingColumn())
     try:

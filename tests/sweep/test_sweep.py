@@ -128,6 +128,22 @@ def test_resume_runs_only_the_missing_scenarios(tmp_path: Path):
     assert list(rows[0]) == ["scenario_hash", *TINY_AXES, *METRICS, "calibration_id", "clustersim_version", "error"]
 
 
+def test_resuming_rows_of_changed_scenarios_warns(tmp_path: Path):
+    """Rows whose hash matches none of the sweep's scenarios (written before the sweep file or clustersim changed)
+    are kept, named in a warning, and their scenarios run again (they used to be re-run silently)."""
+    sweep_file, out = tmp_path / "sweep.yaml", tmp_path / "results.csv"
+    sweep_file.write_text(yaml.safe_dump({"base": TINY_BASE, "axes": TINY_AXES}, sort_keys=False))
+    runner = CliRunner()
+    assert runner.invoke(_app(), ["sweep", str(sweep_file), "-o", str(out), "--workers", "1"]).exit_code == 0
+    lines = out.read_text().splitlines(keepends=True)
+    out.write_text("".join([lines[0], "0" * 16 + lines[1][lines[1].index(","):], *lines[2:]]))  # one stale hash
+    again = runner.invoke(_app(), ["sweep", str(sweep_file), "-o", str(out), "--workers", "1"])
+    assert again.exit_code == 0, again.output
+    said = " ".join(again.output.split())  # rich wraps at the terminal width
+    assert "1 row(s) in" in said and "match none of this sweep's scenarios" in said
+    assert "1 done (0 failed), 7 skipped" in said
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["-o", "results.txt"], "must end in .csv or .parquet"),
     (["-o", "results.csv", "--scheduler", "not-an-address"], "--scheduler"),

@@ -106,10 +106,6 @@ class _Chunk:
     params: float  # on one GPU (after tensor parallelism)
     experts: float = 0.0  # of which routed experts with a group of their own (expert parallelism)
 
-    @property
-    def layers(self) -> int:
-        return sum(n for _, n in self.blocks)
-
 
 def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: ComputeModel, seq_len: int,
                   micro_steps: int, dp: int, shard_group: int) -> StepPlan:
@@ -244,6 +240,9 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 (name(work, stage) + ("" if i == 0 else ".dense"), block, n)
                 for i, (block, n) in enumerate(backward_order)]
             accumulate = compute.grad_accumulation(chunk.params, s.grad_accumulation_bytes)
+            # the chunk's parameters outside its blocks (embedding, output layer): reduced with its last piece
+            outside = chunk.params - sum(count * sum(layer_params_on_gpu(kind, tp, par.ep))
+                                         for kind, count in chunk.blocks)
             for piece, block, n in pieces:
                 extra = (head_b if chunk.last and piece == pieces[0][0] else 0.0) + (
                     accumulate if piece == pieces[-1][0] else 0.0)
@@ -255,9 +254,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 if split:
                     # the layer's gradients; the last piece also carries the embedding or output layer's
                     dense_layer, expert_layer = layer_params_on_gpu(block, tp, par.ep)
-                    extra_params = chunk.params - sum(
-                        n * sum(layer_params_on_gpu(kind_block, tp, par.ep)) for kind_block, n in chunk.blocks)
-                    grads = dense_layer + expert_layer + (extra_params if piece == pieces[-1][0] else 0.0)
+                    grads = dense_layer + expert_layer + (outside if piece == pieces[-1][0] else 0.0)
                     reductions += by_group(f"red.{piece}", grad_op, grads, expert_layer, s.grad_reduce_bytes,
                                            (piece,), stage)
             if k > 0:

@@ -120,18 +120,22 @@ def _family_fields(model_type: str, data: Mapping[str, Any], source: str) -> dic
         return {**_family_fields("mistral", data, source), "experts": data.get("num_local_experts", 8),
                 "experts_per_token": data.get("num_experts_per_tok", 2)}
     if model_type == "qwen3_moe":  # Qwen3MoeConfig: every block a mixture unless told otherwise
-        dense = sorted(data.get("mlp_only_layers") or [])
-        if dense != list(range(len(dense))) or data.get("decoder_sparse_step", 1) != 1:
-            raise ConfigError(f"{source}: mlp_only_layers {dense} / decoder_sparse_step "
-                              f"{data.get('decoder_sparse_step', 1)}: dense blocks among the MoE ones other than the "
-                              "first ones are not modelled")
+        listed = data.get("mlp_only_layers") or []
+        if not isinstance(listed, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in listed):
+            raise ConfigError(f"{source}: mlp_only_layers must be a list of block indices, got {listed!r}")
+        dense, step = sorted(listed), data.get("decoder_sparse_step") or 1
+        if dense != list(range(len(dense))) or step != 1:
+            raise ConfigError(f"{source}: mlp_only_layers {dense} / decoder_sparse_step {step}: dense blocks among "
+                              "the MoE ones other than the first ones are not modelled")
         return {**_family_fields("qwen3", data, source), "experts": _required(data, "num_experts", source),
                 "experts_per_token": _required(data, "num_experts_per_tok", source),
                 "expert_ffn_hidden": _required(data, "moe_intermediate_size", source), "dense_layers": len(dense)}
     if model_type in ("deepseek_v2", "deepseek_v3", "kimi_k2"):  # DeepseekV3Config; Kimi K2 has its layout
-        if data.get("moe_layer_freq", 1) != 1:
+        if (data.get("moe_layer_freq") or 1) != 1:
             raise ConfigError(f"{source}: moe_layer_freq {data['moe_layer_freq']}: mixtures only every few blocks "
                               "are not modelled")
+        if data.get("attention_bias"):
+            raise ConfigError(f"{source}: attention_bias true is not modelled (bias-free attention only)")
         fields: dict[str, Any] = {"mla": {"q_lora_rank": data.get("q_lora_rank"),
                                           **{key: _required(data, key, source) for key in (
                                               "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}}}

@@ -29,10 +29,10 @@ fragmentation (RESERVE_BYTES + FRAGMENTATION of the rest).
 
 from __future__ import annotations
 
-from simulator.training.pipeline import layers_per_virtual_stage, schedule
+from simulator.training.pipeline import schedule
 from simulator.training.prediction import MemoryBreakdown
 from simulator.training.routing import routed_load
-from simulator.training.shards import blocks_params_on_gpu, layer_params_on_gpu, shard_degrees
+from simulator.training.shards import blocks_params_on_gpu, layer_params_on_gpu, shard_degrees, virtual_stage_layers
 from workloads.model import TransformerModel
 from workloads.spec import TrainingSpec
 
@@ -69,13 +69,12 @@ def memory_per_gpu(model: TransformerModel, training: TrainingSpec, seq_len: int
     """Bytes per GPU of the stage that needs the most (see module docstring)."""
     par = training.parallel
     p, v = par.pp, par.virtual_stages
-    counts = layers_per_virtual_stage(model.spec.layers, p * v)
-    starts = [sum(counts[:k]) for k in range(p * v)]
+    ranges = virtual_stage_layers(model.spec.layers, p * v)
     # a pipeline needs at least p micro-batches in flight to fill; size the schedule for that
     steps = micro_steps if par.pipeline_schedule == "gpipe" else max(micro_steps, p)
     steps += -steps % p if par.pipeline_schedule == "interleaved" else 0
     stages = [_stage_memory(model, training, seq_len, dp, shard_group, units_in_flight, stage,
-                            [(starts[c * p + stage], starts[c * p + stage] + counts[c * p + stage]) for c in range(v)],
+                            [ranges[c * p + stage] for c in range(v)],
                             in_flight_micro_batches(training, steps, stage))
               for stage in range(p)]
     return max(stages, key=lambda m: m.total_bytes)

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 from simulator.core.errors import ConfigError
 from simulator.training.compute import ComputeModel
-from simulator.training.shards import blocks_params_on_gpu, layer_params_on_gpu, owned_params
+from simulator.training.shards import blocks_params_on_gpu, layer_params_on_gpu, owned_params, virtual_stage_layers
 from simulator.training.tasks import (
     PARAM_BYTES,
     CollectiveCall,
@@ -61,14 +61,6 @@ from workloads.model import ACTIVATION_BYTES, TransformerModel
 from workloads.spec import TrainingSpec
 
 Work = tuple[str, int, int]  # ("F" or "B", micro-batch, chunk)
-
-
-def layers_per_virtual_stage(layers: int, virtual_stages: int) -> list[int]:
-    """Layers of each virtual stage (see module docstring); ConfigError when some would get none."""
-    if layers < virtual_stages:
-        raise ConfigError(f"model has {layers} layers, fewer than the {virtual_stages} pipeline stages x chunks")
-    base, extra = divmod(layers, virtual_stages)
-    return [base + (1 if 1 <= k <= extra else 0) for k in range(virtual_stages)]
 
 
 def schedule(kind: str, p: int, v: int, m: int, stage: int) -> list[Work]:
@@ -147,14 +139,13 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
         budgets["backward", block] = overlap_budgets(collectives("backward", block, 1)[0], gemm_s, kinds,
                                                      par.tp_comm_overlap_backward, tp_overlap,
                                                      expert_s) if overlap else None
-    counts = layers_per_virtual_stage(model.spec.layers, p * v)
-    starts = [sum(counts[:k]) for k in range(p * v)]  # the first layer of each virtual stage
+    ranges = virtual_stage_layers(model.spec.layers, p * v)  # (first, past-the-last) layer of each
     embedding = (model.embedding_params + model.final_norm_params) / tp
     output = (model.output_params or model.spec.vocab * model.spec.hidden) / tp  # tied: the last stage's copy
     chunks = {}
-    for k, n in enumerate(counts):
-        dense, experts = blocks_params_on_gpu(model, tp, par.ep, starts[k], starts[k] + n)
-        chunks[k % p, k // p] = _Chunk(model.block_counts(starts[k], starts[k] + n), k == 0, k == p * v - 1,
+    for k, (start, stop) in enumerate(ranges):
+        dense, experts = blocks_params_on_gpu(model, tp, par.ep, start, stop)
+        chunks[k % p, k // p] = _Chunk(model.block_counts(start, stop), k == 0, k == p * v - 1,
                                        dense + experts + (embedding if k == 0 else 0.0)
                                        + (output if k == p * v - 1 else 0.0), experts)
     send_size = int(ACTIVATION_BYTES * b * local_seq * model.spec.hidden / (tp if par.p2p_scatter_gather else 1))

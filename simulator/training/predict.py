@@ -229,7 +229,8 @@ def steady_state_step(model: TransformerModel, training: TrainingSpec, v: CommVi
     each period of micro-steps adds exactly the same time, waits and compute, so the step is the
     m2-micro-step step plus (M - m2) / period periods, a period being the m2 run minus the m1 run.
     The cost of a step then grows with layers (and stages), not with accumulation. The spans are
-    the m2 run's."""
+    the m2 run's. The waits extrapolate the same way, unless the two runs' critical stages differ (a wait
+    would come out negative): then the step's idle time splits as the m2 run's waits do."""
     points = _extrapolation_points(training, micro_steps)
     if points is None:
         return simulate_step(model, training, v, compute, seq_len, micro_steps, params, env)
@@ -240,6 +241,9 @@ def steady_state_step(model: TransformerModel, training: TrainingSpec, v: CommVi
     waits = {label: two.compute_waits_s.get(label, 0.0)
              + extra * (two.compute_waits_s.get(label, 0.0) - one.compute_waits_s.get(label, 0.0))
              for label in set(one.compute_waits_s) | set(two.compute_waits_s)}
+    if min(waits.values(), default=0.0) < 0.0:  # the two runs' critical stages differ: their waits do not subtract
+        total, shown = sum(waits.values()), sum(two.compute_waits_s.values())  # the step's idle, and the m2 run's
+        waits = {label: total * wait / shown if shown > 0 else 0.0 for label, wait in two.compute_waits_s.items()}
     return replace(two, compute_waits_s=waits,
                    step_time=two.step_time_s + extra * (two.step_time_s - one.step_time_s),
                    busy=two.compute_s + extra * (two.compute_s - one.compute_s))

@@ -25,6 +25,7 @@ import math
 from typing import TYPE_CHECKING
 
 from simulator.core.errors import ConfigError
+from simulator.training.shards import virtual_stage_layers
 from workloads.model import TransformerModel
 from workloads.spec import RoutingSpec, TrainingSpec
 
@@ -93,9 +94,8 @@ def check_routing(training: TrainingSpec, model: TransformerModel) -> None:
 def wait_s(model: TransformerModel, training: TrainingSpec, compute: ComputeModel, seq_len: int,
            micro_steps: int) -> float:
     """Seconds the mean expert-parallel rank waits on the busiest in one step: the two ranks' block
-    compute (forward, recompute, backward) apart, over the mixture blocks of a pipeline stage (ceil((L -
-    dense_layers) / pp), the most a stage holds up to the dense first blocks' placement) and every
-    micro-step; 0 when they carry the same load. `compute` is the busiest rank's."""
+    compute (forward, recompute, backward) apart, over the mixture blocks of the pipeline stage holding the
+    most of them and every micro-step; 0 when they carry the same load. `compute` is the busiest rank's."""
     par = training.parallel
     mean_load = routed_loads(training.routing, par.ep)[1]
     if compute.routed_load <= mean_load:
@@ -105,4 +105,8 @@ def wait_s(model: TransformerModel, training: TrainingSpec, compute: ComputeMode
     busiest = compute.layer(*args)
     mean = compute.with_routed_load(mean_load).layer(*args)
     per_layer = busiest.total_s - mean.total_s
-    return per_layer * math.ceil(model.moe_layers / par.pp) * micro_steps
+    ranges = virtual_stage_layers(model.spec.layers, par.pp * par.virtual_stages)
+    mixtures = max(sum(n for c in range(par.virtual_stages)
+                       for block, n in model.block_counts(*ranges[c * par.pp + stage]) if block.spec.moe)
+                   for stage in range(par.pp))
+    return per_layer * mixtures * micro_steps

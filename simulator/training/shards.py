@@ -6,6 +6,7 @@ data-parallel ones). ZeRO (Rajbhandari et al. 2020, section 3) and FSDP as in si
 
 from __future__ import annotations
 
+from simulator.core.errors import ConfigError
 from workloads.model import TransformerModel
 from workloads.spec import TrainingSpec
 
@@ -23,6 +24,23 @@ def shard_degrees(training: TrainingSpec, dp: int, shard_group: int) -> tuple[in
     if kind == "hsdp" or (kind == "fsdp" and sharding == "HYBRID_SHARD"):
         return shard_group, shard_group, shard_group
     return dp, dp, dp  # zero3, fsdp FULL_SHARD
+
+
+def layers_per_virtual_stage(layers: int, virtual_stages: int) -> list[int]:
+    """Layers of each virtual stage: as even as possible, the extra ones to the virtual stages after the
+    first, which carries the embedding (DeepSpeed's uniform partition; Megatron requires even division);
+    ConfigError when some would get none."""
+    if layers < virtual_stages:
+        raise ConfigError(f"model has {layers} layers, fewer than the {virtual_stages} pipeline stages x chunks")
+    base, extra = divmod(layers, virtual_stages)
+    return [base + (1 if 1 <= k <= extra else 0) for k in range(virtual_stages)]
+
+
+def virtual_stage_layers(layers: int, virtual_stages: int) -> list[tuple[int, int]]:
+    """The (first, past-the-last) layer of each virtual stage k (pipeline stage k % pp, its chunk k // pp)."""
+    counts = layers_per_virtual_stage(layers, virtual_stages)
+    starts = [sum(counts[:k]) for k in range(virtual_stages)]
+    return [(start, start + n) for start, n in zip(starts, counts, strict=True)]
 
 
 def layer_params_on_gpu(model: TransformerModel, tp: int, ep: int) -> tuple[float, float]:

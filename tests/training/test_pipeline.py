@@ -15,9 +15,10 @@ from simulator.network.flows import FlowClass, Resource
 from simulator.training.compute import ComputeModel
 from simulator.training.groups import communicators, layout_of
 from simulator.training.memory import in_flight_micro_batches, memory_per_gpu
-from simulator.training.pipeline import layers_per_virtual_stage, plan_pipeline, schedule
+from simulator.training.pipeline import plan_pipeline, schedule
 from simulator.training.plan import plan_step
 from simulator.training.predict import predict_step, simulate_step, steady_state_step
+from simulator.training.shards import layers_per_virtual_stage
 from simulator.training.tasks import BACKWARD_GEMMS, CollectiveCall, StepPlan, Task, overlap_budgets, tp_calls
 from simulator.training.timeline import OVERLAP_SLOWDOWN, simulate_plan
 from topologies.build import build
@@ -467,3 +468,23 @@ def test_closed_form_fast_paths_equal_the_engine(monkeypatch: pytest.MonkeyPatch
     slow = predict_step(topology, training, GPT)
     assert fast.step_time_s == pytest.approx(slow.step_time_s, rel=1e-9)
     assert fast.idle_breakdown_s == pytest.approx(slow.idle_breakdown_s, rel=1e-6, abs=1e-9)
+
+
+def test_extrapolated_waits_stay_non_negative_when_the_critical_stage_moves() -> None:
+    """A 6-block mixture with 5 dense first blocks over 4 stages (fuzzing case): its 5- and 6-micro-step runs
+    have different critical stages, whose waits do not subtract; the step still equals the full simulation's
+    and its idle time splits into non-negative waits as the 6-micro-step run's do (one came out negative)."""
+    spec = ModelSpec(name="fz", layers=6, hidden=2048, heads=8, kv_heads=2, vocab=8000, experts=16,
+                     experts_per_token=1, expert_ffn_hidden=2048, shared_experts=2, dense_layers=5)
+    topology = load_preset("h100-tcp-100g", nodes=2)
+    training = TrainingSpec(model=spec, seq_len=1024, global_batch=16, optimizer="sgd",
+                            strategy=StrategySpec(kind="fsdp"), routing={"load_imbalance": 1.73},
+                            parallel=ParallelSpec(tp=2, pp=4, ep=2, sequence_parallel=True, ep_comm_overlap=True))
+    prediction = predict_step(topology, training, spec)
+    cluster = build(topology)
+    full = simulate_step(transformer(spec), training, comm_view(cluster), ComputeModel.for_job(cluster.gpu, training),
+                         1024, 8)
+    assert prediction.step_time_s == pytest.approx(full.step_time_s, rel=1e-9)
+    waits = {k: v for k, v in prediction.idle_breakdown_s.items() if k not in ("straggler_wait", "routing_wait")}
+    assert min(waits.values()) >= 0.0
+    assert sum(waits.values()) == pytest.approx(prediction.step_time_s - prediction.compute_s, rel=1e-9)

@@ -145,3 +145,18 @@ def test_more_imbalance_is_never_faster(low: float, extra: float) -> None:
     b = predict_step(CLUSTER, job(RoutingSpec(load_imbalance=low + extra)), MIXTRAL)
     assert b.step_time_s >= a.step_time_s * (1 - 1e-9)
     assert 0.0 <= b.idle_breakdown_s["routing_wait"] <= b.step_time_s
+
+
+def test_routing_wait_counts_the_mixture_blocks_of_the_fullest_stage() -> None:
+    """8 blocks over 2 stages with the first 2 dense: stage 0 holds 2 mixtures, stage 1 four; the wait is over
+    those 4 (it used ceil(6 / 2) = 3: found by fuzzing), per micro-step, per the busiest-minus-mean block time."""
+    spec = MIXTRAL.model_copy(update={"layers": 8, "dense_layers": 2})
+    training = TrainingSpec(model=spec, seq_len=4096, micro_batch=1, global_batch=64, activation_checkpointing="full",
+                            strategy=StrategySpec(kind="zero1"), routing=RoutingSpec(load_imbalance=1.3),
+                            parallel=ParallelSpec(pp=2, ep=8))
+    prediction = predict_step(CLUSTER, training, spec)
+    model = transformer(spec)
+    per_layer = (H100.with_routed_load(1.3).layer(model, 1, 4096, "full", ep=8).total_s
+                 - H100.layer(model, 1, 4096, "full", ep=8).total_s)
+    micro_steps = 64 // 32  # 64 sequences over 32 data-parallel ranks, one a micro-step
+    assert prediction.idle_breakdown_s["routing_wait"] == pytest.approx(per_layer * 4 * micro_steps, rel=1e-9)

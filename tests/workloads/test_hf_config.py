@@ -103,6 +103,9 @@ def test_qwen3_moe_config_imports_head_dim_and_experts():
         model_from_hf_config(json.dumps(data | {"decoder_sparse_step": 2}), "config.json")
     first = model_from_hf_config(json.dumps(data | {"mlp_only_layers": [1, 0]}), "config.json")
     assert first.dense_layers == 2  # dense first blocks: of intermediate_size
+    with pytest.raises(ConfigError, match="mlp_only_layers must be a list of block indices, got 3"):
+        model_from_hf_config(json.dumps(data | {"mlp_only_layers": 3}), "config.json")  # was a TypeError
+    assert model_from_hf_config(json.dumps(data | {"decoder_sparse_step": None}), "config.json").dense_layers == 0
 
 
 def test_qwen3_235b_config_imports_as_the_preset():
@@ -133,3 +136,6 @@ def test_deepseek_v3_config_imports_as_the_preset():
     assert (spec.mla, spec.dense_layers, spec.shared_experts) == (preset.mla, 3, 1)
     with pytest.raises(ConfigError, match="moe_layer_freq 2"):
         model_from_hf_config(json.dumps(data | {"moe_layer_freq": 2}), "config.json")
+    with pytest.raises(ConfigError, match="attention_bias"):
+        model_from_hf_config(json.dumps(data | {"attention_bias": True}), "config.json")
+    assert model_from_hf_config(json.dumps(data | {"moe_layer_freq": None}), "config.json").dense_layers == 3

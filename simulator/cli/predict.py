@@ -92,8 +92,8 @@ def _load_scenario(path: Path | None) -> ScenarioSpec:
     return scenario_from_data(read_yaml(path, "scenario"), str(path))
 
 
-PARALLEL_OPTIONS = ("tp", "pp", "cp", "cp_comm", "ep", "sequence_parallel", "pipeline_schedule", "virtual_stages",
-                    "placement")
+PARALLEL_OPTIONS = ("tp", "pp", "cp", "cp_comm", "ep", "ep_comm_overlap", "sequence_parallel", "pipeline_schedule",
+                    "virtual_stages", "placement")
 ROUTING_OPTIONS = ("load_imbalance", "capacity_factor", "pad_to_capacity")
 
 
@@ -278,6 +278,9 @@ def predict(
     ep: Annotated[int | None, typer.Option(
         help="Expert-parallel degree (GPUs of the data-parallel group splitting each MoE block's experts; "
         "all-to-all token dispatch).")] = None,
+    ep_overlap: Annotated[bool | None, typer.Option(
+        "--ep-overlap/--no-ep-overlap", help="Hide each pass's expert all-to-alls behind another micro-batch's "
+        "compute (Megatron-Core --overlap-moe-expert-parallel-comm, DualPipe; needs --ep > 1).")] = None,
     moe_imbalance: MoeImbalanceOpt = None,
     capacity_factor: CapacityFactorOpt = None,
     pad_to_capacity: Annotated[bool | None, typer.Option(
@@ -308,7 +311,8 @@ def predict(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the metrics.")] = False,
 ) -> None:
     options = dict(topology=topology, nodes=nodes, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
-                   tp=tp, pp=pp, cp=cp, cp_comm=cp_comm, ep=ep, sequence_parallel=sequence_parallel,
+                   tp=tp, pp=pp, cp=cp, cp_comm=cp_comm, ep=ep, ep_comm_overlap=ep_overlap,
+                   sequence_parallel=sequence_parallel,
                    load_imbalance=moe_imbalance, capacity_factor=capacity_factor, pad_to_capacity=pad_to_capacity,
                    pipeline_schedule=schedule,
                    virtual_stages=virtual_stages, placement=placement, micro_batch=micro_batch,

@@ -131,6 +131,11 @@ def test_predict_with_expert_parallelism():
     assert "TP1 PP1 EP8" in run(*args, "--ep", "8").stdout
     bad = run("predict", "--model", "llama3-8b", "--nodes", "2", "--ep", "8")
     assert bad.returncode == 2 and "mixture-of-experts" in bad.stderr
+    overlapped = json.loads(run(*args, "--ep", "8", "--ep-overlap", "--json").stdout)  # inside a node: all hidden
+    assert "ep_comm" not in overlapped["exposed_comm_by_collective_s"]
+    assert overlapped["step_time_s"] < ep8["step_time_s"]
+    alone = run(*args, "--ep-overlap")
+    assert alone.returncode == 2 and "ep_comm_overlap needs ep >= 2" in alone.stderr
 
 
 def test_predict_with_unbalanced_routing():

@@ -70,6 +70,25 @@ def _labels(scenarios: list[tuple[Path, str | None]]) -> list[str]:
     return labels
 
 
+def _leaves(data: object, prefix: str = "") -> dict[str, object]:
+    """A nested mapping flattened to dotted paths (lists and scalars are leaves)."""
+    if not isinstance(data, dict):
+        return {prefix: data}
+    flat: dict[str, object] = {}
+    for key, value in data.items():
+        flat.update(_leaves(value, f"{prefix}.{key}" if prefix else str(key)))
+    return flat
+
+
+def _differences(base: dict[str, object], other: dict[str, object], most: int = 6) -> list[str]:
+    """What `other` changes of `base` (resolved scenarios: presets expanded), as 'path: old -> new', the
+    first `most` and a count of the rest; names, descriptions and sources left out."""
+    a, b = _leaves(base), _leaves(other)
+    changed = [f"{path}: {a.get(path)} -> {b.get(path)}" for path in dict.fromkeys([*a, *b])
+               if a.get(path) != b.get(path) and path.rsplit(".", 1)[-1] not in ("name", "description", "source")]
+    return changed[:most] + ([f"(+{len(changed) - most} more)"] if len(changed) > most else [])
+
+
 def compare(
     scenarios: Annotated[list[Path], typer.Argument(help="Two or more scenario YAML files; the first is the base.")],
     report: Annotated[Path | None, typer.Option(help="Write a side-by-side HTML page.")] = None,
@@ -78,6 +97,7 @@ def compare(
     if len(scenarios) < 2:
         raise ConfigError("compare needs at least two scenario files (the first is the base)")
     predictions = []
+    resolved: list[dict[str, object]] = []  # each scenario as predicted: presets expanded, overrides applied
     for path in scenarios:
         spec = _load_scenario(path)
         topology, training, model = _override(spec, dict(
@@ -85,13 +105,18 @@ def compare(
             micro_batch=None, global_batch=None, seq_len=None))
         slowdown = pace_slowdown(spec, topology.nodes * topology.gpus_per_node)
         predictions.append((path, spec, _run(topology, training, model, None, False, None, slowdown, spec.nccl_env)))
+        resolved.append({"topology": topology.model_dump(), "training": training.model_dump(),
+                         "model": model.model_dump(), "stragglers": spec.stragglers and spec.stragglers.model_dump(),
+                         "jitter": spec.jitter and spec.jitter.model_dump(), "nccl_env": spec.nccl_env})
     labels = _labels([(path, spec.name) for path, spec, _ in predictions])
+    changes = [_differences(resolved[0], other) for other in resolved]
     if report is not None:
         named = [(label, p) for label, (_, _, p) in zip(labels, predictions, strict=True)]
         write_text(report, compare_report_html(f"Compared with {scenarios[0].name}", named), "report")
     if as_json:
         typer.echo(json.dumps({"scenarios": [
-            {"file": str(path), "name": spec.name, **prediction_json(p)} for path, spec, p in predictions]}, indent=2))
+            {"file": str(path), "name": spec.name, "differs_from_base": change, **prediction_json(p)}
+            for (path, spec, p), change in zip(predictions, changes, strict=True)]}, indent=2))
         return
     table = Table("metric", *labels, title=f"Compared with {scenarios[0].name}")
     base = predictions[0][2]
@@ -100,4 +125,5 @@ def compare(
                  for _, _, p in predictions]
         table.add_row(label, *cells)
     table.add_row("fits in memory", *("yes" if p.fits_in_memory else "[bold red]no[/]" for _, _, p in predictions))
+    table.add_row("differs from the base", "(the base)", *("\n".join(change) or "nothing" for change in changes[1:]))
     Console(width=max(120, Console().width)).print(table)

@@ -36,6 +36,20 @@ def test_scenarios_sharing_a_name_are_told_apart_by_their_files(tmp_path):
     assert "four.yaml" in out.stdout and "examples/base.yaml" in out.stdout
 
 
+def test_compare_names_what_each_scenario_changes():
+    """Each scenario lists the resolved fields it changes from the base (presets expanded; names and
+    descriptions left out): the RoCE file its transport and NIC speed, the straggler file its straggler."""
+    files = [str(EXAMPLES / name) for name in ("base.yaml", "roce-200g.yaml", "straggler.yaml")]
+    out = run("compare", *files, "--json")
+    assert out.returncode == 0, out.stderr
+    changes = [s["differs_from_base"] for s in json.loads(out.stdout)["scenarios"]]
+    assert changes == [[], ["topology.inter_node.transport: ib -> roce",
+                            "topology.inter_node.nic_gbps: 400.0 -> 200.0"],
+                       ["stragglers.slowdown: None -> 1.15", "stragglers.gpus: None -> 1"]]
+    table = run("compare", *files)
+    assert "differs from the base" in table.stdout and "(the base)" in table.stdout
+
+
 def test_a_straggler_slows_the_step_by_its_factor_on_compute():
     """A GPU 15% slower slows a synchronous, compute-bound step by about 15% (everyone waits for
     it); the others' wait is (1 - 1/1.15) of its compute time."""

@@ -1,6 +1,7 @@
 """Benchmark: predict one training step of Llama-3-70B with FSDP at 1,024 and 16,384 GPUs, a
-`scale` sweep over 1..1024 nodes (DGX H100, NDR), and Megatron-style 3D layouts (GPT-3 175B with
-TP 8 x PP 16 on 1,024 A100s; the SC21 1T model with TP 8 x PP 64 on 3,072).
+`scale` sweep over 1..1024 nodes (DGX H100, NDR), Megatron-style 3D layouts (GPT-3 175B with
+TP 8 x PP 16 on 1,024 A100s; the SC21 1T model with TP 8 x PP 64 on 3,072) and DeepSeek-V3 with PP 16 x
+EP 64 on 2,048 H100s.
 
 Run: python benchmarks/bench_training.py
 Targets (issue #4): 1,024 GPUs < 1 s, 16,384 GPUs < 3 s, memory < 2 GiB, scale 1..1024 nodes < 20 s.
@@ -52,6 +53,14 @@ def main() -> None:
     for model, nodes, tp, pp, batch in ((load_model("gpt3-175b"), 128, 8, 16, 1536), (gpt_1t, 384, 8, 64, 3072)):
         wall, step = three_d(model, nodes, tp, pp, batch)
         print(f"{model.name} TP {tp} x PP {pp} on {nodes * 8:>5} GPUs: predicted step {step:.1f} s, wall {wall:.2f} s")
+    deepseek = load_model("deepseek-v3")  # MLA, 3 dense + 58 mixture blocks of 256 experts
+    training = TrainingSpec(model=deepseek, seq_len=4096, micro_batch=1, global_batch=15360,
+                            activation_checkpointing="full", strategy=StrategySpec(kind="zero1"),
+                            parallel=ParallelSpec(pp=16, ep=64, ep_comm_overlap=True))
+    start = time.perf_counter()
+    p = predict_step(load_preset("dgx-h100", nodes=256), training, deepseek)
+    print(f"DeepSeek-V3 PP 16 x EP 64 on 2,048 GPUs: predicted step {p.step_time_s:.1f} s, "
+          f"wall {time.perf_counter() - start:.2f} s")
     print(f"peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 

@@ -26,7 +26,7 @@ from simulator.core.errors import ConfigError, config_error_from
 from simulator.report.html import scale_report_html, step_report_html
 from simulator.report.trace import trace_events
 from simulator.scenario import DEFAULT_SCENARIO, ScenarioSpec, pace_slowdown, resolve_scenario, scenario_from_data
-from simulator.training.predict import compute_scale_for, predict_step
+from simulator.training.predict import compute_scale_for, micro_steps_of, predict_step
 from simulator.training.prediction import StepPrediction
 from simulator.training.routing import dropped_fraction, routed_loads
 from topologies.build import build
@@ -349,22 +349,6 @@ def predict(
     Console().print(_table(title, p, train_tokens, usd_per_gpu_hour))
 
 
-def _scenario_accumulation(training: TrainingSpec, n_gpus: int) -> int:
-    """Micro-steps per optimizer step of the scenario's job on `n_gpus`: its grad_accum, or its global batch
-    over micro-batch x data-parallel ranks (GPUs / (tp x pp x cp)), else 1."""
-    if training.grad_accum is not None:
-        return training.grad_accum
-    if training.global_batch is None:
-        return 1
-    par = training.parallel
-    per_step = training.micro_batch * (n_gpus // (par.tp * par.pp * par.cp))
-    if per_step == 0 or training.global_batch % per_step:
-        raise ConfigError(f"training.global_batch {training.global_batch} is not a multiple of micro_batch "
-                          f"{training.micro_batch} x the first node count's data-parallel ranks ({per_step}); "
-                          "give --grad-accum")
-    return training.global_batch // per_step
-
-
 def scale(
     scenario: Scenario = None, topology: TopologyOpt = None,
     nodes: Annotated[str, typer.Option(help="Comma-separated node counts, e.g. 1,2,4,8.")] = "1,2,4,8",
@@ -392,7 +376,8 @@ def scale(
                        micro_batch=micro_batch, global_batch=None, seq_len=seq_len)
         topo, training, model_spec = _override(spec, options)
         if grad_accum is None:  # the first count fixes the accumulation; the others keep it (weak scaling)
-            grad_accum = _scenario_accumulation(training, topo.nodes * topo.gpus_per_node)
+            par = training.parallel
+            grad_accum = micro_steps_of(training, topo.nodes * topo.gpus_per_node // (par.tp * par.pp * par.cp))
         try:
             training = TrainingSpec.model_validate({**training.model_dump(), "global_batch": None,
                                                     "grad_accum": grad_accum, "model": model_spec.name})

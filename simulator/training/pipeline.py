@@ -97,6 +97,7 @@ class _Chunk:
     last: bool  # holds the output layer
     params: float  # on one GPU (after tensor parallelism)
     experts: float = 0.0  # of which routed experts with a group of their own (expert parallelism)
+    outside: float = 0.0  # of which outside its blocks: the embedding or output layer
 
 
 def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: ComputeModel, seq_len: int,
@@ -145,9 +146,9 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
     chunks = {}
     for k, (start, stop) in enumerate(ranges):
         dense, experts = blocks_params_on_gpu(model, tp, par.ep, start, stop)
+        outside = (embedding if k == 0 else 0.0) + (output if k == p * v - 1 else 0.0)
         chunks[k % p, k // p] = _Chunk(model.block_counts(start, stop), k == 0, k == p * v - 1,
-                                       dense + experts + (embedding if k == 0 else 0.0)
-                                       + (output if k == p * v - 1 else 0.0), experts)
+                                       dense + experts + outside, experts, outside)
     send_size = int(ACTIVATION_BYTES * b * local_seq * model.spec.hidden / (tp if par.p2p_scatter_gather else 1))
     grad_op = "all_reduce" if kind == "ddp" or (kind == "zero1" and s.zero_grad_all_reduce) else "reduce_scatter"
     # tied input and output embeddings live on the first and the last stage: their gradients are summed
@@ -231,9 +232,6 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 (name(work, stage) + ("" if i == 0 else ".dense"), block, n)
                 for i, (block, n) in enumerate(backward_order)]
             accumulate = compute.grad_accumulation(chunk.params, s.grad_accumulation_bytes)
-            # the chunk's parameters outside its blocks (embedding, output layer): reduced with its last piece
-            outside = chunk.params - sum(count * sum(layer_params_on_gpu(kind, tp, par.ep))
-                                         for kind, count in chunk.blocks)
             for piece, block, n in pieces:
                 extra = (head_b if chunk.last and piece == pieces[0][0] else 0.0) + (
                     accumulate if piece == pieces[-1][0] else 0.0)
@@ -245,7 +243,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 if split:
                     # the layer's gradients; the last piece also carries the embedding or output layer's
                     dense_layer, expert_layer = layer_params_on_gpu(block, tp, par.ep)
-                    grads = dense_layer + expert_layer + (outside if piece == pieces[-1][0] else 0.0)
+                    grads = dense_layer + expert_layer + (chunk.outside if piece == pieces[-1][0] else 0.0)
                     reductions += by_group(f"red.{piece}", grad_op, grads, expert_layer, s.grad_reduce_bytes,
                                            (piece,), stage)
             if k > 0:

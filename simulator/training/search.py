@@ -52,7 +52,7 @@ from pydantic import ValidationError
 
 from simulator.collectives.comm import CommView, comm_view
 from simulator.collectives.predict import predict_collective
-from simulator.core.errors import ClusterSimError, ConfigError
+from simulator.core.errors import ClusterSimError, ConfigError, config_error_from
 from simulator.training.compute import ComputeModel
 from simulator.training.groups import communicators
 from simulator.training.memory import memory_per_gpu
@@ -371,7 +371,8 @@ def _candidates(topology: TopologySpec, base: TrainingSpec, model_spec: ModelSpe
             training = layout.training(base)
             memory = layout_memory_bytes(layout, training, model, seq_len, v)
         except (ConfigError, ValidationError) as exc:
-            refused = refused or f"{describe(layout)}: {_reason(exc)}"
+            reason = config_error_from(exc, "training") if isinstance(exc, ValidationError) else exc
+            refused = refused or f"{describe(layout)}: {reason}"
             ruled_out += 1
             continue
         smallest = min(smallest, (memory, layout), key=lambda pair: pair[0])
@@ -386,13 +387,6 @@ def _candidates(topology: TopologySpec, base: TrainingSpec, model_spec: ModelSpe
                           f"--recompute full{', or --cp to split the sequence' if space.cp == (1,) else ''})")
     candidates.sort(key=lambda c: (c[0], c[1]))
     return layouts, ruled_out, len(candidates), [c for c in candidates if c[0] <= slack * candidates[0][0]]
-
-
-def _reason(exc: Exception) -> str:
-    """A refused layout's reason in one line (a pydantic error's messages without their URLs)."""
-    if isinstance(exc, ValidationError):
-        return "; ".join(error["msg"] for error in exc.errors())
-    return str(exc)
 
 
 def search_layouts(topology: TopologySpec, base: TrainingSpec, model_spec: ModelSpec, space: SearchSpace,

@@ -16,6 +16,7 @@ Optimizer = Literal["adam", "adamw", "sgd"]
 StrategyKind = Literal["ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp"]
 FsdpSharding = Literal["FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD"]
 PipelineSchedule = Literal["1f1b", "gpipe", "interleaved"]
+PipelineSplit = Literal["layers", "embedding_and_loss"]
 AttentionKernel = Literal["flash2", "cudnn"]
 CpComm = Literal["p2p", "a2a"]
 CpMerge = Literal["fused", "eager"]
@@ -203,6 +204,12 @@ class ParallelSpec(BaseModel):
     virtual_stages: int = Field(
         default=1, ge=1, description="Model chunks per pipeline rank (interleaved schedule; Megatron "
         "--num-layers-per-virtual-pipeline-stage).")
+    pipeline_split: PipelineSplit = Field(
+        default="layers", description="How layers divide among the pp x virtual_stages model chunks: layers (as "
+        "evenly as possible, the embedding and the output layer on top of the first and last chunk's layers) or "
+        "embedding_and_loss (the input embedding and the output layer with its loss each take a layer's place: "
+        "Megatron-Core --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split, Llama "
+        "3's one layer fewer on the first and last stage), which allows pp x virtual_stages up to layers + 2.")
     p2p_scatter_gather: bool = Field(
         default=True, description="Each TP rank sends 1/tp of a stage's activation and the next stage all-gathers it "
         "over NVLink (Megatron's scatter-gather, DeepSpeed's partitioned pipeline buffers); false: every TP rank "

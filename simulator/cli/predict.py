@@ -93,7 +93,7 @@ def _load_scenario(path: Path | None) -> ScenarioSpec:
 
 
 PARALLEL_OPTIONS = ("tp", "pp", "cp", "cp_comm", "ep", "ep_comm_overlap", "sequence_parallel", "pipeline_schedule",
-                    "virtual_stages", "placement")
+                    "virtual_stages", "pipeline_split", "placement")
 ROUTING_OPTIONS = ("load_imbalance", "capacity_factor", "pad_to_capacity")
 
 
@@ -290,6 +290,10 @@ def predict(
         "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (needs --tp > 1).")] = None,
     schedule: Annotated[str | None, typer.Option(help="Pipeline schedule: 1f1b, gpipe or interleaved.")] = None,
     virtual_stages: Annotated[int | None, typer.Option(help="Model chunks per stage (interleaved).")] = None,
+    pipeline_split: Annotated[str | None, typer.Option(
+        help="How layers divide among pipeline chunks: layers (default) or embedding_and_loss (the embedding and "
+        "the output layer each take a layer's place, Megatron-Core --account-for-embedding/loss-in-pipeline-split)."
+    )] = None,
     placement: Annotated[str | None, typer.Option(
         help="Order of tp/pp/dp over consecutive ranks, innermost first, e.g. tp-pp-dp (default) or tp-dp-pp.")] = None,
     micro_batch: Annotated[int | None, typer.Option(help="Sequences per GPU per micro-step.")] = None,
@@ -315,7 +319,8 @@ def predict(
                    sequence_parallel=sequence_parallel,
                    load_imbalance=moe_imbalance, capacity_factor=capacity_factor, pad_to_capacity=pad_to_capacity,
                    pipeline_schedule=schedule,
-                   virtual_stages=virtual_stages, placement=placement, micro_batch=micro_batch,
+                   virtual_stages=virtual_stages, pipeline_split=pipeline_split, placement=placement,
+                   micro_batch=micro_batch,
                    global_batch=global_batch, seq_len=seq_len, recompute=recompute)
     if not 0 < train_tokens < math.inf:
         raise ConfigError(f"--train-tokens must be a finite number > 0, got {train_tokens}")

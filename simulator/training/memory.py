@@ -69,7 +69,7 @@ def memory_per_gpu(model: TransformerModel, training: TrainingSpec, seq_len: int
     """Bytes per GPU of the stage that needs the most (see module docstring)."""
     par = training.parallel
     p, v = par.pp, par.virtual_stages
-    ranges = virtual_stage_layers(model.spec.layers, p * v)
+    ranges = virtual_stage_layers(model.spec.layers, p * v, par.pipeline_split)
     # a pipeline needs at least p micro-batches in flight to fill; size the schedule for that
     steps = micro_steps if par.pipeline_schedule == "gpipe" else max(micro_steps, p)
     steps += -steps % p if par.pipeline_schedule == "interleaved" else 0

@@ -140,7 +140,18 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
         budgets["backward", block] = overlap_budgets(collectives("backward", block, 1)[0], gemm_s, kinds,
                                                      par.tp_comm_overlap_backward, tp_overlap,
                                                      expert_s) if overlap else None
-    ranges = virtual_stage_layers(model.spec.layers, p * v)  # (first, past-the-last) layer of each
+    def blocks_pass(direction: str, block: TransformerModel | None, n: int) -> tuple[
+            float, list[CollectiveCall], Rings, tuple[tuple[float, ...], ...] | None]:
+        """Seconds, collectives, context-parallel rings and overlap budgets of a pass over `n` layers of
+        `block`; None: a pass over no layers (a chunk holding only the embedding or the output layer)."""
+        if block is None:
+            return 0.0, [], (), None
+        t = times[block]
+        seconds = n * (t.forward_s if direction == "forward" else t.recompute_s + t.backward_s)
+        calls, rings = collectives(direction, block, n)
+        return seconds, calls, rings, budgets[direction, block]
+
+    ranges = virtual_stage_layers(model.spec.layers, p * v, par.pipeline_split)  # (first, past-the-last) layer of each
     embedding = (model.embedding_params + model.final_norm_params) / tp
     output = (model.output_params or model.spec.vocab * model.spec.hidden) / tp  # tied: the last stage's copy
     chunks = {}
@@ -207,14 +218,16 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                     deps += (f"send{k - 1}.{j}",)
                 if j == 0 and c in gathers:
                     deps += gathers[c]
-                # a chunk's kinds of block in order (a mixture's dense first blocks: a pass of their own)
-                for i, (block, n) in enumerate(chunk.blocks):
-                    duration = n * times[block].forward_s + (head_f * 0.05 if chunk.first and i == 0 else 0.0) + (
-                        head_f * 0.95 if chunk.last and i == len(chunk.blocks) - 1 else 0.0)
-                    calls, rings = collectives("forward", block, n)
-                    part = "" if i == len(chunk.blocks) - 1 else ".dense"
-                    ready = add_pass(tasks, name(work, stage) + part, "forward", duration, deps, calls,
-                                     budgets["forward", block], stage, alone(j), rings)
+                # a chunk's kinds of block in order (a mixture's dense first blocks: a pass of their own); a
+                # chunk holding only the embedding or the output layer (pipeline_split) a pass without blocks
+                passes: tuple[tuple[TransformerModel | None, int], ...] = chunk.blocks or ((None, 0),)
+                for i, (pass_block, n) in enumerate(passes):
+                    seconds, calls, rings, budget = blocks_pass("forward", pass_block, n)
+                    duration = seconds + (head_f * 0.05 if chunk.first and i == 0 else 0.0) + (
+                        head_f * 0.95 if chunk.last and i == len(passes) - 1 else 0.0)
+                    part = "" if i == len(passes) - 1 else ".dense"
+                    ready = add_pass(tasks, name(work, stage) + part, "forward", duration, deps, calls, budget, stage,
+                                     alone(j), rings)
                     deps = ready
                 if k < p * v - 1:
                     peer, _ = stage_chunk(k + 1)
@@ -227,22 +240,23 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 deps += (f"back{k + 1}.{j}",)
             split = j == last_backward and reducing
             backward_order = tuple(reversed(chunk.blocks))  # last layers first: a mixture's dense blocks last
-            pieces = [(f"{name(work, stage)}.l{i}", block, 1) for i, block in enumerate(
-                block for block, n in backward_order for _ in range(n))] if split else [
+            pieces: list[tuple[str, TransformerModel | None, int]] = [
+                (f"{name(work, stage)}.l{i}", block, 1) for i, block in enumerate(
+                    block for block, n in backward_order for _ in range(n))] if split else [
                 (name(work, stage) + ("" if i == 0 else ".dense"), block, n)
                 for i, (block, n) in enumerate(backward_order)]
+            pieces = pieces or [(name(work, stage), None, 0)]  # the embedding or the output layer alone
             accumulate = compute.grad_accumulation(chunk.params, s.grad_accumulation_bytes)
-            for piece, block, n in pieces:
-                extra = (head_b if chunk.last and piece == pieces[0][0] else 0.0) + (
+            for piece, piece_block, n in pieces:
+                seconds, calls, rings, budget = blocks_pass("backward", piece_block, n)
+                duration = seconds + (head_b if chunk.last and piece == pieces[0][0] else 0.0) + (
                     accumulate if piece == pieces[-1][0] else 0.0)
-                calls, rings = collectives("backward", block, n)
-                per_layer = times[block].recompute_s + times[block].backward_s
-                ready = add_pass(tasks, piece, "backward", n * per_layer + extra, deps, calls,
-                                 budgets["backward", block], stage, alone(j), rings)
+                ready = add_pass(tasks, piece, "backward", duration, deps, calls, budget, stage, alone(j), rings)
                 deps = ready
                 if split:
                     # the layer's gradients; the last piece also carries the embedding or output layer's
-                    dense_layer, expert_layer = layer_params_on_gpu(block, tp, par.ep)
+                    dense_layer, expert_layer = (0.0, 0.0) if piece_block is None else layer_params_on_gpu(
+                        piece_block, tp, par.ep)
                     grads = dense_layer + expert_layer + (chunk.outside if piece == pieces[-1][0] else 0.0)
                     reductions += by_group(f"red.{piece}", grad_op, grads, expert_layer, s.grad_reduce_bytes,
                                            (piece,), stage)

@@ -66,9 +66,13 @@ def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> 
     if spec.heads % layout.tp or model.kv_heads % layout.tp:
         raise ConfigError(f"training.parallel.tp {layout.tp} must divide the model's attention heads ({spec.heads}) "
                           f"and key/value heads ({model.kv_heads})")
-    if layout.pp * training.parallel.virtual_stages > spec.layers:
+    chunks = layout.pp * training.parallel.virtual_stages
+    embedding_and_loss = training.parallel.pipeline_split == "embedding_and_loss" and chunks > 1
+    if chunks > spec.layers + (2 if embedding_and_loss else 0):
+        places = " + the embedding and the loss (pipeline_split)" if embedding_and_loss else (
+            " (pipeline_split: embedding_and_loss allows 2 more)")
         raise ConfigError(f"training.parallel: pp {layout.pp} x virtual_stages {training.parallel.virtual_stages} "
-                          f"exceeds the model's {spec.layers} layers")
+                          f"exceeds the model's {spec.layers} layers{places}")
     strategy = training.strategy
     hybrid = strategy.kind == "hsdp" or (strategy.kind == "fsdp" and strategy.fsdp_sharding == "HYBRID_SHARD")
     if hybrid and (layout.tp > 1 or layout.pp > 1 or layout.cp > 1):

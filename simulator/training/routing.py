@@ -105,7 +105,7 @@ def wait_s(model: TransformerModel, training: TrainingSpec, compute: ComputeMode
     busiest = compute.layer(*args)
     mean = compute.with_routed_load(mean_load).layer(*args)
     per_layer = busiest.total_s - mean.total_s
-    ranges = virtual_stage_layers(model.spec.layers, par.pp * par.virtual_stages)
+    ranges = virtual_stage_layers(model.spec.layers, par.pp * par.virtual_stages, par.pipeline_split)
     mixtures = max(sum(n for c in range(par.virtual_stages)
                        for block, n in model.block_counts(*ranges[c * par.pp + stage]) if block.spec.moe)
                    for stage in range(par.pp))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from simulator.core.errors import ConfigError
 from workloads.model import TransformerModel
-from workloads.spec import TrainingSpec
+from workloads.spec import PipelineSplit, TrainingSpec
 
 
 def shard_degrees(training: TrainingSpec, dp: int, shard_group: int) -> tuple[int, int, int]:
@@ -26,19 +26,28 @@ def shard_degrees(training: TrainingSpec, dp: int, shard_group: int) -> tuple[in
     return dp, dp, dp  # zero3, fsdp FULL_SHARD
 
 
-def layers_per_virtual_stage(layers: int, virtual_stages: int) -> list[int]:
+def layers_per_virtual_stage(layers: int, virtual_stages: int, split: PipelineSplit = "layers") -> list[int]:
     """Layers of each virtual stage: as even as possible, the extra ones to the virtual stages after the
-    first, which carries the embedding (DeepSpeed's uniform partition; Megatron requires even division);
-    ConfigError when some would get none."""
-    if layers < virtual_stages:
-        raise ConfigError(f"model has {layers} layers, fewer than the {virtual_stages} pipeline stages x chunks")
-    base, extra = divmod(layers, virtual_stages)
-    return [base + (1 if 1 <= k <= extra else 0) for k in range(virtual_stages)]
+    first, which carries the embedding (DeepSpeed's uniform partition; Megatron requires even division).
+    With split "embedding_and_loss" the input embedding and the output layer with its loss each take a
+    layer's place, the first virtual stage's first and the last one's last (Megatron-Core's
+    --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split), so those two
+    may hold no layer at all. ConfigError when some virtual stage would get nothing."""
+    held = 2 if split == "embedding_and_loss" and virtual_stages > 1 else 0  # places the embedding and loss take
+    if layers + held < virtual_stages:
+        extra = " + the embedding and the loss" if held else ""
+        raise ConfigError(f"model has {layers} layers{extra}, fewer than the {virtual_stages} pipeline stages x chunks")
+    base, extra_layers = divmod(layers + held, virtual_stages)
+    counts = [base + (1 if 1 <= k <= extra_layers else 0) for k in range(virtual_stages)]
+    if held:
+        counts[0] -= 1
+        counts[-1] -= 1
+    return counts
 
 
-def virtual_stage_layers(layers: int, virtual_stages: int) -> list[tuple[int, int]]:
+def virtual_stage_layers(layers: int, virtual_stages: int, split: PipelineSplit = "layers") -> list[tuple[int, int]]:
     """The (first, past-the-last) layer of each virtual stage k (pipeline stage k % pp, its chunk k // pp)."""
-    counts = layers_per_virtual_stage(layers, virtual_stages)
+    counts = layers_per_virtual_stage(layers, virtual_stages, split)
     starts = [sum(counts[:k]) for k in range(virtual_stages)]
     return [(start, start + n) for start, n in zip(starts, counts, strict=True)]
 

@@ -113,7 +113,10 @@ def test_ctrl_c_exits_130(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "simulator.cli.app", "calibrate", "--manifest",
                              str(SHARED / "manifest.yaml"), "-o", str(tmp_path / "p.yaml")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(4)
+    # the manifest's first warning marks the logs loaded and the fit (a few seconds) about to start: a fixed
+    # delay raced the fit once it got fast, and a signal during start-up would land before the handler
+    assert proc.stderr is not None and proc.stderr.readline().startswith("warning")
+    time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "aborted" in err

@@ -156,6 +156,27 @@ def test_llama3_405b_is_near_its_published_throughput(nodes: int, cp: int, publi
     assert p.tflops_per_gpu == pytest.approx(published_tflops, rel=0.10)
 
 
+@pytest.mark.parametrize("v", [2, 8])
+def test_nemotron4_340b_weak_scaling_matches_its_report(v: int) -> None:
+    """Published runs outside the shared data: the Nemotron-4 340B report (Table 2) trains on DGX H100 with TP 8,
+    PP 12 interleaved and data parallelism, 4,096-token sequences, 10.3 s a step on 3,072 GPUs at batch 1,536
+    and 8.0 s on 6,144 at batch 2,304 (each pipeline 48, then 36 micro-batches): 0.777x. The chunks per stage
+    are not stated (Megatron-Bridge's 6,144-GPU recipe uses 8); with 2 or 8 the predicted ratio is within 3%
+    (0.780 and 0.763 when written; the absolute times are 2-12% short, README)."""
+    model = load_model("nemotron4-340b")
+
+    def step_s(nodes: int, batch: int) -> float:
+        training = TrainingSpec(model=model, seq_len=4096, micro_batch=1, global_batch=batch,
+                                activation_checkpointing="selective", attention_kernel="cudnn",
+                                strategy=StrategySpec(kind="zero1", overlap_param_gather=True),
+                                parallel=ParallelSpec(tp=8, pp=12, sequence_parallel=True, tp_comm_overlap=True,
+                                                      overlap_p2p=True, pipeline_schedule="interleaved",
+                                                      virtual_stages=v))
+        return predict_step(load_preset("dgx-h100", nodes=nodes), training, model).step_time_s
+
+    assert step_s(768, 2304) / step_s(384, 1536) == pytest.approx(8.0 / 10.3, rel=0.03)
+
+
 def test_tp_volume_matches_megatron() -> None:
     """Megatron (Shoeybi et al. 2019): per layer, forward 2 and backward 2 all-reduces of b s h
     activations; each moves 2 (t-1)/t of them per GPU. With sequence parallelism the same bytes go

@@ -48,6 +48,7 @@ PUBLISHED = [
     ("llama3-70b", 70.6e9, 0.005, "HF meta-llama/Meta-Llama-3-70B: 70.6B"),
     ("llama3-405b", 405.9e9, 0.005, "HF meta-llama/Llama-3.1-405B: 406B (405.9e9)"),
     ("gpt3-175b", 175e9, 0.01, "Brown et al. 2020, Table 2.1: 175.0B"),
+    ("nemotron4-340b", 340e9, 0.005, "NVIDIA Nemotron-4 340B Technical Report: 340B (we count 341.0B)"),
     ("gpt3-13b", 13.0e9, 0.015, "Brown et al. 2020, Table 2.1: 13.0B (we use d_model 5120, not the printed 5140)"),
     ("mpt-7b", 6.7e9, 0.01, "MosaicML MPT-7B model card: 6.7B"),
     ("mpt-30b", 30e9, 0.005, "MosaicML MPT-30B model card: 30B"),

@@ -12,7 +12,7 @@ from workloads.presets import list_models, load_model, model_from_yaml_text, res
 
 EXPECTED = {"bert-large", "deepseek-v3", "gpt2-xl", "gpt3-13b", "gpt3-175b", "llama2-13b", "llama2-70b", "llama2-7b",
             "llama3-405b", "llama3-70b", "llama3-8b", "mixtral-8x22b", "mixtral-8x7b", "mpt-30b", "mpt-70b",
-            "mpt-7b", "qwen3-235b-a22b", "qwen3-30b-a3b"}
+            "mpt-7b", "nemotron4-340b", "qwen3-235b-a22b", "qwen3-30b-a3b"}
 
 
 def test_list_models_names_every_preset_with_its_size():

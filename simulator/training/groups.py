@@ -62,15 +62,24 @@ class Layout:
         """The node of member `index` of rank 0's `dim` group."""
         return index * self.stride(dim) // self.gpus_per_node
 
-    def members_per_node(self, dim: str) -> int:
-        """How many members of rank 0's `dim` group share its node ("grad": the data- and context-parallel
-        ranks together; "ep" and "edp": the expert-parallel and expert data-parallel groups, see the
-        module docstring)."""
+    def members(self, dim: str) -> list[int]:
+        """The ranks of rank 0's `dim` group ("grad": the data- and context-parallel ranks together; "ep" and
+        "edp": the expert-parallel and expert data-parallel groups, see the module docstring)."""
         ranks = [0]
         for d in [d for d in (("cp", "dp") if dim in ("grad", "ep", "edp") else (dim,)) if d in self.order]:
             ranks = [r + i * self.stride(d) for r in ranks for i in range(self.size(d))]
-        ranks = {"ep": ranks[: self.ep], "edp": ranks[:: self.ep]}.get(dim, ranks)
-        return sum(1 for r in ranks if r < self.gpus_per_node)
+        return {"ep": ranks[: self.ep], "edp": ranks[:: self.ep]}.get(dim, ranks)
+
+    def members_per_node(self, dim: str) -> int:
+        """How many members of rank 0's `dim` group share its node."""
+        return sum(1 for r in self.members(dim) if r < self.gpus_per_node)
+
+    def nodes_per_leaf(self, dim: str, leaf_nodes: int) -> int:
+        """How many of the nodes of rank 0's `dim` group sit under its first leaf group (the cluster's first
+        `leaf_nodes` nodes): a group strided over the nodes (data parallelism outside TP and PP) has fewer
+        than the leaf's nodes there, so its collectives leave the leaf group more often than a group of
+        neighbouring nodes."""
+        return max(1, len({r // self.gpus_per_node for r in self.members(dim) if r // self.gpus_per_node < leaf_nodes}))
 
     def stages_cross_node(self, a: int, b: int) -> bool:
         """Whether stages `a` and `b` of rank 0's pipeline sit on different nodes."""
@@ -96,14 +105,16 @@ def layout_of(parallel: ParallelSpec, n_gpus: int, gpus_per_node: int) -> Layout
     return Layout(parallel.tp, parallel.pp, dp, gpus_per_node, order, parallel.cp, parallel.ep)
 
 
-def group_view(v: CommView, size: int, per_node: int) -> CommView:
-    """The communicator of a group of `size` ranks, `per_node` of them on each node (see module
-    docstring); `v` is the whole cluster's view."""
+def group_view(v: CommView, size: int, per_node: int, leaf_nodes: int | None = None) -> CommView:
+    """The communicator of a group of `size` ranks, `per_node` of them on each node and `leaf_nodes` of its
+    nodes under one leaf group (default: as many as the cluster's), see module docstring; `v` is the whole
+    cluster's view."""
     if size <= per_node:
         return replace(v, n_ranks=size, n_nodes=1, ranks_per_node=size, net_Bps=0.0, transport=None)
     share = per_node / v.ranks_per_node
     return replace(v, n_ranks=size, n_nodes=size // per_node, ranks_per_node=per_node, net_Bps=v.net_Bps * share,
-                   spine_Bps=v.spine_Bps * share, nics_per_node=max(1, round(v.nics_per_node * share)))
+                   spine_Bps=v.spine_Bps * share, nics_per_node=max(1, round(v.nics_per_node * share)),
+                   nodes_per_leaf_group=v.nodes_per_leaf_group if leaf_nodes is None else leaf_nodes)
 
 
 def communicators(v: CommView, layout: Layout) -> dict[str, CommView]:
@@ -115,16 +126,20 @@ def communicators(v: CommView, layout: Layout) -> dict[str, CommView]:
     paces the ring), "cp:all" for the whole context-parallel group (all-to-all CP), "ep" for the
     expert-parallel group's all-to-alls and "edp" for the expert gradients' reduction."""
     dp_per_node = layout.members_per_node("grad")
+
+    def leaf(dim: str) -> int:
+        return layout.nodes_per_leaf(dim, v.nodes_per_leaf_group)
+
     views = {
-        "dp": group_view(v, layout.replicas, dp_per_node),
-        "tp": group_view(v, layout.tp, layout.members_per_node("tp")),
+        "dp": group_view(v, layout.replicas, dp_per_node, leaf("grad")),
+        "tp": group_view(v, layout.tp, layout.members_per_node("tp"), leaf("tp")),
         "pp:intra": group_view(v, 2, 2),
         "pp:inter": group_view(v, 2, 1),
         "shard": group_view(v, dp_per_node, dp_per_node),
     }
-    views["replica"] = group_view(v, max(1, layout.replicas // dp_per_node), 1)
+    views["replica"] = group_view(v, max(1, layout.replicas // dp_per_node), 1, leaf("grad"))
     views["cp"] = views["pp:inter" if layout.members_per_node("cp") < layout.cp else "pp:intra"]
-    views["cp:all"] = group_view(v, layout.cp, layout.members_per_node("cp"))
-    views["ep"] = group_view(v, layout.ep, layout.members_per_node("ep"))
-    views["edp"] = group_view(v, layout.replicas // layout.ep, layout.members_per_node("edp"))
+    views["cp:all"] = group_view(v, layout.cp, layout.members_per_node("cp"), leaf("cp"))
+    views["ep"] = group_view(v, layout.ep, layout.members_per_node("ep"), leaf("ep"))
+    views["edp"] = group_view(v, layout.replicas // layout.ep, layout.members_per_node("edp"), leaf("edp"))
     return views

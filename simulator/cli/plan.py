@@ -177,7 +177,8 @@ def layout_json(rank: int, r: RankedLayout) -> dict[str, Any]:
             "micro_batch": lay.micro_batch,
             "micro_steps": lay.micro_steps, "strategy": lay.strategy, "recompute": lay.recompute,
             "sequence_parallel": lay.sequence_parallel, "pipeline_schedule": lay.schedule,
-            "virtual_stages": lay.virtual_stages, "step_time_s": p.step_time_s, "tokens_per_s": p.tokens_per_s,
+            "virtual_stages": lay.virtual_stages, "pipeline_split": lay.pipeline_split,
+            "step_time_s": p.step_time_s, "tokens_per_s": p.tokens_per_s,
             "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu, "tflops_per_gpu": p.tflops_per_gpu, "mfu": p.mfu,
             "memory_per_gpu_bytes": p.memory_per_gpu_bytes, "fits_in_memory": p.fits_in_memory,
             "estimated_step_time_s": r.estimated_step_s}
@@ -200,7 +201,8 @@ def _table(title: str, result: SearchResult, top: int, caption: str) -> Table:
         table.add_column(header, justify="right")
     for rank, r in enumerate(result.ranked[:top], start=1):
         lay, p = r.layout, r.prediction
-        pp = f"{lay.pp}v{lay.virtual_stages}" if lay.virtual_stages > 1 else str(lay.pp)
+        pp = (f"{lay.pp}v{lay.virtual_stages}" if lay.virtual_stages > 1 else str(lay.pp)) + (
+            "e" if lay.pipeline_split == "embedding_and_loss" else "")
         table.add_row(str(rank), str(lay.tp), pp, *((str(lay.cp),) if context else ()), str(lay.dp),
                       *((str(lay.ep),) if experts else ()),
                       f"{lay.micro_batch}x{lay.micro_steps}",
@@ -292,7 +294,7 @@ def plan(
                f"{result.promising} "
                f"estimated within {slack:g}x of the best, {result.predicted} simulated ({len(result.ranked)} fit), "
                f"{seconds:.1f} s. Micro-batch: sequences x micro-batches per step; PP 8v2: 8 stages of 2 virtual "
-               "stages (interleaved).")
+               "stages (interleaved); 16e: the embedding and the loss counted as layers (pipeline_split).")
     console = Console()
     if not console.is_terminal:  # a file or a pipe: no terminal to wrap the rows for
         console = Console(width=max(console.width, 132))

@@ -7,17 +7,19 @@ mode, sequence parallelism and the pipeline schedule. The search runs in four ph
 
 1. Enumerate (`enumerate_layouts`): t divides the GPUs per node (a TP group stays on NVLink, as
    Megatron-LM places it) and the attention and key/value heads; p divides the layers and t p divides
-   the GPUs; c (1 unless asked for: `--cp`) with t p c dividing the GPUs, the sequence splitting into 2c
-   chunks and a fused attention kernel (all-to-all CP: t c dividing the heads); e (for a mixture of
-   experts every divisor of the experts by default, or the `--ep` sizes given; 1 for a dense model)
-   dividing d c, with sequence parallelism when t > 1; b (powers of two by default) makes the global
-   batch a multiple of b d; ddp and zero1 (Megatron's distributed optimizer) always, sharded strategies
-   (fsdp, zero2, zero3, hsdp) only without pipeline parallelism (hsdp also without TP), and only one
-   strategy when d = 1 (nothing to shard); sequence parallelism with t > 1; with `interleaved`, also 2
-   virtual stages per rank where the layers and the micro-batch count divide (Megatron's conditions).
-   With a fused (flash) attention kernel, selective recomputation is left out when `none` is tried:
-   flash attention already keeps no s x s scores (what selective recomputation saves), so selective
-   would only recompute more.
+   the GPUs (or, counting the embedding and the output layer as a layer each, divides the layers + 2:
+   Megatron-Core's account-for-embedding/loss split, `pipeline_split: embedding_and_loss`, which lets
+   Llama 3 405B's 126 layers run on 16 stages); c (1 unless asked for: `--cp`) with t p c dividing the
+   GPUs, the sequence splitting into 2c chunks and a fused attention kernel (all-to-all CP: t c dividing
+   the heads); e (for a mixture of experts every divisor of the experts by default, or the `--ep` sizes
+   given; 1 for a dense model) dividing d c, with sequence parallelism when t > 1; b (powers of two by
+   default) makes the global batch a multiple of b d; ddp and zero1 (Megatron's distributed optimizer)
+   always, sharded strategies (fsdp, zero2, zero3, hsdp) only without pipeline parallelism (hsdp also
+   without TP), and only one strategy when d = 1 (nothing to shard); sequence parallelism with t > 1;
+   with `interleaved`, also 2 virtual stages per rank where the layers (+ 2 with that split) and the
+   micro-batch count divide (Megatron's conditions). With a fused (flash) attention kernel, selective
+   recomputation is left out when `none` is tried: flash attention already keeps no s x s scores (what
+   selective recomputation saves), so selective would only recompute more.
 2. Filter by memory: `memory_per_gpu` (arithmetic, microseconds a layout); those over the GPU's
    memory are dropped.
 3. Estimate (`estimate_step_s`): a closed-form step time that chooses what to simulate: compute of
@@ -64,7 +66,7 @@ from simulator.training.tasks import PARAM_BYTES, pass_collectives
 from topologies.build import build
 from topologies.spec import TopologySpec
 from workloads.model import ACTIVATION_BYTES, TransformerModel, transformer
-from workloads.spec import Checkpointing, ModelSpec, StrategyKind, TrainingSpec
+from workloads.spec import Checkpointing, ModelSpec, PipelineSplit, StrategyKind, TrainingSpec
 
 GIB = 1024**3
 SHARDED = ("zero2", "zero3", "fsdp", "hsdp")  # shard gradients or parameters: not with pipeline parallelism
@@ -103,6 +105,7 @@ class CandidateLayout:
     virtual_stages: int = 1
     cp: int = 1
     ep: int = 1
+    pipeline_split: PipelineSplit = "layers"  # embedding_and_loss where only layers + 2 divide over the stages
 
     @property
     def replicas(self) -> int:
@@ -121,7 +124,7 @@ class CandidateLayout:
         data["strategy"] = {**data["strategy"], "kind": self.strategy, "zero_grad_all_reduce": zero1_variant}
         data["parallel"] = {**data["parallel"], "tp": self.tp, "pp": self.pp, "cp": self.cp, "ep": self.ep,
                             "sequence_parallel": self.sequence_parallel, "pipeline_schedule": self.schedule,
-                            "virtual_stages": self.virtual_stages}
+                            "virtual_stages": self.virtual_stages, "pipeline_split": self.pipeline_split}
         if self.tp == 1:  # the base's TP overlap has nothing to overlap without tensor parallelism
             data["parallel"].update(tp_comm_overlap=False, tp_comm_overlap_backward=True)
         if self.ep == 1:  # nor its all-to-all overlap without expert parallelism
@@ -187,7 +190,15 @@ def enumerate_layouts(model: ModelSpec, gpus_per_node: int, n_gpus: int, global_
                               and n_gpus % t == 0],
                    "--tp", f"must divide the GPUs per node ({gpus_per_node}), the GPUs ({n_gpus}), the heads "
                    f"({model.heads}) and the key/value heads ({kv})")
-    pps = _checked(space.pp, _divisors(model.layers), "--pp", f"must divide the layers ({model.layers})")
+    def split(p: int) -> PipelineSplit | None:
+        """How p stages divide the layers: evenly, or counting the embedding and the loss (module docstring)."""
+        if model.layers % p == 0:
+            return "layers"
+        return "embedding_and_loss" if (model.layers + 2) % p == 0 else None
+
+    pps = _checked(space.pp, [p for p in range(1, model.layers + 3) if split(p)], "--pp",
+                   f"must divide the layers ({model.layers}) or, with the embedding and the loss counted as layers, "
+                   f"the layers + 2 ({model.layers + 2})")
     seq = seq_len or model.max_seq_len
     cps = [1] if space.cp == (1,) else _checked(
         space.cp, [c for c in _divisors(n_gpus) if seq % (2 * c) == 0 and (c == 1 or flash_attention)],
@@ -210,12 +221,15 @@ def enumerate_layouts(model: ModelSpec, gpus_per_node: int, n_gpus: int, global_
             if global_batch % (b * d):
                 continue
             m = global_batch // (b * d)
-            chunks = [1, 2] if space.interleaved and p > 1 and model.layers % (2 * p) == 0 and m % p == 0 else [1]
+            how = split(p) or "layers"
+            slots = model.layers + (2 if how == "embedding_and_loss" else 0)
+            chunks = [1, 2] if space.interleaved and p > 1 and slots % (2 * p) == 0 and m % p == 0 else [1]
             for kind in _strategies(space, t, p, c, e, d * c):
                 for recompute in space.recompute:
                     for sp in (sorted(set(space.sequence_parallel)) if t > 1 else [False]):
                         if sp or e == 1 or t == 1:  # expert with tensor parallelism needs SP (Megatron-Core)
-                            layouts += [CandidateLayout(t, p, d, b, m, kind, recompute, sp, v, c, e) for v in chunks]
+                            layouts += [CandidateLayout(t, p, d, b, m, kind, recompute, sp, v, c, e, how)
+                                        for v in chunks]
     if not layouts:
         dps = sorted({n_gpus // (t * p * c) for t, p, c in shapes})
         raise ConfigError(f"--global-batch {global_batch}: no layout divides it into micro-batch x data-parallel "
@@ -427,7 +441,8 @@ def describe(layout: CandidateLayout) -> str:
     """E.g. 'TP8 PP8 DP24, micro-batch 1, zero1, recompute full, SP, interleaved x2' ('TP4 PP1 CP4 DP2, ...',
     'TP1 PP1 DP64 EP8, ...')."""
     extras = (", SP" if layout.sequence_parallel else "") + (
-        f", interleaved x{layout.virtual_stages}" if layout.virtual_stages > 1 else "")
+        f", interleaved x{layout.virtual_stages}" if layout.virtual_stages > 1 else "") + (
+        ", embedding and loss counted as layers" if layout.pipeline_split == "embedding_and_loss" else "")
     context = f" CP{layout.cp}" if layout.cp > 1 else ""
     experts = f" EP{layout.ep}" if layout.ep > 1 else ""
     return (f"TP{layout.tp} PP{layout.pp}{context} DP{layout.dp}{experts}, micro-batch {layout.micro_batch}, "

@@ -11,7 +11,14 @@ from simulator.collectives.comm import comm_view
 from simulator.core.errors import ConfigError
 from simulator.training.compute import ComputeModel
 from simulator.training.predict import predict_step
-from simulator.training.search import CandidateLayout, SearchSpace, enumerate_layouts, estimate_step_s, search_layouts
+from simulator.training.search import (
+    CandidateLayout,
+    SearchSpace,
+    describe,
+    enumerate_layouts,
+    estimate_step_s,
+    search_layouts,
+)
 from simulator.validation.training_cases import map_case, parse_cases
 from topologies.build import build
 from topologies.presets import load_preset
@@ -54,7 +61,26 @@ def test_every_layout_uses_every_gpu_and_divides_the_batch():
     for lay in layouts:
         assert lay.tp * lay.pp * lay.dp == 1024
         assert lay.micro_batch * lay.micro_steps * lay.dp == 1536
-        assert model.heads % lay.tp == 0 and model.layers % lay.pp == 0
+        assert model.heads % lay.tp == 0 and model.layers % lay.pp == 0 and lay.pipeline_split == "layers"
+
+
+def test_pipelines_that_divide_only_the_layers_plus_two_count_the_embedding_and_loss():
+    """Llama 3 405B (126 layers) on 2,048 GPUs: PP 16 divides 126 + 2, so it is enumerated with the embedding
+    and the loss counted as layers (as Llama 3 trained), interleaved x2 too (128 % 32 == 0); PP 7 (divides
+    126) keeps the plain split; the layouts run (a one-layout search predicts them)."""
+    model = load_model("llama3-405b")
+    space = SearchSpace(tp=(8,), micro_batches=(1,), strategies=("zero1",), recompute=("selective",),
+                        interleaved=True)
+    layouts = enumerate_layouts(model, 8, 2048, 2048, space)
+    splits = {(lay.pp, lay.virtual_stages): lay.pipeline_split for lay in layouts}
+    assert splits[16, 1] == splits[16, 2] == "embedding_and_loss"
+    assert splits[2, 1] == "layers" and (7, 1) not in splits  # 8 x 7 does not divide 2,048
+    assert all((126 if lay.pipeline_split == "layers" else 128) % (lay.pp * lay.virtual_stages) == 0
+               for lay in layouts)
+    pp16 = next(lay for lay in layouts if (lay.pp, lay.virtual_stages) == (16, 2))
+    assert "embedding and loss counted as layers" in describe(pp16)
+    assert pp16.training(TrainingSpec(model=model, seq_len=8192, global_batch=2048)).parallel.pipeline_split == (
+        "embedding_and_loss")
 
 
 def test_interleaving_needs_layers_and_micro_batches_to_divide():
@@ -71,7 +97,7 @@ def test_interleaving_needs_layers_and_micro_batches_to_divide():
     ("space", "batch", "needle"),
     [
         (SearchSpace(tp=(3,)), 8, "--tp 3"),
-        (SearchSpace(pp=(3,)), 8, "--pp 3"),
+        (SearchSpace(pp=(5,)), 8, "--pp 5"),  # 5 divides neither the 4 layers nor 4 + 2
         (SearchSpace(tp=(1,), pp=(1,), micro_batches=(1, 2)), 12, "--global-batch 12"),
     ],
 )

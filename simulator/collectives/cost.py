@@ -64,8 +64,12 @@ def _scale_index(n_nodes: int) -> int:
 
 
 def protocol_allowed(shape: AlgoShape, proto: str, v: CommView) -> bool:
-    """NCCL's protocol rules: NVLS/CollNet run Simple only; LL128 only on validated NVLink GPUs."""
+    """NCCL's protocol rules: NVLS/CollNet run Simple only; point-to-point operations (alltoall, sendrecv)
+    LL or Simple, never LL128 (enqueue.cc addP2pToPlan: LL up to P2P_LL_THRESHOLD bytes a channel, else
+    Simple); LL128 only on validated NVLink GPUs."""
     if shape.algo in ("nvls", "nvls_tree", "collnet") and proto != "simple":
+        return False
+    if shape.algo == "direct" and proto == "ll128":
         return False
     if proto == "ll128":
         return v.intra_kind == "nvlink" and v.arch in C.LL128_ARCHS

@@ -111,6 +111,16 @@ def test_pinning_algorithm_and_protocol():
         predict_collective(v, "all_reduce", 1 << 20, env={"NCCL_ALGO": "bogus"})
 
 
+@settings(max_examples=60, deadline=None)
+@given(v=views, size=sizes, op=st.sampled_from(["alltoall", "sendrecv"]))
+def test_point_to_point_never_runs_ll128(v, size, op):
+    """NCCL runs send/recv (and so alltoall) with LL up to P2P_LL_THRESHOLD bytes a channel, else Simple,
+    never LL128 (enqueue.cc addP2pToPlan); pinning LL128 is an error."""
+    assert predict_collective(v, op, size).proto in ("ll", "simple")
+    with pytest.raises(ConfigError, match="no allowed"):
+        predict_collective(v, op, size, env={"NCCL_PROTO": "LL128"})
+
+
 def test_busbw_columns_follow_nccl_tests():
     """busbw = algbw x the nccl-tests factor of the operation."""
     v = view(nodes=2, gpus=8)

@@ -4,7 +4,9 @@ The p stages of one pipeline stand for all pipelines (data-parallel replicas and
 ranks are identical). Stage s holds the layers of virtual stages s, s + p, ... (v model chunks per
 stage with the interleaved schedule), the first stage also the embedding, the last the output
 layer. Layers divide as evenly as possible; extra layers go to the virtual stages after the first,
-which carries the embedding (DeepSpeed's uniform partition; Megatron requires even division).
+which carries the embedding (DeepSpeed's uniform partition; Megatron requires even division). With
+`pipeline_split: embedding_and_loss` the embedding and the output layer each take a layer's place
+(shards.layers_per_virtual_stage), and a chunk left with no layer runs only them.
 
 Each stage runs its schedule on its compute stream, one task per chunk (a micro-batch's forward or
 backward over the chunk's layers, with its tensor-parallel collectives, see tasks.tp_calls), and

@@ -209,12 +209,12 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
     return replace(timeline, spans=tuple(spans))
 
 
-def _extrapolation_points(training: TrainingSpec, micro_steps: int) -> tuple[int, int, int] | None:
-    """(m1, m2, period) such that every `period` micro-steps beyond m1 add the same time, or None
-    when simulating all `micro_steps` is as cheap. Without a pipeline the micro-steps between the
-    first and the last repeat exactly (m1 = 2, m2 = 3); with one, once every stage is past its
-    warm-up (m1 >= pp + 1), one more micro-batch (interleaved: one more group of pp) adds one
-    steady-state period."""
+def _extrapolation_points(training: TrainingSpec, micro_steps: int) -> tuple[int, int] | None:
+    """(m1, period): beyond m1 micro-steps every `period` of them (or a few periods, see
+    steady_state_step) add the same time; None when simulating all `micro_steps` is as cheap. Without a
+    pipeline the micro-steps between the first and the last repeat exactly (m1 = 2, period 1); with one,
+    the steady state starts once every stage is past its warm-up (m1 >= pp + 1), a period being one
+    micro-batch (interleaved: one group of pp)."""
     par = training.parallel
     if par.pp == 1:
         first, period = 2, 1
@@ -223,7 +223,11 @@ def _extrapolation_points(training: TrainingSpec, micro_steps: int) -> tuple[int
         first = period * math.ceil((par.pp + 1) / period)
     if micro_steps <= first + period or (micro_steps - first) % period:
         return None
-    return first, first + period, period
+    return first, period
+
+
+REPEAT_TOLERANCE = 1e-9  # relative: two increments this close are the same steady-state period
+MAX_PERIODS = 4  # pipeline steady states tried, in periods: 1, 2, ..., MAX_PERIODS
 
 
 def steady_state_step(model: TransformerModel, training: TrainingSpec, v: CommView, compute: ComputeModel,
@@ -231,20 +235,42 @@ def steady_state_step(model: TransformerModel, training: TrainingSpec, v: CommVi
                       env: Mapping[str, str] | None = None) -> Timeline:
     """The step's timeline, simulating few micro-steps: beyond a point (see _extrapolation_points)
     each period of micro-steps adds exactly the same time, waits and compute, so the step is the
-    m2-micro-step step plus (M - m2) / period periods, a period being the m2 run minus the m1 run.
-    The cost of a step then grows with layers (and stages), not with accumulation. The spans are
-    the m2 run's. The waits extrapolate the same way, unless the two runs' critical stages differ (a wait
-    would come out negative): then the step's idle time splits as the m2 run's waits do."""
+    m2-micro-step step plus (M - m2) / q periods, q micro-steps being the m2 run minus the m1 run.
+    Without a pipeline q is one period. With one, fair sharing can make consecutive micro-batches
+    alternate (one pass's transfers meeting the next one's, in turn: increments of 4.6 and 5.9 ms
+    converging slowly while their sum stays fixed), so q is the fewest periods (up to MAX_PERIODS)
+    over which two successive increments agree, checked on a third run; where none does, the last
+    increment tried (over MAX_PERIODS periods) is used. The cost of a step then grows with layers (and
+    stages), not with accumulation. The spans are the m2 run's. The waits extrapolate the same way,
+    unless the two runs' critical stages differ (a wait would come out negative): then the step's
+    idle time splits as the m2 run's waits do."""
     points = _extrapolation_points(training, micro_steps)
     if points is None:
         return simulate_step(model, training, v, compute, seq_len, micro_steps, params, env)
-    m1, m2, period = points
-    one = simulate_step(model, training, v, compute, seq_len, m1, params, env)
-    two = simulate_step(model, training, v, compute, seq_len, m2, params, env)
-    extra = (micro_steps - m2) // period
+    first, period = points
+    runs: dict[int, Timeline] = {}
+
+    def run(m: int) -> Timeline:
+        if m not in runs:
+            runs[m] = simulate_step(model, training, v, compute, seq_len, m, params, env)
+        return runs[m]
+
+    base, q = first, period  # the two runs extrapolated from: base and base + q micro-steps
+    if training.parallel.pp > 1:
+        for periods in range(1, MAX_PERIODS + 1):
+            q = periods * period
+            m1 = first + (micro_steps - first) % q  # so that whole q-steps lead from m1 to micro_steps
+            if m1 + 2 * q > micro_steps:
+                return run(micro_steps)  # no room for three runs: simulating all is as cheap
+            t0, t1, t2 = (run(m1 + i * q).step_time_s for i in range(3))
+            base = m1 + q
+            if abs((t2 - t1) - (t1 - t0)) <= REPEAT_TOLERANCE * t2:
+                break
+    one, two = run(base), run(base + q)
+    extra = (micro_steps - base - q) // q
     waits = {label: two.compute_waits_s.get(label, 0.0)
              + extra * (two.compute_waits_s.get(label, 0.0) - one.compute_waits_s.get(label, 0.0))
-             for label in set(one.compute_waits_s) | set(two.compute_waits_s)}
+             for label in sorted(set(one.compute_waits_s) | set(two.compute_waits_s))}
     if min(waits.values(), default=0.0) < 0.0:  # the two runs' critical stages differ: their waits do not subtract
         total, shown = sum(waits.values()), sum(two.compute_waits_s.values())  # the step's idle, and the m2 run's
         waits = {label: total * wait / shown if shown > 0 else 0.0 for label, wait in two.compute_waits_s.items()}

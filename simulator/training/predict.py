@@ -70,7 +70,7 @@ def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> 
     embedding_and_loss = training.parallel.pipeline_split == "embedding_and_loss" and chunks > 1
     if chunks > spec.layers + (2 if embedding_and_loss else 0):
         places = " + the embedding and the loss (pipeline_split)" if embedding_and_loss else (
-            " (pipeline_split: embedding_and_loss allows 2 more)")
+            " (pipeline_split: embedding_and_loss allows 2 more)" if chunks <= spec.layers + 2 else "")
         raise ConfigError(f"training.parallel: pp {layout.pp} x virtual_stages {training.parallel.virtual_stages} "
                           f"exceeds the model's {spec.layers} layers{places}")
     strategy = training.strategy

@@ -16,10 +16,10 @@ mode, sequence parallelism and the pipeline schedule. The search runs in four ph
    default) makes the global batch a multiple of b d; ddp and zero1 (Megatron's distributed optimizer)
    always, sharded strategies (fsdp, zero2, zero3, hsdp) only without pipeline parallelism (hsdp also
    without TP), and only one strategy when d = 1 (nothing to shard); sequence parallelism with t > 1;
-   with `interleaved`, also 2 virtual stages per rank where the layers (+ 2 with that split) and the
-   micro-batch count divide (Megatron's conditions). With a fused (flash) attention kernel, selective
-   recomputation is left out when `none` is tried: flash attention already keeps no s x s scores (what
-   selective recomputation saves), so selective would only recompute more.
+   with `interleaved`, also 2 virtual stages per rank where the layers (or the layers + 2, with that
+   split) divide over 2p and the micro-batch count over p (Megatron's conditions). With a fused (flash)
+   attention kernel, selective recomputation is left out when `none` is tried: flash attention already
+   keeps no s x s scores (what selective recomputation saves), so selective would only recompute more.
 2. Filter by memory: `memory_per_gpu` (arithmetic, microseconds a layout); those over the GPU's
    memory are dropped.
 3. Estimate (`estimate_step_s`): a closed-form step time that chooses what to simulate: compute of
@@ -221,15 +221,19 @@ def enumerate_layouts(model: ModelSpec, gpus_per_node: int, n_gpus: int, global_
             if global_batch % (b * d):
                 continue
             m = global_batch // (b * d)
-            how = split(p) or "layers"
-            slots = model.layers + (2 if how == "embedding_and_loss" else 0)
-            chunks = [1, 2] if space.interleaved and p > 1 and slots % (2 * p) == 0 and m % p == 0 else [1]
+            # (chunks per stage, split): one chunk, and two interleaved where the layers, or the layers + 2 with
+            # the embedding and the loss counted, divide over 2 p (the plain split first)
+            chunks: list[tuple[int, PipelineSplit]] = [(1, split(p) or "layers")]
+            if space.interleaved and p > 1 and m % p == 0:
+                splits: tuple[tuple[PipelineSplit, int], ...] = (("layers", model.layers),
+                                                                   ("embedding_and_loss", model.layers + 2))
+                chunks += [(2, how) for how, slots in splits if slots % (2 * p) == 0][:1]
             for kind in _strategies(space, t, p, c, e, d * c):
                 for recompute in space.recompute:
                     for sp in (sorted(set(space.sequence_parallel)) if t > 1 else [False]):
                         if sp or e == 1 or t == 1:  # expert with tensor parallelism needs SP (Megatron-Core)
                             layouts += [CandidateLayout(t, p, d, b, m, kind, recompute, sp, v, c, e, how)
-                                        for v in chunks]
+                                        for v, how in chunks]
     if not layouts:
         dps = sorted({n_gpus // (t * p * c) for t, p, c in shapes})
         raise ConfigError(f"--global-batch {global_batch}: no layout divides it into micro-batch x data-parallel "

@@ -32,11 +32,17 @@ def layers_per_virtual_stage(layers: int, virtual_stages: int, split: PipelineSp
     With split "embedding_and_loss" the input embedding and the output layer with its loss each take a
     layer's place, the first virtual stage's first and the last one's last (Megatron-Core's
     --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split), so those two
-    may hold no layer at all. ConfigError when some virtual stage would get nothing."""
+    may hold no layer at all; the layers + 2 places must then divide evenly, as Megatron-Core requires.
+    ConfigError when some virtual stage would get nothing."""
     held = 2 if split == "embedding_and_loss" and virtual_stages > 1 else 0  # places the embedding and loss take
     if layers + held < virtual_stages:
         extra = " + the embedding and the loss" if held else ""
         raise ConfigError(f"model has {layers} layers{extra}, fewer than the {virtual_stages} pipeline stages x chunks")
+    if held and (layers + held) % virtual_stages:
+        raise ConfigError(f"pipeline_split embedding_and_loss: the {layers} layers + the embedding and the loss "
+                          f"({layers + held}) must divide evenly over the {virtual_stages} pipeline stages x chunks, "
+                          "as Megatron-Core requires (an uneven split would put the extra layers beside the "
+                          "embedding's and the loss's places)")
     base, extra_layers = divmod(layers + held, virtual_stages)
     counts = [base + (1 if 1 <= k <= extra_layers else 0) for k in range(virtual_stages)]
     if held:

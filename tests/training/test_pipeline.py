@@ -20,7 +20,7 @@ from simulator.training.plan import plan_step
 from simulator.training.predict import predict_step, simulate_step, steady_state_step
 from simulator.training.shards import layers_per_virtual_stage
 from simulator.training.tasks import BACKWARD_GEMMS, CollectiveCall, StepPlan, Task, overlap_budgets, tp_calls
-from simulator.training.timeline import OVERLAP_SLOWDOWN, simulate_plan
+from simulator.training.timeline import OVERLAP_SLOWDOWN, Timeline, simulate_plan
 from topologies.build import build
 from topologies.hardware import gpu_spec
 from topologies.presets import load_preset
@@ -96,6 +96,8 @@ def test_embedding_and_loss_take_a_layers_place() -> None:
     assert layers_per_virtual_stage(126, 1, split) == [126]
     with pytest.raises(ConfigError, match="embedding and the loss"):
         layers_per_virtual_stage(126, 129, split)
+    with pytest.raises(ConfigError, match=r"\(6\) must divide evenly over the 4"):  # the fuzzing case: [0, 2, 2, 0]
+        layers_per_virtual_stage(4, 4, split)
 
 
 def test_chunks_without_layers_run_the_embedding_or_output_layer() -> None:
@@ -136,6 +138,8 @@ def test_chunks_beyond_the_layers_are_refused_with_the_way_out() -> None:
     assert predict_step(topology, job(2, "embedding_and_loss"), model_spec).step_time_s > 0
     with pytest.raises(ConfigError, match="exceeds the model's 6 layers"):
         predict_step(topology, job(3, "embedding_and_loss"), model_spec)
+    with pytest.raises(ConfigError, match=r"exceeds the model's 6 layers$"):  # no hint where the split cannot help
+        predict_step(topology, job(3, "layers"), model_spec)
 
 
 @pytest.mark.parametrize(("nodes", "cp", "published_tflops"), [(1024, 1, 430.0), (2048, 1, 400.0), (2048, 16, 380.0)])
@@ -363,26 +367,41 @@ def test_pipeline_extrapolation_is_exact(extra: int, schedule: str, overlap: boo
     assert all(wait >= 0.0 for wait in fast.compute_waits_s.values())
 
 
-@pytest.mark.parametrize("split", ["layers", "embedding_and_loss"])
-def test_extrapolation_finds_alternating_micro_batches(split: str) -> None:
-    """The fuzzing regression: 8 stages over 4 p4d nodes with the data-parallel ranks inside (tp-dp-pp), so
-    stage pairs straddle nodes, and overlapped sends: each micro-batch's sends meet the next one's in
-    turn, the time one more micro-batch adds alternates (4.6 and 5.9 ms, converging slowly, their sum
-    fixed), and a single-period extrapolation drifted with the micro-batches (+5.7% at 20, +10.8% at
-    80). The extrapolation now checks two successive increments and measures over two micro-batches
-    where one does not repeat: equal to simulating all 24. The critical stage's busy time converges
-    rather than repeats (compute beside communication runs slower, timeline.OVERLAP_SLOWDOWN, and the
-    overlaps alternate too): within 0.1%."""
-    model_spec = ModelSpec(name="tiny8", layers=8, hidden=2048, heads=32, vocab=32000, max_seq_len=4096)
+def test_extrapolation_finds_alternating_micro_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fuzzing regression: with overlapped sends across nodes each micro-batch's transfers can meet the
+    next one's in turn, so the time one more micro-batch adds alternates (4.6 and 5.9 ms in the fuzzed
+    case, converging slowly while their sum stayed fixed), and a one-period extrapolation drifted with
+    the micro-batches (+5.7% at 20, +10.8% at 80). A step time of that shape, a + b m + c (-1)^m, is
+    extrapolated exactly: the check of two successive increments rejects one micro-batch as the period
+    and takes two."""
+    def fake(model, training, v, compute, seq_len, m, params=None, env=None) -> Timeline:  # noqa: ANN001
+        return Timeline((), {"pipeline_bubble": 0.01 * m}, step_time=1.0 + 0.05 * m + 0.004 * (-1) ** m, busy=0.04 * m)
+
+    monkeypatch.setattr(predict_module, "simulate_step", fake)
+    training = pipeline_job(80, pp=8)
+    for m in (24, 25, 80):
+        fast = steady_state_step(transformer(UNIFORM), training, comm_view(build(load_preset("dgx-h100"))), H100, 1024,
+                                 m)
+        assert fast.step_time_s == pytest.approx(1.0 + 0.05 * m + 0.004 * (-1) ** m, rel=1e-12)
+        assert fast.compute_s == pytest.approx(0.04 * m, rel=1e-12)
+
+
+def test_extrapolation_of_a_damped_alternation_is_close() -> None:
+    """A real case of the kind the fuzzer found (6 layers with the embedding and the loss on 8 stages over
+    4 p4d nodes, data-parallel ranks inside, overlapped sends): the increments alternate and converge
+    without repeating exactly, and 24 micro-batches extrapolated from the first 9-17 land within 0.05%
+    of simulating all of them."""
+    model_spec = ModelSpec(name="tiny", layers=6, hidden=2048, heads=32, vocab=32000, max_seq_len=4096)
     training = TrainingSpec(model=model_spec, seq_len=1024, micro_batch=1, grad_accum=24,
                             activation_checkpointing="none", strategy=StrategySpec(kind="ddp"),
-                            parallel=ParallelSpec(pp=8, pipeline_split=split, placement="tp-dp-pp", overlap_p2p=True))
+                            parallel=ParallelSpec(pp=8, pipeline_split="embedding_and_loss", placement="tp-dp-pp",
+                                                  overlap_p2p=True))
     topology = build(load_preset("aws-p4d", nodes=4))
     v, model = comm_view(topology), transformer(model_spec)
     compute = ComputeModel.for_job(topology.gpu, training, None)
     full = simulate_step(model, training, v, compute, 1024, 24)
     fast = steady_state_step(model, training, v, compute, 1024, 24)
-    assert fast.step_time_s == pytest.approx(full.step_time_s, rel=1e-6)
+    assert fast.step_time_s == pytest.approx(full.step_time_s, rel=5e-4)
     assert fast.compute_s == pytest.approx(full.compute_s, rel=1e-3)
 
 

@@ -77,6 +77,11 @@ def test_pipelines_that_divide_only_the_layers_plus_two_count_the_embedding_and_
     assert splits[2, 1] == "layers" and (7, 1) not in splits  # 8 x 7 does not divide 2,048
     assert all((126 if lay.pipeline_split == "layers" else 128) % (lay.pp * lay.virtual_stages) == 0
                for lay in layouts)
+    # 14 layers on PP 2: 14 does not divide over 2 x 2 chunks, 14 + 2 does (the fuzzing case)
+    small = ModelSpec(name="m14", layers=14, hidden=256, heads=4, vocab=1024, max_seq_len=256)
+    got = {(lay.virtual_stages, lay.pipeline_split)
+           for lay in enumerate_layouts(small, 4, 8, 16, replace(space, tp=(1,), pp=(2,)))}
+    assert got == {(1, "layers"), (2, "embedding_and_loss")}
     pp16 = next(lay for lay in layouts if (lay.pp, lay.virtual_stages) == (16, 2))
     assert "embedding and loss counted as layers" in describe(pp16)
     assert pp16.training(TrainingSpec(model=model, seq_len=8192, global_batch=2048)).parallel.pipeline_split == (

@@ -104,7 +104,9 @@ def resource_demands(op: str, shape: AlgoShape, proto: str, v: CommView, p: Mode
             demands["net"] = shape.net_volume / net_Bps
         crossing = cross_leaf_fraction(shape, v)
         if crossing > 0.0 and math.isfinite(v.spine_Bps):
-            demands["spine"] = shape.net_volume * crossing / (v.spine_Bps * p.net_efficiency * share)
+            spine_Bps = v.spine_Bps * p.net_efficiency * share
+            demands["spine"] = (shape.net_volume_per_nic * crossing / (spine_Bps / max(1, v.nics_per_node))
+                                if shape.net_volume_per_nic else shape.net_volume * crossing / spine_Bps)
     return demands
 
 
@@ -112,14 +114,15 @@ def cross_leaf_fraction(shape: AlgoShape, v: CommView) -> float:
     """Share of a node's network traffic that leaves its leaf group (nodes numbered in order, the
     groups of `nodes_per_leaf_group` consecutive nodes). A ring enters and leaves each group once
     per channel: groups / nodes of the traffic on average. A double binary tree's edges mostly
-    join distant nodes: about 1 - 1/groups. Direct sends (alltoall) go to every node alike."""
+    join distant nodes: about 1 - 1/groups. Direct sends (alltoall, sendrecv) go to every other node
+    alike: the share of those outside the leaf group (a pair of nodes under different leaves: all)."""
     groups = math.ceil(v.n_nodes / v.nodes_per_leaf_group)
     if groups <= 1:
         return 0.0
     if shape.algo == "ring":
         return groups / v.n_nodes
     if shape.algo == "direct":
-        return (v.n_nodes - v.nodes_per_leaf_group) / v.n_nodes
+        return (v.n_nodes - v.nodes_per_leaf_group) / (v.n_nodes - 1)
     return 1.0 - 1.0 / groups
 
 

@@ -85,6 +85,15 @@ class Layout:
         """Whether stages `a` and `b` of rank 0's pipeline sit on different nodes."""
         return self.node_of("pp", a) != self.node_of("pp", b)
 
+    def pipeline_peer(self, a: int, b: int, leaf_nodes: int) -> str:
+        """The communicator of a transfer between stages `a` and `b` of rank 0's pipeline: "pp:intra" on one
+        node, "pp:inter" across nodes under one leaf group (`leaf_nodes` consecutive nodes), "pp:spine"
+        across leaf groups (through the spines)."""
+        node_a, node_b = self.node_of("pp", a), self.node_of("pp", b)
+        if node_a == node_b:
+            return "pp:intra"
+        return "pp:inter" if node_a // leaf_nodes == node_b // leaf_nodes else "pp:spine"
+
 
 def layout_of(parallel: ParallelSpec, n_gpus: int, gpus_per_node: int) -> Layout:
     """The layout of `parallel` on `n_gpus` GPUs; ConfigError when tp x pp x cp does not divide them."""
@@ -118,13 +127,13 @@ def group_view(v: CommView, size: int, per_node: int, leaf_nodes: int | None = N
 
 
 def communicators(v: CommView, layout: Layout) -> dict[str, CommView]:
-    """The views of the groups a step communicates in: "dp" (the gradient group: data- x
-    context-parallel ranks), "tp", HSDP's "shard" (one node of the DP group) and "replica" (the same
-    GPU of every node), "pp:intra" / "pp:inter" for a transfer between neighbouring stages on the
-    same node or across nodes, "cp" for a step of the context-parallel ring: a neighbour exchange
-    that crosses the network when the ring spans nodes (every rank steps at once, so the slowest hop
-    paces the ring), "cp:all" for the whole context-parallel group (all-to-all CP), "ep" for the
-    expert-parallel group's all-to-alls and "edp" for the expert gradients' reduction."""
+    """The views of the groups a step communicates in: "dp" (the gradient group: data- x context-parallel
+    ranks), "tp", HSDP's "shard" (one node of the DP group) and "replica" (the same GPU of every node),
+    "pp:intra" / "pp:inter" / "pp:spine" for a transfer between neighbouring stages on the same node, across
+    nodes of one leaf group or across leaf groups, "cp" for a step of the context-parallel ring: a neighbour
+    exchange that crosses the network when the ring spans nodes (every rank steps at once, so the slowest hop
+    paces the ring), "cp:all" for the whole context-parallel group (all-to-all CP), "ep" for the expert-parallel
+    group's all-to-alls and "edp" for the expert gradients' reduction."""
     dp_per_node = layout.members_per_node("grad")
 
     def leaf(dim: str) -> int:
@@ -134,7 +143,8 @@ def communicators(v: CommView, layout: Layout) -> dict[str, CommView]:
         "dp": group_view(v, layout.replicas, dp_per_node, leaf("grad")),
         "tp": group_view(v, layout.tp, layout.members_per_node("tp"), leaf("tp")),
         "pp:intra": group_view(v, 2, 2),
-        "pp:inter": group_view(v, 2, 1),
+        "pp:inter": group_view(v, 2, 1, leaf_nodes=2),  # two nodes under one leaf group
+        "pp:spine": group_view(v, 2, 1, leaf_nodes=1),  # two nodes under different leaf groups
         "shard": group_view(v, dp_per_node, dp_per_node),
     }
     views["replica"] = group_view(v, max(1, layout.replicas // dp_per_node), 1, leaf("grad"))

@@ -135,7 +135,7 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
             return call.group
         key = (task.stage, call.group)
         if key not in peers:
-            peers[key] = "pp:inter" if layout.stages_cross_node(task.stage, int(call.group[3:])) else "pp:intra"
+            peers[key] = layout.pipeline_peer(task.stage, int(call.group[3:]), v.nodes_per_leaf_group)
         return peers[key]
 
     def estimate(task: Task) -> CollectiveEstimate:

@@ -289,7 +289,7 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
     local_params = dense + experts
     accumulate_s = compute.grad_accumulation(local_params, training.strategy.grad_accumulation_bytes)
     stage_s = layers_s + head_f + head_b + tp_s + cp_s + accumulate_s
-    p2p_view = views["pp:inter" if p > 1 and ranks.stages_cross_node(0, 1) else "pp:intra"]
+    p2p_view = views[ranks.pipeline_peer(0, 1, v.nodes_per_leaf_group) if p > 1 else "pp:intra"]
     activation = ACTIVATION_BYTES * b * seq_len // c * model.spec.hidden
     p2p_bytes = activation / (t if training.parallel.p2p_scatter_gather else 1)
     p2p_s = 0.0 if p == 1 else 2.0 * layout.virtual_stages * _collective_s(p2p_view, "sendrecv", p2p_bytes)

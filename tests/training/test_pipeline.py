@@ -18,6 +18,7 @@ from simulator.training.memory import in_flight_micro_batches, memory_per_gpu
 from simulator.training.pipeline import plan_pipeline, schedule
 from simulator.training.plan import plan_step
 from simulator.training.predict import predict_step, simulate_step, steady_state_step
+from simulator.training.prediction import StepPrediction
 from simulator.training.shards import layers_per_virtual_stage
 from simulator.training.tasks import BACKWARD_GEMMS, CollectiveCall, StepPlan, Task, overlap_budgets, tp_calls
 from simulator.training.timeline import OVERLAP_SLOWDOWN, Timeline, simulate_plan
@@ -308,6 +309,27 @@ def test_strided_groups_count_their_own_nodes_per_leaf() -> None:
                             parallel=ParallelSpec(tp=8, pp=4))
     full, thin = (predict_step(topology(o), training, GPT) for o in (1.0, 4.0))
     assert thin.comm_by_collective_s["all_gather"] > 1.5 * full.comm_by_collective_s["all_gather"]
+    assert thin.step_time_s > full.step_time_s
+
+
+def test_pipeline_sends_across_leaves_pay_for_the_spines() -> None:
+    """TP 8 x PP 8 on 8 DGX nodes: stages sit on consecutive nodes, so with 4-node leaves the send from stage
+    3 to 4 crosses the spines and the others do not; with one node a leaf every send does. The fuzzing
+    regression: a send's traffic is booked per NIC, and the spine charge read the other volume (zero),
+    so an 8:1 fabric priced pipeline sends like a non-blocking one."""
+    layout = layout_of(ParallelSpec(tp=8, pp=8), 64, 8)
+    assert [layout.pipeline_peer(s, s + 1, 4) for s in range(7)] == ["pp:inter"] * 3 + ["pp:spine"] + ["pp:inter"] * 3
+    assert layout_of(ParallelSpec(tp=4, pp=2), 8, 8).pipeline_peer(0, 1, 4) == "pp:intra"
+
+    def step(oversubscription: float) -> StepPrediction:
+        topology = load_preset("dgx-h100", nodes=8, fabric={"kind": "leaf_spine", "nodes_per_leaf": 1,
+                                                            "oversubscription": oversubscription})
+        training = TrainingSpec(model=GPT, micro_batch=4, global_batch=32, strategy=StrategySpec(kind="ddp"),
+                                parallel=ParallelSpec(tp=8, pp=8, p2p_scatter_gather=False))
+        return predict_step(topology, training, GPT)
+
+    full, thin = step(1.0), step(8.0)
+    assert thin.comm_by_collective_s["p2p"] > 3 * full.comm_by_collective_s["p2p"]
     assert thin.step_time_s > full.step_time_s
 
 

@@ -47,14 +47,21 @@ class CommView:
     # group) and how many nodes one leaf group holds
     spine_Bps: float = math.inf
     nodes_per_leaf_group: int = 1 << 30
+    leaf_groups: int = 0  # leaf groups the communicator's nodes span; 0: its nodes are consecutive
 
     @property
     def multi_node(self) -> bool:
         return self.n_nodes > 1
 
+    @property
+    def spanned_leaf_groups(self) -> int:
+        """Leaf groups the communicator's nodes span: as counted for a strided group, or ceil(nodes /
+        nodes a group) for consecutive nodes."""
+        return self.leaf_groups or math.ceil(self.n_nodes / self.nodes_per_leaf_group)
+
     def with_nodes(self, n_nodes: int) -> CommView:
-        """The same hardware with another node count (for scaling curves)."""
-        return replace(self, n_nodes=n_nodes, n_ranks=n_nodes * self.ranks_per_node)
+        """The same hardware with another node count (for scaling curves), its nodes consecutive."""
+        return replace(self, n_nodes=n_nodes, n_ranks=n_nodes * self.ranks_per_node, leaf_groups=0)
 
 
 def gpu_to_network_Bps(topology: Topology) -> float:

@@ -111,18 +111,18 @@ def resource_demands(op: str, shape: AlgoShape, proto: str, v: CommView, p: Mode
 
 
 def cross_leaf_fraction(shape: AlgoShape, v: CommView) -> float:
-    """Share of a node's network traffic that leaves its leaf group (nodes numbered in order, the
-    groups of `nodes_per_leaf_group` consecutive nodes). A ring enters and leaves each group once
+    """Share of a node's network traffic that leaves its leaf group (the communicator's nodes in order,
+    spanning `spanned_leaf_groups` leaf groups). A ring enters and leaves each group once
     per channel: groups / nodes of the traffic on average. A double binary tree's edges mostly
     join distant nodes: about 1 - 1/groups. Direct sends (alltoall, sendrecv) go to every other node
     alike: the share of those outside the leaf group (a pair of nodes under different leaves: all)."""
-    groups = math.ceil(v.n_nodes / v.nodes_per_leaf_group)
+    groups = v.spanned_leaf_groups
     if groups <= 1:
         return 0.0
     if shape.algo == "ring":
         return groups / v.n_nodes
-    if shape.algo == "direct":
-        return (v.n_nodes - v.nodes_per_leaf_group) / (v.n_nodes - 1)
+    if shape.algo == "direct":  # the other nodes outside a node's leaf group, n / groups nodes a group
+        return v.n_nodes * (1.0 - 1.0 / groups) / (v.n_nodes - 1)
     return 1.0 - 1.0 / groups
 
 

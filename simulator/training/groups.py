@@ -74,12 +74,19 @@ class Layout:
         """How many members of rank 0's `dim` group share its node."""
         return sum(1 for r in self.members(dim) if r < self.gpus_per_node)
 
-    def nodes_per_leaf(self, dim: str, leaf_nodes: int) -> int:
-        """How many of the nodes of rank 0's `dim` group sit under its first leaf group (the cluster's first
-        `leaf_nodes` nodes): a group strided over the nodes (data parallelism outside TP and PP) has fewer
-        than the leaf's nodes there, so its collectives leave the leaf group more often than a group of
-        neighbouring nodes."""
-        return max(1, len({r // self.gpus_per_node for r in self.members(dim) if r // self.gpus_per_node < leaf_nodes}))
+    def leaf_groups(self, dim: str, leaf_nodes: int) -> int:
+        """The most leaf groups (of `leaf_nodes` consecutive nodes) any `dim` group's nodes span: a group
+        strided over the nodes (data parallelism outside TP and PP) spans more than a group of neighbouring
+        nodes, and groups of the same dimension can differ (stage 0's on nodes {0, 3} under one leaf of 4,
+        stage 1's on {1, 4} across two); a step runs at its slowest group's pace. The expert groups are
+        taken at their place in each data-parallel group, as rank 0's are."""
+        members = self.members(dim)
+        dims = ("cp", "dp") if dim in ("grad", "ep", "edp") else (dim,)
+        fixed = [(self.stride(d), self.size(d)) for d in dims if d in self.order]
+        n_ranks = self.tp * self.pp * self.dp * self.cp
+        origins = (r for r in range(n_ranks) if all((r // stride) % size == 0 for stride, size in fixed))
+        per_leaf = self.gpus_per_node * leaf_nodes
+        return max(len({(origin + m) // per_leaf for m in members}) for origin in origins)
 
     def stages_cross_node(self, a: int, b: int) -> bool:
         """Whether stages `a` and `b` of rank 0's pipeline sit on different nodes."""
@@ -114,16 +121,16 @@ def layout_of(parallel: ParallelSpec, n_gpus: int, gpus_per_node: int) -> Layout
     return Layout(parallel.tp, parallel.pp, dp, gpus_per_node, order, parallel.cp, parallel.ep)
 
 
-def group_view(v: CommView, size: int, per_node: int, leaf_nodes: int | None = None) -> CommView:
-    """The communicator of a group of `size` ranks, `per_node` of them on each node and `leaf_nodes` of its
-    nodes under one leaf group (default: as many as the cluster's), see module docstring; `v` is the whole
-    cluster's view."""
+def group_view(v: CommView, size: int, per_node: int, leaf_groups: int = 0) -> CommView:
+    """The communicator of a group of `size` ranks, `per_node` of them on each node, its nodes spanning
+    `leaf_groups` leaf groups (0: consecutive nodes), see module docstring; `v` is the whole cluster's
+    view."""
     if size <= per_node:
         return replace(v, n_ranks=size, n_nodes=1, ranks_per_node=size, net_Bps=0.0, transport=None)
     share = per_node / v.ranks_per_node
     return replace(v, n_ranks=size, n_nodes=size // per_node, ranks_per_node=per_node, net_Bps=v.net_Bps * share,
                    spine_Bps=v.spine_Bps * share, nics_per_node=max(1, round(v.nics_per_node * share)),
-                   nodes_per_leaf_group=v.nodes_per_leaf_group if leaf_nodes is None else leaf_nodes)
+                   leaf_groups=leaf_groups)
 
 
 def communicators(v: CommView, layout: Layout) -> dict[str, CommView]:
@@ -137,14 +144,14 @@ def communicators(v: CommView, layout: Layout) -> dict[str, CommView]:
     dp_per_node = layout.members_per_node("grad")
 
     def leaf(dim: str) -> int:
-        return layout.nodes_per_leaf(dim, v.nodes_per_leaf_group)
+        return layout.leaf_groups(dim, v.nodes_per_leaf_group) if v.nodes_per_leaf_group < v.n_nodes else 1
 
     views = {
         "dp": group_view(v, layout.replicas, dp_per_node, leaf("grad")),
         "tp": group_view(v, layout.tp, layout.members_per_node("tp"), leaf("tp")),
         "pp:intra": group_view(v, 2, 2),
-        "pp:inter": group_view(v, 2, 1, leaf_nodes=2),  # two nodes under one leaf group
-        "pp:spine": group_view(v, 2, 1, leaf_nodes=1),  # two nodes under different leaf groups
+        "pp:inter": group_view(v, 2, 1, leaf_groups=1),  # two nodes under one leaf group
+        "pp:spine": group_view(v, 2, 1, leaf_groups=2),  # two nodes under different leaf groups
         "shard": group_view(v, dp_per_node, dp_per_node),
     }
     views["replica"] = group_view(v, max(1, layout.replicas // dp_per_node), 1, leaf("grad"))

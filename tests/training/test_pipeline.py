@@ -290,21 +290,26 @@ def test_default_placement_keeps_tp_in_a_node() -> None:
     assert layout.stages_cross_node(0, 1)
 
 
-def test_strided_groups_count_their_own_nodes_per_leaf() -> None:
-    """tp-pp-dp with TP 8 x PP 4 on 64 DGX nodes under 4-node leaves: a DP group takes every 4th node, so
-    one of its nodes sits under each leaf (not 4) and its rings cross leaves at every hop; a TP x PP
-    group's neighbour stages share their leaf. On a 4:1 oversubscribed fabric the DP group's collectives
-    therefore pay for the spine, and a ZeRO-1 step with its gathers exposed gets slower than on a
-    non-blocking one (before, a strided group was priced as if its nodes were neighbours: no change)."""
+def test_strided_groups_count_the_leaves_they_span() -> None:
+    """tp-pp-dp with TP 8 x PP 4 on 64 DGX nodes under 4-node leaves: a DP group takes every 4th node, so one of
+    its nodes sits under each leaf and its 16 nodes span 16 leaves (as neighbouring nodes they would span 4);
+    its rings cross leaves at every hop; a TP x PP group's neighbour stages share their leaf. On a 4:1
+    oversubscribed fabric the DP group's collectives therefore pay for the spine, and a ZeRO-1 step with its
+    gathers exposed gets slower than on a non-blocking one (before, a strided group was priced as if its nodes
+    were neighbours: no change)."""
     def topology(oversubscription: float):
         return load_preset("dgx-h100", nodes=64, fabric={"kind": "leaf_spine", "oversubscription": oversubscription})
 
     v = comm_view(build(topology(4.0)))
     layout = layout_of(ParallelSpec(tp=8, pp=4), v.n_ranks, 8)
     assert v.nodes_per_leaf_group == 4
-    assert layout.nodes_per_leaf("grad", v.nodes_per_leaf_group) == 1
-    assert layout.nodes_per_leaf("pp", v.nodes_per_leaf_group) == 4
-    assert communicators(v, layout)["dp"].nodes_per_leaf_group == 1
+    assert layout.leaf_groups("grad", 4) == 16  # 16 nodes, one under each of 16 leaves
+    assert layout.leaf_groups("pp", 4) == 1
+    assert communicators(v, layout)["dp"].spanned_leaf_groups == 16
+    # the fuzzing case: TP 8 x PP 3 on 6 nodes, 4 a leaf: stage 0's DP group {0, 3} shares a leaf,
+    # stage 1's {1, 4} and stage 2's {2, 5} do not; the slowest group counts, not rank 0's
+    assert layout_of(ParallelSpec(tp=8, pp=3), 48, 8).leaf_groups("grad", 4) == 2
+    assert layout_of(ParallelSpec(tp=8, pp=3), 96, 8).leaf_groups("grad", 4) == 3  # {0, 3, 6, 9}: 3 leaves
     training = TrainingSpec(model=GPT, micro_batch=1, global_batch=64, strategy=StrategySpec(kind="zero1"),
                             parallel=ParallelSpec(tp=8, pp=4))
     full, thin = (predict_step(topology(o), training, GPT) for o in (1.0, 4.0))

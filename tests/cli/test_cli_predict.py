@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -183,3 +184,14 @@ def test_usage_errors_exit_2_without_traceback(args: list[str]):
     out = run(*args)
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
+
+
+def test_predict_json_is_the_same_in_every_process():
+    """The fuzzing regression: the extrapolated waits were summed over a set of labels, whose order (and so
+    exposed_comm_s's last digits and the JSON's key order) followed each process's string hashing."""
+    args = ("predict", "--topology", "dgx-b200", "--nodes", "8", "--model", "llama2-7b", "--tp", "8",
+            "--strategy", "fsdp", "--recompute", "full", "--seq-len", "1024", "--global-batch", "128", "--json")
+    outputs = {subprocess.run([sys.executable, "-m", "simulator.cli.app", *args], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}, check=True).stdout
+               for seed in ("1", "4", "7")}
+    assert len(outputs) == 1

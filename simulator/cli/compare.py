@@ -39,9 +39,6 @@ ROWS: tuple[tuple[str, Callable[[StepPrediction], float], str], ...] = (
     ("MFU", lambda p: 100 * p.mfu, "{:.1f}%"),
     ("GPU idle", lambda p: 100 * p.gpu_idle_fraction, "{:.1f}%"),
     ("exposed communication", lambda p: p.exposed_comm_s, "{:.3f} s"),
-    ("  waiting on all_gather", lambda p: p.comm_by_collective_s.get("all_gather", 0.0), "{:.3f} s"),
-    ("  waiting on reduce_scatter", lambda p: p.comm_by_collective_s.get("reduce_scatter", 0.0), "{:.3f} s"),
-    ("  waiting on all_reduce", lambda p: p.comm_by_collective_s.get("all_reduce", 0.0), "{:.3f} s"),
     ("others waiting on a straggler", lambda p: p.idle_breakdown_s.get("straggler_wait", 0.0), "{:.3f} s"),
     ("others waiting on the busiest expert rank", lambda p: p.idle_breakdown_s.get("routing_wait", 0.0), "{:.3f} s"),
     ("memory per GPU", lambda p: p.memory_per_gpu_bytes / GIB, "{:.1f} GiB"),
@@ -51,6 +48,11 @@ ROWS: tuple[tuple[str, Callable[[StepPrediction], float], str], ...] = (
 def register(app: typer.Typer) -> None:
     """Add `compare` to the app."""
     app.command("compare", help=reflowed(HELP))(compare)
+
+
+def _waiting_on(kind: str) -> Callable[[StepPrediction], float]:
+    """A prediction's exposed wait on `kind` of communication."""
+    return lambda p: p.comm_by_collective_s.get(kind, 0.0)
 
 
 def _change(value: float, base: float) -> str:
@@ -105,7 +107,7 @@ def compare(
             micro_batch=None, global_batch=None, seq_len=None))
         slowdown = pace_slowdown(spec, topology.nodes * topology.gpus_per_node)
         predictions.append((path, spec, _run(topology, training, model, None, False, None, slowdown, spec.nccl_env)))
-        resolved.append({"topology": topology.model_dump(), "training": training.model_dump(),
+        resolved.append({"topology": topology.model_dump(), "training": training.model_dump(exclude={"model"}),
                          "model": model.model_dump(), "stragglers": spec.stragglers and spec.stragglers.model_dump(),
                          "jitter": spec.jitter and spec.jitter.model_dump(), "nccl_env": spec.nccl_env})
     labels = _labels([(path, spec.name) for path, spec, _ in predictions])
@@ -120,7 +122,11 @@ def compare(
         return
     table = Table("metric", *labels, title=f"Compared with {scenarios[0].name}")
     base = predictions[0][2]
-    for label, metric, fmt in ROWS:
+    # what the exposed communication waited on, every kind any scenario has (tensor-parallel, pipeline
+    # sends, the data-parallel collectives ...), right after the exposed communication
+    waited = sorted({kind for _, _, p in predictions for kind in p.comm_by_collective_s})
+    rows = [*ROWS[:5], *((f"  waiting on {kind}", _waiting_on(kind), "{:.3f} s") for kind in waited), *ROWS[5:]]
+    for label, metric, fmt in rows:
         cells = [fmt.format(metric(p)) + ("" if p is base else " " + _change(metric(p), metric(base)))
                  for _, _, p in predictions]
         table.add_row(label, *cells)

@@ -79,3 +79,19 @@ def test_compare_report_is_a_self_contained_page(tmp_path):
     assert out.returncode == 0, out.stderr
     html = page.read_text()
     assert 'src="http' not in html and "compare-time" in html and "one slow GPU" in html
+
+
+def test_compare_lists_every_kind_of_exposed_wait_and_compares_models_by_shape(tmp_path):
+    """A TP x PP scenario against a preset one: the table has a row for each kind of communication either
+    waited on (tensor-parallel and pipeline sends too; before, only the data-parallel collectives, which did
+    not add up to the exposed communication), and a model given inline is compared field by field, not as
+    'training.model: llama2-7b -> None' (found by fuzzing)."""
+    inline = tmp_path / "inline.yaml"
+    inline.write_text((EXAMPLES / "base.yaml").read_text().replace(
+        "model: llama2-13b", "model: {name: small, layers: 8, hidden: 2048, heads: 16, vocab: 32000, "
+        "max_seq_len: 4096}").replace("strategy: {kind: fsdp}", "strategy: {kind: zero1}\n  parallel: {tp: 8, pp: 4}"))
+    out = subprocess.run([sys.executable, "-m", "simulator.cli.app", "compare", str(EXAMPLES / "base.yaml"),
+                          str(inline)], capture_output=True, text=True, env={**os.environ, "COLUMNS": "300"})
+    assert out.returncode == 0, out.stderr
+    assert "waiting on tp_comm" in out.stdout and "waiting on p2p" in out.stdout
+    assert "training.model:" not in out.stdout and "model.layers: 40 -> 8" in out.stdout

@@ -194,6 +194,12 @@ class ParallelSpec(BaseModel):
         default=True, description="With tp_comm_overlap, backward's TP collectives overlap too (Transformer Engine "
         "userbuffers under Megatron-Core); false: forward and recomputed forward only (torch's async TP, whose "
         "micro-pipelining sped Llama 3 forward passes up 20-29% but steps 8%).")
+    tp_async_grad_reduce: bool = Field(
+        default=False, description="Each column-parallel layer's backward input-gradient reduction (all-reduce, or "
+        "reduce-scatter with sequence parallelism) runs beside its weight-gradient GEMM, the rest of the TP "
+        "collectives after their GEMMs: what Transformer Engine's Linear does without userbuffers (async_op=True, "
+        "Megatron-Core and NeMo) and Megatron-LM's async_tensor_model_parallel_allreduce; implied by "
+        "tp_comm_overlap's backward overlap.")
     ep_comm_overlap: bool = Field(
         default=False, description="Hide each pass's expert all-to-alls behind another micro-batch's compute of the "
         "same layer (Megatron-Core --overlap-moe-expert-parallel-comm, DeepSeek's DualPipe): ideal pairing, each "
@@ -229,8 +235,8 @@ class ParallelSpec(BaseModel):
             raise ValueError(f"virtual_stages {self.virtual_stages} needs pipeline_schedule interleaved")
         if self.pp == 1 and self.pipeline_schedule == "interleaved":
             raise ValueError("pipeline_schedule interleaved needs pp >= 2")
-        if self.tp == 1 and (self.sequence_parallel or self.tp_comm_overlap):
-            raise ValueError("sequence_parallel and tp_comm_overlap need tp >= 2")
+        if self.tp == 1 and (self.sequence_parallel or self.tp_comm_overlap or self.tp_async_grad_reduce):
+            raise ValueError("sequence_parallel, tp_comm_overlap and tp_async_grad_reduce need tp >= 2")
         if self.ep > 1 and self.tp > 1 and not self.sequence_parallel:
             raise ValueError("ep > 1 with tp > 1 needs sequence_parallel (Megatron-Core requires it: each TP rank "
                              "dispatches its own share of the tokens)")

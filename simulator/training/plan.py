@@ -95,7 +95,8 @@ def _block(block: TransformerModel, training: TrainingSpec, compute: ComputeMode
                "recompute": overlap_budgets(recompute, gemm_s, ("forward",), tp=tp_overlap, expert_s=expert_s)
                if overlap else None,
                "backward": overlap_budgets(backward[0], gemm_s, ("backward",), par.tp_comm_overlap_backward,
-                                           tp_overlap, expert_s) if overlap else None}
+                                           tp_overlap, expert_s, par.tp_async_grad_reduce)
+               if overlap or par.tp_async_grad_reduce else None}
 
     # a layer's gradient tensors as backward produces them (mlp_down first), each with its part: a routed
     # expert GEMM's weights are its E experts' matrices, E / ep of them on this GPU

@@ -126,7 +126,7 @@ class CandidateLayout:
                             "sequence_parallel": self.sequence_parallel, "pipeline_schedule": self.schedule,
                             "virtual_stages": self.virtual_stages, "pipeline_split": self.pipeline_split}
         if self.tp == 1:  # the base's TP overlap has nothing to overlap without tensor parallelism
-            data["parallel"].update(tp_comm_overlap=False, tp_comm_overlap_backward=True)
+            data["parallel"].update(tp_comm_overlap=False, tp_comm_overlap_backward=True, tp_async_grad_reduce=False)
         if self.ep == 1:  # nor its all-to-all overlap without expert parallelism
             data["parallel"].update(ep_comm_overlap=False)
         return TrainingSpec.model_validate(data)

@@ -173,18 +173,21 @@ BACKWARD_GEMMS = 2.0
 
 
 def overlap_budgets(calls: list[CollectiveCall], gemm_s: dict[str, float], kinds: tuple[str, ...],
-                    backward: bool = True, tp: bool = True,
-                    expert_s: dict[str, float] | None = None) -> tuple[tuple[float, ...], ...]:
+                    backward: bool = True, tp: bool = True, expert_s: dict[str, float] | None = None,
+                    async_grad: bool = False) -> tuple[tuple[float, ...], ...]:
     """For each TP call of a pass (tp_calls' list), the seconds of the GEMMs its collectives are
     decomposed with over one layer (`gemm_s`: forward seconds of each of the block's GEMMs;
     `kinds`: the layer's passes in order, "forward" or "backward"). Without `backward` overlap
     (torch's async TP) a backward pass's collectives hide behind nothing: budgets of 0; without `tp`
-    overlap none does. The expert all-to-alls hide behind `expert_s[kind]` each (ParallelSpec.
-    ep_comm_overlap: half a layer pass of another micro-batch, its dispatch and its combine one half
-    each), or nothing; the other all-to-alls are on the block's critical path."""
-    def budget(kind: str, gemm: str) -> float:
+    overlap none does, except, with `async_grad` (ParallelSpec.tp_async_grad_reduce), a backward's
+    reductions of the column-parallel layers' input gradients (the reduce-scatter or all-reduce paired with
+    qkv and mlp_up) behind those layers' weight-gradient GEMMs (one GEMM each). The expert all-to-alls hide
+    behind `expert_s[kind]` each (ParallelSpec.ep_comm_overlap: half a layer pass of another micro-batch,
+    its dispatch and its combine one half each), or nothing; the other all-to-alls are on the block's
+    critical path."""
+    def budget(kind: str, gemm: str, op: str) -> float:
         if not tp:
-            return 0.0
+            return gemm_s[gemm] if async_grad and kind == "backward" and op != "all_gather" else 0.0
         if kind == "backward":
             return gemm_s[gemm] * BACKWARD_GEMMS if backward else 0.0
         return gemm_s[gemm]
@@ -194,7 +197,7 @@ def overlap_budgets(calls: list[CollectiveCall], gemm_s: dict[str, float], kinds
             return tuple(expert_s[kind] if expert_s else 0.0 for kind in kinds)
         if call.group.startswith("cp"):  # all-to-alls: on the block's critical path
             return tuple(0.0 for _ in kinds)
-        return tuple(budget(kind, g) for kind in kinds for g in PAIRED_GEMMS[kind, call.op])
+        return tuple(budget(kind, g, call.op) for kind in kinds for g in PAIRED_GEMMS[kind, call.op])
 
     return tuple(budgets(call) for call in calls)
 

@@ -249,8 +249,9 @@ def _nemo(d: _Draft) -> None:
     d.parts.append(f"{'distributed optimizer (zero1) ' if d.unnamed else ''}with grad-reduce and param-gather "
                    "overlap (NeMo recipes)")
     if d.tp > 1:
-        d.spec["sequence_parallel"] = True
-        d.parts.append("sequence parallelism on with tp > 1 (NeMo llama recipes)")
+        d.spec["sequence_parallel"] = d.spec["tp_async_grad_reduce"] = True
+        d.parts.append("sequence parallelism on with tp > 1 (NeMo llama recipes); each column-parallel layer's "
+                       "backward reduce-scatter beside its weight-gradient GEMM (Transformer Engine's Linear)")
     if d.layered:
         d.parts.append("ranks tp-dp-pp (Megatron-Core)")
     d.plain_schedule("no virtual pipeline stated")

@@ -226,6 +226,38 @@ def test_overlapped_tp_collectives_pair_with_their_gemms() -> None:
                                                                                    (2.0, 4.0, 0.0, 0.0))
 
 
+def test_async_gradient_reduction_hides_the_column_parallel_backward_reductions() -> None:
+    """tp_async_grad_reduce (Transformer Engine's Linear, Megatron-LM's async all-reduce): a backward's
+    input-gradient reductions of qkv and mlp_up (the reduce-scatter, or all-reduce without SP) run beside
+    those layers' weight-gradient GEMMs, one GEMM each; the backward all-gathers and every forward
+    collective stay exposed. GPT-13B on one DGX H100 node, TP 8 without SP: per layer the two forward
+    all-reduces are exposed whole and each backward one for what outlasts its weight-gradient GEMM (both
+    GEMMs are shorter than the all-reduce here), by hand from the GEMM times and the collective model;
+    without the option all four are exposed."""
+    gemm = {"qkv": 1.0, "attn_out": 2.0, "mlp_up": 3.0, "mlp_down": 4.0}
+    calls = tp_calls(transformer(GPT), 1, 2048, 8, True, 1)
+    assert overlap_budgets(calls, gemm, ("backward",), tp=False, async_grad=True) == ((0.0, 0.0), (1.0, 3.0))
+    assert overlap_budgets(calls, gemm, ("forward",), tp=False, async_grad=True) == ((0.0, 0.0), (0.0, 0.0))
+
+    topology = load_preset("dgx-h100", nodes=1)
+
+    def exposed(async_grad: bool) -> float:
+        training = TrainingSpec(model=GPT, micro_batch=1, grad_accum=1, activation_checkpointing="none",
+                                strategy=StrategySpec(kind="ddp"),
+                                parallel=ParallelSpec(tp=8, tp_async_grad_reduce=async_grad))
+        return predict_step(topology, training, GPT).idle_breakdown_s["exposed_comm"]
+
+    layer_gemm = H100.gemms_s(transformer(GPT), 1, 2048, 8)
+    tp_view = communicators(comm_view(build(topology)), layout_of(ParallelSpec(tp=8), 8, 8))["tp"]
+    t = predict_collective(tp_view, "all_reduce", 2 * 2048 * GPT.hidden).time_s
+    assert max(layer_gemm["qkv"], layer_gemm["mlp_up"]) < t
+    by_hand = GPT.layers * (2 * t + max(0.0, t - layer_gemm["qkv"]) + max(0.0, t - layer_gemm["mlp_up"]))
+    assert exposed(True) == pytest.approx(by_hand, rel=1e-6)
+    assert exposed(False) == pytest.approx(GPT.layers * 4 * t, rel=1e-6)
+    with pytest.raises(ValidationError, match="tp >= 2"):
+        ParallelSpec(tp_async_grad_reduce=True)
+
+
 def test_overlapped_tp_collective_hides_only_behind_its_own_gemm() -> None:
     """One 8-GPU node, TP 8 with sequence parallelism overlapped, no data parallelism: the compute stream
     waits, per layer and pass, max(0, collective - its GEMM) for each collective (hand-computed from the

@@ -120,7 +120,7 @@ def cross_leaf_fraction(shape: AlgoShape, v: CommView) -> float:
     if groups <= 1:
         return 0.0
     if shape.algo == "ring":
-        return groups / v.n_nodes
+        return min(1.0, groups / v.n_nodes)
     if shape.algo == "direct":  # the other nodes outside a node's leaf group, n / groups nodes a group
         return v.n_nodes * (1.0 - 1.0 / groups) / (v.n_nodes - 1)
     return 1.0 - 1.0 / groups

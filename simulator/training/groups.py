@@ -67,7 +67,7 @@ class Layout:
         "edp": the expert-parallel and expert data-parallel groups, see the module docstring)."""
         ranks = [0]
         for d in [d for d in (("cp", "dp") if dim in ("grad", "ep", "edp") else (dim,)) if d in self.order]:
-            ranks = [r + i * self.stride(d) for r in ranks for i in range(self.size(d))]
+            ranks = [r + i * self.stride(d) for i in range(self.size(d)) for r in ranks]  # cp ranks first
         return {"ep": ranks[: self.ep], "edp": ranks[:: self.ep]}.get(dim, ranks)
 
     def members_per_node(self, dim: str) -> int:
@@ -93,13 +93,21 @@ class Layout:
         return self.node_of("pp", a) != self.node_of("pp", b)
 
     def pipeline_peer(self, a: int, b: int, leaf_nodes: int) -> str:
-        """The communicator of a transfer between stages `a` and `b` of rank 0's pipeline: "pp:intra" on one
-        node, "pp:inter" across nodes under one leaf group (`leaf_nodes` consecutive nodes), "pp:spine"
-        across leaf groups (through the spines)."""
-        node_a, node_b = self.node_of("pp", a), self.node_of("pp", b)
-        if node_a == node_b:
-            return "pp:intra"
-        return "pp:inter" if node_a // leaf_nodes == node_b // leaf_nodes else "pp:spine"
+        """The communicator of a transfer between stages `a` and `b`, the worst over every pipeline (the
+        step waits for the slowest): "pp:intra" on one node, "pp:inter" across nodes under one leaf group
+        (`leaf_nodes` consecutive nodes), "pp:spine" across leaf groups (through the spines)."""
+        stride, n_ranks = self.stride("pp"), self.tp * self.pp * self.dp * self.cp
+        worst = "pp:intra"
+        for origin in range(n_ranks):
+            if (origin // stride) % self.pp:
+                continue  # not stage 0 of a pipeline
+            node_a = (origin + a * stride) // self.gpus_per_node
+            node_b = (origin + b * stride) // self.gpus_per_node
+            if node_a // leaf_nodes != node_b // leaf_nodes:
+                return "pp:spine"
+            if node_a != node_b:
+                worst = "pp:inter"
+        return worst
 
 
 def layout_of(parallel: ParallelSpec, n_gpus: int, gpus_per_node: int) -> Layout:
@@ -127,10 +135,10 @@ def group_view(v: CommView, size: int, per_node: int, leaf_groups: int = 0) -> C
     view."""
     if size <= per_node:
         return replace(v, n_ranks=size, n_nodes=1, ranks_per_node=size, net_Bps=0.0, transport=None)
-    share = per_node / v.ranks_per_node
-    return replace(v, n_ranks=size, n_nodes=size // per_node, ranks_per_node=per_node, net_Bps=v.net_Bps * share,
+    share, n_nodes = per_node / v.ranks_per_node, size // per_node
+    return replace(v, n_ranks=size, n_nodes=n_nodes, ranks_per_node=per_node, net_Bps=v.net_Bps * share,
                    spine_Bps=v.spine_Bps * share, nics_per_node=max(1, round(v.nics_per_node * share)),
-                   leaf_groups=leaf_groups)
+                   leaf_groups=min(leaf_groups, n_nodes))
 
 
 def communicators(v: CommView, layout: Layout) -> dict[str, CommView]:
@@ -155,7 +163,8 @@ def communicators(v: CommView, layout: Layout) -> dict[str, CommView]:
         "shard": group_view(v, dp_per_node, dp_per_node),
     }
     views["replica"] = group_view(v, max(1, layout.replicas // dp_per_node), 1, leaf("grad"))
-    views["cp"] = views["pp:inter" if layout.members_per_node("cp") < layout.cp else "pp:intra"]
+    views["cp"] = views["pp:intra" if layout.members_per_node("cp") == layout.cp else
+                        "pp:spine" if leaf("cp") > 1 else "pp:inter"]
     views["cp:all"] = group_view(v, layout.cp, layout.members_per_node("cp"), leaf("cp"))
     views["ep"] = group_view(v, layout.ep, layout.members_per_node("ep"), leaf("ep"))
     views["edp"] = group_view(v, layout.replicas // layout.ep, layout.members_per_node("edp"), leaf("edp"))

@@ -370,6 +370,28 @@ def test_pipeline_sends_across_leaves_pay_for_the_spines() -> None:
     assert thin.step_time_s > full.step_time_s
 
 
+def test_every_group_and_pipeline_is_priced_where_it_crosses_leaves() -> None:
+    """The second fuzzing round: (1) TP 8 x PP 3 x DP 4 on 12 nodes under 4-node leaves: rank 0's pipeline
+    (nodes 0-2) stays under a leaf, the second and third (nodes 3|4 and 7|8) cross, and the step waits for
+    them; (2) a context-parallel ring over nodes under different leaves goes through the spines; (3) a
+    TP group spread 3 + 3 + 2 over 3 nodes (dp-tp-pp) on a non-blocking leaf-spine costs what it does on
+    one switch (it had been charged 1.5x its traffic on the spines)."""
+    layout = layout_of(ParallelSpec(tp=8, pp=3), 96, 8)
+    assert layout.pipeline_peer(0, 1, 4) == "pp:spine" and layout.pipeline_peer(0, 1, 12) == "pp:inter"
+    cp_layout = layout_of(ParallelSpec(tp=8, cp=4), 32, 8)
+    v = comm_view(build(load_preset("dgx-h100", nodes=4, fabric={"kind": "leaf_spine", "nodes_per_leaf": 1})))
+    assert communicators(v, cp_layout)["cp"].spanned_leaf_groups == 2  # the ring's hop: the pp:spine pair
+
+    def step(fabric: dict[str, object]) -> float:
+        topology = load_preset("aws-p4d", nodes=3, fabric=fabric)
+        training = TrainingSpec(model=GPT, micro_batch=1, global_batch=24, seq_len=1024,
+                                strategy=StrategySpec(kind="ddp"), parallel=ParallelSpec(tp=8, placement="dp-tp-pp"))
+        return predict_step(topology, training, GPT).step_time_s
+
+    assert step({"kind": "leaf_spine", "nodes_per_leaf": 1}) == pytest.approx(step({"kind": "single_switch"}),
+                                                                             rel=1e-9)
+
+
 def test_bad_placement_is_slower() -> None:
     """The same job with TP outermost (dp-pp-tp: TP ranks on different nodes) sends its all-reduces
     over the network and runs slower than TP inside a node."""

@@ -24,6 +24,8 @@ replicas / ep ranks.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from simulator.collectives.comm import CommView
@@ -62,11 +64,25 @@ class Layout:
         """The node of member `index` of rank 0's `dim` group."""
         return index * self.stride(dim) // self.gpus_per_node
 
+    @property
+    def n_ranks(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    @staticmethod
+    def _dims(dim: str) -> tuple[str, ...]:
+        """The parallel dimensions a group spans ("grad", "ep" and "edp": the context- and data-parallel)."""
+        return ("cp", "dp") if dim in ("grad", "ep", "edp") else (dim,)
+
+    def _origins(self, dims: tuple[str, ...]) -> Iterator[int]:
+        """The first rank of every group over `dims`: the ranks whose index in each of them is 0."""
+        fixed = [(self.stride(d), self.size(d)) for d in dims if d in self.order]
+        return (r for r in range(self.n_ranks) if all((r // stride) % size == 0 for stride, size in fixed))
+
     def members(self, dim: str) -> list[int]:
         """The ranks of rank 0's `dim` group ("grad": the data- and context-parallel ranks together; "ep" and
         "edp": the expert-parallel and expert data-parallel groups, see the module docstring)."""
         ranks = [0]
-        for d in [d for d in (("cp", "dp") if dim in ("grad", "ep", "edp") else (dim,)) if d in self.order]:
+        for d in [d for d in self._dims(dim) if d in self.order]:
             ranks = [r + i * self.stride(d) for i in range(self.size(d)) for r in ranks]  # cp ranks first
         return {"ep": ranks[: self.ep], "edp": ranks[:: self.ep]}.get(dim, ranks)
 
@@ -74,6 +90,7 @@ class Layout:
         """How many members of rank 0's `dim` group share its node."""
         return sum(1 for r in self.members(dim) if r < self.gpus_per_node)
 
+    @functools.cache  # noqa: B019 (layouts are few, small and frozen; a step's runs ask again)
     def leaf_groups(self, dim: str, leaf_nodes: int) -> int:
         """The most leaf groups (of `leaf_nodes` consecutive nodes) any `dim` group's nodes span: a group
         strided over the nodes (data parallelism outside TP and PP) spans more than a group of neighbouring
@@ -81,26 +98,20 @@ class Layout:
         stage 1's on {1, 4} across two); a step runs at its slowest group's pace. The expert groups are
         taken at their place in each data-parallel group, as rank 0's are."""
         members = self.members(dim)
-        dims = ("cp", "dp") if dim in ("grad", "ep", "edp") else (dim,)
-        fixed = [(self.stride(d), self.size(d)) for d in dims if d in self.order]
-        n_ranks = self.tp * self.pp * self.dp * self.cp
-        origins = (r for r in range(n_ranks) if all((r // stride) % size == 0 for stride, size in fixed))
         per_leaf = self.gpus_per_node * leaf_nodes
-        return max(len({(origin + m) // per_leaf for m in members}) for origin in origins)
+        return max(len({(origin + m) // per_leaf for m in members}) for origin in self._origins(self._dims(dim)))
 
     def stages_cross_node(self, a: int, b: int) -> bool:
         """Whether stages `a` and `b` of rank 0's pipeline sit on different nodes."""
         return self.node_of("pp", a) != self.node_of("pp", b)
 
+    @functools.cache  # noqa: B019 (as leaf_groups)
     def pipeline_peer(self, a: int, b: int, leaf_nodes: int) -> str:
         """The communicator of a transfer between stages `a` and `b`, the worst over every pipeline (the
         step waits for the slowest): "pp:intra" on one node, "pp:inter" across nodes under one leaf group
         (`leaf_nodes` consecutive nodes), "pp:spine" across leaf groups (through the spines)."""
-        stride, n_ranks = self.stride("pp"), self.tp * self.pp * self.dp * self.cp
-        worst = "pp:intra"
-        for origin in range(n_ranks):
-            if (origin // stride) % self.pp:
-                continue  # not stage 0 of a pipeline
+        stride, worst = self.stride("pp"), "pp:intra"
+        for origin in self._origins(("pp",)):
             node_a = (origin + a * stride) // self.gpus_per_node
             node_b = (origin + b * stride) // self.gpus_per_node
             if node_a // leaf_nodes != node_b // leaf_nodes:

@@ -125,18 +125,14 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
     cache: dict[tuple[str, int, str], CollectiveEstimate] = {}
     estimate_of: dict[str, CollectiveEstimate] = {}
 
-    peers: dict[tuple[int, str], str] = {}
-
     def group_of(task: Task) -> str:
-        """The communicator a task's collective runs on (a pipeline peer: within or across nodes)."""
+        """The communicator a task's collective runs on (a pipeline peer: within or across nodes and leaves;
+        Layout.pipeline_peer caches it)."""
         call = task.collective
         assert call is not None  # only collective tasks are priced
         if not call.group.startswith("pp:"):
             return call.group
-        key = (task.stage, call.group)
-        if key not in peers:
-            peers[key] = layout.pipeline_peer(task.stage, int(call.group[3:]), v.nodes_per_leaf_group)
-        return peers[key]
+        return layout.pipeline_peer(task.stage, int(call.group[3:]), v.nodes_per_leaf_group)
 
     def estimate(task: Task) -> CollectiveEstimate:
         call = task.collective
@@ -247,10 +243,10 @@ def steady_state_step(model: TransformerModel, training: TrainingSpec, v: CommVi
     follows); a longer one takes q as the fewest periods (up to MAX_PERIODS) over which two successive
     increments agree, checked on a third run, then checks that increment again FAR_FIRSTS x m1
     micro-steps further on and, where it has changed, searches again from there (where no q agrees,
-    the last increment tried is used). The cost of
-    a step then grows with layers (and stages), not with accumulation. The spans are the m2 run's. The
-    waits extrapolate the same way, unless the two runs' critical stages differ (a wait would come out
-    negative): then the step's idle time splits as the m2 run's waits do."""
+    the last increment tried is used). The cost of a step then grows with layers (and stages), not with
+    accumulation. The spans are the m2 run's. The waits extrapolate the same way, unless the two runs'
+    critical stages differ (a wait would come out negative): then the step's idle time splits as the m2
+    run's waits do."""
     points = _extrapolation_points(training, micro_steps)
     if points is None:
         return simulate_step(model, training, v, compute, seq_len, micro_steps, params, env)

@@ -88,8 +88,9 @@ def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> 
             raise ConfigError("training.strategy: hybrid sharding (hsdp, HYBRID_SHARD) with expert parallelism is "
                               "not modelled (use fsdp FULL_SHARD)")
     check_routing(training, model)
-    if spec.mla is not None and training.parallel.tp_comm_overlap:
-        raise ConfigError("training.parallel.tp_comm_overlap with multi-head latent attention (model.mla) is not "
+    overlapped = [name for name in ("tp_comm_overlap", "tp_async_grad_reduce") if getattr(training.parallel, name)]
+    if spec.mla is not None and overlapped and layout.tp > 1:
+        raise ConfigError(f"training.parallel.{overlapped[0]} with multi-head latent attention (model.mla) is not "
                           "modelled: which of its GEMMs the overlapped collectives pair with is not known here")
     if layout.cp > 1:
         seq_len = training.seq_len or spec.max_seq_len

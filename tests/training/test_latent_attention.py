@@ -57,11 +57,13 @@ def test_context_parallel_exchanges_carry_mla_keys_and_values():
     assert (qkv.size_bytes, out.size_bytes) == (2 * 2048 * (24576 * 2 + 16384) // 8, 2 * 2048 * 16384 // 8)
 
 
-def test_tp_comm_overlap_with_mla_is_refused():
-    """Which MLA GEMM an overlapped TP collective is decomposed with is not modelled: refused, naming the field."""
+@pytest.mark.parametrize("overlap", ["tp_comm_overlap", "tp_async_grad_reduce"])
+def test_tp_comm_overlap_with_mla_is_refused(overlap: str):
+    """Which MLA GEMM an overlapped TP collective (or an asynchronous input-gradient reduction: it had raised
+    a KeyError) is decomposed with is not modelled: refused, naming the field."""
     training = TrainingSpec(model=DEEPSEEK, seq_len=4096, global_batch=64, strategy=StrategySpec(kind="zero1"),
-                            parallel=ParallelSpec(tp=8, ep=8, pp=8, sequence_parallel=True, tp_comm_overlap=True))
-    with pytest.raises(ConfigError, match="tp_comm_overlap with multi-head latent attention"):
+                            parallel=ParallelSpec(tp=8, ep=8, pp=8, sequence_parallel=True, **{overlap: True}))
+    with pytest.raises(ConfigError, match=f"{overlap} with multi-head latent attention"):
         predict_step(load_preset("dgx-h100", nodes=64), training, DEEPSEEK)
 
 

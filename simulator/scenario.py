@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from simulator.core.errors import config_error_from
+from simulator.core.errors import ConfigError, config_error_from
 from topologies.presets import load_preset
-from topologies.spec import TopologySpec, validate_topology_spec
+from topologies.spec import MAX_NODES, TopologySpec, validate_topology_spec
 from workloads.presets import load_model
 from workloads.spec import ModelSpec, StrategySpec, TrainingSpec
 
@@ -19,7 +19,7 @@ from workloads.spec import ModelSpec, StrategySpec, TrainingSpec
 class StragglerSpec(BaseModel):
     """Slow GPUs: their compute takes `slowdown` times as long (thermal throttling, a bad HBM stack)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     slowdown: float = Field(ge=1.0, allow_inf_nan=False,
                             description="Compute time factor of the slow GPUs (1.2 = 20% slower).")
@@ -29,7 +29,7 @@ class StragglerSpec(BaseModel):
 class JitterSpec(BaseModel):
     """Per-GPU compute time noise: each GPU's compute takes (1 + cv x z) with z standard normal."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     cv: float = Field(ge=0.0, le=0.5, description="Coefficient of variation of a GPU's compute time per step.")
     seed: int = Field(default=0, ge=0, description="Seed of the draw (the same seed gives the same prediction).")
@@ -38,11 +38,11 @@ class JitterSpec(BaseModel):
 class ScenarioSpec(BaseModel):
     """A training job on a cluster."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str | None = Field(default=None, description="A label for reports.")
     topology: str | TopologySpec = Field(description="Topology preset name, or the topology inline.")
-    nodes: int | None = Field(default=None, ge=1, description="Nodes (servers); default: the topology's.")
+    nodes: int | None = Field(default=None, ge=1, le=MAX_NODES, description="Nodes (servers); default: the topology's.")
     training: TrainingSpec = Field(description="The training job.")
     stragglers: StragglerSpec | None = Field(default=None, description="Slow GPUs, if any.")
     jitter: JitterSpec | None = Field(default=None, description="Per-step compute noise across GPUs.")
@@ -55,6 +55,8 @@ def pace_slowdown(scenario: ScenarioSpec, n_gpus: int) -> float:
     """How much slower than nominal the slowest GPU computes: a synchronous step runs at its pace.
     A straggler's factor, times the jitter the slowest of `n_gpus` draws (seeded; the expected
     maximum of n standard normals grows like sqrt(2 ln n), so big jobs feel jitter most)."""
+    if scenario.stragglers and scenario.stragglers.gpus > n_gpus:
+        raise ConfigError(f"stragglers.gpus {scenario.stragglers.gpus}: the cluster has {n_gpus} GPUs")
     slowdown = scenario.stragglers.slowdown if scenario.stragglers else 1.0
     if scenario.jitter is not None and scenario.jitter.cv > 0.0 and n_gpus > 1:
         draws = np.random.default_rng(scenario.jitter.seed).standard_normal(n_gpus)

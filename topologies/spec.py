@@ -51,7 +51,10 @@ DEFAULT_NIC_GBPS: dict[str, float] = {
 HOST_STAGED_TRANSPORTS = ("sockets", "ethernet")
 NVL72_DOMAIN_GPUS = 72  # GB200 NVL72: 72 GPUs in one NVLink domain (NVIDIA GB200 NVL72 datasheet)
 
-_SPEC_CONFIG = ConfigDict(extra="forbid", frozen=True)
+# The largest cluster clustersim builds: 32,768 servers (262,144 GPUs at 8 a server), beyond the largest
+# training clusters built so far (~200k GPUs in 2025); building the graph of one takes ~25 s and ~2 GB.
+MAX_NODES = 32_768
+_SPEC_CONFIG = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # no field is infinite
 
 
 class InterNodeSpec(BaseModel):
@@ -169,7 +172,7 @@ class TopologySpec(BaseModel):
     description: str | None = Field(default=None, description="One line saying what this cluster is.")
     gpu: str = Field(description="GPU model, a name of the GPU table (topologies/data/gpus.yaml).")
     gpus_per_node: int = Field(ge=1, description="GPUs used per server.")
-    nodes: int = Field(ge=1, description="Servers (nodes) in the cluster.")
+    nodes: int = Field(ge=1, le=MAX_NODES, description=f"Servers (nodes) in the cluster, at most {MAX_NODES:,}.")
     intra_node: IntraNodeKind = Field(description="How the GPUs of a server are joined (data/intra_node.yaml).")
     inter_node: InterNodeSpec | None = Field(
         default=None, description="The network between servers; required when nodes > 1 (except within NVL72)."

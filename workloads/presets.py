@@ -114,6 +114,21 @@ def _required(data: Mapping[str, Any], key: str, source: str) -> Any:
     return data[key]
 
 
+def _number(data: Mapping[str, Any], key: str, source: str, default: float | None = None,
+            integer: bool = True) -> Any:
+    """data[key] (or `default` where absent or null) where the layout's own arithmetic needs a number: an
+    integer (`integer`) or any real; a string, list or boolean there is refused, naming the key."""
+    value = data.get(key)
+    if value is None:
+        if default is None:
+            raise ConfigError(f"{source}: config.json lacks {key!r}, needed for model_type {data.get('model_type')!r}")
+        return default
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise ConfigError(f"{source}: {key} should be {'an integer' if integer else 'a number'}, got {value!r}")
+    return value
+
+
 def _family_fields(model_type: str, data: Mapping[str, Any], source: str) -> dict[str, Any]:
     """The fields a layout spells its own way: GQA, MLP width, biases, positions."""
     if model_type == "mixtral":  # MixtralConfig: num_local_experts 8, num_experts_per_tok 2 by default
@@ -149,15 +164,20 @@ def _family_fields(model_type: str, data: Mapping[str, Any], source: str) -> dic
     if model_type in ("llama", "mistral", "qwen3"):  # Qwen3's per-head q/k RMSNorm (2 d a layer) is left out
         if data.get("attention_bias") or data.get("mlp_bias"):
             raise ConfigError(f"{source}: attention_bias/mlp_bias true is not modelled (only bias-free llama)")
-        head_dim = data.get("head_dim")
-        apart = head_dim is not None and head_dim * data["num_attention_heads"] != data["hidden_size"]
+        head_dim = _number(data, "head_dim", source) if data.get("head_dim") is not None else None
+        apart = head_dim is not None and head_dim * _number(data, "num_attention_heads", source) != _number(
+            data, "hidden_size", source)
         return {"kv_heads": data.get("num_key_value_heads"), "head_dim": head_dim if apart else None}
     if model_type == "gpt2":
         return {"ffn_hidden": data.get("n_inner")}
     if model_type == "mpt":  # MPTConfig defaults: no_bias false, learned_pos_emb true, alibi false
-        alibi = bool((data.get("attn_config") or {}).get("alibi", False))
+        attn_config = data.get("attn_config") or {}
+        if not isinstance(attn_config, dict):
+            raise ConfigError(f"{source}: attn_config should be a mapping, got {attn_config!r}")
+        alibi = bool(attn_config.get("alibi", False))
         return {
-            "ffn_hidden": int(data.get("expansion_ratio", 4) * data["d_model"]),
+            "ffn_hidden": int(_number(data, "expansion_ratio", source, 4, integer=False)
+                              * _number(data, "d_model", source)),
             "bias": not data.get("no_bias", False),
             "learned_positions": bool(data.get("learned_pos_emb", True)) and not alibi,
         }

@@ -24,7 +24,7 @@ CpMerge = Literal["fused", "eager"]
 # tensor-parallel group on neighbouring GPUs (one node), pipeline stages next, data parallel outermost.
 Placement = Literal["tp-pp-dp", "tp-dp-pp", "pp-tp-dp", "pp-dp-tp", "dp-tp-pp", "dp-pp-tp"]
 
-_FROZEN = ConfigDict(extra="forbid", frozen=True)
+_FROZEN = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # no field is infinite
 
 
 class MlaSpec(BaseModel):

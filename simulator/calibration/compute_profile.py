@@ -68,7 +68,7 @@ def _check_rate(field: str, reported: float, work: float, time_s: float, scale: 
 class GemmMeasurement(BaseModel):
     """One timed GEMM C[m, n] = A[m, k] @ B[k, n] and its achieved rate."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     m: int = Field(ge=1, description="Rows of A and C (tokens, for a transformer GEMM).")
     n: int = Field(ge=1, description="Columns of B and C (output features).")
@@ -87,7 +87,7 @@ class GemmMeasurement(BaseModel):
 class LayerMeasurement(BaseModel):
     """One timed transformer layer, forward + backward, and its model FLOP rate."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     hidden: int = Field(ge=1, description="Hidden size h.")
     heads: int = Field(ge=1, description="Attention heads (divides hidden).")
@@ -114,7 +114,7 @@ class LayerMeasurement(BaseModel):
 class MemoryMeasurement(BaseModel):
     """One timed device-to-device copy and the HBM bandwidth it achieved (read + write)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     size_bytes: int = Field(ge=1, description="Bytes copied (the size of the source buffer).")
     time_s: float = Field(gt=0, description="Median time of one copy, seconds.")
@@ -132,7 +132,7 @@ class MemoryMeasurement(BaseModel):
 class ComputeCalibration(BaseModel):
     """Compute rates measured on one GPU, with the provenance needed to trust or reject them."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     gpu_name: str = Field(min_length=1, description="GPU name as torch.cuda.get_device_name reports it.")
     driver_version: str | None = Field(default=None, description="NVIDIA driver version (nvidia-smi), or null.")

@@ -74,9 +74,12 @@ class CalibrationProfile:
             return (exact or same)[0]
         if exact or intra_only:
             return (exact or intra_only)[0]
-        if force and self.sections:
+        if not self.sections:
+            raise CalibrationError("the calibration profile holds no collective fit (only a compute section): "
+                                   "fit one on this hardware's nccl-tests logs (clustersim calibrate)")
+        if force:
             return (same or list(self.sections))[0]
-        fitted = "; ".join(s.hardware.label() for s in self.sections) or "nothing"
+        fitted = "; ".join(s.hardware.label() for s in self.sections)
         raise CalibrationError(
             f"the calibration profile was fitted on {fitted}, not on {hardware.label()}; "
             "fit one on this hardware (clustersim calibrate) or force it (--force-calibration)"
@@ -163,9 +166,16 @@ def profile_from_dict(data: Any, source: str) -> CalibrationProfile:
         )
     sections: Sequence[Any] = data.get("sections") or []
     compute = data.get("compute")
+    if not sections and not compute:
+        raise CalibrationError(f"{source}: the calibration profile holds nothing to apply (no sections, no compute)")
+    read = tuple(_section_from_dict(s, f"sections[{i}]", source) for i, s in enumerate(sections))
+    keys = [section.hardware for section in read]
+    twice = sorted({key.label() for key in keys if keys.count(key) > 1})
+    if twice:  # which one applies would be the file's order, silently
+        raise CalibrationError(f"{source}: two sections fitted on the same hardware ({'; '.join(twice)}); keep one")
     return CalibrationProfile(
         clustersim_version=str(data.get("clustersim_version", "unknown")),
         created=str(data.get("created", "unknown")),
-        sections=tuple(_section_from_dict(s, f"sections[{i}]", source) for i, s in enumerate(sections)),
+        sections=read,
         compute=compute_calibration_from_dict(compute, source) if compute else None,
     )

@@ -60,6 +60,11 @@ def main() -> None:
         usage: Any = exc  # either click's ClickException: both have show() and exit_code
         usage.show()
         sys.exit(usage.exit_code)
+    except OSError as exc:  # standard output failed (a full disk under `> results.json`); files report their own
+        # (a closed pipe, `| head -1`, click ends quietly with exit code 1 itself)
+        where = exc.filename or "standard output"
+        _err.print(f"[bold red]error:[/] {where}: {exc.strerror or exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
     if code == 130:  # Ctrl-C: typer returns the exit code instead of raising when not standalone
         _err.print("aborted")
     if isinstance(code, int) and code:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -19,7 +17,7 @@ from rich.table import Table
 from simulator.calibration.crossval import GROUP_BY, CrossvalReport, crossval, splits
 from simulator.calibration.fit import FitOptions, fit_hardware, free_parameters, group_by_hardware
 from simulator.calibration.profile import CalibrationProfile, HardwareCalibration, profile_to_dict
-from simulator.cli.common import reflowed
+from simulator.cli.common import check_writable, reflowed, write_text
 from simulator.cli.measured import load_measured
 from simulator.core.errors import ConfigError
 from simulator.validation.accuracy import ErrorSummary
@@ -77,29 +75,6 @@ def _clustersim_version() -> str:
         return "unknown"
 
 
-def _check_output(path: Path) -> Path:
-    """The folder the profile goes to; ConfigError, before any fitting, where it cannot be written."""
-    folder = path.resolve().parent
-    if not folder.is_dir():
-        raise ConfigError(f"-o {path}: folder {folder} does not exist")
-    if path.exists() and not path.is_file():
-        raise ConfigError(f"-o {path}: not a regular file (a directory or a device); name a file to write")
-    return folder
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Write via a temporary file in the same folder, so a failure leaves no partial profile."""
-    folder = _check_output(path)
-    handle, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _section_table(section: HardwareCalibration) -> Table:
     table = Table(title=f"{section.hardware.label()}", title_justify="left")
     for col in ("parameter", "prior", "fitted", "bounds"):
@@ -123,7 +98,7 @@ def calibrate(
         raise ConfigError(f"--max-nfev must be >= 1, got {max_nfev}")
     if output.exists() and output.resolve() == manifest.resolve():
         raise ConfigError(f"-o {output}: that is the manifest; write the profile to another file")
-    _check_output(output)
+    check_writable(output, "profile")
     groups = group_by_hardware(load_measured(manifest, only))
     options = FitOptions(max_nfev=max_nfev)
     sections = []
@@ -138,7 +113,7 @@ def calibrate(
     console = Console(width=max(100, Console().width))
     for section in sections:
         console.print(_section_table(section))
-    _write_atomically(output, yaml.safe_dump(profile_to_dict(profile), sort_keys=False))
+    write_text(output, yaml.safe_dump(profile_to_dict(profile), sort_keys=False), "profile")
     console.print(f"wrote {output} ({len(sections)} hardware section(s))")
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,11 +27,28 @@ def read_text(path: Path, what: str) -> str:
 
 
 def write_text(path: Path, text: str, what: str) -> None:
-    """Write a user's output file; ConfigError naming it if its folder is missing or unwritable."""
+    """Write a user's output file whole or not at all: through a temporary file in its folder, renamed
+    over `path` once written, so a full disk or a read-only folder leaves no partial file (and an old
+    file at `path` as it was); a device or pipe is written directly. ConfigError naming it when the
+    folder is missing or unwritable."""
+    check_writable(path, what)
+    tmp: str | None = None
     try:
-        path.write_text(text)
+        if path.exists() and not path.is_file():  # a device or a pipe (/dev/null, /dev/stdout): written as it is,
+            path.write_text(text, encoding="utf-8")  # never renamed over
+            return
+        handle, tmp = tempfile.mkstemp(dir=path.resolve().parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as a plain open() would create it (mkstemp makes it 0600)
+        os.replace(tmp, path)
     except OSError as exc:
         raise ConfigError(f"cannot write {what} {path}: {exc.strerror}") from None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
 
 
 def check_writable(path: Path | None, what: str) -> None:

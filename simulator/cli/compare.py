@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from simulator.cli.common import reflowed, write_text
+from simulator.cli.common import check_writable, reflowed, write_text
 from simulator.cli.predict import _load_scenario, _override, _run, prediction_json
 from simulator.core.errors import ConfigError
 from simulator.report.html import compare_report_html
@@ -98,6 +98,7 @@ def compare(
 ) -> None:
     if len(scenarios) < 2:
         raise ConfigError("compare needs at least two scenario files (the first is the base)")
+    check_writable(report, "report")  # before the predictions, not after them
     predictions = []
     resolved: list[dict[str, object]] = []  # each scenario as predicted: presets expanded, overrides applied
     for path in scenarios:

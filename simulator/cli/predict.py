@@ -195,7 +195,8 @@ def _run(topology: TopologySpec, training: TrainingSpec, model: ModelSpec, calib
     params, gemm, source = None, None, []
     if profile is not None:
         cluster = build(topology)
-        params = calibrated_params(profile, topology.gpu, topology.intra_node, comm_view(cluster), force)
+        if profile.sections:  # a compute-only profile (benchmarks/gpu_calibration.py) leaves collectives at the prior
+            params = calibrated_params(profile, topology.gpu, topology.intra_node, comm_view(cluster), force)
         source.append(str(calibration))
         if profile.compute is not None:
             precision = "bf16" if training.precision == "fp8" else training.precision
@@ -326,6 +327,8 @@ def predict(
         raise ConfigError(f"--train-tokens must be a finite number > 0, got {train_tokens}")
     if usd_per_gpu_hour is not None and not 0 <= usd_per_gpu_hour < math.inf:
         raise ConfigError(f"--usd-per-gpu-hour must be a finite number >= 0, got {usd_per_gpu_hour}")
+    if trace_gpus is not None and trace is None:
+        raise ConfigError("--trace-gpus picks the GPUs of --trace: give --trace FILE too")
     check_writable(trace, "trace")
     check_writable(report, "report")
     spec = _load_scenario(scenario)
@@ -347,7 +350,12 @@ def predict(
                       f"{p.step_time_s:.3f} s)")
         write_text(trace, json.dumps(trace_events(p.spans, label, ranks, topo.gpus_per_node)), "trace")
     if report is not None:
-        write_text(report, step_report_html(title, p), "report")
+        try:
+            write_text(report, step_report_html(title, p), "report")
+        except ConfigError:
+            if trace is not None:  # the command's files come whole, or none of them
+                trace.unlink(missing_ok=True)
+            raise
     if as_json:
         typer.echo(json.dumps(prediction_json(p, train_tokens, usd_per_gpu_hour), indent=2))
         return

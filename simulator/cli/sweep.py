@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import time
@@ -86,14 +87,20 @@ class CsvResults:
             except OSError as exc:
                 raise ConfigError(f"cannot write results {self.path}: {exc.strerror}") from None
             self.writer = csv.DictWriter(self.handle, fieldnames=self.fields)
+        try:
             if not self.header_written:
                 self.writer.writeheader()
-        self.writer.writerow(row)
-        self.handle.flush()
+                self.header_written = True
+            self.writer.writerow(row)
+            self.handle.flush()
+        except OSError as exc:  # a full disk: the rows flushed before stay, and a rerun resumes after them
+            raise ConfigError(f"cannot write results {self.path}: {exc.strerror}") from None
 
     def close(self) -> None:
         if self.handle is not None:
-            self.handle.close()
+            # what could not be written was reported by write(); a rerun cuts a partial row
+            with contextlib.suppress(OSError):
+                self.handle.close()
 
 
 class ParquetResults:
@@ -103,6 +110,7 @@ class ParquetResults:
         if pyarrow is None:
             raise ConfigError(f"{path}: Parquet output needs pyarrow (pip install pyarrow), or write to a .csv")
         self.path, self.fields, self.rows = path, fields, list[dict[str, Any]]()
+        check_writable(path, "results")  # before the sweep runs, not when its first rows are written
         if path.exists():
             try:
                 table = pyarrow.parquet.read_table(path)
@@ -128,6 +136,7 @@ class ParquetResults:
             pyarrow.parquet.write_table(table, partial)
             os.replace(partial, self.path)
         except OSError as exc:
+            partial.unlink(missing_ok=True)
             raise ConfigError(f"cannot write results {self.path}: {exc.strerror}") from None
         self.pending, self.flushed_at = 0, time.monotonic()
 

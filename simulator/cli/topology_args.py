@@ -23,6 +23,7 @@ def resolve_cluster(topology: str, nodes: int | None, gpu: str | None, gpus_per_
         raise ConfigError(f"--gpu describes the cluster by flags and needs {', '.join(missing)} too")
     inter = None
     if transport is not None:
-        inter = {"transport": transport, "nics_per_node": nics_per_node or 1, "nic_gbps": nic_gbps}
-    return topology_spec_from_fields(gpu=gpu, gpus_per_node=gpus_per_node, nodes=nodes or 1,
+        nics = 1 if nics_per_node is None else nics_per_node  # 0 is refused by the spec, not taken as 1
+        inter = {"transport": transport, "nics_per_node": nics, "nic_gbps": nic_gbps}
+    return topology_spec_from_fields(gpu=gpu, gpus_per_node=gpus_per_node, nodes=1 if nodes is None else nodes,
                                      intra_node=intra_node, inter_node=inter, name="cluster from flags")

@@ -21,6 +21,8 @@ def load_yaml_text(text: str, source: str) -> Any:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: not valid YAML: {' '.join(str(exc).split())}") from None
+    except RecursionError:  # the parser recurses per level of nesting
+        raise ConfigError(f"{source}: nested too deeply to be a clustersim file") from None
 
 
 @cache

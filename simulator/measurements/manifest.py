@@ -26,7 +26,7 @@ _ENV_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
 class ManifestEntry(BaseModel):
     """One measured log and the cluster it was measured on."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     file: str = Field(min_length=1, description="Log file name, relative to the manifest's folder.")
     collective: str = Field(

@@ -22,6 +22,7 @@ from simulator.training.timeline import Span
 STREAM_NAMES = {"compute": "compute stream", "tp": "NCCL stream: tensor / expert parallel",
                 "cp": "NCCL stream: context-parallel ring",
                 "ag": "NCCL stream: all-gather", "rs": "NCCL stream: reductions",
+                "ar": "NCCL stream: all-reduce across replicas (HSDP)",
                 "send": "NCCL stream: send to next stage", "send_back": "NCCL stream: send to previous stage"}
 
 

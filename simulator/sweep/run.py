@@ -44,10 +44,11 @@ def columns(axis_paths: Iterable[str]) -> list[str]:
 
 
 def _cell(value: Any) -> Any:
-    """Scalars as they are; an inline value (a model spec mapping) as canonical JSON text."""
+    """Scalars as they are; an inline value (a model spec mapping) as canonical JSON text; anything else YAML
+    reads (a date) as its text."""
     if value is None or isinstance(value, str | int | float | bool):
         return value
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
 def _row(scenario: Scenario, metrics: dict[str, Any], error: str | None) -> dict[str, Any]:

@@ -31,7 +31,7 @@ _TOPOLOGY_LABELS = ("name", "nodes", "description")
 class SweepSpec(BaseModel):
     """A base scenario and the values to try: a product (or zip) of axes, or an explicit list."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     base: ScenarioSpec = Field(description="The scenario every point starts from (a `clustersim predict` scenario).")
     axes: dict[str, list[Any]] = Field(

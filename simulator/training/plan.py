@@ -18,7 +18,9 @@ do (DESIGN.md section 7; PyTorch DDP and FSDP, DeepSpeed ZeRO):
 - ZeRO-3 / FSDP FULL_SHARD: each block's parameters are all-gathered before its forward and again
   before its backward, with the next block's gather in flight (limit_all_gathers), then the
   block's gradients reduce-scattered. SHARD_GRAD_OP keeps gathered parameters from forward to
-  backward. HYBRID_SHARD shards within a group (a node) and all-reduces the shards across groups.
+  backward. HYBRID_SHARD shards within a group (a node) and all-reduces the shards across groups
+  on a stream of their own (FSDP's _all_reduce_stream; FSDP2's all_reduce_stream), after each
+  reduce-scatter.
 - Expert parallelism: a mixture of experts' routed experts are gathered and reduced over the expert
   data-parallel group ("edp", the ranks holding the same experts) in buckets of their own
   (Megatron-Core's expert gradient buffers), the rest of the model over the data-parallel group.
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simulator.core.errors import ConfigError
 from simulator.training.compute import ComputeModel, LayerTimes
 from simulator.training.shards import blocks_params_on_gpu, layer_params_on_gpu, owned_params
 from simulator.training.tasks import (
@@ -43,6 +46,8 @@ from simulator.training.tasks import (
 )
 from workloads.model import TransformerModel
 from workloads.spec import TrainingSpec
+
+MAX_GATHER_BUCKETS = 10_000  # ZeRO's post-optimizer all-gathers a step may simulate (one task each)
 
 
 def _buckets(sizes: list[float], first: float, cap: float) -> list[list[int]]:
@@ -159,8 +164,9 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
         tasks.append(Task(name, "rs", "reduce_scatter", collective=CollectiveCall("reduce_scatter", size, group),
                           deps=(after,)))
         reductions.append(name)
-        if sharding == "HYBRID_SHARD":  # each rank all-reduces its 1/shard_group of the gradient
-            tasks.append(Task(f"{name}.across", "rs", "all_reduce",
+        if sharding == "HYBRID_SHARD":  # each rank all-reduces its 1/shard_group of the gradient, on a stream
+            # of its own, so the next unit's reduce-scatter does not queue behind it
+            tasks.append(Task(f"{name}.across", "ar", "all_reduce",
                               collective=CollectiveCall("all_reduce", size // shard_group, "replica"), deps=(name,)))
             reductions.append(f"{name}.across")
 
@@ -236,8 +242,15 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                       deps=(*reductions, *ready)))
     if kind in ("zero1", "zero2") and not early_gather:
         cap = s.zero_bucket_elements * PARAM_BYTES
+        totals = {part: (root_params + dense if part == "dense" else experts) * PARAM_BYTES for part in parts}
+        gathers = sum(max(1, -int(-total // cap)) for total in totals.values())
+        if gathers > MAX_GATHER_BUCKETS:  # each is simulated: a tiny bucket would take hours, not a better answer
+            least = -int(-sum(totals.values()) // ((MAX_GATHER_BUCKETS - len(parts)) * PARAM_BYTES))
+            raise ConfigError(f"training.strategy.zero_bucket_elements {s.zero_bucket_elements:,}: the parameters "
+                              f"would be all-gathered in {gathers:,} buckets, and clustersim simulates each (at most "
+                              f"{MAX_GATHER_BUCKETS:,}); use at least {least:,} elements")
         for part in parts:
-            total = (root_params + dense if part == "dense" else experts) * PARAM_BYTES
+            total = totals[part]
             for b in range(max(1, -int(-total // cap))):
                 size = int(min(cap, total - b * cap))
                 gathers_after_opt.append(Task(f"param_ag{b}{suffix[part]}", "ag", "all_gather",

@@ -53,7 +53,7 @@ def test_fit_options_and_profile_paths(tmp_path: Path) -> None:
     m = manifest(tmp_path, (SHARED / LOG).read_text())
     assert refused(run("crossval", "--manifest", str(m), "--max-nfev", "0"), "--max-nfev")
     (tmp_path / "adir").mkdir()
-    assert refused(run("calibrate", "--manifest", str(m), "-o", str(tmp_path / "adir")), "not a regular file")
+    assert refused(run("calibrate", "--manifest", str(m), "-o", str(tmp_path / "adir")), "it is a directory")
     before = m.read_text()
     assert refused(run("calibrate", "--manifest", str(m), "-o", str(m)), "that is the manifest")
     assert m.read_text() == before

@@ -70,6 +70,11 @@ def test_collective_from_manifest_flags_and_engine_agree():
         (["collective", "--algo", "butterfly"], "--algo"),
         (["collective", "--op", "alltoall", "--algo", "tree"], "point-to-point sends"),  # was silently ignored
         (["collective", "--gpu", "H100-SXM5-80GB"], "--gpus-per-node"),
+        # a cluster by flags took 0 nodes or 0 NICs as 1
+        (["collective", "--gpu", "H100-SXM5-80GB", "--gpus-per-node", "8", "--intra-node", "nvswitch-nvlink4",
+          "--nodes", "0"], "nodes: Input should be greater than or equal to 1"),
+        (["collective", "--gpu", "H100-SXM5-80GB", "--gpus-per-node", "8", "--intra-node", "nvswitch-nvlink4",
+          "--nodes", "2", "--transport", "ib", "--nics-per-node", "0"], "nics_per_node: Input should be greater"),
         (["validate", "--manifest", "does/not/exist.yaml"], "not found"),
     ],
 )

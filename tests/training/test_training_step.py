@@ -244,6 +244,25 @@ def test_hsdp_all_reduces_only_the_shard_across_nodes():
     assert across == [size // 8 for size in scatter]
 
 
+def test_hsdp_cross_node_all_reduces_have_a_stream_of_their_own():
+    """FSDP's HYBRID_SHARD all-reduces each shard across nodes on its own stream (_all_reduce_stream), so a slow
+    network no longer holds back the next unit's reduce-scatter. On one stream with them, halving the NICs had
+    made this step 4.5% faster (MPT-7B, 2 ABCI-A nodes, no backward prefetch, 16 micro-batches; a fuzzing find)."""
+    plan = plan_step(transformer(SMALL), job("hsdp"), ComputeModel(gpu_spec("H100-SXM5-80GB"), "bf16"), 1024, 1, 32,
+                     transformer(SMALL).total_params, shard_group=8)
+    assert {t.stream for t in plan.tasks if t.collective and t.collective.op == "all_reduce"} == {"ar"}
+    training = TrainingSpec(model="mpt-7b", seq_len=1024, micro_batch=1, global_batch=256,
+                            strategy=StrategySpec(kind="hsdp", backward_prefetch=False))
+    model = load_model("mpt-7b")
+
+    def step_s(nic_gbps: float) -> float:
+        topology = load_preset("abci-a", nodes=2)
+        inter = topology.inter_node.model_copy(update={"nic_gbps": nic_gbps})
+        return predict_step(topology.model_copy(update={"inter_node": inter}), training, model).step_time_s
+
+    assert step_s(100) >= step_s(200)
+
+
 def test_ddp_buckets_take_whole_tensors():
     """DDP buckets close at the 25 MiB cap on tensor boundaries: smaller caps give more all-reduces."""
     model = transformer(SMALL)

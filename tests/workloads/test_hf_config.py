@@ -50,6 +50,27 @@ def test_missing_key_is_named(llama2_70b_config):
         model_from_hf_config(json.dumps(data), "cfg.json")
 
 
+@pytest.mark.parametrize(("change", "message"), [
+    ({"d_model": "64"}, "d_model should be an integer, got '64'"),  # was repeated as a string: f = 64646464
+    ({"expansion_ratio": "x"}, "expansion_ratio should be a number, got 'x'"),
+    ({"attn_config": "alibi"}, "attn_config should be a mapping, got 'alibi'"),
+])
+def test_mpt_fields_of_the_wrong_type_are_named(change, message):
+    """An MPT config whose MLP width or attention settings have the wrong type is refused, naming the key (a
+    string d_model had silently given a model with a 64-million-wide MLP)."""
+    data = {"model_type": "mpt", "n_layers": 2, "d_model": 64, "n_heads": 4, "max_seq_len": 128, "vocab_size": 100,
+            **change}
+    with pytest.raises(ConfigError, match=f"mpt.json: {message}"):
+        model_from_hf_config(json.dumps(data), "mpt.json")
+
+
+def test_llama_head_dim_of_the_wrong_type_is_named(llama2_70b_config):
+    """A llama config whose head_dim is a string is refused, naming the key."""
+    data = {**json.loads(llama2_70b_config), "head_dim": "128"}
+    with pytest.raises(ConfigError, match="cfg.json: head_dim should be an integer, got '128'"):
+        model_from_hf_config(json.dumps(data), "cfg.json")
+
+
 def test_unknown_model_type_lists_the_supported():
     """An unsupported model_type (or none) is refused with the supported list."""
     with pytest.raises(ConfigError, match="model_type 't5' not supported; supported: bert, deepseek_v2, "

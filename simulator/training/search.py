@@ -196,9 +196,9 @@ def enumerate_layouts(model: ModelSpec, gpus_per_node: int, n_gpus: int, global_
             return "layers"
         return "embedding_and_loss" if (model.layers + 2) % p == 0 else None
 
-    pps = _checked(space.pp, [p for p in range(1, model.layers + 3) if split(p)], "--pp",
-                   f"must divide the layers ({model.layers}) or, with the embedding and the loss counted as layers, "
-                   f"the layers + 2 ({model.layers + 2})")
+    pps = _checked(space.pp, [p for p in range(1, model.layers + 3) if split(p) and n_gpus % p == 0], "--pp",
+                   f"must divide the GPUs ({n_gpus}) and the layers ({model.layers}) or, with the embedding and the "
+                   f"loss counted as layers, the layers + 2 ({model.layers + 2})")
     seq = seq_len or model.max_seq_len
     cps = [1] if space.cp == (1,) else _checked(
         space.cp, [c for c in _divisors(n_gpus) if seq % (2 * c) == 0 and (c == 1 or flash_attention)],

@@ -16,7 +16,8 @@ do (DESIGN.md section 7; PyTorch DDP and FSDP, DeepSpeed ZeRO):
   parameters are all-gathered in buckets (with overlap_param_gather, layer by layer ahead of the
   first micro-step's forward instead).
 - ZeRO-3 / FSDP FULL_SHARD: each block's parameters are all-gathered before its forward and again
-  before its backward, with the next block's gather in flight (limit_all_gathers), then the
+  before its backward, with the next block's gather in flight (limit_all_gathers: a gather starts once
+  the block that many before it is resharded, after its pass and that pass's TP collectives), then the
   block's gradients reduce-scattered. SHARD_GRAD_OP keeps gathered parameters from forward to
   backward. HYBRID_SHARD shards within a group (a node) and all-reduces the shards across groups
   on a stream of their own (FSDP's _all_reduce_stream; FSDP2's all_reduce_stream), after each
@@ -182,25 +183,29 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
             emb_deps = (*emb_deps, f"m{m}.ag_root")
         tasks.append(Task(f"m{m}.emb_fwd", "compute", "forward", head_f * 0.05, deps=emb_deps))
         ready: tuple[str, ...] = ()  # what the next pass waits for: the last pass and its TP collectives
+        # FSDP's rate limiter lets a gather start once an earlier block is resharded, after its pass and the
+        # TP collectives that pass issued on the compute stream: a gate is a pass's `ready`, not its compute alone
+        passed: dict[int, tuple[str, ...]] = {}
         for i in range(L):
             deps: tuple[str, ...] = ()
             if kind == "fsdp" or (early_gather and m == 0):
-                gate = f"m{m}.fwd{i - s.limit_all_gathers}" if i >= s.limit_all_gathers and not early_gather else None
-                deps = gather(f"m{m}.ag_fwd{i}", i, (gate,) if gate else ())
+                gate = passed[i - s.limit_all_gathers] if i >= s.limit_all_gathers and not early_gather else ()
+                deps = gather(f"m{m}.ag_fwd{i}", i, gate)
             layer = layers[i]
             ready = add_pass(tasks, f"m{m}.fwd{i}", "forward", layer.times.forward_s, ready + deps, layer.forward[0],
                              layer.budgets["forward"], rings=layer.forward[1])
+            passed[i] = ready
         tasks.append(Task(f"m{m}.head_fwd", "compute", "forward", head_f * 0.95, deps=ready))
         tasks.append(Task(f"m{m}.head_bwd", "compute", "backward", head_b))
         ready = ()
         # backward, last layer first; without backward prefetch a block's gather waits for the
         # previous block's backward to finish
         ahead = s.limit_all_gathers if s.backward_prefetch else 1
+        passed = {}
         for i in reversed(range(L)):
             deps = ()
             if kind == "fsdp" and reshard:
-                gate = f"m{m}.bwd{i + ahead}" if i + ahead < L else None
-                deps = gather(f"m{m}.ag_bwd{i}", i, (gate,) if gate else ())
+                deps = gather(f"m{m}.ag_bwd{i}", i, passed[i + ahead] if i + ahead < L else ())
             layer = layers[i]
             if layer.times.recompute_s:
                 ready = add_pass(tasks, f"m{m}.rec{i}", "recompute", layer.times.recompute_s, ready + deps,
@@ -208,6 +213,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                 deps = ()
             ready = add_pass(tasks, f"m{m}.bwd{i}", "backward", layer.times.backward_s, ready + deps,
                              layer.backward[0], layer.budgets["backward"], rings=layer.backward[1])
+            passed[i] = ready
             if kind == "fsdp":
                 for part in layer_parts(i):
                     sharded_reduction(f"m{m}.rs{i}{suffix[part]}", layer.grad_bytes[part], f"m{m}.bwd{i}",

@@ -36,6 +36,8 @@ def config_error_from(exc: ValidationError, source: str) -> ConfigError:
     errors = exc.errors()
     if errors and not errors[0]["loc"] and errors[0]["input"] is None:
         return ConfigError(f"{source}: empty (expected a mapping of fields)")
+    if errors and not errors[0]["loc"] and not isinstance(errors[0]["input"], dict):  # a list or a bare value
+        return ConfigError(f"{source}: expected a mapping of fields, got {type(errors[0]['input']).__name__}")
     # a field that takes a name or a mapping (a preset or an inline spec): when a mapping was given, the
     # mapping's own error is the one to show, not "should be a valid string"
     first = next((e for e in errors if e["type"] != "string_type"), errors[0])

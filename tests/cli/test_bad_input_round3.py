@@ -15,6 +15,7 @@ from simulator.calibration.profile import CalibrationError, profile_from_dict
 from simulator.cli import common
 from simulator.core.errors import ConfigError
 from simulator.core.yaml_text import load_yaml_text
+from simulator.scenario import scenario_from_data
 from simulator.sweep.run import _cell
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -150,3 +151,9 @@ def test_compute_only_and_empty_profiles() -> None:
                "parameters": {"net_efficiency": {"value": 0.9, "prior": 0.96, "bounds": [0.05, 1.0]}}}
     with pytest.raises(CalibrationError, match="two sections fitted on the same hardware"):
         profile_from_dict({"schema_version": 1, "sections": [section, section]}, "p.yaml")
+
+
+def test_a_scenario_that_is_not_a_mapping_says_so() -> None:
+    """A scenario written as a list named pydantic's class ('value: ... instance of ScenarioSpec')."""
+    with pytest.raises(ConfigError, match="s.yaml: expected a mapping of fields, got list"):
+        scenario_from_data([{"topology": "dgx-h100"}], "s.yaml")

@@ -263,19 +263,16 @@ def plan(
     progress = Progress(*columns, console=Console(stderr=True))
     task = progress.add_task("plan", total=None, start=False)
 
-    shown = []
-
     def started(n: int) -> None:  # shown once the layouts to simulate are known (none on an input error)
         progress.update(task, total=n)
         progress.start_task(task)
         progress.start()
-        shown.append(True)
 
     try:
         result = search_layouts(topo, training, model_spec, space, keep, slack, workers, on_start=started,
                                 on_predicted=lambda: progress.advance(task))
     finally:
-        if shown:  # stopping a bar never shown prints an empty line before the error
+        if progress.tasks[0].started:  # stopping a bar never shown prints an empty line before the error
             progress.stop()
     seconds = time.perf_counter() - start
     n_gpus = topo.nodes * topo.gpus_per_node

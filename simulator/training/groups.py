@@ -60,10 +60,6 @@ class Layout:
             stride *= self.size(inner)
         return stride
 
-    def node_of(self, dim: str, index: int) -> int:
-        """The node of member `index` of rank 0's `dim` group."""
-        return index * self.stride(dim) // self.gpus_per_node
-
     @property
     def n_ranks(self) -> int:
         return self.tp * self.pp * self.dp * self.cp
@@ -100,10 +96,6 @@ class Layout:
         members = self.members(dim)
         per_leaf = self.gpus_per_node * leaf_nodes
         return max(len({(origin + m) // per_leaf for m in members}) for origin in self._origins(self._dims(dim)))
-
-    def stages_cross_node(self, a: int, b: int) -> bool:
-        """Whether stages `a` and `b` of rank 0's pipeline sit on different nodes."""
-        return self.node_of("pp", a) != self.node_of("pp", b)
 
     @functools.cache  # noqa: B019 (as leaf_groups)
     def pipeline_peer(self, a: int, b: int, leaf_nodes: int) -> str:

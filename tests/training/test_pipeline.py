@@ -319,7 +319,7 @@ def test_default_placement_keeps_tp_in_a_node() -> None:
     assert (views["tp"].n_nodes, views["tp"].n_ranks) == (1, 8)
     assert (views["dp"].n_nodes, views["dp"].ranks_per_node) == (4, 1)
     assert views["dp"].net_Bps == pytest.approx(v.net_Bps / 8)
-    assert layout.stages_cross_node(0, 1)
+    assert layout.pipeline_peer(0, 1, v.nodes_per_leaf_group) != "pp:intra"  # the stages sit on different nodes
 
 
 def test_strided_groups_count_the_leaves_they_span() -> None:

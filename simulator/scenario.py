@@ -6,14 +6,19 @@ command line's overrides; only the CLI reads scenario files.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from simulator.core.errors import ConfigError, config_error_from
+from simulator.training.pace import Pace
 from topologies.presets import load_preset
 from topologies.spec import MAX_NODES, TopologySpec, validate_topology_spec
 from workloads.presets import load_model
 from workloads.spec import ModelSpec, StrategySpec, TrainingSpec
+
+MAX_SLOWDOWN = 1000.0  # a GPU 1,000x slower is a failed one: the what-if is then a failure, not a pace
 
 
 class StragglerSpec(BaseModel):
@@ -21,9 +26,14 @@ class StragglerSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    slowdown: float = Field(ge=1.0, allow_inf_nan=False,
-                            description="Compute time factor of the slow GPUs (1.2 = 20% slower).")
-    gpus: int = Field(default=1, ge=1, description="How many GPUs are slow (one is enough to pace a step).")
+    slowdown: float = Field(ge=1.0, le=MAX_SLOWDOWN, allow_inf_nan=False,
+                            description=f"Compute time factor of the slow GPUs (1.2 = 20% slower; at most "
+                            f"{MAX_SLOWDOWN:g}).")
+    gpus: int = Field(default=1, ge=1, description="How many GPUs are slow (one is enough to pace a step); "
+                      "with `device`, the GPUs it names.")
+    device: str | None = Field(
+        default=None, description="Where: a GPU (s3/gpu2: server 3's GPU 2), a whole server (s3), or a global "
+        "rank (17). Default: wherever it paces the step most (with pipeline parallelism, every stage).")
 
 
 class JitterSpec(BaseModel):
@@ -41,27 +51,84 @@ class ScenarioSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str | None = Field(default=None, description="A label for reports.")
-    topology: str | TopologySpec = Field(description="Topology preset name, or the topology inline.")
+    topology: str | TopologySpec = Field(
+        description="Topology preset name, the topology inline, or a preset with some fields replaced: "
+        "{preset: dgx-h100, link_faults: [{device: s3/nic2, factor: 0.5}]} (nested mappings merge key by key).")
     nodes: int | None = Field(default=None, ge=1, le=MAX_NODES, description="Nodes (servers); default: the topology's.")
     training: TrainingSpec = Field(description="The training job.")
-    stragglers: StragglerSpec | None = Field(default=None, description="Slow GPUs, if any.")
+    stragglers: StragglerSpec | tuple[StragglerSpec, ...] | None = Field(
+        default=None, description="Slow GPUs, if any: one spec, or a list of them (each at its own device).")
     jitter: JitterSpec | None = Field(default=None, description="Per-step compute noise across GPUs.")
     nccl_env: dict[str, str] = Field(
         default_factory=dict, description="NCCL environment for every collective, e.g. NCCL_NVLS_ENABLE: '0', "
         "NCCL_COLLNET_ENABLE: '0', NCCL_ALGO: Ring, NCCL_PROTO: Simple.")
 
 
-def pace_slowdown(scenario: ScenarioSpec, n_gpus: int) -> float:
-    """How much slower than nominal the slowest GPU computes: a synchronous step runs at its pace.
-    A straggler's factor, times the jitter the slowest of `n_gpus` draws (seeded; the expected
-    maximum of n standard normals grows like sqrt(2 ln n), so big jobs feel jitter most)."""
-    if scenario.stragglers and scenario.stragglers.gpus > n_gpus:
-        raise ConfigError(f"stragglers.gpus {scenario.stragglers.gpus}: the cluster has {n_gpus} GPUs")
-    slowdown = scenario.stragglers.slowdown if scenario.stragglers else 1.0
+    @field_validator("topology", mode="before")
+    @classmethod
+    def _preset_with_overrides(cls, value: object) -> object:
+        """`{preset: NAME, field: value, ...}`: the preset with those fields replaced, as a full spec."""
+        if isinstance(value, dict) and "preset" in value:
+            overrides = {key: item for key, item in value.items() if key != "preset"}
+            if not isinstance(value["preset"], str):
+                raise ValueError(f"preset: expected a preset name, got {type(value['preset']).__name__}")
+            try:
+                return load_preset(value["preset"], **overrides)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+
+def stragglers_of(scenario: ScenarioSpec) -> tuple[StragglerSpec, ...]:
+    """The scenario's straggler specs as a tuple (one spec, a list, or none)."""
+    if scenario.stragglers is None:
+        return ()
+    return scenario.stragglers if isinstance(scenario.stragglers, tuple) else (scenario.stragglers,)
+
+
+_DEVICE = re.compile(r"s(\d+)(?:/gpu(\d+))?|(\d+)")
+
+
+def straggler_ranks(device: str, nodes: int, gpus_per_node: int) -> range:
+    """The global ranks a straggler's `device` names: s3/gpu2 (one GPU), s3 (a server's GPUs) or 17 (a
+    rank); ConfigError naming what exists otherwise."""
+    match = _DEVICE.fullmatch(device.strip())
+    if match is None:
+        raise ConfigError(f"stragglers.device {device!r}: expected a GPU (s3/gpu2), a server (s3) or a rank (17)")
+    server, local, rank = match.groups()
+    if rank is not None:
+        if int(rank) >= nodes * gpus_per_node:
+            raise ConfigError(f"stragglers.device {device!r}: the cluster has ranks 0-{nodes * gpus_per_node - 1}")
+        return range(int(rank), int(rank) + 1)
+    if int(server) >= nodes:
+        raise ConfigError(f"stragglers.device {device!r}: the cluster has servers s0-s{nodes - 1}")
+    if local is not None and int(local) >= gpus_per_node:
+        raise ConfigError(f"stragglers.device {device!r}: a server has gpu0-gpu{gpus_per_node - 1}")
+    first = int(server) * gpus_per_node
+    return range(first + int(local), first + int(local) + 1) if local is not None else range(first,
+                                                                                            first + gpus_per_node)
+
+
+def pace_of(scenario: ScenarioSpec, nodes: int, gpus_per_node: int) -> Pace:
+    """How the job's GPUs compute (simulator.training.pace): placed stragglers by rank; unplaced ones,
+    times the jitter the slowest of the GPUs draws (seeded; the expected maximum of n standard normals
+    grows like sqrt(2 ln n), so big jobs feel jitter most), where they pace the step most."""
+    n_gpus = nodes * gpus_per_node
+    slowdown, slow_gpus = 1.0, 0
+    placed: dict[int, float] = {}
+    for straggler in stragglers_of(scenario):
+        if straggler.device is None:
+            if straggler.gpus > n_gpus:
+                raise ConfigError(f"stragglers.gpus {straggler.gpus}: the cluster has {n_gpus} GPUs")
+            slowdown, slow_gpus = max(slowdown, straggler.slowdown), max(slow_gpus, straggler.gpus)
+            continue
+        for rank in straggler_ranks(straggler.device, nodes, gpus_per_node):
+            placed[rank] = max(placed.get(rank, 1.0), straggler.slowdown)
     if scenario.jitter is not None and scenario.jitter.cv > 0.0 and n_gpus > 1:
         draws = np.random.default_rng(scenario.jitter.seed).standard_normal(n_gpus)
         slowdown *= max(1.0, 1.0 + scenario.jitter.cv * float(draws.max()))
-    return slowdown
+        slow_gpus = max(slow_gpus, 1)
+    return Pace(slowdown, slow_gpus, tuple(sorted(placed.items())))
 
 
 DEFAULT_SCENARIO = ScenarioSpec(

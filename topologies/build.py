@@ -23,14 +23,16 @@ def build(spec: TopologySpec) -> Topology:
     if intra_node_platform(spec.intra_node).layout == "nvl72":
         graph.update(nvlink_domains(spec.nodes, spec.gpus_per_node, spec.gpus_per_nvlink_domain, gpu))
     graph.update(build_fabric(spec))
-    apply_faults(graph, spec)
-    return Topology(spec=spec, gpu=gpu, graph=nx.freeze(graph))
+    factors = apply_faults(graph, spec)
+    return Topology(spec=spec, gpu=gpu, graph=nx.freeze(graph), fault_factors=factors)
 
 
-def apply_faults(graph: nx.DiGraph, spec: TopologySpec) -> None:
+def apply_faults(graph: nx.DiGraph, spec: TopologySpec) -> dict[str, float]:
     """Scale the links of each faulty device by its factor; remove them where it failed (factor 0).
-    A failure that leaves some GPUs unable to reach the others is a TopologyError naming the cut."""
+    A failure that leaves some GPUs unable to reach the others is a TopologyError naming the cut.
+    Returns each faulty device (a role expanded to its devices) with the product of its factors."""
     failed: list[str] = []
+    factors: dict[str, float] = {}
     for fault in spec.link_faults:
         devices = [fault.device] if fault.device in graph else [
             node for node, role in graph.nodes(data="role") if role == fault.device]
@@ -38,6 +40,7 @@ def apply_faults(graph: nx.DiGraph, spec: TopologySpec) -> None:
             raise ConfigError(f"link_faults: no device or role {fault.device!r} in this cluster; "
                               f"{_fault_targets(graph)}")
         for device in devices:
+            factors[device] = factors.get(device, 1.0) * fault.factor
             edges = list(graph.in_edges(device)) + list(graph.out_edges(device))
             if fault.factor == 0.0:
                 graph.remove_edges_from(edges)
@@ -54,6 +57,7 @@ def apply_faults(graph: nx.DiGraph, spec: TopologySpec) -> None:
                 f"link_faults: failing {', '.join(failed[:4])}{' ...' if len(failed) > 4 else ''} partitions the "
                 f"cluster: {len(cut_off)} of {len(gpus)} GPUs (e.g. {cut_off[0]}) can no longer reach the others"
             )
+    return factors
 
 
 def _fault_targets(graph: nx.DiGraph) -> str:

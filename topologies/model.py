@@ -47,6 +47,9 @@ class Topology:
     spec: TopologySpec
     gpu: GpuSpec
     graph: nx.DiGraph = field(repr=False)
+    # each faulty device (spec.link_faults, a role expanded to its devices) and the factor its links run
+    # at: the product of the faults naming it, 0 for a failed device
+    fault_factors: dict[str, float] = field(default_factory=dict, repr=False)
 
     @property
     def n_servers(self) -> int:

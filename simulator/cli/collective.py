@@ -10,6 +10,7 @@ import typer
 
 from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibrated_params, load_profile
 from simulator.cli.common import parse_env, reflowed, size_option
+from simulator.cli.fault_args import LinkFaultOpt, with_link_faults
 from simulator.cli.topology_args import resolve_cluster
 from simulator.collectives.busbw import COLLECTIVES
 from simulator.collectives.comm import comm_view
@@ -72,6 +73,7 @@ def collective(
     ] = None,
     nics_per_node: Annotated[int | None, typer.Option(help="Cluster as flags: NICs per node.")] = None,
     nic_gbps: Annotated[float | None, typer.Option(help="Cluster as flags: Gbit/s per NIC.")] = None,
+    link_fault: LinkFaultOpt = None,
 ) -> None:
     if op not in COLLECTIVES:
         raise ConfigError(f"--op: unknown collective {op!r} (valid: {', '.join(COLLECTIVES)})")
@@ -80,6 +82,7 @@ def collective(
                           "NCCL_ALGO for it); leave --algo auto")
     sizes = size_sweep(size_option(min_bytes, "-b"), size_option(max_bytes, "-e"), factor)
     spec = resolve_cluster(topology, nodes, gpu, gpus_per_node, intra_node, transport, nics_per_node, nic_gbps)
+    spec = with_link_faults(spec, link_fault)
     view = comm_view(build(spec))
     params = calibrated_params(load_profile(calibration), spec.gpu, spec.intra_node, view, force_calibration)
     rows = collective_table(view, op, sizes, algo, proto, parse_env(env), dtype, use_engine=engine, params=params)

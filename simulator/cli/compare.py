@@ -10,18 +10,21 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from simulator.cli.common import check_writable, reflowed, write_text
+from simulator.cli.fault_args import LinkFaultOpt, StragglerOpt, with_link_faults, with_stragglers
 from simulator.cli.predict import _load_scenario, _override, _run, prediction_json
 from simulator.core.errors import ConfigError
 from simulator.report.html import compare_report_html
-from simulator.scenario import pace_slowdown
+from simulator.scenario import ScenarioSpec, pace_of, stragglers_of
 from simulator.training.prediction import StepPrediction
 
 HELP = """Compare scenarios: predict each and print the differences that matter, relative to the first.
 
 A what-if is a diff of two YAML files: copy a scenario, change the network, the node count, the
 strategy, a bucket size, add a straggler (`stragglers: {slowdown: 1.2}`), and compare.
+--link-fault and --straggler add the same fault to every scenario.
 
 Examples:
 
@@ -30,6 +33,8 @@ Examples:
   clustersim compare base.yaml straggler.yaml --json
 
   clustersim compare base.yaml roce.yaml --report what-if.html
+
+  clustersim compare base.yaml roce.yaml --link-fault s5/nic3=0.25
 """
 
 GIB = 1024**3
@@ -82,6 +87,36 @@ def _leaves(data: object, prefix: str = "") -> dict[str, object]:
     return flat
 
 
+def _stragglers_dump(spec: ScenarioSpec) -> object:
+    """The scenario's stragglers as compared: one spec's fields, a list of them, or None."""
+    stragglers = [straggler.model_dump() for straggler in stragglers_of(spec)]
+    return stragglers[0] if len(stragglers) == 1 else stragglers or None
+
+
+def _rows(predictions: list[StepPrediction], changes: list[list[str]]) -> list[tuple[str, list[str]]]:
+    """The compared metrics as (label, a cell per scenario), plain text, the same in the terminal and the
+    HTML page: each metric with its change from the first scenario; the exposed communication by every kind
+    any scenario waited on (the data-parallel collectives, tensor-parallel, pipeline sends ...); GPU idle
+    time by every class of GPUs any scenario has (a straggler, the others)."""
+    base = predictions[0]
+    waited = sorted({kind for p in predictions for kind in p.comm_by_collective_s})
+    classes = list(dict.fromkeys(name for p in predictions for name in p.gpu_idle_by_class))
+    metrics = [*ROWS[:4],
+               *((f"  GPU idle: {name}", _idle_of(name), "{:.1f}%") for name in classes if len(classes) > 1),
+               ROWS[4],
+               *((f"  waiting on {kind}", _waiting_on(kind), "{:.3f} s") for kind in waited), *ROWS[5:]]
+    rows = [(label, [fmt.format(metric(p)) + ("" if p is base else " " + _change(metric(p), metric(base)))
+                     for p in predictions]) for label, metric, fmt in metrics]
+    rows.append(("fits in memory", ["yes" if p.fits_in_memory else "NO" for p in predictions]))
+    rows.append(("differs from the base", ["(the base)", *("; ".join(change) or "nothing" for change in changes[1:])]))
+    return rows
+
+
+def _idle_of(name: str) -> Callable[[StepPrediction], float]:
+    """A prediction's idle percentage for its GPUs of class `name` (0 where it has none)."""
+    return lambda p: 100 * p.gpu_idle_by_class.get(name, {}).get("idle_fraction", 0.0)
+
+
 def _differences(base: dict[str, object], other: dict[str, object], most: int = 6) -> list[str]:
     """What `other` changes of `base` (resolved scenarios: presets expanded), as 'path: old -> new', the
     first `most` and a count of the rest; names, descriptions and sources left out."""
@@ -94,6 +129,8 @@ def _differences(base: dict[str, object], other: dict[str, object], most: int = 
 def compare(
     scenarios: Annotated[list[Path], typer.Argument(help="Two or more scenario YAML files; the first is the base.")],
     report: Annotated[Path | None, typer.Option(help="Write a side-by-side HTML page.")] = None,
+    link_fault: LinkFaultOpt = None,
+    straggler: StragglerOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the predictions as JSON.")] = False,
 ) -> None:
     if len(scenarios) < 2:
@@ -102,35 +139,30 @@ def compare(
     predictions = []
     resolved: list[dict[str, object]] = []  # each scenario as predicted: presets expanded, overrides applied
     for path in scenarios:
-        spec = _load_scenario(path)
+        spec = with_stragglers(_load_scenario(path), straggler)
         topology, training, model = _override(spec, dict(
             topology=None, nodes=None, gpus_per_node=None, model=None, strategy=None,
             micro_batch=None, global_batch=None, seq_len=None))
-        slowdown = pace_slowdown(spec, topology.nodes * topology.gpus_per_node)
-        predictions.append((path, spec, _run(topology, training, model, None, False, None, slowdown, spec.nccl_env)))
+        topology = with_link_faults(topology, link_fault)
+        pace = pace_of(spec, topology.nodes, topology.gpus_per_node)
+        predictions.append((path, spec, _run(topology, training, model, None, False, None, pace, spec.nccl_env)))
         resolved.append({"topology": topology.model_dump(), "training": training.model_dump(exclude={"model"}),
-                         "model": model.model_dump(), "stragglers": spec.stragglers and spec.stragglers.model_dump(),
+                         "model": model.model_dump(), "stragglers": _stragglers_dump(spec),
                          "jitter": spec.jitter and spec.jitter.model_dump(), "nccl_env": spec.nccl_env})
     labels = _labels([(path, spec.name) for path, spec, _ in predictions])
     changes = [_differences(resolved[0], other) for other in resolved]
+    rows = _rows([p for _, _, p in predictions], changes)
     if report is not None:
         named = [(label, p) for label, (_, _, p) in zip(labels, predictions, strict=True)]
-        write_text(report, compare_report_html(f"Compared with {scenarios[0].name}", named), "report")
+        write_text(report, compare_report_html(f"Compared with {scenarios[0].name}", named, rows), "report")
     if as_json:
         typer.echo(json.dumps({"scenarios": [
             {"file": str(path), "name": spec.name, "differs_from_base": change, **prediction_json(p)}
             for (path, spec, p), change in zip(predictions, changes, strict=True)]}, indent=2))
         return
-    table = Table("metric", *labels, title=f"Compared with {scenarios[0].name}")
-    base = predictions[0][2]
-    # what the exposed communication waited on, every kind any scenario has (tensor-parallel, pipeline
-    # sends, the data-parallel collectives ...), right after the exposed communication
-    waited = sorted({kind for _, _, p in predictions for kind in p.comm_by_collective_s})
-    rows = [*ROWS[:5], *((f"  waiting on {kind}", _waiting_on(kind), "{:.3f} s") for kind in waited), *ROWS[5:]]
-    for label, metric, fmt in rows:
-        cells = [fmt.format(metric(p)) + ("" if p is base else " " + _change(metric(p), metric(base)))
-                 for _, _, p in predictions]
-        table.add_row(label, *cells)
-    table.add_row("fits in memory", *("yes" if p.fits_in_memory else "[bold red]no[/]" for _, _, p in predictions))
-    table.add_row("differs from the base", "(the base)", *("\n".join(change) or "nothing" for change in changes[1:]))
+    table = Table("metric", title=Text(f"Compared with {scenarios[0].name}"))
+    for label in labels:
+        table.add_column(Text(label))
+    for label, cells in rows:  # user text (names, values) as text, never console markup
+        table.add_row(Text(label), *map(Text, cells))
     Console(width=max(120, Console().width)).print(table)

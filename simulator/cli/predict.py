@@ -21,11 +21,13 @@ from simulator.cli.common import (
     reflowed,
     write_text,
 )
+from simulator.cli.fault_args import LinkFaultOpt, StragglerOpt, with_link_faults, with_stragglers
 from simulator.collectives.comm import comm_view
 from simulator.core.errors import ConfigError, config_error_from
 from simulator.report.html import scale_report_html, step_report_html
 from simulator.report.trace import trace_events
-from simulator.scenario import DEFAULT_SCENARIO, ScenarioSpec, pace_slowdown, resolve_scenario, scenario_from_data
+from simulator.scenario import DEFAULT_SCENARIO, ScenarioSpec, pace_of, resolve_scenario, scenario_from_data
+from simulator.training.pace import NOMINAL, Pace
 from simulator.training.predict import compute_scale_for, micro_steps_of, predict_step
 from simulator.training.prediction import StepPrediction
 from simulator.training.routing import dropped_fraction, routed_loads
@@ -44,8 +46,10 @@ options below change it; options override the file.
 
 Metrics (DESIGN.md section 9): step_time_s = wall time of one optimizer step (all micro-batches);
 compute_s = busy time of the compute stream of the critical GPU (with pipeline parallelism the
-stage with the most compute); gpu_idle_s = step_time_s - compute_s and gpu_idle_fraction =
-gpu_idle_s / step_time_s; exposed_comm_s = time compute waits on communication (by collective,
+stage with the most compute); gpu_idle_s = the step minus each GPU's own compute, averaged over
+all the job's GPUs (step_time_s - compute_s when they compute alike; a straggler's wait counts on
+the GPUs that wait; gpu_idle_by_class per class) and gpu_idle_fraction = gpu_idle_s / step_time_s;
+exposed_comm_s = time compute waits on communication (by collective,
 incl. tensor-parallel and pipeline transfers); the pipeline bubble is reported apart;
 tokens_per_s; tflops_per_gpu = model FLOPs (6N + attention, no recomputation) per second per
 GPU; mfu = tflops_per_gpu / dense peak; memory_per_gpu_bytes and fits_in_memory (OOM is a result, not an error).
@@ -172,7 +176,8 @@ def prediction_json(p: StepPrediction, train_tokens: float = 1e12,
         "cost_usd": p.gpu_hours(train_tokens) * usd_per_gpu_hour if usd_per_gpu_hour is not None else None,
         "average_power_w_per_gpu": p.average_power_w, "energy_kwh": p.energy_kwh(train_tokens),
         "step_time_s": p.step_time_s, "compute_s": p.compute_s, "gpu_idle_s": p.gpu_idle_s,
-        "gpu_idle_fraction": p.gpu_idle_fraction, "exposed_comm_s": p.exposed_comm_s,
+        "gpu_idle_fraction": p.gpu_idle_fraction, "gpu_idle_by_class": p.gpu_idle_by_class,
+        "exposed_comm_s": p.exposed_comm_s,
         "exposed_comm_by_collective_s": p.comm_by_collective_s, "idle_breakdown_s": p.idle_breakdown_s,
         "tokens_per_s": p.tokens_per_s, "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu,
         "tflops_per_gpu": p.tflops_per_gpu, "mfu": p.mfu, "n_gpus": p.n_gpus,
@@ -187,7 +192,7 @@ def prediction_json(p: StepPrediction, train_tokens: float = 1e12,
 
 
 def _run(topology: TopologySpec, training: TrainingSpec, model: ModelSpec, calibration: Path | None,
-         force: bool, measured_tokens_per_s: float | None = None, slowdown: float = 1.0,
+         force: bool, measured_tokens_per_s: float | None = None, pace: Pace = NOMINAL,
          env: dict[str, str] | None = None) -> StepPrediction:
     """Predict with what the user measured: a calibration profile (collective parameters, and the
     GEMM efficiency of its compute section) and/or a single-GPU tokens/s for this job."""
@@ -206,7 +211,7 @@ def _run(topology: TopologySpec, training: TrainingSpec, model: ModelSpec, calib
     if measured_tokens_per_s is not None:
         scale = compute_scale_for(measured_tokens_per_s, topology, training, model, gemm)
         source.append(f"measured {measured_tokens_per_s:g} tokens/s/GPU (compute x {scale:.3f})")
-    return predict_step(topology, training, model, params, scale, gemm, "; ".join(source) or None, slowdown, env)
+    return predict_step(topology, training, model, params, scale, gemm, "; ".join(source) or None, pace, env)
 
 
 def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour: float | None) -> Table:
@@ -216,7 +221,9 @@ def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour:
         ("step time", f"{p.step_time_s:.3f} s"),
         ("throughput", f"{p.tokens_per_s:,.0f} tokens/s ({p.tokens_per_s_per_gpu:,.0f} per GPU)"),
         ("model TFLOP/s per GPU", f"{p.tflops_per_gpu:.1f}  (MFU {100 * p.mfu:.1f}%)"),
-        ("GPU idle", f"{p.gpu_idle_s:.3f} s ({100 * p.gpu_idle_fraction:.1f}% of the step)"),
+        ("GPU idle (all GPUs' average)", f"{p.gpu_idle_s:.3f} s ({100 * p.gpu_idle_fraction:.1f}% of the step)"),
+        *((f"  {name}: {c['gpus']:,.0f} GPUs", f"{c['idle_s']:.3f} s ({100 * c['idle_fraction']:.1f}%)")
+          for name, c in p.gpu_idle_by_class.items() if len(p.gpu_idle_by_class) > 1),
         ("exposed communication", f"{p.exposed_comm_s:.3f} s"),
         ("memory per GPU", f"{p.memory_per_gpu_bytes / GIB:.1f} GiB of {p.memory_capacity_bytes / GIB:.0f} GiB: "
                            f"{verdict}"),
@@ -224,14 +231,14 @@ def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour:
     for label, value in rows:
         table.add_row(label, value)
     table.add_section()
-    table.add_row("[bold]where the time went[/]", "")
+    table.add_row("[bold]where the critical GPU's time went[/]", "")
     table.add_row("  compute (incl. recompute, optimizer)", f"{p.compute_s:.3f} s")
     for name, seconds in sorted(p.comm_by_collective_s.items()):
         table.add_row(f"  waiting on {name}", f"{seconds:.3f} s")
     bubble = p.idle_breakdown_s.get("pipeline_bubble", 0.0)
     if bubble > 0.0:
         table.add_row("  pipeline bubble (waiting on other stages)", f"{bubble:.3f} s")
-    other = p.gpu_idle_s - p.exposed_comm_s - bubble
+    other = p.critical_idle_s - p.exposed_comm_s - bubble
     if other > 1e-9:
         table.add_row("  other idle (optimizer waits)", f"{other:.3f} s")
     straggler = p.idle_breakdown_s.get("straggler_wait", 0.0)
@@ -313,6 +320,8 @@ def predict(
     trace_gpus: Annotated[str | None, typer.Option(
         help="Expand the folded trace to these global GPU ranks, e.g. 0,1,8 (one process per node).")] = None,
     report: ReportOpt = None,
+    link_fault: LinkFaultOpt = None,
+    straggler: StragglerOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the metrics.")] = False,
 ) -> None:
     options = dict(topology=topology, nodes=nodes, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
@@ -331,11 +340,11 @@ def predict(
         raise ConfigError("--trace-gpus picks the GPUs of --trace: give --trace FILE too")
     check_writable(trace, "trace")
     check_writable(report, "report")
-    spec = _load_scenario(scenario)
+    spec = with_stragglers(_load_scenario(scenario), straggler)
     topo, training, model_spec = _override(spec, options)
-    slowdown = pace_slowdown(spec, topo.nodes * topo.gpus_per_node)
-    p = _run(topo, training, model_spec, calibration, force_calibration, measured_tokens_per_s_per_gpu, slowdown,
-             spec.nccl_env)
+    topo = with_link_faults(topo, link_fault)
+    p = _run(topo, training, model_spec, calibration, force_calibration, measured_tokens_per_s_per_gpu,
+             pace_of(spec, topo.nodes, topo.gpus_per_node), spec.nccl_env)
     title = (f"{model_spec.name}, {training.strategy.kind}{_layout_text(training)}{_routing_text(training)}, "
              f"{topo.nodes} x {topo.gpus_per_node} {topo.gpu} ({topo.name or 'cluster'})")
     if trace is not None:
@@ -374,6 +383,8 @@ def scale(
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     report: ReportOpt = None,
+    link_fault: LinkFaultOpt = None,
+    straggler: StragglerOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
 ) -> None:
     try:
@@ -382,12 +393,13 @@ def scale(
         raise ConfigError(f"--nodes: expected comma-separated integers, got {nodes!r}") from None
     if not counts or min(counts) < 1:
         raise ConfigError(f"--nodes: node counts must be >= 1, got {nodes!r}")
-    spec = _load_scenario(scenario)
+    spec = with_stragglers(_load_scenario(scenario), straggler)
     rows = []
     for count in counts:
         options = dict(topology=topology, nodes=count, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
                        micro_batch=micro_batch, global_batch=None, seq_len=seq_len)
         topo, training, model_spec = _override(spec, options)
+        topo = with_link_faults(topo, link_fault)
         if grad_accum is None:  # the first count fixes the accumulation; the others keep it (weak scaling)
             par = training.parallel
             grad_accum = micro_steps_of(training, topo.nodes * topo.gpus_per_node // (par.tp * par.pp * par.cp))
@@ -396,8 +408,8 @@ def scale(
                                                     "grad_accum": grad_accum, "model": model_spec.name})
         except ValidationError as exc:
             raise config_error_from(exc, "command line: training") from None
-        slowdown = pace_slowdown(spec, topo.nodes * topo.gpus_per_node)  # stragglers, and jitter over N GPUs
-        rows.append((count, _run(topo, training, model_spec, calibration, force_calibration, None, slowdown,
+        pace = pace_of(spec, topo.nodes, topo.gpus_per_node)  # stragglers, and jitter over N GPUs
+        rows.append((count, _run(topo, training, model_spec, calibration, force_calibration, None, pace,
                                  spec.nccl_env)))
     base = rows[0][1].tokens_per_s_per_gpu
     if report is not None:

@@ -64,22 +64,22 @@ class CommView:
         return replace(self, n_nodes=n_nodes, n_ranks=n_nodes * self.ranks_per_node, leaf_groups=0)
 
 
-def gpu_to_network_Bps(topology: Topology) -> float:
-    """What a server's GPUs can push into the network together. Each GPU spreads its traffic evenly
+def gpu_to_network_Bps(topology: Topology, server: int = 0) -> float:
+    """What the GPUs of `server` can push into the network together. Each GPU spreads its traffic evenly
     over its NICs (NCCL's channels), along its route to each (a PCIe switch, or staged through a
     CPU without GPUDirect RDMA) and on up the NIC's link to its leaf; a GPU whose NICs all failed
     falls back to the nearest NIC that works. A link loaded by k GPUs' shares gives each its part,
-    and the GPUs send in lockstep, so the most loaded link sets every GPU's pace (server 0; all
-    servers are alike)."""
+    and the GPUs send in lockstep, so the most loaded link sets every GPU's pace."""
     if topology.n_servers < 2:
         return math.inf
     graph = topology.graph
+    peer = 1 if server == 0 else 0
     load: dict[tuple[str, str], float] = {}
     for local in range(topology.gpus_per_server):
-        gpu = topology.gpu_id(0, local)
-        nics = [nic for nic in topology.nics_of_gpu(0, local) if graph.out_degree(nic) > 0]
+        gpu = topology.gpu_id(server, local)
+        nics = [nic for nic in topology.nics_of_gpu(server, local) if graph.out_degree(nic) > 0]
         if not nics:
-            route = topology.path(gpu, topology.gpu_id(1, local))
+            route = topology.path(gpu, topology.gpu_id(peer, local))
             nics = [next(v for _, v in route if graph.nodes[v]["kind"] == "nic")]
         for nic in nics:
             uplinks = [(nic, v) for v in graph.succ[nic] if graph.nodes[v]["kind"] not in ("gpu", "pcie_switch", "cpu")]
@@ -91,13 +91,13 @@ def gpu_to_network_Bps(topology: Topology) -> float:
     return per_gpu * topology.gpus_per_server
 
 
-def leaf_uplinks(topology: Topology) -> tuple[float, int]:
-    """(a server's share of the uplinks of the leaves its NICs sit on, servers per leaf group).
+def leaf_uplinks(topology: Topology, server: int = 0) -> tuple[float, int]:
+    """(`server`'s share of the uplinks of the leaves its NICs sit on, servers per leaf group).
     With one switch, or all servers under the same leaves, nothing crosses: (inf, servers)."""
     graph = topology.graph
     leaves = set()
     for local in range(topology.nics_per_server):
-        nic = topology.nic_id(0, local)
+        nic = topology.nic_id(server, local)
         attached = [v for v in graph.succ[nic] if graph.nodes[v]["kind"] == "leaf"]
         if not attached:
             return math.inf, topology.n_servers
@@ -114,19 +114,98 @@ def leaf_uplinks(topology: Topology) -> tuple[float, int]:
     return share, group
 
 
+def gpu_intra_Bps(topology: Topology, server: int) -> float:
+    """The slowest GPU of `server` to the rest of its server or NVLink domain, one direction: the sum
+    of its NVLinks, or its PCIe link when it has none (a degraded GPU or NVSwitch lowers it)."""
+    graph = topology.graph
+    rates = []
+    for local in range(topology.gpus_per_server):
+        out = graph.out_edges(topology.gpu_id(server, local), data=True)
+        nvlink = sum(float(attrs["bandwidth_Bps"]) for _, _, attrs in out if attrs["kind"] == "nvlink")
+        pcie = [float(attrs["bandwidth_Bps"]) for _, _, attrs in out if attrs["kind"] == "pcie"]
+        rates.append(nvlink or max(pcie, default=0.0))
+    return min(rates)
+
+
+@dataclass(frozen=True)
+class ServerClass:
+    """`count` servers the faults leave alike, and the rates their GPUs see. `faults` names the faulty
+    devices (role or fabric id, factor) in or next to them and `servers` lists them; both are empty for
+    the servers no fault touches."""
+
+    count: int
+    example: int  # one server of the class, the one it was priced on
+    servers: tuple[int, ...]
+    faults: tuple[tuple[str, float], ...]
+    intra_Bps: float  # the slowest GPU to the rest of its server, one direction
+    net_Bps: float  # the server's GPUs into the network together, one direction (0 for one server)
+    spine_Bps: float  # the server's share of its leaves' uplinks (inf when nothing crosses)
+
+    @property
+    def healthy(self) -> bool:
+        return not self.faults
+
+
+def _servers_touched(topology: Topology) -> dict[int, list[tuple[str, float]]]:
+    """The faulty devices (role or fabric id, factor) in or next to each server: a server's own devices
+    (a NIC, a GPU, an NVSwitch) and the fabric devices its NICs or GPUs attach to (a leaf, an NVL72
+    switch tray). A device every server reaches alike (a spine) is in the graph all servers see, so the
+    untouched servers are priced on it too."""
+    graph = topology.graph
+    touched: dict[int, list[tuple[str, float]]] = {}
+    for device, factor in topology.fault_factors.items():
+        server = int(graph.nodes[device]["server"])
+        if server >= 0:
+            servers, label = {server}, str(graph.nodes[device]["role"])
+        else:
+            servers = {int(graph.nodes[n]["server"]) for n in (*graph.pred[device], *graph.succ[device])
+                       if graph.nodes[n]["kind"] in ("nic", "gpu")}
+            label = device
+        for s in servers:
+            touched.setdefault(s, []).append((label, factor))
+    return touched
+
+
+def server_classes(topology: Topology) -> tuple[ServerClass, ...]:
+    """The servers grouped by the faults that touch them (the untouched ones first), each class priced
+    once on one of its servers: servers with the same faulty roles at the same factors (NIC 3 at 0.1 on
+    s0 or on s5) see the same rates, so the cost grows with the distinct faults, not with the servers,
+    and a faulty server is priced on its own links, wherever it is."""
+    touched = _servers_touched(topology)
+    by_faults: dict[tuple[tuple[str, float], ...], list[int]] = {}
+    for server in sorted(touched):
+        by_faults.setdefault(tuple(sorted(touched[server])), []).append(server)
+    healthy = topology.n_servers - len(touched)
+    members: list[tuple[int, int, tuple[int, ...], tuple[tuple[str, float], ...]]] = []
+    if healthy:
+        members.append((healthy, next(s for s in range(topology.n_servers) if s not in touched), (), ()))
+    members += [(len(servers), servers[0], tuple(servers), faults) for faults, servers in by_faults.items()]
+    networked = topology.n_servers > 1 and topology.nics_per_server > 0
+    line_Bps = topology.nic_bandwidth_Bps * topology.nics_per_server
+    return tuple(
+        ServerClass(count, example, servers, faults, gpu_intra_Bps(topology, example),
+                    min(line_Bps, gpu_to_network_Bps(topology, example)) if networked else 0.0,
+                    leaf_uplinks(topology, example)[0] if networked else math.inf)
+        for count, example, servers, faults in members)
+
+
 def comm_view(topology: Topology) -> CommView:
-    """Derive the view of all GPUs of a topology as one communicator."""
+    """Derive the view of all GPUs of a topology as one communicator. A ring or tree runs at its slowest
+    member's pace, so each rate is the slowest server class's (server_classes): a fault anywhere counts
+    the same as on server 0."""
     per_domain = topology.gpus_per_nvlink_domain
     n_nodes = max(1, topology.n_gpus // per_domain)
     if topology.spec.intra_node.startswith(("nvswitch", "nvlink")):
         kind = "nvlink"
     else:
         kind = "pcie" if topology.p2p else "shm"
+    classes = server_classes(topology)
     net_Bps = 0.0
     spine_Bps, group = math.inf, n_nodes
     if n_nodes > 1 and topology.nics_per_server:
-        net_Bps = min(topology.nic_bandwidth_Bps * topology.nics_per_server, gpu_to_network_Bps(topology))
-        spine_Bps, group = leaf_uplinks(topology)
+        net_Bps = min(c.net_Bps for c in classes)
+        spine_Bps = min(c.spine_Bps for c in classes)
+        group = leaf_uplinks(topology, classes[0].example)[1]
     servers_per_domain = max(1, per_domain // topology.gpus_per_server)
     return CommView(
         n_ranks=topology.n_gpus,
@@ -134,7 +213,7 @@ def comm_view(topology: Topology) -> CommView:
         ranks_per_node=min(per_domain, topology.n_gpus),
         arch=topology.gpu.arch,
         intra_kind=kind,
-        intra_Bps=topology.intra_bandwidth_Bps,
+        intra_Bps=min(c.intra_Bps for c in classes),
         net_Bps=net_Bps * servers_per_domain,
         nics_per_node=topology.nics_per_server * servers_per_domain,
         transport=topology.transport,

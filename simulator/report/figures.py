@@ -106,8 +106,8 @@ def timeline_figure(p: StepPrediction) -> go.Figure:
 
 
 def time_breakdown_figure(p: StepPrediction) -> go.Figure:
-    """Where the step's time went (donut), and the GPU's idle time by cause (bars, ms)."""
-    other_idle_s = max(0.0, p.gpu_idle_s - p.exposed_comm_s)
+    """Where the critical GPU's step went (donut), and its idle time by cause (bars, ms)."""
+    other_idle_s = max(0.0, p.critical_idle_s - p.exposed_comm_s)
     idle_parts = [(f"waiting on {name}", seconds, LABEL_COLOURS.get(name, OTHER_COLOUR))
                   for name, seconds in sorted(p.comm_by_collective_s.items())]
     idle_parts.append(("other idle", other_idle_s, "#BAB0AC"))
@@ -210,7 +210,7 @@ def compare_figure(named: list[tuple[str, StepPrediction]]) -> go.Figure:
     """Stacked bars per scenario: the critical GPU's compute and its idle time (they sum to the step)."""
     names = [name for name, _ in named]
     fig = go.Figure()
-    parts = (("compute", lambda p: p.compute_s), ("GPU idle", lambda p: p.gpu_idle_s))
+    parts = (("compute", lambda p: p.compute_s), ("idle", lambda p: p.critical_idle_s))
     for label, value in parts:
         fig.add_trace(go.Bar(name=label, x=names, y=[value(p) for _, p in named]))
     fig.update_layout(barmode="stack", yaxis_title="seconds per step", template="plotly_white", height=420,

@@ -41,7 +41,8 @@ td.oom { color: #D62728; font-weight: 600; }
 METRICS_CAPTION = (
     "step_time_s: wall time of one optimizer step (all micro-batches). tokens/s: tokens of the step / step_time_s. "
     "MFU = model TFLOP/s per GPU (6N + attention FLOPs per token, no recomputation) / the GPU's dense peak. "
-    "gpu_idle_s = step_time_s - compute_s, where compute_s is the busy time of the compute stream; "
+    "gpu_idle_s: the step minus each GPU's own compute (the busy time of its compute stream), averaged over all "
+    "the job's GPUs (a straggler's wait counts on the GPUs that wait; per class below); "
     "gpu_idle_fraction = gpu_idle_s / step_time_s. exposed_comm_s: time the compute stream waits on a collective. "
     "Memory: bytes per GPU against the GPU's capacity; out of memory is a result, not an error.")
 TIMELINE_CAPTION = (
@@ -52,9 +53,10 @@ TIMELINE_CAPTION = (
     "and drawn (later ones repeat the steady-state one exactly and are added to the step time, not drawn). The "
     "same spans are written by --trace as Chrome Trace Event JSON for Perfetto.")
 BREAKDOWN_CAPTION = (
-    "compute = compute_s, the busy time of the compute stream. gpu_idle_s = step_time_s - compute_s is split "
+    "The critical GPU's step: compute = compute_s, the busy time of its compute stream; its idle time, "
+    "step_time_s - compute_s, is split "
     "into exposed communication by collective (time the compute stream waits on it; they sum to exposed_comm_s) "
-    "and other idle = gpu_idle_s - exposed_comm_s (waits on the optimizer's inputs, or the step ending on a "
+    "and other idle = the rest (waits on the optimizer's inputs, or the step ending on a "
     "communication stream after compute is done).")
 MEMORY_CAPTION = (
     "Bytes per GPU by what holds them: parameters, gradients and optimizer states as the ZeRO paper counts them "
@@ -107,7 +109,9 @@ def _metrics(p: StepPrediction) -> str:
         _metric("step time", f"{p.step_time_s:.3f} s"),
         _metric(f"tokens/s ({p.tokens_per_s_per_gpu:,.0f} per GPU, {p.n_gpus} GPUs)", f"{p.tokens_per_s:,.0f}"),
         _metric(f"MFU ({p.tflops_per_gpu:.1f} model TFLOP/s per GPU)", f"{100 * p.mfu:.1f}%"),
-        _metric(f"GPU idle ({p.gpu_idle_s:.3f} s)", f"{100 * p.gpu_idle_fraction:.1f}%"),
+        _metric(f"GPU idle, all GPUs' average ({p.gpu_idle_s:.3f} s)", f"{100 * p.gpu_idle_fraction:.1f}%"),
+        *(_metric(f"GPU idle: {name}, {c['gpus']:,.0f} GPUs ({c['idle_s']:.3f} s)", f"{100 * c['idle_fraction']:.1f}%")
+          for name, c in p.gpu_idle_by_class.items() if len(p.gpu_idle_by_class) > 1),
         _metric("exposed communication", f"{p.exposed_comm_s:.3f} s"),
         _metric(f"memory per GPU: {p.memory_per_gpu_bytes / GIB:.1f} of {p.memory_capacity_bytes / GIB:.0f} GiB",
                 verdict, oom=not p.fits_in_memory),
@@ -161,26 +165,22 @@ def scale_report_html(title: str, rows: list[tuple[int, StepPrediction]]) -> str
 
 COMPARE_CAPTION = (
     "Each scenario's step split into compute (the busy compute stream of the critical GPU: the straggler, "
-    "where there is one) and GPU idle time (gpu_idle_s = step_time_s - compute_s: exposed communication and "
+    "where there is one) and its idle time (step_time_s - compute_s: exposed communication and "
     "other waits); the bars sum to the step time. The table gives each metric and its change from the first "
     "scenario.")
 
 
-def compare_report_html(title: str, named: list[tuple[str, StepPrediction]]) -> str:
-    """Side by side: several scenarios' steps (the first is the base), a stacked time chart, the
-    memory per GPU against capacity, and a table of metrics with their relative change."""
+def compare_report_html(title: str, named: list[tuple[str, StepPrediction]],
+                        rows: list[tuple[str, list[str]]]) -> str:
+    """Side by side: several scenarios' steps (the first is the base), a stacked time chart, and the
+    compared metrics as `compare` prints them (`rows`: label, a cell per scenario)."""
     if len(named) < 2:
         raise ValueError("compare_report_html needs at least two scenarios")
     base = named[0][1]
-    head = ("scenario", "step time (s)", "tokens/s", "MFU", "GPU idle", "exposed comm (s)", "memory/GPU (GiB)",
-            "fits")
-    lines = ["<table>", "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"]
-    for name, p in named:
-        change = "" if p is base else f" ({100 * (p.step_time_s - base.step_time_s) / base.step_time_s:+.1f}%)"
-        cells = (name, f"{p.step_time_s:.3f}{change}", f"{p.tokens_per_s:,.0f}", f"{100 * p.mfu:.1f}%",
-                 f"{100 * p.gpu_idle_fraction:.1f}%", f"{p.exposed_comm_s:.3f}", f"{p.memory_per_gpu_bytes / GIB:.1f}")
-        fits = "<td>yes</td>" if p.fits_in_memory else '<td class="oom">OUT OF MEMORY</td>'
-        lines.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + fits + "</tr>")
+    lines = ["<table>", "<tr><th>metric</th>" + "".join(f"<th>{escape(name)}</th>" for name, _ in named) + "</tr>"]
+    for label, cells in rows:
+        tds = "".join(f'<td class="oom">{escape(c)}</td>' if c == "NO" else f"<td>{escape(c)}</td>" for c in cells)
+        lines.append(f'<tr><th style="text-align:left">{escape(label)}</th>{tds}</tr>')
     lines.append("</table>")
     sections = [("compare-time", "Where each step's time went", figures.compare_figure(named), COMPARE_CAPTION)]
     body = (f"{_source(base)}\n{_figure_sections(sections)}\n<section>\n<h2>Side by side</h2>\n"

@@ -18,7 +18,8 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from simulator.core.errors import ClusterSimError, ConfigError, config_error_from
-from simulator.scenario import ScenarioSpec, pace_slowdown, resolve_scenario, scenario_from_data
+from simulator.scenario import ScenarioSpec, pace_of, resolve_scenario, scenario_from_data
+from simulator.training.pace import NOMINAL, Pace
 from topologies.presets import load_preset
 from topologies.spec import TopologySpec
 from workloads.spec import ModelSpec, TrainingSpec
@@ -65,7 +66,7 @@ class Scenario:
     topology: TopologySpec | None
     training: TrainingSpec | None
     model: ModelSpec | None
-    straggler_slowdown: float = 1.0  # the slowest GPU's compute factor (stragglers x jitter)
+    pace: Pace = NOMINAL  # the GPUs' compute factors (stragglers, jitter)
     error: str | None = None
     nccl_env: tuple[tuple[str, str], ...] = ()
 
@@ -160,11 +161,17 @@ def _resolve(base: dict[str, Any], overrides: dict[str, Any]) -> Scenario:
     except ClusterSimError as exc:
         return Scenario(_digest({"unresolved": data, "topology_overrides": topology_overrides}), overrides,
                         None, None, None, error=str(exc))
-    slowdown = pace_slowdown(spec, topology.nodes * topology.gpus_per_node)  # stragglers and jitter
+    try:
+        pace = pace_of(spec, topology.nodes, topology.gpus_per_node)  # stragglers and jitter
+    except ClusterSimError as exc:
+        return Scenario(_digest({"unresolved": data, "topology_overrides": topology_overrides}), overrides,
+                        None, None, None, error=str(exc))
     resolved = {"topology": topology.model_dump(mode="json"),
                 "training": {**training.model_dump(mode="json"), "model": model.model_dump(mode="json")},
-                "straggler_slowdown": slowdown, "nccl_env": dict(sorted(spec.nccl_env.items()))}
-    return Scenario(_digest(resolved), overrides, topology, training, model, slowdown,
+                "straggler_slowdown": pace.slowdown, "nccl_env": dict(sorted(spec.nccl_env.items()))}
+    if pace.slow_ranks:  # placed stragglers (scenarios without keep their hash)
+        resolved["slow_ranks"] = [list(item) for item in pace.slow_ranks]
+    return Scenario(_digest(resolved), overrides, topology, training, model, pace,
                     nccl_env=tuple(sorted(spec.nccl_env.items())))
 
 

@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import replace
 
-from simulator.collectives.comm import CommView, comm_view
+from simulator.collectives.comm import CommView, comm_view, server_classes
 from simulator.collectives.cost import CollectiveEstimate
 from simulator.collectives.flows import collective_flow, collective_resources, resource_capacities
 from simulator.collectives.params import ModelParams
@@ -26,13 +26,14 @@ from simulator.network.flows import FlowClass
 from simulator.training.compute import ComputeModel
 from simulator.training.groups import Layout, communicators, layout_of
 from simulator.training.memory import memory_per_gpu
+from simulator.training.pace import NOMINAL, Pace, pace_classes
 from simulator.training.pipeline import plan_pipeline
 from simulator.training.plan import plan_step
 from simulator.training.prediction import StepPrediction
 from simulator.training.routing import check_routing, kept_share
 from simulator.training.routing import wait_s as routing_wait_s
 from simulator.training.shards import blocks_params_on_gpu, owned_params
-from simulator.training.tasks import CollectiveCall, Task
+from simulator.training.tasks import CollectiveCall, StepPlan, Task
 from simulator.training.timeline import Timeline, simulate_plan
 from topologies.build import build
 from topologies.spec import TopologySpec
@@ -108,10 +109,28 @@ def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> 
     return layout
 
 
+def slowed_stages(plan: StepPlan, stage_slowdown: Mapping[int, float]) -> StepPlan:
+    """`plan` with the compute of each stage in `stage_slowdown` taking that factor longer (a straggler
+    is its stage's representative GPU: its groups wait for it), the compute its collectives hide behind
+    with it."""
+    if not stage_slowdown:
+        return plan
+    tasks = []
+    for task in plan.tasks:
+        factor = stage_slowdown.get(task.stage, 1.0)
+        if factor != 1.0 and task.collective is None:
+            task = replace(task, duration_s=task.duration_s * factor, overlaps=tuple(
+                (name, tuple(budget * factor for budget in budgets)) for name, budgets in task.overlaps))
+        tasks.append(task)
+    return replace(plan, tasks=tuple(tasks))
+
+
 def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, compute: ComputeModel,
                   seq_len: int, micro_steps: int, params: ModelParams | None = None,
-                  env: Mapping[str, str] | None = None) -> Timeline:
-    """The SimPy timeline of one optimizer step: one GPU, or one GPU per pipeline stage."""
+                  env: Mapping[str, str] | None = None, stage_slowdown: Mapping[int, float] | None = None,
+                  ) -> Timeline:
+    """The SimPy timeline of one optimizer step: one GPU, or one GPU per pipeline stage (those of
+    `stage_slowdown` computing that much slower)."""
     layout = job_layout(training, model, v)
     groups = communicators(v, layout)
     shard_group = layout.members_per_node("grad")
@@ -121,7 +140,8 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
                                     layout.replicas, shard_group)
         plan = plan_step(model, training, compute, seq_len, micro_steps, layout.replicas, local_params, shard_group)
     else:
-        plan = plan_pipeline(model, training, compute, seq_len, micro_steps, layout.replicas, shard_group)
+        plan = slowed_stages(plan_pipeline(model, training, compute, seq_len, micro_steps, layout.replicas,
+                                           shard_group), stage_slowdown or {})
     capacity = resource_capacities(v)
     cache: dict[tuple[str, int, str], CollectiveEstimate] = {}
     estimate_of: dict[str, CollectiveEstimate] = {}
@@ -231,7 +251,8 @@ FULL_RUN_FIRSTS = 11  # a pipeline step of at most this many times m1 micro-step
 
 def steady_state_step(model: TransformerModel, training: TrainingSpec, v: CommView, compute: ComputeModel,
                       seq_len: int, micro_steps: int, params: ModelParams | None = None,
-                      env: Mapping[str, str] | None = None) -> Timeline:
+                      env: Mapping[str, str] | None = None, stage_slowdown: Mapping[int, float] | None = None,
+                      ) -> Timeline:
     """The step's timeline, simulating few micro-steps: beyond a point (see _extrapolation_points)
     each period of micro-steps adds exactly the same time, waits and compute, so the step is the
     m2-micro-step step plus (M - m2) / q periods, q micro-steps being the m2 run minus the m1 run.
@@ -250,13 +271,13 @@ def steady_state_step(model: TransformerModel, training: TrainingSpec, v: CommVi
     run's waits do."""
     points = _extrapolation_points(training, micro_steps)
     if points is None:
-        return simulate_step(model, training, v, compute, seq_len, micro_steps, params, env)
+        return simulate_step(model, training, v, compute, seq_len, micro_steps, params, env, stage_slowdown)
     first, period = points
     runs: dict[int, Timeline] = {}
 
     def run(m: int) -> Timeline:
         if m not in runs:
-            runs[m] = simulate_step(model, training, v, compute, seq_len, m, params, env)
+            runs[m] = simulate_step(model, training, v, compute, seq_len, m, params, env, stage_slowdown)
         return runs[m]
 
     def increment(m: int, q: int) -> float:
@@ -317,16 +338,19 @@ def compute_scale_for(measured_tokens_per_s: float, topology: TopologySpec, trai
 def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: ModelSpec,
                  params: ModelParams | None = None, compute_scale: float = 1.0,
                  gemm_efficiency: float | None = None, calibration: str | None = None,
-                 straggler_slowdown: float = 1.0, env: Mapping[str, str] | None = None) -> StepPrediction:
+                 pace: Pace = NOMINAL, env: Mapping[str, str] | None = None) -> StepPrediction:
     """Predict one optimizer step of `training` (model `model_spec`) on `topology`. `params` are
     calibrated collective parameters, `gemm_efficiency` a measured GEMM asymptote, `compute_scale`
     a measured-over-modelled compute rate; `calibration` names where they came from.
 
-    A straggler (`straggler_slowdown` > 1) computes that much slower; every collective waits for
-    it, so the step runs at its pace: the representative GPU is the straggler, and the others wait
-    (1 - 1/slowdown) of its compute time, reported as `straggler_wait` in the idle breakdown. A
-    mixture of experts' unbalanced or capacity-bound routing (training.routing) makes it the busiest
-    expert-parallel rank in the same way: the mean rank's wait on it is `routing_wait`."""
+    Slow GPUs (`pace`, simulator.training.pace) compute that much slower; every collective waits for
+    the slowest, so the step runs at its pace: the representative GPU (of its stage, with pipeline
+    parallelism) is the straggler, and the others wait what it computes beyond them, reported as
+    `straggler_wait` in the idle breakdown; the job's idle time averages every GPU's. Faults in the
+    topology slow the groups of the servers they touch: each group kind is priced on its slowest
+    server class (simulator.collectives.comm.server_classes). A mixture of experts' unbalanced or
+    capacity-bound routing (training.routing) makes the representative the busiest expert-parallel
+    rank in the same way: the mean rank's wait on it is `routing_wait`."""
     cluster = build(topology)
     v = comm_view(cluster)
     model = transformer(model_spec)
@@ -337,19 +361,27 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     if group is not None and group != v.ranks_per_node:
         raise ConfigError(f"training.strategy.shard_group_gpus {group}: only one node ({v.ranks_per_node} GPUs) "
                           "per HSDP shard group is modelled so far")
-    if straggler_slowdown < 1.0:
-        raise ConfigError(f"stragglers.slowdown must be >= 1, got {straggler_slowdown}")
+    least = min([pace.slowdown, *(factor for _, factor in pace.slow_ranks)])
+    if least < 1.0:
+        raise ConfigError(f"stragglers.slowdown must be >= 1, got {least:g}")
+    slowest = pace.global_slowdown(layout.pp)
+    stage_stride = layout.stride("pp")
+    stages = pace.stage_slowdown(layout.pp, {rank: (rank // stage_stride) % layout.pp for rank, _ in pace.slow_ranks})
     compute = ComputeModel.for_job(cluster.gpu, training, topology.gpu_power_limit_w,
-                                   compute_scale / straggler_slowdown, gemm_efficiency)
-    timeline = steady_state_step(model, training, v, compute, seq_len, micro_steps, params, env)
+                                   compute_scale / slowest, gemm_efficiency)
+    timeline = steady_state_step(model, training, v, compute, seq_len, micro_steps, params, env, stages)
     waits = dict(timeline.compute_waits_s)
     by_collective = {label: t for label, t in waits.items() if label in COMMUNICATION_LABELS}
     memory = memory_per_gpu(model, training, seq_len, layout.replicas, layout.members_per_node("grad"),
                             units_in_flight=training.strategy.limit_all_gathers + 1, micro_steps=micro_steps)
     tokens = training.micro_batch * seq_len * micro_steps * layout.dp
+    critical_pace = slowest * stages.get(timeline.critical_stage, 1.0)
+    nominal_compute_s = timeline.compute_s / critical_pace
+    faulty = [(f"{_servers_text(c.servers)} ({_faults_text(c.faults)})", c.count * cluster.gpus_per_server)
+              for c in server_classes(cluster) if not c.healthy]
     idle = {"exposed_comm": sum(by_collective.values()), "pipeline_bubble": waits.get("pipeline_bubble", 0.0),
             "optimizer_wait": waits.get("optimizer", 0.0),
-            "straggler_wait": timeline.compute_s * (1.0 - 1.0 / straggler_slowdown),
+            "straggler_wait": timeline.compute_s - nominal_compute_s,
             "routing_wait": routing_wait_s(model, training, compute, seq_len, micro_steps)}
     return StepPrediction(
         step_time_s=timeline.step_time_s,
@@ -366,4 +398,17 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
         calibration=calibration,
         spans=timeline.spans,
         gpu_tdp_w=topology.gpu_power_limit_w or cluster.gpu.tdp_w,
+        idle_classes=pace_classes(pace, v.n_ranks, nominal_compute_s, faulty),
     )
+
+
+def _servers_text(servers: tuple[int, ...]) -> str:
+    """'s3', 's0, s5' or 's0, s1, s2 and 13 more'."""
+    names = [f"s{s}" for s in servers[:3]]
+    more = f" and {len(servers) - 3} more" if len(servers) > 3 else ""
+    return ", ".join(names) + more
+
+
+def _faults_text(faults: tuple[tuple[str, float], ...]) -> str:
+    """'nic3 x0.1', 'nic3 failed'."""
+    return ", ".join(f"{device} failed" if factor == 0 else f"{device} x{factor:g}" for device, factor in faults)

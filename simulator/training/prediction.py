@@ -2,7 +2,9 @@
 
 - step_time_s: wall time of one optimizer step (all micro-batches).
 - compute_s: busy time of the compute stream of the critical GPU.
-- gpu_idle_s = step_time_s - compute_s; gpu_idle_fraction = gpu_idle_s / step_time_s.
+- gpu_idle_s: the step minus each GPU's own compute, averaged over all the job's GPUs (the critical
+  GPU's step_time_s - compute_s when all compute alike; a straggler's wait counts on the GPUs that
+  wait); gpu_idle_by_class gives it per class of GPUs; gpu_idle_fraction = gpu_idle_s / step_time_s.
 - exposed_comm_s: time the compute stream waits on communication; the rest of idle time is
   broken down in idle_breakdown_s (optimizer waits, bubbles; and what the other GPUs wait on the
   critical one: a straggler, the busiest expert-parallel rank).
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from simulator.training.pace import IdleClass
 from simulator.training.timeline import Span
 
 IDLE_POWER_FRACTION = 0.3
@@ -60,10 +63,29 @@ class StepPrediction:
     calibration: str | None = None
     spans: tuple[Span, ...] = field(default=(), repr=False)  # the representative GPU's timeline
     gpu_tdp_w: float = 0.0
+    # the job's GPUs by compute pace (slow ones, the others; simulator.training.pace); empty: all like the
+    # critical GPU
+    idle_classes: tuple[IdleClass, ...] = ()
+
+    @property
+    def gpu_idle_by_class(self) -> dict[str, dict[str, float]]:
+        """Each class's GPUs, idle seconds per step and idle fraction: the step minus its own compute."""
+        classes = self.idle_classes or (IdleClass("all", self.n_gpus, self.compute_s),)
+        return {c.name: {"gpus": c.gpus, "idle_s": max(0.0, self.step_time_s - c.compute_s),
+                         "idle_fraction": max(0.0, self.step_time_s - c.compute_s) / self.step_time_s
+                         if self.step_time_s > 0 else 0.0} for c in classes}
+
+    @property
+    def critical_idle_s(self) -> float:
+        """The critical GPU's idle seconds per step (step_time_s - compute_s): its waits, which the idle
+        breakdown splits by cause."""
+        return max(0.0, self.step_time_s - self.compute_s)
 
     @property
     def gpu_idle_s(self) -> float:
-        return max(0.0, self.step_time_s - self.compute_s)
+        """The job's GPUs' idle seconds per step, averaged over all of them (see gpu_idle_by_class)."""
+        by_class = self.gpu_idle_by_class.values()
+        return sum(c["gpus"] * c["idle_s"] for c in by_class) / sum(c["gpus"] for c in by_class)
 
     @property
     def gpu_idle_fraction(self) -> float:

@@ -60,7 +60,7 @@ def test_step_page_is_self_contained(prediction):
     for value in (f"{p.step_time_s:.3f} s", f"{p.tokens_per_s:,.0f}", f"{100 * p.mfu:.1f}%",
                   f"{100 * p.gpu_idle_fraction:.1f}%", f"{p.exposed_comm_s:.3f} s", "fits"):
         assert value in page
-    assert "gpu_idle_s = step_time_s - compute_s" in page and "one representative GPU" in page
+    assert "averaged over all the job&#x27;s GPUs" in page and "one representative GPU" in page
 
 
 def test_out_of_memory_is_red(prediction):

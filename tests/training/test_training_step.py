@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from simulator.collectives.comm import comm_view
 from simulator.core.errors import ConfigError
-from simulator.scenario import JitterSpec, ScenarioSpec, pace_slowdown
+from simulator.scenario import JitterSpec, ScenarioSpec, pace_of
 from simulator.training.compute import ComputeModel, power_capped_clock
 from simulator.training.memory import memory_per_gpu
 from simulator.training.plan import plan_step
@@ -294,9 +294,9 @@ def test_ddp_buckets_take_whole_tensors():
 def test_jitter_is_seeded_and_bites_harder_at_scale():
     """Jitter: the same seed gives the same pace; the slowest of 4,096 GPUs is slower than of 8."""
     scenario = ScenarioSpec(topology="dgx-h100", training=job("fsdp"), jitter=JitterSpec(cv=0.03, seed=3))
-    assert pace_slowdown(scenario, 64) == pace_slowdown(scenario, 64)
-    assert pace_slowdown(scenario, 4096) > pace_slowdown(scenario, 8) >= 1.0
-    assert pace_slowdown(scenario.model_copy(update={"jitter": None}), 4096) == 1.0
+    assert pace_of(scenario, 8, 8) == pace_of(scenario, 8, 8)
+    assert pace_of(scenario, 512, 8).slowdown > pace_of(scenario, 1, 8).slowdown >= 1.0
+    assert pace_of(scenario.model_copy(update={"jitter": None}), 512, 8).slowdown == 1.0
 
 
 @pytest.mark.parametrize("kind", ["ddp", "zero2", "fsdp", "hsdp"])

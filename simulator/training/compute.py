@@ -172,15 +172,16 @@ class ComputeModel:
     ring_attention: bool = True  # context parallelism by a key/value ring (ParallelSpec.cp_comm p2p), not a2a
     eager_cp_merge: bool = False  # PyTorch's ring: step outputs merged in eager fp32 ops (ParallelSpec.cp_merge)
     routed_load: float = 1.0  # the busiest expert-parallel rank's routed rows over the balanced share (routing)
+    attention_scale: float = 1.0  # on the attention efficiency table (a fitted factor; simulator.validation.training_fit)
 
     @classmethod
     def for_job(cls, gpu: GpuSpec, training: TrainingSpec, power_limit_w: float | None = None, scale: float = 1.0,
-                gemm_efficiency: float | None = None) -> ComputeModel:
+                gemm_efficiency: float | None = None, attention_scale: float = 1.0) -> ComputeModel:
         """The compute model of `training` on `gpu` run under a power cap of `power_limit_w` (None: none)."""
         return cls(gpu, training.precision, scale, gemm_efficiency, power_capped_clock(gpu, power_limit_w),
                    training.attention_kernel, training.fused_elementwise, training.launch_blocking,
                    training.parallel.cp_comm == "p2p", training.parallel.cp_merge == "eager",
-                   routed_load(training.routing, training.parallel.ep))
+                   routed_load(training.routing, training.parallel.ep), attention_scale)
 
     def with_routed_load(self, load: float) -> ComputeModel:
         """This model for a rank whose routed rows are `load` times the balanced share."""
@@ -201,7 +202,7 @@ class ComputeModel:
     def attention_efficiency(self) -> float:
         """The fused attention kernel's share of the half-precision peak (see the module docstring)."""
         table = CUDNN_ATTENTION_EFFICIENCY if self.attention_kernel == "cudnn" else ATTENTION_EFFICIENCY
-        return table[self.gpu.arch]
+        return min(1.0, table[self.gpu.arch] * self.attention_scale)
 
     @property
     def half_precision_flops(self) -> float:

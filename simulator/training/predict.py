@@ -338,10 +338,12 @@ def compute_scale_for(measured_tokens_per_s: float, topology: TopologySpec, trai
 def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: ModelSpec,
                  params: ModelParams | None = None, compute_scale: float = 1.0,
                  gemm_efficiency: float | None = None, calibration: str | None = None,
-                 pace: Pace = NOMINAL, env: Mapping[str, str] | None = None) -> StepPrediction:
+                 pace: Pace = NOMINAL, env: Mapping[str, str] | None = None,
+                 attention_scale: float = 1.0) -> StepPrediction:
     """Predict one optimizer step of `training` (model `model_spec`) on `topology`. `params` are
     calibrated collective parameters, `gemm_efficiency` a measured GEMM asymptote, `compute_scale`
-    a measured-over-modelled compute rate; `calibration` names where they came from.
+    a measured-over-modelled compute rate, `attention_scale` a factor on the attention kernels'
+    efficiency (simulator.validation.training_fit); `calibration` names where they came from.
 
     Slow GPUs (`pace`, simulator.training.pace) compute that much slower; every collective waits for
     the slowest, so the step runs at its pace: the representative GPU (of its stage, with pipeline
@@ -368,7 +370,7 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     stage_stride = layout.stride("pp")
     stages = pace.stage_slowdown(layout.pp, {rank: (rank // stage_stride) % layout.pp for rank, _ in pace.slow_ranks})
     compute = ComputeModel.for_job(cluster.gpu, training, topology.gpu_power_limit_w,
-                                   compute_scale / slowest, gemm_efficiency)
+                                   compute_scale / slowest, gemm_efficiency, attention_scale)
     timeline = steady_state_step(model, training, v, compute, seq_len, micro_steps, params, env, stages)
     waits = dict(timeline.compute_waits_s)
     by_collective = {label: t for label, t in waits.items() if label in COMMUNICATION_LABELS}

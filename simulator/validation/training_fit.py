@@ -1,0 +1,150 @@
+"""Fitting what published training runs inform, and the error on runs the fit did not see.
+
+The constant fitted is the attention kernels' efficiency, per GPU generation: a factor on the table of
+simulator.training.compute (ATTENTION_EFFICIENCY, CUDNN_ATTENTION_EFFICIENCY), the one figure of the
+compute model that the kernels' own benchmarks do not settle (they count a causal mask's work and the
+backward differently from training runs, see that module). GEMM rates come from cuBLAS benchmarks and the
+collective model from nccl-tests logs, so they are not refitted here.
+
+Procedure (rerunnable: `clustersim validate-training CASES --crossval source`):
+1. Every case is predicted at each factor of ATTENTION_FACTORS (the whole grid, once).
+2. A case's prediction between grid points is interpolated linearly in log(prediction) over
+   log(factor) (the step time is close to affine in the attention time, so this is smooth and exact at
+   the grid points).
+3. Leave one source out: for each source, each GPU generation's factor is the one (on a fine grid
+   between the smallest and largest of ATTENTION_FACTORS) that minimises the median |error| over the
+   OTHER sources' expressed cases of that generation; a generation no other source has is left at the
+   prior (factor 1: not identified). The held-out source's cases are predicted with those factors.
+4. The leave-one-source-out error is the median |error| over all held-out predictions pooled, and per
+   source; the in-sample fit (every source) gives the factors a user would adopt.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.validation.training_report import TrainingReport
+from topologies.hardware import gpu_spec
+
+ATTENTION_FACTORS = (0.6, 0.8, 1.0, 1.25, 1.6)
+FINE_STEPS = 49  # candidate factors tried between the grid's ends (log-spaced)
+
+
+@dataclass(frozen=True)
+class CaseCurve:
+    """One expressed case: its source, GPU generation, published metric and predictions at the grid."""
+
+    id: str
+    source: str
+    arch: str
+    published: float
+    predicted: tuple[float, ...]  # at ATTENTION_FACTORS (or the grid it was swept on)
+
+    def at(self, factor: float, grid: Sequence[float]) -> float:
+        """The prediction at `factor`, log-log interpolated between grid points."""
+        return math.exp(float(np.interp(math.log(factor), np.log(grid), np.log(self.predicted))))
+
+    def abs_pct_error(self, factor: float, grid: Sequence[float]) -> float:
+        return 100.0 * abs(self.at(factor, grid) - self.published) / self.published
+
+
+@dataclass(frozen=True)
+class Fold:
+    """One source held out: the factors fitted without it and its cases' errors with them."""
+
+    source: str
+    factors: dict[str, float]  # per GPU generation; a generation only this source has stays at 1.0
+    errors: dict[str, float]  # case id -> |error| %
+    prior_errors: dict[str, float]  # case id -> |error| % with the prior table (factor 1)
+
+    @property
+    def median_abs_pct_error(self) -> float:
+        return float(np.median(list(self.errors.values())))
+
+    @property
+    def prior_median_abs_pct_error(self) -> float:
+        return float(np.median(list(self.prior_errors.values())))
+
+
+@dataclass(frozen=True)
+class TrainingCrossval:
+    """Leave-one-source-out folds and the in-sample fit."""
+
+    grid: tuple[float, ...]
+    folds: tuple[Fold, ...]
+    fitted: dict[str, float]  # per GPU generation, fitted on every source
+    in_sample_median_abs_pct_error: float
+    prior_median_abs_pct_error: float
+
+    @property
+    def median_abs_pct_error(self) -> float:
+        """Leave-one-source-out: every held-out prediction pooled."""
+        return float(np.median([e for fold in self.folds for e in fold.errors.values()]))
+
+
+def curves(reports: Mapping[float, TrainingReport]) -> list[CaseCurve]:
+    """The expressed cases of reports predicted at each grid factor (keys), as curves over the grid."""
+    grid = sorted(reports)
+    by_factor = [{r.id: r for r in reports[f].cases} for f in grid]
+    out = []
+    for r in reports[grid[0]].cases:
+        points = [by_factor[i][r.id].predicted for i in range(len(grid))]
+        if r.published and r.gpu and all(p is not None and p > 0 for p in points):
+            out.append(CaseCurve(r.id, r.source, gpu_spec(r.gpu).arch, r.published,
+                                 tuple(float(p) for p in points)))  # type: ignore[arg-type]
+    return out
+
+
+def fit_factors(cases: Sequence[CaseCurve], grid: Sequence[float]) -> dict[str, float]:
+    """Per GPU generation, the factor minimising the median |error| of `cases` (ties: the nearest to 1)."""
+    candidates = np.exp(np.linspace(math.log(min(grid)), math.log(max(grid)), FINE_STEPS))
+    fitted = {}
+    for arch in sorted({c.arch for c in cases}):
+        mine = [c for c in cases if c.arch == arch]
+        scored = [(float(np.median([c.abs_pct_error(f, grid) for c in mine])), abs(math.log(f)), float(f))
+                  for f in candidates]
+        fitted[arch] = min(scored)[2]
+    return fitted
+
+
+def crossval_by_source(cases: Sequence[CaseCurve], grid: Sequence[float]) -> TrainingCrossval:
+    """Leave each source out, fit on the others, predict it (module docstring)."""
+    folds = []
+    for source in sorted({c.source for c in cases}):
+        held = [c for c in cases if c.source == source]
+        factors = fit_factors([c for c in cases if c.source != source], grid)
+        factors = {c.arch: factors.get(c.arch, 1.0) for c in held}
+        folds.append(Fold(source, factors, {c.id: c.abs_pct_error(factors[c.arch], grid) for c in held},
+                          {c.id: c.abs_pct_error(1.0, grid) for c in held}))
+    fitted = fit_factors(cases, grid)
+    return TrainingCrossval(
+        tuple(grid), tuple(folds), fitted,
+        float(np.median([c.abs_pct_error(fitted[c.arch], grid) for c in cases])),
+        float(np.median([c.abs_pct_error(1.0, grid) for c in cases])))
+
+
+def sweep_reports(evaluate_at: Callable[[float], TrainingReport],
+                  grid: Sequence[float] = ATTENTION_FACTORS) -> dict[float, TrainingReport]:
+    """Every case predicted at each factor of the grid (`evaluate_at(factor)` runs the cases)."""
+    return {factor: evaluate_at(factor) for factor in grid}
+
+
+def crossval_to_json(result: TrainingCrossval) -> dict[str, object]:
+    """The `validate-training --crossval source --json` section."""
+    def r(x: float) -> float:
+        return round(x, 2)
+    return {
+        "constant": "attention efficiency factor per GPU generation", "grid": list(result.grid),
+        "median_abs_pct_error": r(result.median_abs_pct_error),
+        "prior_median_abs_pct_error": r(result.prior_median_abs_pct_error),
+        "in_sample_median_abs_pct_error": r(result.in_sample_median_abs_pct_error),
+        "fitted_factors": {arch: round(f, 3) for arch, f in result.fitted.items()},
+        "sources": {fold.source: {"cases": len(fold.errors), "median_abs_pct_error": r(fold.median_abs_pct_error),
+                                  "prior_median_abs_pct_error": r(fold.prior_median_abs_pct_error),
+                                  "factors": {arch: round(f, 3) for arch, f in fold.factors.items()}}
+                    for fold in result.folds},
+    }

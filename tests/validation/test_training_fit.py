@@ -1,0 +1,64 @@
+"""The leave-one-source-out fit of the attention efficiency factor (simulator.validation.training_fit)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simulator.validation.training_fit import ATTENTION_FACTORS, CaseCurve, crossval_by_source, fit_factors
+
+GRID = ATTENTION_FACTORS
+CASES = Path(__file__).resolve().parents[3] / "shared" / "data" / "training" / "cases.yaml"
+
+
+def curve(case_id: str, source: str, arch: str, published: float, truth: float) -> CaseCurve:
+    """A case whose predicted throughput grows as factor^0.3 and equals `published` at factor `truth`."""
+    return CaseCurve(case_id, source, arch, published,
+                     tuple(published * (f / truth) ** 0.3 for f in GRID))
+
+
+def test_interpolation_is_exact_at_the_grid_and_log_linear_between():
+    """At a grid factor the prediction is the one made there; between two, a power law through both."""
+    c = curve("a", "s", "hopper", 100.0, 1.0)
+    assert c.at(1.25, GRID) == pytest.approx(100.0 * 1.25**0.3, rel=1e-12)
+    assert c.at(1.1, GRID) == pytest.approx(100.0 * 1.1**0.3, rel=1e-9)
+
+
+def test_the_fit_recovers_each_generations_factor():
+    """Hopper cases agreeing at x0.8 and Ampere ones at x1.25: the fit finds each within the fine grid's step."""
+    cases = [curve(f"h{i}", "s1", "hopper", 100.0 + i, 0.8) for i in range(5)]
+    cases += [curve(f"a{i}", "s2", "ampere", 50.0 + i, 1.25) for i in range(5)]
+    fitted = fit_factors(cases, GRID)
+    assert fitted["hopper"] == pytest.approx(0.8, rel=0.03) and fitted["ampere"] == pytest.approx(1.25, rel=0.03)
+
+
+def test_a_source_is_predicted_with_factors_fitted_without_it():
+    """Two sources agree on x0.8, a third says x1.6: held out, the third is predicted at ~x0.8 (its error is what
+    the others' fit leaves), and a generation only one source has stays at the prior factor 1."""
+    cases = [curve(f"{s}{i}", s, "hopper", 100.0, 0.8) for s in ("a", "b") for i in range(3)]
+    cases += [curve(f"c{i}", "c", "hopper", 100.0, 1.6) for i in range(3)]
+    cases += [curve("v0", "d", "volta", 10.0, 0.6)]
+    result = crossval_by_source(cases, GRID)
+    folds = {f.source: f for f in result.folds}
+    assert folds["c"].factors["hopper"] == pytest.approx(0.8, rel=0.03)
+    assert folds["c"].median_abs_pct_error == pytest.approx(100 * (1 - (0.8 / 1.6) ** 0.3), rel=0.05)
+    assert folds["a"].median_abs_pct_error < 1.0 and folds["d"].factors == {"volta": 1.0}
+    assert result.fitted["volta"] == pytest.approx(0.6, rel=0.03)  # in-sample it is fitted
+    assert result.median_abs_pct_error >= result.in_sample_median_abs_pct_error
+
+
+@pytest.mark.skipif(not CASES.exists(), reason="the shared training cases are not beside the checkout")
+def test_crossval_source_runs_end_to_end_on_published_cases():
+    """validate-training --crossval source --json on one source's cases: a crossval section with the pooled
+    held-out error and the source's fold (one source alone: its generations are not identified, factor 1)."""
+    out = subprocess.run([sys.executable, "-m", "simulator.cli.app", "validate-training", str(CASES), "--source",
+                          "llmfoundry-1b-h100", "--crossval", "source", "--json"], capture_output=True, text=True,
+                         timeout=900)
+    assert out.returncode == 0, out.stderr
+    crossval = json.loads(out.stdout)["crossval"]
+    assert crossval["median_abs_pct_error"] == crossval["prior_median_abs_pct_error"]
+    assert set(crossval["sources"]) == {"llmfoundry"}

@@ -4,6 +4,7 @@ and freezes the result."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 import networkx as nx
@@ -16,8 +17,11 @@ from topologies.node import build_server, replicate_server
 from topologies.spec import TopologySpec
 
 
+@functools.lru_cache(maxsize=4)
 def build(spec: TopologySpec) -> Topology:
-    """The cluster of `spec` as a frozen device graph (see topologies.model for its attributes)."""
+    """The cluster of `spec` as a frozen device graph (see topologies.model for its attributes). Specs are
+    frozen and graphs read-only, so the last few built are kept: a prediction, a sweep's scenarios and a
+    plan's layouts on one cluster build it once."""
     gpu = gpu_spec(spec.gpu)
     graph = replicate_server(build_server(spec, gpu), spec.nodes)
     if intra_node_platform(spec.intra_node).layout == "nvl72":

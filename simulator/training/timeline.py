@@ -14,7 +14,9 @@ What the compute stream waits for is booked under the label of the task it waite
 task's start on; before it started, under what that task was itself waiting for, and so on: a
 transfer that waited for the neighbouring stage's compute books the wait before it as
 "pipeline_bubble", the transfer itself as "p2p", a transfer that waited for this stage's TP
-collective books that part as "tp_comm". A compute pass whose collectives overlap it stalls, after
+collective books that part as "tp_comm"; a transfer that was ready but queued behind its own stream
+books that part to the task ahead of it, and so on (a send behind sends that wait for the
+neighbouring stage: the bubble). A compute pass whose collectives overlap it stalls, after
 its work, for what those collectives take beyond the compute they hide behind (given by the caller:
 TP collectives beyond the GEMMs they are decomposed with, see simulator.training.tasks.PAIRED_GEMMS;
 the context-parallel ring beyond the attention of each block), booked under the collective's label
@@ -107,6 +109,10 @@ def simulate_plan(plan: StepPlan, stage_resources: list[Resource],
     changed = [env.event() for _ in range(stages)]  # fires when a stage's collectives in flight change
     started: dict[str, float] = {}
     finished: dict[str, float] = {}
+    streams: dict[tuple[int, str], list[Task]] = {}
+    for task in plan.tasks:
+        streams.setdefault((task.stage, task.stream), []).append(task)
+    previous = {task.name: tasks[i - 1] for tasks in streams.values() for i, task in enumerate(tasks) if i}
 
     def book(stage: int, label: str, seconds: float) -> None:
         if seconds > 0:
@@ -128,8 +134,14 @@ def simulate_plan(plan: StepPlan, stage_resources: list[Resource],
             if split <= begin:
                 return
             if not blocker.deps or finished.get(last_done(blocker).name, 0.0) <= begin:
-                book(stage, blocker.label, split - begin)  # queued behind its own stream
-                return
+                # ready before the wait began, it queued behind its own stream: the task ahead of it
+                # held it (a send behind sends that wait for this stage's neighbour: the bubble)
+                ahead = previous.get(blocker.name)
+                if ahead is None or finished.get(ahead.name, 0.0) <= begin:
+                    book(stage, blocker.label, split - begin)
+                    return
+                blocker, end = ahead, split
+                continue
             blocker, end = last_done(blocker), split
 
     def flight(stage: int, delta: int) -> None:
@@ -177,9 +189,6 @@ def simulate_plan(plan: StepPlan, stage_resources: list[Resource],
             spans.append(Span(task.name, task.stream, task.label, start, end, size, task.stage))
             done[task.name].succeed()
 
-    streams: dict[tuple[int, str], list[Task]] = {}
-    for task in plan.tasks:
-        streams.setdefault((task.stage, task.stream), []).append(task)
     for tasks in streams.values():
         env.process(run(tasks))
     env.run()

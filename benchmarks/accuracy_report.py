@@ -141,8 +141,9 @@ def training_page(reports: dict[str, dict[str, Any]]) -> str:
     lines = [HEADER, "", "# Accuracy: training steps against published runs", "",
              f"`clustersim validate-training ../shared/data/training/cases.yaml` predicts each of the {len(cases)} "
              "published cases it can express and compares the source's own metric (model TFLOP/s per GPU, MFU or "
-             "tokens/s per GPU). No parameter of the simulator is fitted to these cases: the GPU and network "
-             "figures come from datasheets and published kernel benchmarks. How each case is expressed, and the "
+             "tokens/s per GPU). No fit runs on these cases: GPU and network figures come from datasheets "
+             "and published kernel benchmarks, though the attention efficiencies are set where these runs put "
+             "them (see Limitations). How each case is expressed, and the "
              "defaults it takes: [Published training runs](cases.md).", "",
              "The baseline is a lookup table evaluated leave-one-out: each case predicted as the median of the "
              "*other* cases on the same GPU and model family with the same metric.", "",

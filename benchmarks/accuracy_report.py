@@ -122,7 +122,7 @@ def _summary_line(label: str, cases: list[dict[str, Any]]) -> str:
     lookup = _median([c["lookup_abs_pct_error"] for c in with_lookup])
     sim_cell = "-" if sim is None else f"**{_pct(sim)}**"
     return (f"| {label} | {len(expressed)}/{len(in_scope)} | {sim_cell} | {_pct(lookup)} "
-            f"({len(with_lookup)} cases) |")
+            f"({len(with_lookup)} case{'' if len(with_lookup) == 1 else 's'}) |")
 
 
 def _reason_class(reason: str) -> str:

@@ -2,7 +2,7 @@
 
 Run from a checkout with the shared data beside it (../shared/data):
 
-    python3 benchmarks/accuracy_report.py            # about 2-4 minutes on 2 cores
+    python3 benchmarks/accuracy_report.py            # about 4 minutes of CPU
     python3 benchmarks/accuracy_report.py --json-dir reports/   # also keep the raw JSON
 
 It runs `clustersim validate --json` and `clustersim crossval --json` (by cluster, node count and
@@ -143,7 +143,7 @@ def training_page(reports: dict[str, dict[str, Any]]) -> str:
              "published cases it can express and compares the source's own metric (model TFLOP/s per GPU, MFU or "
              "tokens/s per GPU). No fit runs on these cases: GPU and network figures come from datasheets "
              "and published kernel benchmarks, though the attention efficiencies are set where these runs put "
-             "them (see Limitations). How each case is expressed, and the "
+             "them (see [Limitations](../limitations.md)). How each case is expressed, and the "
              "defaults it takes: [Published training runs](cases.md).", "",
              "The baseline is a lookup table evaluated leave-one-out: each case predicted as the median of the "
              "*other* cases on the same GPU and model family with the same metric.", "",

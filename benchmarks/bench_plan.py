@@ -3,7 +3,7 @@
 Run: python benchmarks/bench_plan.py [--keep N] [--slack F] [--workers N] [--interleaved]
                                      [--sc21 145.6b,1t] [--modern]
 Default: GPT-3 175B on 128 DGX A100 nodes (1,024 GPUs), global batch 1536, the default search space
-(the issue's target: under 60 s). It prints the layouts enumerated, fitting the memory model, within
+(target: under 60 s). It prints the layouts enumerated, fitting the memory model, within
 the slack and simulated, the time to the first simulation (enumeration, memory filter, estimate) and
 in all, and the best five.
 

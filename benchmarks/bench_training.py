@@ -4,7 +4,7 @@ TP 8 x PP 16 on 1,024 A100s; the SC21 1T model with TP 8 x PP 64 on 3,072) and D
 EP 64 on 2,048 H100s.
 
 Run: python benchmarks/bench_training.py
-Targets (issue #4): 1,024 GPUs < 1 s, 16,384 GPUs < 3 s, memory < 2 GiB, scale 1..1024 nodes < 20 s.
+Targets: 1,024 GPUs < 1 s, 16,384 GPUs < 3 s, memory < 2 GiB, scale 1..1024 nodes < 20 s.
 The per-step cost does not grow with the GPU count (one representative GPU's streams are simulated;
 collectives are priced on the whole communicator in closed form); building the device graph does.
 With pipeline parallelism one GPU per stage is simulated over pp + 2 micro-batches, so the cost

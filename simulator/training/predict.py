@@ -260,7 +260,7 @@ def steady_state_step(model: TransformerModel, training: TrainingSpec, v: CommVi
     periods: fair sharing can make consecutive micro-batches alternate (one pass's transfers meeting
     the next one's, in turn: increments of 4.6 and 5.9 ms converging slowly while their sum stays
     fixed), and a stage or a transfer backlog can take over the pace after tens of micro-batches
-    (found by fuzzing: -9% to +17% at 64 micro-batches, the pace settling after 12-20). So a pipeline
+    (on random pipelines: -9% to +17% at 64 micro-batches, the pace settling after 12-20). So a pipeline
     step of at most FULL_RUN_FIRSTS x m1 micro-steps is simulated whole (exact, and no dearer than what
     follows); a longer one takes q as the fewest periods (up to MAX_PERIODS) over which two successive
     increments agree, checked on a third run, then checks that increment again FAR_FIRSTS x m1

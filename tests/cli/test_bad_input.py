@@ -97,7 +97,7 @@ def test_topology_file_works_where_the_help_says(tmp_path: Path) -> None:
 
 def test_failed_commands_leave_no_files(tmp_path: Path) -> None:
     """--report into a missing folder: no trace either; a sweep refused before its first row: no CSV; a CSV of
-    another kind: refused and left exactly as it was (it used to lose its last line)."""
+    another kind: refused and left exactly as it was (not left without its last line)."""
     out = run("predict", "--trace", "t.json", "--report", "nodir/r.html", cwd=tmp_path)
     assert refused(out, "nodir") and not (tmp_path / "t.json").exists()
     sweep = str(EXAMPLES / "sweep-3d.yaml")

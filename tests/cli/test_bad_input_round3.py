@@ -1,4 +1,4 @@
-"""Bad input found by the eleventh session's audit of the CLI: each is refused with one line naming what was
+"""Bad input to the CLI found by an audit of every command: each is refused with one line naming what was
 wrong (exit 2, no traceback), and an output file comes whole or not at all."""
 
 from __future__ import annotations
@@ -120,8 +120,8 @@ def test_a_report_that_cannot_be_written_takes_the_trace_with_it(tmp_path: Path,
 
 
 def test_outputs_are_checked_before_the_work(tmp_path: Path) -> None:
-    """compare --report and sweep -o .parquet into a missing folder: refused before any prediction (the
-    sweep used to run every scenario, then fail to write them)."""
+    """compare --report and sweep -o .parquet into a missing folder: refused before any prediction (not
+    after running every scenario of the sweep)."""
     base = str(EXAMPLES / "base.yaml")
     assert refused(run("compare", base, str(EXAMPLES / "roce-200g.yaml"), "--report", "nodir/c.html", cwd=tmp_path),
                    "nodir")

@@ -27,7 +27,7 @@ def test_compare_reports_every_scenario_with_changes():
 
 def test_scenarios_sharing_a_name_are_told_apart_by_their_files(tmp_path):
     """Two files with the same name (a copy of base.yaml on 4 nodes) get their paths in the column headers (both
-    columns were headed alike: found by fuzzing)."""
+    columns headed alike would not tell them apart)."""
     copy = tmp_path / "four.yaml"
     copy.write_text((EXAMPLES / "base.yaml").read_text().replace("nodes: 8", "nodes: 4"))
     out = subprocess.run([sys.executable, "-m", "simulator.cli.app", "compare", str(EXAMPLES / "base.yaml"), str(copy)],
@@ -83,9 +83,8 @@ def test_compare_report_is_a_self_contained_page(tmp_path):
 
 def test_compare_lists_every_kind_of_exposed_wait_and_compares_models_by_shape(tmp_path):
     """A TP x PP scenario against a preset one: the table has a row for each kind of communication either
-    waited on (tensor-parallel and pipeline sends too; before, only the data-parallel collectives, which did
-    not add up to the exposed communication), and a model given inline is compared field by field, not as
-    'training.model: llama2-7b -> None' (found by fuzzing)."""
+    waited on (tensor-parallel and pipeline sends too, so the rows add up to the exposed communication), and a
+    model given inline is compared field by field, not as 'training.model: llama2-7b -> None'."""
     inline = tmp_path / "inline.yaml"
     inline.write_text((EXAMPLES / "base.yaml").read_text().replace(
         "model: llama2-13b", "model: {name: small, layers: 8, hidden: 2048, heads: 16, vocab: 32000, "

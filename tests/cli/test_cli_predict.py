@@ -52,8 +52,7 @@ def test_scale_reports_efficiency_against_the_first_row():
 
 def test_scale_runs_the_scenarios_job_at_each_node_count():
     """scale on a scenario keeps its accumulation (global batch over the first count's data-parallel ranks) and
-    its stragglers: at the scenario's own node count it gives predict's step, slower for the straggler (it
-    dropped both: found by fuzzing)."""
+    its stragglers: at the scenario's own node count it gives predict's step, slower for the straggler."""
     examples = Path(__file__).resolve().parents[2] / "examples"
     steps = {}
     for name in ("base.yaml", "straggler.yaml"):
@@ -187,8 +186,8 @@ def test_usage_errors_exit_2_without_traceback(args: list[str]):
 
 
 def test_predict_json_is_the_same_in_every_process():
-    """The fuzzing regression: the extrapolated waits were summed over a set of labels, whose order (and so
-    exposed_comm_s's last digits and the JSON's key order) followed each process's string hashing."""
+    """The extrapolated waits are summed in a fixed order: over a set of labels, the order (and so
+    exposed_comm_s's last digits and the JSON's key order) would follow each process's string hashing."""
     args = ("predict", "--topology", "dgx-b200", "--nodes", "8", "--model", "llama2-7b", "--tp", "8",
             "--strategy", "fsdp", "--recompute", "full", "--seq-len", "1024", "--global-batch", "128", "--json")
     outputs = {subprocess.run([sys.executable, "-m", "simulator.cli.app", *args], capture_output=True, text=True,

@@ -55,8 +55,8 @@ def test_a_partition_is_reported_not_hung():
 
 def test_an_unknown_device_is_a_config_error():
     """A fault on a device that does not exist names it and what this cluster has instead: a one-NIC
-    server on a single leaf lists nic0 and leaf, and no spine (the fuzzing found a fixed list of examples,
-    spine1 among them, on clusters without spines)."""
+    server on a single leaf lists nic0 and leaf, and no spine (not a fixed list of examples, spine1 among
+    them, on clusters without spines)."""
     with pytest.raises(ConfigError, match="nic42"):
         view(link_faults=[{"device": "nic42", "factor": 0.5}])
     with pytest.raises(ConfigError, match=r"roles: .*gpu0-7, leaf, nic0, .*devices, e\.g\. .*s0/nic0") as info:

@@ -35,7 +35,7 @@ def test_trace_is_valid_trace_event_json(tmp_path):
         spans.sort()
         assert all(a_end <= b_start + 1e-6 for (_, a_end), (b_start, _) in zip(spans, spans[1:], strict=False))
     # the default job's 4 micro-steps are simulated for the first 3: the title says the drawn spans end before
-    # the step and gives the step's time (the fuzzing found a trace shorter than its step, saying nothing)
+    # the step and gives the step's time (a trace shorter than its step must say so)
     drawn = max(e["ts"] + e["dur"] for e in events if e["ph"] == "X") / 1e6
     step = json.loads(subprocess.run([sys.executable, "-m", "simulator.cli.app", "predict", "--json"],
                                      capture_output=True, text=True).stdout)["step_time_s"]

@@ -130,7 +130,7 @@ def test_resume_runs_only_the_missing_scenarios(tmp_path: Path):
 
 def test_resuming_rows_of_changed_scenarios_warns(tmp_path: Path):
     """Rows whose hash matches none of the sweep's scenarios (written before the sweep file or clustersim changed)
-    are kept, named in a warning, and their scenarios run again (they used to be re-run silently)."""
+    are kept, named in a warning, and their scenarios run again (not re-run silently)."""
     sweep_file, out = tmp_path / "sweep.yaml", tmp_path / "results.csv"
     sweep_file.write_text(yaml.safe_dump({"base": TINY_BASE, "axes": TINY_AXES}, sort_keys=False))
     runner = CliRunner()

@@ -97,7 +97,7 @@ def test_embedding_and_loss_take_a_layers_place() -> None:
     assert layers_per_virtual_stage(126, 1, split) == [126]
     with pytest.raises(ConfigError, match="embedding and the loss"):
         layers_per_virtual_stage(126, 129, split)
-    with pytest.raises(ConfigError, match=r"\(6\) must divide evenly over the 4"):  # the fuzzing case: [0, 2, 2, 0]
+    with pytest.raises(ConfigError, match=r"\(6\) must divide evenly over the 4"):  # would split as [0, 2, 2, 0]
         layers_per_virtual_stage(4, 4, split)
 
 
@@ -338,7 +338,7 @@ def test_strided_groups_count_the_leaves_they_span() -> None:
     assert layout.leaf_groups("grad", 4) == 16  # 16 nodes, one under each of 16 leaves
     assert layout.leaf_groups("pp", 4) == 1
     assert communicators(v, layout)["dp"].spanned_leaf_groups == 16
-    # the fuzzing case: TP 8 x PP 3 on 6 nodes, 4 a leaf: stage 0's DP group {0, 3} shares a leaf,
+    # TP 8 x PP 3 on 6 nodes, 4 a leaf: stage 0's DP group {0, 3} shares a leaf,
     # stage 1's {1, 4} and stage 2's {2, 5} do not; the slowest group counts, not rank 0's
     assert layout_of(ParallelSpec(tp=8, pp=3), 48, 8).leaf_groups("grad", 4) == 2
     assert layout_of(ParallelSpec(tp=8, pp=3), 96, 8).leaf_groups("grad", 4) == 3  # {0, 3, 6, 9}: 3 leaves
@@ -351,9 +351,9 @@ def test_strided_groups_count_the_leaves_they_span() -> None:
 
 def test_pipeline_sends_across_leaves_pay_for_the_spines() -> None:
     """TP 8 x PP 8 on 8 DGX nodes: stages sit on consecutive nodes, so with 4-node leaves the send from stage
-    3 to 4 crosses the spines and the others do not; with one node a leaf every send does. The fuzzing
-    regression: a send's traffic is booked per NIC, and the spine charge read the other volume (zero),
-    so an 8:1 fabric priced pipeline sends like a non-blocking one."""
+    3 to 4 crosses the spines and the others do not; with one node a leaf every send does. A send's traffic is
+    booked per NIC, and the spine charge must read that volume, or an 8:1 fabric prices pipeline sends like a
+    non-blocking one."""
     layout = layout_of(ParallelSpec(tp=8, pp=8), 64, 8)
     assert [layout.pipeline_peer(s, s + 1, 4) for s in range(7)] == ["pp:inter"] * 3 + ["pp:spine"] + ["pp:inter"] * 3
     assert layout_of(ParallelSpec(tp=4, pp=2), 8, 8).pipeline_peer(0, 1, 4) == "pp:intra"
@@ -371,11 +371,11 @@ def test_pipeline_sends_across_leaves_pay_for_the_spines() -> None:
 
 
 def test_every_group_and_pipeline_is_priced_where_it_crosses_leaves() -> None:
-    """The second fuzzing round: (1) TP 8 x PP 3 x DP 4 on 12 nodes under 4-node leaves: rank 0's pipeline
+    """Leaf crossings of every group: (1) TP 8 x PP 3 x DP 4 on 12 nodes under 4-node leaves: rank 0's pipeline
     (nodes 0-2) stays under a leaf, the second and third (nodes 3|4 and 7|8) cross, and the step waits for
     them; (2) a context-parallel ring over nodes under different leaves goes through the spines; (3) a
     TP group spread 3 + 3 + 2 over 3 nodes (dp-tp-pp) on a non-blocking leaf-spine costs what it does on
-    one switch (it had been charged 1.5x its traffic on the spines)."""
+    one switch (not 1.5x its traffic charged to the spines)."""
     layout = layout_of(ParallelSpec(tp=8, pp=3), 96, 8)
     assert layout.pipeline_peer(0, 1, 4) == "pp:spine" and layout.pipeline_peer(0, 1, 12) == "pp:inter"
     cp_layout = layout_of(ParallelSpec(tp=8, cp=4), 32, 8)
@@ -428,8 +428,8 @@ def test_pipeline_memory_is_the_fullest_stage() -> None:
 def test_pipeline_extrapolation_is_exact(extra: int, schedule: str, overlap: bool) -> None:
     """Simulating a few micro-batches and adding steady-state periods gives the same step as
     simulating all of them, for every schedule, with the gradient reduction after the step or
-    overlapping the backward that runs last (with communication on real links). The fuzzing
-    regression: gpipe's last backward is the first micro-batch's, and a reduction started after the
+    overlapping the backward that runs last (with communication on real links). In particular
+    gpipe's last backward is the first micro-batch's, and a reduction started after the
     last micro-batch's (its first backward) hid more of itself the more micro-batches there were,
     until the extrapolated step came out shorter than its own compute."""
     topology = build(load_preset("h100-tcp-100g", nodes=2))  # a reduction longer than a backward
@@ -449,8 +449,8 @@ def test_pipeline_extrapolation_is_exact(extra: int, schedule: str, overlap: boo
 
 
 def test_extrapolation_finds_alternating_micro_batches(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fuzzing regression: with overlapped sends across nodes each micro-batch's transfers can meet the
-    next one's in turn, so the time one more micro-batch adds alternates (4.6 and 5.9 ms in the fuzzed
+    """With overlapped sends across nodes each micro-batch's transfers can meet the
+    next one's in turn, so the time one more micro-batch adds alternates (4.6 and 5.9 ms in a random
     case, converging slowly while their sum stayed fixed), and a one-period extrapolation drifted with
     the micro-batches (+5.7% at 20, +10.8% at 80). A step time of that shape, a + b m + c (-1)^m, is
     extrapolated exactly: the check of two successive increments rejects one micro-batch as the period
@@ -468,7 +468,7 @@ def test_extrapolation_finds_alternating_micro_batches(monkeypatch: pytest.Monke
 
 
 def test_extrapolation_of_a_damped_alternation_is_close() -> None:
-    """A real case of the kind the fuzzer found (6 layers with the embedding and the loss on 8 stages over
+    """A real case of that kind (6 layers with the embedding and the loss on 8 stages over
     4 p4d nodes, data-parallel ranks inside, overlapped sends): the increments alternate and converge
     without repeating exactly, and 24 micro-batches extrapolated from the first 9-17 land within 0.05%
     of simulating all of them."""
@@ -709,7 +709,7 @@ def test_closed_form_fast_paths_equal_the_engine(monkeypatch: pytest.MonkeyPatch
 
 
 def test_extrapolated_waits_stay_non_negative_when_the_critical_stage_moves() -> None:
-    """A 6-block mixture with 5 dense first blocks over 4 stages (fuzzing case): its 5- and 6-micro-step runs
+    """A 6-block mixture with 5 dense first blocks over 4 stages: its 5- and 6-micro-step runs
     have different critical stages, whose waits do not subtract; the step still equals the full simulation's
     and its idle time splits into non-negative waits as the 6-micro-step run's do (one came out negative)."""
     spec = ModelSpec(name="fz", layers=6, hidden=2048, heads=8, kv_heads=2, vocab=8000, experts=16,

@@ -122,8 +122,8 @@ def test_the_step_runs_at_the_busiest_ranks_pace() -> None:
 
 def test_model_flops_count_the_routed_work_kept() -> None:
     """A capacity below 1 drops 1 - C of the routed token-expert pairs even when balanced: the model FLOPs
-    (and MFU) count C of the routed experts' GEMMs, so MFU stays a share of what the GPUs can do (the fuzzing
-    regression: at C = 0.1 it came out 1.27). Mixtral 8x7B, per token and layer, forward: routed experts 2 x
+    (and MFU) count C of the routed experts' GEMMs, so MFU stays a share of what the GPUs can do (at
+    C = 0.1 not 1.27). Mixtral 8x7B, per token and layer, forward: routed experts 2 x
     2 x 3 x 4096 x 14336 FLOPs; 6 x 32 layers x 0.9 of them go at C = 0.1. Padding adds rows, not useful
     work: C = 1.5 padded counts what dropless counts."""
     base = predict_step(CLUSTER, job(RoutingSpec()), MIXTRAL)
@@ -149,7 +149,7 @@ def test_more_imbalance_is_never_faster(low: float, extra: float) -> None:
 
 def test_routing_wait_counts_the_mixture_blocks_of_the_fullest_stage() -> None:
     """8 blocks over 2 stages with the first 2 dense: stage 0 holds 2 mixtures, stage 1 four; the wait is over
-    those 4 (it used ceil(6 / 2) = 3: found by fuzzing), per micro-step, per the busiest-minus-mean block time."""
+    those 4 (not ceil(6 / 2) = 3), per micro-step, per the busiest-minus-mean block time."""
     spec = MIXTRAL.model_copy(update={"layers": 8, "dense_layers": 2})
     training = TrainingSpec(model=spec, seq_len=4096, micro_batch=1, global_batch=64, activation_checkpointing="full",
                             strategy=StrategySpec(kind="zero1"), routing=RoutingSpec(load_imbalance=1.3),

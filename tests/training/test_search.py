@@ -77,7 +77,7 @@ def test_pipelines_that_divide_only_the_layers_plus_two_count_the_embedding_and_
     assert splits[2, 1] == "layers" and (7, 1) not in splits  # 8 x 7 does not divide 2,048
     assert all((126 if lay.pipeline_split == "layers" else 128) % (lay.pp * lay.virtual_stages) == 0
                for lay in layouts)
-    # 14 layers on PP 2: 14 does not divide over 2 x 2 chunks, 14 + 2 does (the fuzzing case)
+    # 14 layers on PP 2: 14 does not divide over 2 x 2 chunks, 14 + 2 does
     small = ModelSpec(name="m14", layers=14, hidden=256, heads=4, vocab=1024, max_seq_len=256)
     got = {(lay.virtual_stages, lay.pipeline_split)
            for lay in enumerate_layouts(small, 4, 8, 16, replace(space, tp=(1,), pp=(2,)))}
@@ -263,8 +263,8 @@ def test_plan_searches_expert_parallelism_for_a_mixture_of_experts():
 
 def test_hsdp_is_not_enumerated_with_expert_parallelism():
     """Hybrid sharding with EP > 1 is not modelled (predict refuses it), so the search does not offer it: a
-    mixture of experts with --strategies hsdp gets EP 1 layouts only (the fuzzing regression: the first
-    such layout used to end the whole search)."""
+    mixture of experts with --strategies hsdp gets EP 1 layouts only (the first such layout must not end
+    the whole search)."""
     moe = TINY.model_copy(update={"experts": 4, "experts_per_token": 2})
     space = SearchSpace(micro_batches=(1,), recompute=("none",), strategies=("hsdp", "fsdp"), tp=(1,), pp=(1,))
     layouts = enumerate_layouts(moe, 4, 8, 8, space)
@@ -275,7 +275,7 @@ def test_hsdp_is_not_enumerated_with_expert_parallelism():
 def test_layouts_the_scenarios_settings_rule_out_are_skipped_and_counted():
     """A scenario's own settings may not run with every layout: FSDP HYBRID_SHARD with tensor or pipeline
     parallelism is refused by predict, so the search skips those layouts, counts them as ruled out and ranks
-    the rest; TP overlap is dropped for layouts without TP (it used to be a pydantic traceback). A base whose
+    the rest; TP overlap is dropped for layouts without TP (not a pydantic traceback). A base whose
     settings rule out every layout is one ConfigError naming the first refused."""
     topology = load_preset("dgx-h100", nodes=1)
     space = SearchSpace(micro_batches=(1,), recompute=("none",), strategies=("fsdp",))

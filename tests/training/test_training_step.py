@@ -246,8 +246,8 @@ def test_hsdp_all_reduces_only_the_shard_across_nodes():
 
 def test_hsdp_cross_node_all_reduces_have_a_stream_of_their_own():
     """FSDP's HYBRID_SHARD all-reduces each shard across nodes on its own stream (_all_reduce_stream), so a slow
-    network no longer holds back the next unit's reduce-scatter. On one stream with them, halving the NICs had
-    made this step 4.5% faster (MPT-7B, 2 ABCI-A nodes, no backward prefetch, 16 micro-batches; a fuzzing find)."""
+    network does not hold back the next unit's reduce-scatter. On one stream with them, halving the NICs would
+    make this step 4.5% faster (MPT-7B, 2 ABCI-A nodes, no backward prefetch, 16 micro-batches)."""
     plan = plan_step(transformer(SMALL), job("hsdp"), ComputeModel(gpu_spec("H100-SXM5-80GB"), "bf16"), 1024, 1, 32,
                      transformer(SMALL).total_params, shard_group=8)
     assert {t.stream for t in plan.tasks if t.collective and t.collective.op == "all_reduce"} == {"ar"}
@@ -265,9 +265,9 @@ def test_hsdp_cross_node_all_reduces_have_a_stream_of_their_own():
 
 def test_fsdp_gathers_wait_for_the_tp_collectives_of_the_pass_they_follow():
     """FSDP's rate limiter lets a block's gather start once an earlier block is resharded, after its pass and the
-    TP collectives that pass issued on the compute stream; the gate had been the pass's compute alone, so plain
-    TP looked 9% faster than overlapped TP (Llama-2-7B, TP 8 x FSDP over 2 DGX B200, no backward prefetch, one
-    gather in flight; a fuzzing find)."""
+    TP collectives that pass issued on the compute stream; with the pass's compute alone as the gate, plain
+    TP would look 9% faster than overlapped TP (Llama-2-7B, TP 8 x FSDP over 2 DGX B200, no backward prefetch, one
+    gather in flight)."""
     model = transformer(SMALL)
     training = TrainingSpec(model=SMALL, seq_len=1024, micro_batch=1, global_batch=2,
                             strategy=StrategySpec(kind="fsdp", backward_prefetch=False, limit_all_gathers=1),

@@ -10,6 +10,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from simulator.core.errors import ConfigError, config_error_from
+from simulator.run.spec import RunSpec
 from topologies.presets import load_preset
 from topologies.spec import MAX_NODES, TopologySpec, validate_topology_spec
 from workloads.presets import load_model
@@ -49,6 +50,8 @@ class ScenarioSpec(BaseModel):
     nccl_env: dict[str, str] = Field(
         default_factory=dict, description="NCCL environment for every collective, e.g. NCCL_NVLS_ENABLE: '0', "
         "NCCL_COLLNET_ENABLE: '0', NCCL_ALGO: Ring, NCCL_PROTO: Simple.")
+    run: RunSpec | None = Field(default=None, description="Training to a token count through failures, checkpoints "
+                                "and restarts (time to train, goodput).")
 
 
 def pace_slowdown(scenario: ScenarioSpec, n_gpus: int) -> float:

@@ -35,6 +35,9 @@ class RunSamples:
     by_class: dict[str, np.ndarray]  # interruptions per failure class
 
 
+PER_RUN_FIELDS = ("wall_s", "checkpoint_s", "lost_work_s", "restart_s", "spare_wait_s", "interruptions")
+
+
 def schedule(p: RunParams) -> tuple[int, float]:
     """(intervals in the job, training seconds of the last one)."""
     segments = max(1, math.ceil(p.work_s / p.interval_s - 1e-9))
@@ -110,9 +113,8 @@ def simulate(p: RunParams, runs: int, seed: int = 0, batch: int = 100,
         parts.append(simulate_runs(p, min(batch, runs - first), seed, first))
         if on_batch is not None:
             on_batch(len(parts[-1].wall_s))
-    return RunSamples(*(np.concatenate([getattr(s, f) for s in parts]) for f in
-                        ("wall_s", "checkpoint_s", "lost_work_s", "restart_s", "spare_wait_s", "interruptions")),
-                      {k: np.concatenate([s.by_class[k] for s in parts]) for k in parts[0].by_class})
+    joined = {f: np.concatenate([getattr(s, f) for s in parts]) for f in PER_RUN_FIELDS}
+    return RunSamples(**joined, by_class={k: np.concatenate([s.by_class[k] for s in parts]) for k in parts[0].by_class})
 
 
 def run_draws(p: RunParams, seed: int, run: int) -> RunDraws:

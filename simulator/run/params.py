@@ -84,33 +84,41 @@ def checkpoint_bytes(model: ModelSpec, training: TrainingSpec) -> float:
     return transformer(model).total_params * (param_bytes + optimizer_bytes)
 
 
+def save_seconds(run: RunSpec, topology: TopologySpec, training: TrainingSpec,
+                 model: ModelSpec) -> tuple[float, float, float]:
+    """(checkpoint bytes, seconds of a whole save, seconds it blocks training) (module docstring);
+    ConfigError when a given interval is shorter than a save."""
+    ckpt = run.checkpoint
+    size = checkpoint_bytes(model, training)
+    n_gpus = topology.nodes * topology.gpus_per_node
+    save_s = ckpt.save_s if ckpt.save_s is not None else size / topology.nodes / (ckpt.write_GBps * 1e9)
+    block_s = size / n_gpus / (ckpt.host_copy_GBps * 1e9) if ckpt.async_save else save_s
+    if ckpt.interval_s != "optimal" and ckpt.interval_s < save_s:
+        raise ConfigError(f"checkpoint.interval_s {ckpt.interval_s:g}: shorter than a save ({save_s:.1f} s); give "
+                          f"at least {math.ceil(save_s)} or 'optimal'")
+    return size, save_s, block_s
+
+
 def run_params(run: RunSpec, topology: TopologySpec, training: TrainingSpec, model: ModelSpec,
                step: StepPrediction) -> RunParams:
     """Lower the spec (module docstring); ConfigError when the interval is shorter than a save."""
     rates = load_failures(run.failures) if isinstance(run.failures, str) else run.failures
     counts = component_counts(topology)
     per_s = {kind: counts[kind] / (mtbf * 3600.0) for kind, mtbf in rates.mtbf_h().items() if counts[kind] > 0}
-    ckpt, restart = run.checkpoint, run.restart
-    size = checkpoint_bytes(model, training)
-    nodes, n_gpus = topology.nodes, topology.nodes * topology.gpus_per_node
-    save_s = ckpt.save_s if ckpt.save_s is not None else size / nodes / (ckpt.write_GBps * 1e9)
-    block_s = size / n_gpus / (ckpt.host_copy_GBps * 1e9) if ckpt.async_save else save_s
-    persist_s = save_s if ckpt.async_save else 0.0
+    size, save_s, block_s = save_seconds(run, topology, training, model)
+    restart = run.restart
     restart_s = restart.restart_s if restart.restart_s is not None else (
-        restart.detect_s + restart.reschedule_s + size / nodes / (restart.read_GBps * 1e9))
+        restart.detect_s + restart.reschedule_s + size / topology.nodes / (restart.read_GBps * 1e9))
     steps = math.ceil(run.train_tokens / step.tokens_per_step)
     rate = sum(per_s.values())
-    if ckpt.interval_s == "optimal":
-        wanted = max(math.sqrt(2.0 * block_s / rate) if rate > 0 else math.inf, save_s)
-    else:
-        wanted = ckpt.interval_s
-        if wanted < save_s:
-            raise ConfigError(f"checkpoint.interval_s {wanted:g}: shorter than a save ({save_s:.1f} s); give at "
-                              f"least {math.ceil(save_s)} or 'optimal'")
-    interval_steps = min(steps, max(1, round(wanted / step.step_time_s))) if wanted < math.inf else steps
+    given = run.checkpoint.interval_s
+    wanted = max(math.sqrt(2.0 * block_s / rate) if rate > 0 else math.inf, save_s) if given == "optimal" else given
+    interval_steps = max(1, round(wanted / step.step_time_s)) if wanted < math.inf else steps
+    interval_steps = min(steps, interval_steps + (interval_steps * step.step_time_s < save_s))  # a save ends first
     return RunParams(
         work_s=steps * step.step_time_s, step_s=step.step_time_s, interval_s=interval_steps * step.step_time_s,
-        save_block_s=block_s, persist_s=persist_s, restart_s=restart_s, rates_per_s=per_s,
-        hot_spares=restart.hot_spares, repair_s=restart.repair_h * 3600.0, n_gpus=n_gpus,
-        gpus_per_node=topology.gpus_per_node, busy_power_w=step.average_power_w,
-        idle_power_w=step.gpu_tdp_w * IDLE_POWER_FRACTION, checkpoint_bytes=size, save_s=save_s)
+        save_block_s=block_s, persist_s=save_s if run.checkpoint.async_save else 0.0, restart_s=restart_s,
+        rates_per_s=per_s, hot_spares=restart.hot_spares, repair_s=restart.repair_h * 3600.0,
+        n_gpus=topology.nodes * topology.gpus_per_node, gpus_per_node=topology.gpus_per_node,
+        busy_power_w=step.average_power_w, idle_power_w=step.gpu_tdp_w * IDLE_POWER_FRACTION,
+        checkpoint_bytes=size, save_s=save_s)

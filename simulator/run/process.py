@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from simulator.run.montecarlo import RunSamples, run_draws, schedule
+from simulator.run.montecarlo import PER_RUN_FIELDS, RunSamples, run_draws, schedule
 from simulator.run.params import SPARE_CLASSES, RunParams
 
 
@@ -77,8 +77,6 @@ def simulate_process(p: RunParams, runs: int, seed: int = 0) -> RunSamples:
                                "interruptions": 0, "by_class": dict.fromkeys(p.rates_per_s, 0)}
         env.run(until=env.process(_job(env, p, seed, run, out)))
         rows.append((env.now, out))
-    return RunSamples(
-        np.array([w for w, _ in rows]), *(np.array([o[key] for _, o in rows]) for key in
-                                          ("checkpoint_s", "lost_work_s", "restart_s", "spare_wait_s",
-                                           "interruptions")),
-        {k: np.array([o["by_class"][k] for _, o in rows]) for k in p.rates_per_s})
+    return RunSamples(wall_s=np.array([wall for wall, _ in rows]),
+                      **{key: np.array([o[key] for _, o in rows]) for key in PER_RUN_FIELDS if key != "wall_s"},
+                      by_class={k: np.array([o["by_class"][k] for _, o in rows]) for k in p.rates_per_s})

@@ -15,6 +15,7 @@ from simulator.cli.common import check_writable, reflowed, write_text
 from simulator.cli.predict import _load_scenario, _override, _run, prediction_json
 from simulator.core.errors import ConfigError
 from simulator.report.html import compare_report_html
+from simulator.run.summary import RunPrediction, predict_run
 from simulator.scenario import pace_slowdown
 from simulator.training.prediction import StepPrediction
 
@@ -42,6 +43,14 @@ ROWS: tuple[tuple[str, Callable[[StepPrediction], float], str], ...] = (
     ("others waiting on a straggler", lambda p: p.idle_breakdown_s.get("straggler_wait", 0.0), "{:.3f} s"),
     ("others waiting on the busiest expert rank", lambda p: p.idle_breakdown_s.get("routing_wait", 0.0), "{:.3f} s"),
     ("memory per GPU", lambda p: p.memory_per_gpu_bytes / GIB, "{:.1f} GiB"),
+)
+
+RUN_ROWS: tuple[tuple[str, Callable[[RunPrediction], float], str], ...] = (  # scenarios with a `run:` section
+    ("time to train, P50 (failures)", lambda r: r.percentile_s(50) / 86400, "{:,.1f} days"),
+    ("time to train, P90 (failures)", lambda r: r.percentile_s(90) / 86400, "{:,.1f} days"),
+    ("interruptions a day", lambda r: r.interruptions_per_day, "{:.2f}"),
+    ("goodput", lambda r: 100 * r.goodput_fraction, "{:.1f}%"),
+    ("GPU-hours (failures)", lambda r: r.gpu_hours, "{:,.0f}"),
 )
 
 
@@ -100,6 +109,7 @@ def compare(
         raise ConfigError("compare needs at least two scenario files (the first is the base)")
     check_writable(report, "report")  # before the predictions, not after them
     predictions = []
+    runs: list[RunPrediction | None] = []  # the run through failures of a scenario with a `run:` section
     resolved: list[dict[str, object]] = []  # each scenario as predicted: presets expanded, overrides applied
     for path in scenarios:
         spec = _load_scenario(path)
@@ -108,9 +118,11 @@ def compare(
             micro_batch=None, global_batch=None, seq_len=None))
         slowdown = pace_slowdown(spec, topology.nodes * topology.gpus_per_node)
         predictions.append((path, spec, _run(topology, training, model, None, False, None, slowdown, spec.nccl_env)))
+        runs.append(predict_run(spec.run, topology, training, model, predictions[-1][2]) if spec.run else None)
         resolved.append({"topology": topology.model_dump(), "training": training.model_dump(exclude={"model"}),
                          "model": model.model_dump(), "stragglers": spec.stragglers and spec.stragglers.model_dump(),
-                         "jitter": spec.jitter and spec.jitter.model_dump(), "nccl_env": spec.nccl_env})
+                         "jitter": spec.jitter and spec.jitter.model_dump(), "nccl_env": spec.nccl_env,
+                         "run": spec.run and spec.run.model_dump()})
     labels = _labels([(path, spec.name) for path, spec, _ in predictions])
     changes = [_differences(resolved[0], other) for other in resolved]
     if report is not None:
@@ -118,8 +130,9 @@ def compare(
         write_text(report, compare_report_html(f"Compared with {scenarios[0].name}", named), "report")
     if as_json:
         typer.echo(json.dumps({"scenarios": [
-            {"file": str(path), "name": spec.name, "differs_from_base": change, **prediction_json(p)}
-            for (path, spec, p), change in zip(predictions, changes, strict=True)]}, indent=2))
+            {"file": str(path), "name": spec.name, "differs_from_base": change, **prediction_json(p),
+             **({"run": run.to_json()} if run is not None else {})}
+            for (path, spec, p), change, run in zip(predictions, changes, runs, strict=True)]}, indent=2))
         return
     table = Table("metric", *labels, title=f"Compared with {scenarios[0].name}")
     base = predictions[0][2]
@@ -131,6 +144,11 @@ def compare(
         cells = [fmt.format(metric(p)) + ("" if p is base else " " + _change(metric(p), metric(base)))
                  for _, _, p in predictions]
         table.add_row(label, *cells)
+    for label, run_metric, fmt in RUN_ROWS if any(runs) else ():
+        base_run = runs[0]
+        table.add_row(label, *("-" if r is None else fmt.format(run_metric(r)) + (
+            "" if r is base_run or base_run is None else " " + _change(run_metric(r), run_metric(base_run)))
+            for r in runs))
     table.add_row("fits in memory", *("yes" if p.fits_in_memory else "[bold red]no[/]" for _, _, p in predictions))
     table.add_row("differs from the base", "(the base)", *("\n".join(change) or "nothing" for change in changes[1:]))
     Console(width=max(120, Console().width)).print(table)

@@ -368,7 +368,7 @@ def predict(
         write_text(trace, json.dumps(trace_events(p.spans, label, ranks, topo.gpus_per_node)), "trace")
     if report is not None:
         try:
-            write_text(report, step_report_html(title, p), "report")
+            write_text(report, step_report_html(title, p, outcome), "report")
         except ConfigError:
             if trace is not None:  # the command's files come whole, or none of them
                 trace.unlink(missing_ok=True)

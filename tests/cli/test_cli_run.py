@@ -71,3 +71,23 @@ def test_negative_rate_in_a_scenario_exits_2(tmp_path: Path):
                         "run: {train_tokens: 1e12, failures: {node_mtbf_h: -5}}\n")
     out = run("predict", str(scenario))
     assert out.returncode == 2 and "node_mtbf_h" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_report_and_compare_show_the_run(tmp_path: Path):
+    """--report draws the finish times and the goodput waterfall; compare gives each scenario's run."""
+    report = tmp_path / "run.html"
+    assert run("predict", "--train-tokens", "5e11", "--report", str(report)).returncode == 0
+    page = report.read_text()
+    assert 'id="finish-times"' in page and 'id="goodput"' in page
+    base, other = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    text = ("topology: dgx-h100\nnodes: 4\ntraining: {model: llama2-7b, global_batch: 256, seq_len: 4096}\n"
+            "run: {train_tokens: 5e11, failures: llama3, runs: 40}\n")
+    base.write_text(text)
+    other.write_text(text.replace("llama3", "rsc1"))
+    out = run("compare", str(base), str(other), "--json")
+    assert out.returncode == 0, out.stderr
+    scenarios = json.loads(out.stdout)["scenarios"]
+    assert [s["run"]["failures"] for s in scenarios] == ["llama3", "rsc1"]
+    assert scenarios[1]["run"]["interruptions_per_day"] > scenarios[0]["run"]["interruptions_per_day"]
+    table = run("compare", str(base), str(other)).stdout
+    assert "goodput" in table and "run.failures: llama3 -> rsc1" in table

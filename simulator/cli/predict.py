@@ -78,6 +78,12 @@ Examples:
 
   clustersim predict --model mixtral-8x7b --topology dgx-h100 --nodes 8 --ep 8 --strategy zero1
       --seq-len 4096 --global-batch 256
+
+With --train-tokens (or a scenario's run: section) the time to train runs through failures, checkpoints and
+restarts (Monte Carlo over seeds; docs/time-to-train.md): P10/P50/P90 days, interruptions, goodput, GPU-hours:
+
+  clustersim predict --model llama3-70b --nodes 64 --tp 8 --pp 4 --sequence-parallel --strategy zero1
+      --seq-len 8192 --global-batch 512 --train-tokens 15T --failures llama3 --checkpoint-interval optimal
 """
 
 SCALE_HELP = """Scaling-efficiency curve: predict the same job (same per-GPU micro-batch and

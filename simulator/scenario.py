@@ -12,6 +12,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from simulator.core.errors import ConfigError, config_error_from
+from simulator.run.spec import RunSpec
 from simulator.training.pace import Pace
 from topologies.presets import load_preset
 from topologies.spec import MAX_NODES, TopologySpec, validate_topology_spec
@@ -62,6 +63,8 @@ class ScenarioSpec(BaseModel):
     nccl_env: dict[str, str] = Field(
         default_factory=dict, description="NCCL environment for every collective, e.g. NCCL_NVLS_ENABLE: '0', "
         "NCCL_COLLNET_ENABLE: '0', NCCL_ALGO: Ring, NCCL_PROTO: Simple.")
+    run: RunSpec | None = Field(default=None, description="Training to a token count through failures, checkpoints "
+                                "and restarts (time to train, goodput).")
 
 
     @field_validator("topology", mode="before")

@@ -17,6 +17,7 @@ from simulator.cli.fault_args import LinkFaultOpt, StragglerOpt, with_link_fault
 from simulator.cli.predict import _load_scenario, _override, _run, prediction_json
 from simulator.core.errors import ConfigError
 from simulator.report.html import compare_report_html
+from simulator.run.summary import RunPrediction, predict_run
 from simulator.scenario import ScenarioSpec, pace_of, stragglers_of
 from simulator.training.prediction import StepPrediction
 
@@ -47,6 +48,14 @@ ROWS: tuple[tuple[str, Callable[[StepPrediction], float], str], ...] = (
     ("others waiting on a straggler", lambda p: p.idle_breakdown_s.get("straggler_wait", 0.0), "{:.3f} s"),
     ("others waiting on the busiest expert rank", lambda p: p.idle_breakdown_s.get("routing_wait", 0.0), "{:.3f} s"),
     ("memory per GPU", lambda p: p.memory_per_gpu_bytes / GIB, "{:.1f} GiB"),
+)
+
+RUN_ROWS: tuple[tuple[str, Callable[[RunPrediction], float], str], ...] = (  # scenarios with a `run:` section
+    ("time to train, P50 (failures)", lambda r: r.percentile_s(50) / 86400, "{:,.1f} days"),
+    ("time to train, P90 (failures)", lambda r: r.percentile_s(90) / 86400, "{:,.1f} days"),
+    ("interruptions a day", lambda r: r.interruptions_per_day, "{:.2f}"),
+    ("goodput", lambda r: 100 * r.goodput_fraction, "{:.1f}%"),
+    ("GPU-hours (failures)", lambda r: r.gpu_hours, "{:,.0f}"),
 )
 
 
@@ -93,11 +102,13 @@ def _stragglers_dump(spec: ScenarioSpec) -> object:
     return stragglers[0] if len(stragglers) == 1 else stragglers or None
 
 
-def _rows(predictions: list[StepPrediction], changes: list[list[str]]) -> list[tuple[str, list[str]]]:
+def _rows(predictions: list[StepPrediction], changes: list[list[str]],
+          runs: list[RunPrediction | None]) -> list[tuple[str, list[str]]]:
     """The compared metrics as (label, a cell per scenario), plain text, the same in the terminal and the
     HTML page: each metric with its change from the first scenario; the exposed communication by every kind
     any scenario waited on (the data-parallel collectives, tensor-parallel, pipeline sends ...); GPU idle
-    time by every class of GPUs any scenario has (a straggler, the others)."""
+    time by every class of GPUs any scenario has (a straggler, the others); the run through failures where a
+scenario has one."""
     base = predictions[0]
     waited = sorted({kind for p in predictions for kind in p.comm_by_collective_s})
     classes = list(dict.fromkeys(name for p in predictions for name in p.gpu_idle_by_class))
@@ -107,6 +118,11 @@ def _rows(predictions: list[StepPrediction], changes: list[list[str]]) -> list[t
                *((f"  waiting on {kind}", _waiting_on(kind), "{:.3f} s") for kind in waited), *ROWS[5:]]
     rows = [(label, [fmt.format(metric(p)) + ("" if p is base else " " + _change(metric(p), metric(base)))
                      for p in predictions]) for label, metric, fmt in metrics]
+    base_run = runs[0]
+    for label, run_metric, fmt in RUN_ROWS if any(runs) else ():
+        rows.append((label, ["-" if r is None else fmt.format(run_metric(r)) + (
+            "" if r is base_run or base_run is None else " " + _change(run_metric(r), run_metric(base_run)))
+            for r in runs]))
     rows.append(("fits in memory", ["yes" if p.fits_in_memory else "NO" for p in predictions]))
     rows.append(("differs from the base", ["(the base)", *("; ".join(change) or "nothing" for change in changes[1:])]))
     return rows
@@ -137,6 +153,7 @@ def compare(
         raise ConfigError("compare needs at least two scenario files (the first is the base)")
     check_writable(report, "report")  # before the predictions, not after them
     predictions = []
+    runs: list[RunPrediction | None] = []  # the run through failures of a scenario with a `run:` section
     resolved: list[dict[str, object]] = []  # each scenario as predicted: presets expanded, overrides applied
     for path in scenarios:
         spec = with_stragglers(_load_scenario(path), straggler)
@@ -146,19 +163,22 @@ def compare(
         topology = with_link_faults(topology, link_fault)
         pace = pace_of(spec, topology.nodes, topology.gpus_per_node)
         predictions.append((path, spec, _run(topology, training, model, None, False, None, pace, spec.nccl_env)))
+        runs.append(predict_run(spec.run, topology, training, model, predictions[-1][2]) if spec.run else None)
         resolved.append({"topology": topology.model_dump(), "training": training.model_dump(exclude={"model"}),
                          "model": model.model_dump(), "stragglers": _stragglers_dump(spec),
-                         "jitter": spec.jitter and spec.jitter.model_dump(), "nccl_env": spec.nccl_env})
+                         "jitter": spec.jitter and spec.jitter.model_dump(), "nccl_env": spec.nccl_env,
+                         "run": spec.run and spec.run.model_dump()})
     labels = _labels([(path, spec.name) for path, spec, _ in predictions])
     changes = [_differences(resolved[0], other) for other in resolved]
-    rows = _rows([p for _, _, p in predictions], changes)
+    rows = _rows([p for _, _, p in predictions], changes, runs)
     if report is not None:
         named = [(label, p) for label, (_, _, p) in zip(labels, predictions, strict=True)]
         write_text(report, compare_report_html(f"Compared with {scenarios[0].name}", named, rows), "report")
     if as_json:
         typer.echo(json.dumps({"scenarios": [
-            {"file": str(path), "name": spec.name, "differs_from_base": change, **prediction_json(p)}
-            for (path, spec, p), change in zip(predictions, changes, strict=True)]}, indent=2))
+            {"file": str(path), "name": spec.name, "differs_from_base": change, **prediction_json(p),
+             **({"run": run.to_json()} if run is not None else {})}
+            for (path, spec, p), change, run in zip(predictions, changes, runs, strict=True)]}, indent=2))
         return
     table = Table("metric", title=Text(f"Compared with {scenarios[0].name}"))
     for label in labels:

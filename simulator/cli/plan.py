@@ -15,6 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from simulator.cli.common import CapacityFactorOpt, MoeImbalanceOpt, read_yaml, reflowed
+from simulator.cli.deadline import node_counts, show_deadline
+from simulator.cli.run_args import FailuresOpt, IntervalOpt, TrainTokensOpt, run_spec
 from simulator.core.errors import ConfigError, config_error_from
 from simulator.scenario import resolve_scenario, scenario_from_data
 from simulator.training.routing import describe as describe_routing
@@ -83,6 +85,14 @@ Examples:
 
   clustersim plan --model mixtral-8x7b --topology dgx-h100 --nodes 8 --global-batch 256 --seq-len 4096
       --ep 1,2,4,8
+
+By deadline: with --train-tokens and --deadline-days, plan each node count of --node-counts (default: powers
+of two up to --nodes), run its fastest layout through failures (--failures, --checkpoint-interval; Monte
+Carlo as `clustersim predict --train-tokens` does) and show days and GPU-hours against GPU count, marking
+the fewest GPUs that finish by the deadline at P90 and the cheapest that do:
+
+  clustersim plan --model llama3-70b --topology dgx-h100 --global-batch 512 --seq-len 8192
+      --train-tokens 15T --deadline-days 90 --node-counts 64,128,256,512 --usd-per-gpu-hour 2.5
 """
 
 
@@ -247,6 +257,14 @@ def plan(
     = DEFAULT_SLACK,
     workers: Annotated[int | None, typer.Option(
         help="Processes for long searches (default: the CPU count; 1: this process only).")] = None,
+    train_tokens: TrainTokensOpt = None,
+    deadline_days: Annotated[float | None, typer.Option(
+        help="Plan by deadline: the fewest GPUs that train --train-tokens by this many days at P90.")] = None,
+    node_counts_text: Annotated[str | None, typer.Option(
+        "--node-counts", help="Node counts to plan by deadline, e.g. 64,128,256 (default: powers of two up to "
+        "--nodes).")] = None,
+    failures: FailuresOpt = None, checkpoint_interval: IntervalOpt = None,
+    usd_per_gpu_hour: Annotated[float | None, typer.Option(help="Price of one GPU-hour, for the cost.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the ranked layouts.")] = False,
 ) -> None:
     if top < 1:
@@ -257,6 +275,13 @@ def plan(
     space = _space(tp, pp, micro_batch, strategies, recompute, sequence_parallel, interleaved, cp, ep)
     topo, training, model_spec = _job(scenario, model, topology, nodes, global_batch, seq_len, precision,
                                       {"load_imbalance": moe_imbalance, "capacity_factor": capacity_factor})
+    if (train_tokens is None) != (deadline_days is None):
+        raise ConfigError("--train-tokens and --deadline-days plan by deadline together: give both")
+    run = run_spec(None, train_tokens, failures, checkpoint_interval)
+    if run is not None and deadline_days is not None:
+        show_deadline(topo, training, model_spec, space, run, deadline_days, node_counts(node_counts_text, topo.nodes),
+                      keep, slack, workers, usd_per_gpu_hour, as_json)
+        return
     start = time.perf_counter()
     columns = (TextColumn("plan: simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("layouts"),
                TimeElapsedColumn())

@@ -22,10 +22,20 @@ from simulator.cli.common import (
     write_text,
 )
 from simulator.cli.fault_args import LinkFaultOpt, StragglerOpt, with_link_faults, with_stragglers
+from simulator.cli.run_args import (
+    FailuresOpt,
+    IntervalOpt,
+    TrainTokensOpt,
+    check_run,
+    predict_run_shown,
+    run_rows,
+    run_spec,
+)
 from simulator.collectives.comm import comm_view
 from simulator.core.errors import ConfigError, config_error_from
 from simulator.report.html import scale_report_html, step_report_html
 from simulator.report.trace import trace_events
+from simulator.run.summary import RunPrediction
 from simulator.scenario import DEFAULT_SCENARIO, ScenarioSpec, pace_of, resolve_scenario, scenario_from_data
 from simulator.training.pace import NOMINAL, Pace
 from simulator.training.predict import compute_scale_for, micro_steps_of, predict_step
@@ -72,6 +82,12 @@ Examples:
 
   clustersim predict --model mixtral-8x7b --topology dgx-h100 --nodes 8 --ep 8 --strategy zero1
       --seq-len 4096 --global-batch 256
+
+With --train-tokens (or a scenario's run: section) the time to train runs through failures, checkpoints and
+restarts (Monte Carlo over seeds; docs/time-to-train.md): P10/P50/P90 days, interruptions, goodput, GPU-hours:
+
+  clustersim predict --model llama3-70b --nodes 64 --tp 8 --pp 4 --sequence-parallel --strategy zero1
+      --seq-len 8192 --global-batch 512 --train-tokens 15T --failures llama3 --checkpoint-interval optimal
 """
 
 SCALE_HELP = """Scaling-efficiency curve: predict the same job (same per-GPU micro-batch and
@@ -214,7 +230,8 @@ def _run(topology: TopologySpec, training: TrainingSpec, model: ModelSpec, calib
     return predict_step(topology, training, model, params, scale, gemm, "; ".join(source) or None, pace, env)
 
 
-def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour: float | None) -> Table:
+def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour: float | None,
+           run: RunPrediction | None = None) -> Table:
     table = Table("metric", "value", title=title, title_justify="left")
     verdict = "fits" if p.fits_in_memory else "[bold red]OUT OF MEMORY[/]"
     rows = [
@@ -251,7 +268,10 @@ def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour:
     cost = f", ${p.gpu_hours(train_tokens) * usd_per_gpu_hour:,.0f}" if usd_per_gpu_hour is not None else ""
     table.add_row(f"to train on {train_tokens:.3g} tokens",
                   f"{p.time_to_train_s(train_tokens) / 86400:,.1f} days, {p.gpu_hours(train_tokens):,.0f} GPU-hours"
-                  f"{cost}, {p.energy_kwh(train_tokens) / 1000:,.1f} MWh (GPUs)")
+                  f"{cost}, {p.energy_kwh(train_tokens) / 1000:,.1f} MWh (GPUs)"
+                  + (" without failures" if run is not None else ""))
+    for label, value in run_rows(run, usd_per_gpu_hour) if run is not None else ():
+        table.add_row(label, value)
     table.add_section()
     m = p.memory
     parts = (("parameters", m.parameters_bytes), ("gradients", m.gradients_bytes),
@@ -313,7 +333,7 @@ def predict(
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     measured_tokens_per_s_per_gpu: Annotated[float | None, typer.Option(
         help="Measured single-GPU tokens/s of this job (same model, micro-batch, sequence): scales compute.")] = None,
-    train_tokens: Annotated[float, typer.Option(help="Tokens to train on, for time, GPU-hours, cost, energy.")] = 1e12,
+    train_tokens: TrainTokensOpt = None, failures: FailuresOpt = None, checkpoint_interval: IntervalOpt = None,
     usd_per_gpu_hour: Annotated[float | None, typer.Option(help="Price of one GPU-hour, for the cost.")] = None,
     trace: Annotated[Path | None, typer.Option(
         help="Write the step's timeline as Chrome Trace Event JSON (open in ui.perfetto.dev).")] = None,
@@ -332,8 +352,6 @@ def predict(
                    virtual_stages=virtual_stages, pipeline_split=pipeline_split, placement=placement,
                    micro_batch=micro_batch,
                    global_batch=global_batch, seq_len=seq_len, recompute=recompute)
-    if not 0 < train_tokens < math.inf:
-        raise ConfigError(f"--train-tokens must be a finite number > 0, got {train_tokens}")
     if usd_per_gpu_hour is not None and not 0 <= usd_per_gpu_hour < math.inf:
         raise ConfigError(f"--usd-per-gpu-hour must be a finite number >= 0, got {usd_per_gpu_hour}")
     if trace_gpus is not None and trace is None:
@@ -343,8 +361,13 @@ def predict(
     spec = with_stragglers(_load_scenario(scenario), straggler)
     topo, training, model_spec = _override(spec, options)
     topo = with_link_faults(topo, link_fault)
+    run = run_spec(spec.run, train_tokens, failures, checkpoint_interval)
+    if run is not None:
+        check_run(run, topo, training, model_spec)
     p = _run(topo, training, model_spec, calibration, force_calibration, measured_tokens_per_s_per_gpu,
              pace_of(spec, topo.nodes, topo.gpus_per_node), spec.nccl_env)
+    tokens = run.train_tokens if run is not None else 1e12  # the failure-free planning figures' token count
+    outcome = predict_run_shown(run, topo, training, model_spec, p) if run is not None else None
     title = (f"{model_spec.name}, {training.strategy.kind}{_layout_text(training)}{_routing_text(training)}, "
              f"{topo.nodes} x {topo.gpus_per_node} {topo.gpu} ({topo.name or 'cluster'})")
     if trace is not None:
@@ -360,15 +383,18 @@ def predict(
         write_text(trace, json.dumps(trace_events(p.spans, label, ranks, topo.gpus_per_node)), "trace")
     if report is not None:
         try:
-            write_text(report, step_report_html(title, p), "report")
+            write_text(report, step_report_html(title, p, outcome), "report")
         except ConfigError:
             if trace is not None:  # the command's files come whole, or none of them
                 trace.unlink(missing_ok=True)
             raise
     if as_json:
-        typer.echo(json.dumps(prediction_json(p, train_tokens, usd_per_gpu_hour), indent=2))
+        out = prediction_json(p, tokens, usd_per_gpu_hour)
+        if outcome is not None:
+            out["run"] = outcome.to_json(usd_per_gpu_hour)
+        typer.echo(json.dumps(out, indent=2))
         return
-    Console().print(_table(title, p, train_tokens, usd_per_gpu_hour))
+    Console().print(_table(title, p, tokens, usd_per_gpu_hour, outcome))
 
 
 def scale(

@@ -14,7 +14,8 @@ from html import escape
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from simulator.report import figures
+from simulator.report import figures, run_figures
+from simulator.run.summary import RunPrediction
 from simulator.training.prediction import StepPrediction
 
 GIB = 1024**3
@@ -120,9 +121,10 @@ def _metrics(p: StepPrediction) -> str:
             f'<p class="caption">{escape(METRICS_CAPTION)}</p>')
 
 
-def step_report_html(title: str, p: StepPrediction) -> str:
+def step_report_html(title: str, p: StepPrediction, run: RunPrediction | None = None) -> str:
     """The report of one predicted step: key metrics, timeline, time and idle breakdown, memory
-    against capacity, and stream utilisation (see the module docstring)."""
+    against capacity, and stream utilisation (see the module docstring); with a run through failures,
+    its finish times and goodput waterfall first."""
     sections = [
         ("timeline", "Step timeline", figures.timeline_figure(p), TIMELINE_CAPTION),
         ("time-breakdown", "Where the time went", figures.time_breakdown_figure(p), BREAKDOWN_CAPTION),
@@ -130,6 +132,12 @@ def step_report_html(title: str, p: StepPrediction) -> str:
         ("utilisation", "Link / stream utilisation", figures.utilisation_figure(p),
          UTILISATION_CAPTION.format(bins=figures.UTILISATION_BINS)),
     ]
+    if run is not None:
+        sections[:0] = [("finish-times", "Time to train, over the Monte Carlo runs",
+                         run_figures.finish_time_figure(run),
+                         run_figures.FINISH_CAPTION),
+                        ("goodput", "Goodput: where the wall time went", run_figures.goodput_waterfall_figure(run),
+                         run_figures.WATERFALL_CAPTION)]
     return _page(title, f"{_source(p)}\n{_metrics(p)}\n{_figure_sections(sections)}")
 
 

@@ -172,7 +172,7 @@ class ComputeModel:
     ring_attention: bool = True  # context parallelism by a key/value ring (ParallelSpec.cp_comm p2p), not a2a
     eager_cp_merge: bool = False  # PyTorch's ring: step outputs merged in eager fp32 ops (ParallelSpec.cp_merge)
     routed_load: float = 1.0  # the busiest expert-parallel rank's routed rows over the balanced share (routing)
-    attention_scale: float = 1.0  # on the attention efficiency table (a fitted factor; simulator.validation.training_fit)
+    attention_scale: float = 1.0  # on the attention efficiency table (simulator.validation.training_fit)
 
     @classmethod
     def for_job(cls, gpu: GpuSpec, training: TrainingSpec, power_limit_w: float | None = None, scale: float = 1.0,

@@ -102,8 +102,7 @@ def compare(
     predictions = []
     resolved: list[dict[str, object]] = []  # each scenario as predicted: presets expanded, overrides applied
     for path in scenarios:
-        spec = _load_scenario(path)
-        topology, training, model = _override(spec, dict(
+        spec, topology, training, model = _override(_load_scenario(path), dict(
             topology=None, nodes=None, gpus_per_node=None, model=None, strategy=None,
             micro_batch=None, global_batch=None, seq_len=None))
         slowdown = pace_slowdown(spec, topology.nodes * topology.gpus_per_node)

@@ -15,7 +15,7 @@ from simulator.cli.common import check_writable, reflowed, write_text
 from simulator.cli.predict import _load_scenario, _override, _run, prediction_json
 from simulator.core.errors import ConfigError
 from simulator.report.html import compare_report_html
-from simulator.scenario import pace_slowdown
+from simulator.scenario import pace_slowdown, scenario_echo
 from simulator.training.prediction import StepPrediction
 
 HELP = """Compare scenarios: predict each and print the differences that matter, relative to the first.
@@ -101,12 +101,14 @@ def compare(
     check_writable(report, "report")  # before the predictions, not after them
     predictions = []
     resolved: list[dict[str, object]] = []  # each scenario as predicted: presets expanded, overrides applied
+    echoes: list[dict[str, object]] = []  # the same, as predict --json echoes it
     for path in scenarios:
         spec, topology, training, model = _override(_load_scenario(path), dict(
             topology=None, nodes=None, gpus_per_node=None, model=None, strategy=None,
             micro_batch=None, global_batch=None, seq_len=None))
         slowdown = pace_slowdown(spec, topology.nodes * topology.gpus_per_node)
         predictions.append((path, spec, _run(topology, training, model, None, False, None, slowdown, spec.nccl_env)))
+        echoes.append(scenario_echo(spec, topology, training, model))
         resolved.append({"topology": topology.model_dump(), "training": training.model_dump(exclude={"model"}),
                          "model": model.model_dump(), "stragglers": spec.stragglers and spec.stragglers.model_dump(),
                          "jitter": spec.jitter and spec.jitter.model_dump(), "nccl_env": spec.nccl_env})
@@ -117,8 +119,8 @@ def compare(
         write_text(report, compare_report_html(f"Compared with {scenarios[0].name}", named), "report")
     if as_json:
         typer.echo(json.dumps({"scenarios": [
-            {"file": str(path), "name": spec.name, "differs_from_base": change, **prediction_json(p)}
-            for (path, spec, p), change in zip(predictions, changes, strict=True)]}, indent=2))
+            {"file": str(path), "name": spec.name, "differs_from_base": change, **prediction_json(p, scenario=echo)}
+            for (path, spec, p), change, echo in zip(predictions, changes, echoes, strict=True)]}, indent=2))
         return
     table = Table("metric", *labels, title=f"Compared with {scenarios[0].name}")
     base = predictions[0][2]

@@ -48,7 +48,11 @@ GIB = 1024**3
 PREDICT_HELP = f"""Predict one training step: time, throughput, MFU, GPU idle time, memory.
 
 With no arguments: {DEFAULT_SCENARIO.name}. A scenario YAML (topology, nodes, training) or the
-options below change it; options override the file.
+options below change it; options override the file. With --model and no scenario file only the
+embedded cluster is kept: what the job leaves unstated comes from the model and the layout (its
+training sequence length; micro-batch 1; no gradient accumulation; recompute none; fsdp, or ddp
+with --tp/--pp; docs/scenarios.md). The table's header and --json's `scenario` show the job as
+resolved.
 
 Metrics (DESIGN.md section 9): step_time_s = wall time of one optimizer step (all micro-batches);
 compute_s = busy time of the compute stream of the critical GPU (with pipeline parallelism the

@@ -258,7 +258,7 @@ def _model_spec(case: TrainingCase, model: Mapping[str, Any], seq_len: int, defa
     preset = _released_preset(str(model.get("name") or "")) if len(missing) == len(shape) else None
     if preset is not None:
         defaults.append(f"model shape not stated: the released model's public config (model preset {preset.name})")
-        return ModelSpec(**{**preset.model_dump(), "max_seq_len": seq_len,
+        return ModelSpec(**{**preset.model_dump(), "max_seq_len": seq_len, "train_seq_len": None,
                             "source": f"training case {case.id} (model preset {preset.name})"})
     if missing:
         raise Unexpressible(f"model shape not stated: {', '.join(missing)}")

@@ -127,3 +127,14 @@ def test_gpus_in_wide_use_lower_onto_their_servers():
         assert mapped.skipped is None and mapped.topology is not None, (text, mapped.skipped)
         assert (mapped.topology.gpu, mapped.topology.intra_node, mapped.topology.gpus_per_node) == \
             (gpu, intra, per_node), text
+
+
+def test_released_preset_at_a_shorter_sequence_than_its_training_context():
+    """A case running Llama 3.1 405B (preset trained at 8,192) at 4,096 tokens takes the preset's shape at the
+    case's sequence: no conflict between the preset's training context and the case's."""
+    mapped = map_case(case(MOE_CASE, model={"name": "LLAMA3-405B", "seq_len": 4096},
+                           training={"strategy": ["tp", "pp", "dp"], "tp": 8, "pp": 8, "ep": None},
+                           cluster={"num_gpus": 512}))
+    assert mapped.skipped is None, mapped.skipped
+    assert mapped.model is not None and mapped.training is not None
+    assert (mapped.model.layers, mapped.model.max_seq_len, mapped.training.seq_len) == (126, 4096, 4096)

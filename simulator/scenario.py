@@ -107,8 +107,8 @@ def complete_training(training: TrainingSpec, model: ModelSpec, topology: Topolo
     filled: dict[str, object] = {}
     if training.seq_len is None:
         filled["seq_len"] = model.training_context
-    if "strategy" not in training.model_fields_set:
-        filled["strategy"] = training.strategy.model_copy(update={"kind": default_strategy(training)})
+    if "kind" not in training.strategy.model_fields_set:  # a strategy's knobs given, its kind not
+        filled["strategy"] = {**training.strategy.model_dump(exclude_unset=True), "kind": default_strategy(training)}
     par = training.parallel
     model_parallel = par.tp * par.pp * par.cp
     n_gpus = topology.nodes * topology.gpus_per_node
@@ -118,8 +118,7 @@ def complete_training(training: TrainingSpec, model: ModelSpec, topology: Topolo
         return training
     try:  # validated again: a filled-in strategy must suit the layout as a stated one would
         return TrainingSpec.model_validate({**training.model_dump(exclude_unset=True), "model": training.model,
-                                            **{k: v.model_dump() if isinstance(v, StrategySpec) else v
-                                               for k, v in filled.items()}})
+                                            **filled})
     except ValidationError as exc:
         raise config_error_from(exc, "training") from None
 

@@ -86,6 +86,14 @@ def test_scenario_file_fields_stay_stated(tmp_path: Path):
     assert (training.seq_len, training.strategy.kind, training.global_batch) == (8192, "ddp", 1)
 
 
+def test_strategy_knobs_without_a_kind_get_the_default_kind():
+    """A strategy that sets knobs but no kind: the kind is still the layout's default, the knobs kept."""
+    spec = scenario_from_data({"topology": "dgx-h100", "training": {
+        "model": "gpt3-13b", "strategy": {"overlap_grad_reduce": False}, "parallel": {"pp": 2}}}, "s")
+    _, training, _ = resolve_scenario(spec)
+    assert (training.strategy.kind, training.strategy.overlap_grad_reduce) == ("ddp", False)
+
+
 def test_complete_training_is_idempotent_and_keeps_accumulation():
     """Completing twice changes nothing; a stated grad_accum gets no global batch beside it."""
     model, topology = load_model("llama2-7b"), load_preset("dgx-h100", nodes=2)

@@ -164,7 +164,8 @@ def _job(scenario: Path | None, model: str | None, topology: str | None, nodes: 
     routing_options = {key: value for key, value in (routing or {}).items() if value is not None}
     if routing_options:
         data["routing"] = {**base.routing.model_dump(), **routing_options}
-    _required(data["global_batch"], "--global-batch" + (" (or training.global_batch in the scenario)" * bool(scenario)))
+    _required(data.get("global_batch"),
+              "--global-batch" + (" (or training.global_batch in the scenario)" * bool(scenario)))
     try:
         training = TrainingSpec.model_validate(data)
     except ValidationError as exc:

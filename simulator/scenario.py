@@ -1,7 +1,21 @@
 """A scenario: which cluster, which training job. The top-level spec of `clustersim predict`.
 
-`resolve_scenario` turns names into specs (a topology preset, a model preset) and applies the
-command line's overrides; only the CLI reads scenario files.
+`resolve_scenario` turns names into specs (a topology preset, a model preset) and fills what the job
+leaves unstated (`complete_training`); `scenario_echo` is the fully resolved scenario as data. Only the
+CLI reads scenario files.
+
+What a job leaves unstated comes from the model and the job's own layout, never from another
+scenario (docs/scenarios.md):
+
+- seq_len: the model's pre-training sequence length (ModelSpec.training_context: GPT-3 2,048, Llama 2
+  4,096, Llama 3 8,192).
+- micro_batch: 1 (TrainingSpec's default; Megatron-LM's --micro-batch-size in its example scripts and
+  NeMo's recipes: one sequence per pipeline micro-batch).
+- global_batch (and grad_accum): no accumulation, micro_batch x data-parallel GPUs.
+- strategy: fsdp (PyTorch FSDP FULL_SHARD) without tensor or pipeline parallelism; with them ddp,
+  Megatron-LM's default (its distributed optimizer, zero1 here, is an opt-in flag,
+  --use-distributed-optimizer).
+- activation_checkpointing none, precision bf16, optimizer adamw: TrainingSpec's defaults.
 """
 
 from __future__ import annotations
@@ -17,7 +31,7 @@ from simulator.training.pace import Pace
 from topologies.presets import load_preset
 from topologies.spec import MAX_NODES, TopologySpec, validate_topology_spec
 from workloads.presets import load_model
-from workloads.spec import ModelSpec, StrategySpec, TrainingSpec
+from workloads.spec import ModelSpec, StrategyKind, StrategySpec, TrainingSpec
 
 MAX_SLOWDOWN = 1000.0  # a GPU 1,000x slower is a failed one: the what-if is then a failure, not a pace
 
@@ -151,8 +165,36 @@ def scenario_from_data(data: object, source: str) -> ScenarioSpec:
         raise config_error_from(exc, source) from None
 
 
-def resolve_scenario(scenario: ScenarioSpec) -> tuple[TopologySpec, TrainingSpec, ModelSpec]:
-    """Preset names -> specs, with the scenario's node count applied."""
+def default_strategy(training: TrainingSpec) -> StrategyKind:
+    """The data-parallel strategy of a job that names none: fsdp without tensor or pipeline parallelism
+    (PyTorch FSDP's FULL_SHARD), ddp with them (Megatron-LM's default data-parallel optimizer)."""
+    return "ddp" if training.parallel.tp > 1 or training.parallel.pp > 1 else "fsdp"
+
+
+def complete_training(training: TrainingSpec, model: ModelSpec, topology: TopologySpec) -> TrainingSpec:
+    """`training` with every field it leaves unstated filled in (module docstring): seq_len, the
+    strategy's kind, and the global batch of a job without accumulation. Stated fields stay as they are."""
+    filled: dict[str, object] = {}
+    if training.seq_len is None:
+        filled["seq_len"] = model.training_context
+    if "kind" not in training.strategy.model_fields_set:  # a strategy's knobs given, its kind not
+        filled["strategy"] = {**training.strategy.model_dump(exclude_unset=True), "kind": default_strategy(training)}
+    par = training.parallel
+    model_parallel = par.tp * par.pp * par.cp
+    n_gpus = topology.nodes * topology.gpus_per_node
+    if training.global_batch is None and training.grad_accum is None and n_gpus % model_parallel == 0:
+        filled["global_batch"] = training.micro_batch * n_gpus // model_parallel
+    if not filled:
+        return training
+    try:  # validated again: a filled-in strategy must suit the layout as a stated one would
+        return TrainingSpec.model_validate({**training.model_dump(exclude_unset=True), "model": training.model,
+                                            **filled})
+    except ValidationError as exc:
+        raise config_error_from(exc, "training") from None
+
+
+def scenario_specs(scenario: ScenarioSpec) -> tuple[TopologySpec, TrainingSpec, ModelSpec]:
+    """Preset names -> specs, with the scenario's node count applied; the training as written."""
     if isinstance(scenario.topology, str):
         topology = load_preset(scenario.topology, nodes=scenario.nodes)
     elif scenario.nodes is None:
@@ -162,3 +204,23 @@ def resolve_scenario(scenario: ScenarioSpec) -> tuple[TopologySpec, TrainingSpec
     model = scenario.training.model
     model_spec = load_model(model) if isinstance(model, str) else model
     return topology, scenario.training, model_spec
+
+
+def resolve_scenario(scenario: ScenarioSpec) -> tuple[TopologySpec, TrainingSpec, ModelSpec]:
+    """Preset names -> specs, with the scenario's node count applied and the training completed
+    (complete_training)."""
+    topology, training, model = scenario_specs(scenario)
+    return topology, complete_training(training, model, topology), model
+
+
+def scenario_echo(scenario: ScenarioSpec, topology: TopologySpec, training: TrainingSpec,
+                  model: ModelSpec) -> dict[str, object]:
+    """The scenario as predicted, every field given (presets expanded, defaults filled in): itself a
+    valid scenario that predicts the same step."""
+    return {
+        "name": scenario.name, "topology": topology.model_dump(mode="json"), "nodes": topology.nodes,
+        "training": {**training.model_dump(mode="json"), "model": model.model_dump(mode="json")},
+        "stragglers": [straggler.model_dump(mode="json") for straggler in stragglers_of(scenario)] or None,
+        "jitter": scenario.jitter and scenario.jitter.model_dump(mode="json"), "nccl_env": dict(scenario.nccl_env),
+        "run": scenario.run and scenario.run.model_dump(mode="json"),
+    }

@@ -8,10 +8,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Precision = Literal["bf16", "fp16", "fp8", "fp32"]
 Checkpointing = Literal["none", "selective", "full"]
+# Megatron-LM's recomputation flags as activation_checkpointing values (megatron/training/arguments.py):
+# --recompute-activations sets --recompute-granularity selective (attention's softmax and dropout recomputed,
+# Korthikanti et al. 2022); --recompute-granularity full recomputes whole layers; --checkpoint-activations, its
+# name before 2022, meant full.
+MEGATRON_CHECKPOINTING: dict[str, Checkpointing] = {
+    "recompute-activations": "selective", "recompute-granularity-selective": "selective",
+    "recompute-granularity-full": "full", "checkpoint-activations": "full"}
 Optimizer = Literal["adam", "adamw", "sgd"]
 StrategyKind = Literal["ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp"]
 FsdpSharding = Literal["FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD"]
@@ -61,6 +68,10 @@ class ModelSpec(BaseModel):
     gated_mlp: bool = Field(default=False, description="SwiGLU-style MLP with three matrices (Llama).")
     vocab: int = Field(ge=1, description="Vocabulary size.")
     max_seq_len: int = Field(default=2048, ge=1, description="Context length the model was built for.")
+    train_seq_len: int | None = Field(
+        default=None, ge=1, description="Sequence length of the model's main pre-training, where it differs from "
+        "max_seq_len (Llama 3.1 405B: 8192 of its 131072); a job that states no seq_len runs at it. Default: "
+        "max_seq_len.")
     tied_embeddings: bool = Field(default=False, description="Output projection shares the input embedding.")
     learned_positions: bool = Field(default=False, description="Learned position embedding table (GPT-2/3).")
     bias: bool = Field(
@@ -98,10 +109,17 @@ class ModelSpec(BaseModel):
                                      or self.bias):
             raise ValueError("mla: kv_heads (every head has its keys and values), head_dim (the mla widths say) "
                              "and bias do not apply to multi-head latent attention")
+        if self.train_seq_len is not None and self.train_seq_len > self.max_seq_len:
+            raise ValueError(f"train_seq_len ({self.train_seq_len}) exceeds max_seq_len ({self.max_seq_len})")
         if self.dense_layers >= self.layers:
             raise ValueError(f"dense_layers ({self.dense_layers}) must leave some of the {self.layers} blocks "
                              "mixtures of experts")
         return self
+
+    @property
+    def training_context(self) -> int:
+        """Tokens per sequence of a job that states none: the model's pre-training sequence length."""
+        return self.train_seq_len or self.max_seq_len
 
     @property
     def moe(self) -> bool:
@@ -274,6 +292,15 @@ class RoutingSpec(BaseModel):
         return self
 
 
+def checkpointing_of(value: object) -> object:
+    """A Megatron flag name (MEGATRON_CHECKPOINTING; with or without its dashes, 'recompute-granularity full'
+    or '=full') as its activation_checkpointing value; anything else as given."""
+    if not isinstance(value, str):
+        return value
+    key = "-".join(value.strip().lstrip("-").lower().replace("=", " ").replace("_", "-").split())
+    return MEGATRON_CHECKPOINTING.get(key, value)
+
+
 class TrainingSpec(BaseModel):
     """One training job: the model, its batch and precision, and the data-parallel strategy."""
 
@@ -286,7 +313,9 @@ class TrainingSpec(BaseModel):
         default=None, ge=1, description="Sequences per optimizer step over all GPUs (default: no accumulation).")
     grad_accum: int | None = Field(default=None, ge=1, description="Micro-steps per optimizer step.")
     precision: Precision = Field(default="bf16", description="Compute precision (mixed with fp32 master weights).")
-    activation_checkpointing: Checkpointing = Field(default="none", description="none, selective or full.")
+    activation_checkpointing: Checkpointing = Field(
+        default="none", description="none, selective or full; Megatron-LM's flags are accepted too: "
+        "recompute-activations (selective), recompute-granularity full (full), checkpoint-activations (full).")
     optimizer: Optimizer = Field(default="adamw", description="Optimizer (Adam keeps two fp32 moments).")
     flash_attention: bool = Field(
         default=True, description="Fused attention that keeps no seq x seq scores (FlashAttention, PyTorch SDPA).")
@@ -308,6 +337,11 @@ class TrainingSpec(BaseModel):
     routing: RoutingSpec = Field(
         default_factory=RoutingSpec, description="A mixture of experts' routing: load imbalance over the "
         "expert-parallel ranks, capacity factor (default: balanced, dropless).")
+
+    @field_validator("activation_checkpointing", mode="before")
+    @classmethod
+    def _megatron_names(cls, value: object) -> object:
+        return checkpointing_of(value)
 
     @model_validator(mode="after")
     def _check(self) -> TrainingSpec:

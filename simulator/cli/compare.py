@@ -18,7 +18,7 @@ from simulator.cli.predict import _load_scenario, _override, _run, prediction_js
 from simulator.core.errors import ConfigError
 from simulator.report.html import compare_report_html
 from simulator.run.summary import RunPrediction, predict_run
-from simulator.scenario import ScenarioSpec, pace_of, stragglers_of
+from simulator.scenario import ScenarioSpec, pace_of, scenario_echo, stragglers_of
 from simulator.training.prediction import StepPrediction
 
 HELP = """Compare scenarios: predict each and print the differences that matter, relative to the first.
@@ -155,15 +155,17 @@ def compare(
     predictions = []
     runs: list[RunPrediction | None] = []  # the run through failures of a scenario with a `run:` section
     resolved: list[dict[str, object]] = []  # each scenario as predicted: presets expanded, overrides applied
+    echoes: list[dict[str, object]] = []  # the same, as predict --json echoes it
     for path in scenarios:
-        spec = with_stragglers(_load_scenario(path), straggler)
-        topology, training, model = _override(spec, dict(
+        spec, topology, training, model = _override(_load_scenario(path), dict(
             topology=None, nodes=None, gpus_per_node=None, model=None, strategy=None,
             micro_batch=None, global_batch=None, seq_len=None))
+        spec = with_stragglers(spec, straggler)
         topology = with_link_faults(topology, link_fault)
         pace = pace_of(spec, topology.nodes, topology.gpus_per_node)
         predictions.append((path, spec, _run(topology, training, model, None, False, None, pace, spec.nccl_env)))
         runs.append(predict_run(spec.run, topology, training, model, predictions[-1][2]) if spec.run else None)
+        echoes.append(scenario_echo(spec, topology, training, model))
         resolved.append({"topology": topology.model_dump(), "training": training.model_dump(exclude={"model"}),
                          "model": model.model_dump(), "stragglers": _stragglers_dump(spec),
                          "jitter": spec.jitter and spec.jitter.model_dump(), "nccl_env": spec.nccl_env,
@@ -176,9 +178,10 @@ def compare(
         write_text(report, compare_report_html(f"Compared with {scenarios[0].name}", named, rows), "report")
     if as_json:
         typer.echo(json.dumps({"scenarios": [
-            {"file": str(path), "name": spec.name, "differs_from_base": change, **prediction_json(p),
+            {"file": str(path), "name": spec.name, "differs_from_base": change, **prediction_json(p, scenario=echo),
              **({"run": run.to_json()} if run is not None else {})}
-            for (path, spec, p), change, run in zip(predictions, changes, runs, strict=True)]}, indent=2))
+            for (path, spec, p), change, run, echo in zip(predictions, changes, runs, echoes, strict=True)]},
+            indent=2))
         return
     table = Table("metric", title=Text(f"Compared with {scenarios[0].name}"))
     for label in labels:

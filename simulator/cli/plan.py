@@ -18,7 +18,7 @@ from simulator.cli.common import CapacityFactorOpt, MoeImbalanceOpt, read_yaml, 
 from simulator.cli.deadline import node_counts, show_deadline
 from simulator.cli.run_args import FailuresOpt, IntervalOpt, TrainTokensOpt, run_spec
 from simulator.core.errors import ConfigError, config_error_from
-from simulator.scenario import resolve_scenario, scenario_from_data
+from simulator.scenario import complete_training, scenario_from_data, scenario_specs
 from simulator.training.routing import describe as describe_routing
 from simulator.training.search import (
     DEFAULT_KEEP,
@@ -33,7 +33,7 @@ from simulator.training.search import (
 from topologies.presets import resolve_topology
 from topologies.spec import TopologySpec, validate_topology_spec
 from workloads.presets import resolve_model
-from workloads.spec import Checkpointing, ModelSpec, StrategyKind, TrainingSpec
+from workloads.spec import Checkpointing, ModelSpec, StrategyKind, TrainingSpec, checkpointing_of
 
 GIB = 1024**3
 T = TypeVar("T")
@@ -138,7 +138,8 @@ def _space(tp: str | None, pp: str | None, micro_batch: str, strategies: str, re
     return SearchSpace(
         tp=_ints(tp, "--tp"), pp=_ints(pp, "--pp"), micro_batches=_ints(micro_batch, "--micro-batch") or (),
         strategies=_choices(strategies, "--strategies", get_args(StrategyKind)),
-        recompute=_choices(recompute, "--recompute", get_args(Checkpointing)),
+        recompute=_choices(",".join(str(checkpointing_of(part)) for part in recompute.split(",")), "--recompute",
+                           get_args(Checkpointing)),
         sequence_parallel=sp[sequence_parallel], interleaved=interleaved, cp=_ints(cp, "--cp") or (1,),
         ep=_ints(ep, "--ep"))
 
@@ -153,7 +154,7 @@ def _job(scenario: Path | None, model: str | None, topology: str | None, nodes: 
     model_spec: ModelSpec | None = None
     base = TrainingSpec(model=model or "")
     if scenario is not None:
-        topo, base, model_spec = resolve_scenario(scenario_from_data(read_yaml(scenario, "scenario"), str(scenario)))
+        topo, base, model_spec = scenario_specs(scenario_from_data(read_yaml(scenario, "scenario"), str(scenario)))
     try:
         if model is not None:
             model_spec = resolve_model(model)
@@ -168,16 +169,18 @@ def _job(scenario: Path | None, model: str | None, topology: str | None, nodes: 
         raise ConfigError(f"--topology/--nodes: {exc}") from None
     model_spec, topo = _required(model_spec, "--model"), _required(topo, "--topology")
     options = {"global_batch": global_batch, "seq_len": seq_len, "precision": precision}
-    data = {**base.model_dump(), "model": model_spec.name, "grad_accum": None,
+    data = {**base.model_dump(exclude_unset=True), "model": model_spec.name, "grad_accum": None,
             **{key: value for key, value in options.items() if value is not None}}
     routing_options = {key: value for key, value in (routing or {}).items() if value is not None}
     if routing_options:
         data["routing"] = {**base.routing.model_dump(), **routing_options}
-    _required(data["global_batch"], "--global-batch" + (" (or training.global_batch in the scenario)" * bool(scenario)))
+    _required(data.get("global_batch"),
+              "--global-batch" + (" (or training.global_batch in the scenario)" * bool(scenario)))
     try:
-        return topo, TrainingSpec.model_validate(data), model_spec
+        training = TrainingSpec.model_validate(data)
     except ValidationError as exc:
         raise config_error_from(exc, "command line") from None
+    return topo, complete_training(training, model_spec, topo), model_spec
 
 
 def layout_json(rank: int, r: RankedLayout) -> dict[str, Any]:
@@ -246,7 +249,8 @@ def plan(
     micro_batch: Annotated[str, typer.Option(help="Micro-batch sizes to try.")] = "1,2,4,8",
     strategies: Annotated[str, typer.Option(help="Data-parallel strategies to try (ddp, zero1, zero2, zero3, "
                                             "fsdp, hsdp); sharded ones only with PP 1.")] = "ddp,zero1,fsdp",
-    recompute: Annotated[str, typer.Option(help="Activation recomputation to try: none, selective, full.")]
+    recompute: Annotated[str, typer.Option(help="Activation recomputation to try: none, selective, full (or "
+                                           "Megatron's recompute-activations, recompute-granularity=full).")]
     = "none,selective,full",
     sequence_parallel: Annotated[str, typer.Option(help="With TP > 1: on, off or both.")] = "on",
     interleaved: Annotated[bool, typer.Option(help="Also try the interleaved 1F1B schedule (2 virtual stages).")]
@@ -301,7 +305,7 @@ def plan(
             progress.stop()
     seconds = time.perf_counter() - start
     n_gpus = topo.nodes * topo.gpus_per_node
-    seq = training.seq_len or model_spec.max_seq_len
+    seq = training.seq_len or model_spec.training_context
     if as_json:
         typer.echo(json.dumps({
             "model": model_spec.name, "topology": topo.name, "nodes": topo.nodes, "n_gpus": n_gpus,

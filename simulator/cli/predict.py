@@ -36,7 +36,15 @@ from simulator.core.errors import ConfigError, config_error_from
 from simulator.report.html import scale_report_html, step_report_html
 from simulator.report.trace import trace_events
 from simulator.run.summary import RunPrediction
-from simulator.scenario import DEFAULT_SCENARIO, ScenarioSpec, pace_of, resolve_scenario, scenario_from_data
+from simulator.scenario import (
+    DEFAULT_SCENARIO,
+    ScenarioSpec,
+    complete_training,
+    pace_of,
+    scenario_echo,
+    scenario_from_data,
+    scenario_specs,
+)
 from simulator.training.pace import NOMINAL, Pace
 from simulator.training.predict import compute_scale_for, micro_steps_of, predict_step
 from simulator.training.prediction import StepPrediction
@@ -52,7 +60,11 @@ GIB = 1024**3
 PREDICT_HELP = f"""Predict one training step: time, throughput, MFU, GPU idle time, memory.
 
 With no arguments: {DEFAULT_SCENARIO.name}. A scenario YAML (topology, nodes, training) or the
-options below change it; options override the file.
+options below change it; options override the file. With --model and no scenario file only the
+embedded cluster is kept: what the job leaves unstated comes from the model and the layout (its
+training sequence length; micro-batch 1; no gradient accumulation; recompute none; fsdp, or ddp
+with --tp/--pp; docs/scenarios.md). The table's header and --json's `scenario` show the job as
+resolved.
 
 Metrics (DESIGN.md section 9): step_time_s = wall time of one optimizer step (all micro-batches);
 compute_s = busy time of the compute stream of the critical GPU (with pipeline parallelism the
@@ -106,9 +118,10 @@ def register(app: typer.Typer) -> None:
     app.command("scale", help=reflowed(SCALE_HELP))(scale)
 
 
-def _load_scenario(path: Path | None) -> ScenarioSpec:
+def _load_scenario(path: Path | None) -> ScenarioSpec | None:
+    """The scenario file's spec; None for no file (the embedded scenario)."""
     if path is None:
-        return DEFAULT_SCENARIO
+        return None
     return scenario_from_data(read_yaml(path, "scenario"), str(path))
 
 
@@ -117,9 +130,16 @@ PARALLEL_OPTIONS = ("tp", "pp", "cp", "cp_comm", "ep", "ep_comm_overlap", "seque
 ROUTING_OPTIONS = ("load_imbalance", "capacity_factor", "pad_to_capacity")
 
 
-def _override(scenario: ScenarioSpec, options: dict[str, Any]) -> tuple[TopologySpec, TrainingSpec, ModelSpec]:
-    """Apply the command line to the scenario, validating every changed field."""
-    topology, training, model = resolve_scenario(scenario)
+def _override(scenario: ScenarioSpec | None, options: dict[str, Any]) -> tuple[ScenarioSpec, TopologySpec,
+                                                                              TrainingSpec, ModelSpec]:
+    """Apply the command line to the scenario (None: the embedded one), validating every changed field,
+    and fill what the job leaves unstated (complete_training). With --model and no scenario file the
+    embedded scenario gives only the cluster: its job's fields (sequence, batch, recomputation,
+    strategy) were chosen for its model."""
+    spec = scenario or DEFAULT_SCENARIO
+    topology, training, model = scenario_specs(spec)
+    if scenario is None and any(value is not None for value in options.values()):
+        spec = spec.model_copy(update={"name": None})  # no longer the embedded scenario's job
     if options["topology"] is not None:  # another cluster (a preset or a YAML file): its own node count unless given
         topology = resolve_topology(options["topology"], options["nodes"])
     updates = {key: options[key] for key in ("nodes", "gpus_per_node") if options[key] is not None}
@@ -127,23 +147,26 @@ def _override(scenario: ScenarioSpec, options: dict[str, Any]) -> tuple[Topology
         topology = validate_topology_spec({**topology.model_dump(), **updates}, "command line")
     if options["model"] is not None:
         model = resolve_model(options["model"])
+        if scenario is None:
+            training = TrainingSpec(model=model.name)
     train = {key: options[key] for key in ("micro_batch", "global_batch", "seq_len") if options[key] is not None}
     if options.get("recompute") is not None:
         train["activation_checkpointing"] = options["recompute"]
     if options["strategy"] is not None:
-        train["strategy"] = {**training.strategy.model_dump(), "kind": options["strategy"]}
+        train["strategy"] = {**training.strategy.model_dump(exclude_unset=True), "kind": options["strategy"]}
     parallel = {key: options.get(key) for key in PARALLEL_OPTIONS if options.get(key) is not None}
     if parallel:
-        train["parallel"] = {**training.parallel.model_dump(), **parallel}
+        train["parallel"] = {**training.parallel.model_dump(exclude_unset=True), **parallel}
     routing = {key: options.get(key) for key in ROUTING_OPTIONS if options.get(key) is not None}
     if routing:
-        train["routing"] = {**training.routing.model_dump(), **routing}
+        train["routing"] = {**training.routing.model_dump(exclude_unset=True), **routing}
     if train:
         try:
-            training = TrainingSpec.model_validate({**training.model_dump(), **train, "model": model.name})
+            training = TrainingSpec.model_validate({**training.model_dump(exclude_unset=True), **train,
+                                                    "model": model.name})
         except ValidationError as exc:
             raise config_error_from(exc, "command line: training") from None
-    return topology, training, model
+    return spec, topology, complete_training(training, model, topology), model
 
 
 def _layout_text(training: TrainingSpec) -> str:
@@ -182,10 +205,11 @@ def _ranks(text: str | None, n_gpus: int) -> tuple[int, ...]:
     return ranks
 
 
-def prediction_json(p: StepPrediction, train_tokens: float = 1e12,
-                    usd_per_gpu_hour: float | None = None) -> dict[str, Any]:
-    """The `predict --json` object: the metric names of DESIGN.md section 9 and their parts, and
-    the planning figures for `train_tokens` tokens."""
+def prediction_json(p: StepPrediction, train_tokens: float = 1e12, usd_per_gpu_hour: float | None = None,
+                    scenario: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The `predict --json` object: the metric names of DESIGN.md section 9 and their parts, the
+    planning figures for `train_tokens` tokens and, under `scenario`, the scenario as predicted
+    (scenario_echo: every field, defaults filled in)."""
     return {
         "train_tokens": train_tokens, "time_to_train_s": p.time_to_train_s(train_tokens),
         "gpu_hours": p.gpu_hours(train_tokens),
@@ -204,6 +228,7 @@ def prediction_json(p: StepPrediction, train_tokens: float = 1e12,
             "optimizer": p.memory.optimizer_bytes, "activations": p.memory.activations_bytes,
             "buffers": p.memory.buffers_bytes, "reserve": p.memory.reserve_bytes},
         "model": p.model, "calibration": p.calibration,
+        **({"scenario": scenario} if scenario is not None else {}),
     }
 
 
@@ -228,6 +253,15 @@ def _run(topology: TopologySpec, training: TrainingSpec, model: ModelSpec, calib
         scale = compute_scale_for(measured_tokens_per_s, topology, training, model, gemm)
         source.append(f"measured {measured_tokens_per_s:g} tokens/s/GPU (compute x {scale:.3f})")
     return predict_step(topology, training, model, params, scale, gemm, "; ".join(source) or None, pace, env)
+
+
+def job_text(training: TrainingSpec, micro_steps: int) -> str:
+    """The job as resolved, for a table's header: 'sequence 2,048, micro-batch 1 x 96, global batch 1,536,
+    recompute none, bf16' (micro-batch: sequences per GPU x micro-batches a step)."""
+    steps = f" x {micro_steps}" if micro_steps > 1 else ""
+    batch = f", global batch {training.global_batch:,}" if training.global_batch is not None else ""
+    return (f"sequence {training.seq_len:,}, micro-batch {training.micro_batch}{steps}{batch}, "
+            f"recompute {training.activation_checkpointing}, {training.precision}")
 
 
 def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour: float | None,
@@ -328,7 +362,8 @@ def predict(
     global_batch: Annotated[int | None, typer.Option(help="Sequences per optimizer step.")] = None,
     seq_len: Annotated[int | None, typer.Option(help="Tokens per sequence.")] = None,
     recompute: Annotated[str | None, typer.Option(
-        help="Activation recomputation: none, selective or full (the scenario's activation_checkpointing).")] = None,
+        help="Activation recomputation: none, selective or full (the scenario's activation_checkpointing); "
+        "Megatron's recompute-activations (selective) and recompute-granularity=full (full) too.")] = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     measured_tokens_per_s_per_gpu: Annotated[float | None, typer.Option(
@@ -358,8 +393,8 @@ def predict(
         raise ConfigError("--trace-gpus picks the GPUs of --trace: give --trace FILE too")
     check_writable(trace, "trace")
     check_writable(report, "report")
-    spec = with_stragglers(_load_scenario(scenario), straggler)
-    topo, training, model_spec = _override(spec, options)
+    spec, topo, training, model_spec = _override(_load_scenario(scenario), options)
+    spec = with_stragglers(spec, straggler)
     topo = with_link_faults(topo, link_fault)
     run = run_spec(spec.run, train_tokens, failures, checkpoint_interval)
     if run is not None:
@@ -370,6 +405,8 @@ def predict(
     outcome = predict_run_shown(run, topo, training, model_spec, p) if run is not None else None
     title = (f"{model_spec.name}, {training.strategy.kind}{_layout_text(training)}{_routing_text(training)}, "
              f"{topo.nodes} x {topo.gpus_per_node} {topo.gpu} ({topo.name or 'cluster'})")
+    par = training.parallel
+    header = f"{title}\n{job_text(training, micro_steps_of(training, p.n_gpus // (par.tp * par.pp * par.cp)))}"
     if trace is not None:
         ranks = _ranks(trace_gpus, p.n_gpus)
         if ranks and training.parallel.pp > 1:
@@ -389,12 +426,12 @@ def predict(
                 trace.unlink(missing_ok=True)
             raise
     if as_json:
-        out = prediction_json(p, tokens, usd_per_gpu_hour)
+        out = prediction_json(p, tokens, usd_per_gpu_hour, scenario_echo(spec, topo, training, model_spec))
         if outcome is not None:
             out["run"] = outcome.to_json(usd_per_gpu_hour)
         typer.echo(json.dumps(out, indent=2))
         return
-    Console().print(_table(title, p, tokens, usd_per_gpu_hour, outcome))
+    Console().print(_table(header, p, tokens, usd_per_gpu_hour, outcome))
 
 
 def scale(
@@ -419,12 +456,13 @@ def scale(
         raise ConfigError(f"--nodes: expected comma-separated integers, got {nodes!r}") from None
     if not counts or min(counts) < 1:
         raise ConfigError(f"--nodes: node counts must be >= 1, got {nodes!r}")
-    spec = with_stragglers(_load_scenario(scenario), straggler)
+    loaded = _load_scenario(scenario)
     rows = []
     for count in counts:
         options = dict(topology=topology, nodes=count, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
                        micro_batch=micro_batch, global_batch=None, seq_len=seq_len)
-        topo, training, model_spec = _override(spec, options)
+        spec, topo, training, model_spec = _override(loaded, options)
+        spec = with_stragglers(spec, straggler)
         topo = with_link_faults(topo, link_fault)
         if grad_accum is None:  # the first count fixes the accumulation; the others keep it (weak scaling)
             par = training.parallel

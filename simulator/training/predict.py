@@ -94,7 +94,7 @@ def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> 
         raise ConfigError(f"training.parallel.{overlapped[0]} with multi-head latent attention (model.mla) is not "
                           "modelled: which of its GEMMs the overlapped collectives pair with is not known here")
     if layout.cp > 1:
-        seq_len = training.seq_len or spec.max_seq_len
+        seq_len = training.seq_len or spec.training_context
         if seq_len % (2 * layout.cp):
             raise ConfigError(f"training.parallel.cp {layout.cp}: the sequence ({seq_len} tokens) must split into "
                               f"2 x cp = {2 * layout.cp} equal chunks (load-balanced causal ring attention)")
@@ -327,7 +327,7 @@ def compute_scale_for(measured_tokens_per_s: float, topology: TopologySpec, trai
     if not 0 < measured_tokens_per_s < math.inf:  # NaN too
         raise ConfigError(f"measured tokens/s per GPU must be a finite number > 0, got {measured_tokens_per_s}")
     model = transformer(model_spec)
-    seq_len = training.seq_len or model_spec.max_seq_len
+    seq_len = training.seq_len or model_spec.training_context
     gpu = build(topology).gpu
     compute = ComputeModel.for_job(gpu, training, topology.gpu_power_limit_w, gemm_efficiency=gemm_efficiency)
     modelled = training.micro_batch * seq_len / compute.micro_step_s(
@@ -356,7 +356,7 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     cluster = build(topology)
     v = comm_view(cluster)
     model = transformer(model_spec)
-    seq_len = training.seq_len or model_spec.max_seq_len
+    seq_len = training.seq_len or model_spec.training_context
     layout = job_layout(training, model, v)
     micro_steps = micro_steps_of(training, layout.dp)
     group = training.strategy.shard_group_gpus

@@ -199,7 +199,7 @@ def enumerate_layouts(model: ModelSpec, gpus_per_node: int, n_gpus: int, global_
     pps = _checked(space.pp, [p for p in range(1, model.layers + 3) if split(p) and n_gpus % p == 0], "--pp",
                    f"must divide the GPUs ({n_gpus}) and the layers ({model.layers}) or, with the embedding and the "
                    f"loss counted as layers, the layers + 2 ({model.layers + 2})")
-    seq = seq_len or model.max_seq_len
+    seq = seq_len or model.training_context
     cps = [1] if space.cp == (1,) else _checked(
         space.cp, [c for c in _divisors(n_gpus) if seq % (2 * c) == 0 and (c == 1 or flash_attention)],
         "--cp", f"must divide the GPUs ({n_gpus}) and split the {seq}-token sequence into 2 x cp chunks, with a "
@@ -374,7 +374,7 @@ def _candidates(topology: TopologySpec, base: TrainingSpec, model_spec: ModelSpe
     cluster = build(topology)
     v = comm_view(cluster)
     model = transformer(model_spec)
-    seq_len = base.seq_len or model_spec.max_seq_len
+    seq_len = base.seq_len or model_spec.training_context
     if base.flash_attention and "none" in space.recompute:  # selective keeps what flash keeps, recomputing more
         space = replace(space, recompute=tuple(r for r in space.recompute if r != "selective"))
     layouts = enumerate_layouts(model_spec, topology.gpus_per_node, v.n_ranks, base.global_batch, space, seq_len,

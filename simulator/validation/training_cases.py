@@ -12,7 +12,8 @@ mapped case's `defaults` ("flagged" cases). The fillers, in one place:
 - seq_len: 8192 for torchtitan (its llama3 train configs), else 2048. Precision: bf16, or fp16 on GPUs
   without bf16 (V100). Activation checkpointing: none. FFN: 4 x hidden. FSDP sharding: FULL_SHARD.
 - Batch: micro-batch = global batch / (data-parallel ranks x grad_accum); no global batch: no
-  accumulation. With PP the micro-batch is one pipeline micro-step's, global = micro x dp x micro-steps.
+  accumulation. With PP the micro-batch is one pipeline micro-step's, global = micro x dp x micro-steps,
+  and an unstated one is 1 (Megatron-LM's pipeline-parallel example scripts).
 - A strategy list naming no data-parallel strategy ('tp', 'pp'): ddp, or the framework's (zero1 for
   Megatron-Core's distributed optimizer, NeMo, Megatron-DeepSpeed bf16). LoRA fine-tuning and
   packed sequences (attention per packed sample, lengths not stated): skipped. A released model
@@ -52,14 +53,16 @@ from simulator.validation.training_strategy import (
 from topologies.hardware import gpu_spec
 from topologies.spec import TopologySpec
 from workloads.presets import load_model
-from workloads.spec import Checkpointing, ModelSpec, Precision, TrainingSpec
+from workloads.spec import Checkpointing, ModelSpec, Precision, TrainingSpec, checkpointing_of
 
 _SECTIONS = ("model", "training", "cluster", "metrics")
 # Field -> what parse_cases accepts besides null ("int", "str", "int|str", "bool|str", "str-list").
 _FIELD_TYPES: dict[str, dict[str, str]] = {
     "model": {"name": "str", "layers": "int", "hidden": "int", "heads": "int", "kv_heads": "int", "ffn": "int",
-              "vocab": "int|str", "seq_len": "int|str"},
-    "training": {"strategy": "str-list", "tp": "int", "pp": "int", "cp": "int", "dp": "int", "fsdp": "int",
+              "vocab": "int|str", "seq_len": "int|str", "experts": "int", "experts_per_token": "int",
+              "expert_ffn": "int", "shared_experts": "int"},
+    "training": {"strategy": "str-list", "tp": "int", "pp": "int", "cp": "int", "ep": "int", "dp": "int",
+                 "fsdp": "int",
                  "model_parallel_size_tp_x_pp": "int", "micro_batch": "int", "global_batch": "int",
                  "grad_accum": "int", "zero_stage": "int|str", "zeropp": "bool", "precision": "str",
                  "activation_checkpointing": "bool|str", "fsdp_sharding_strategy": "str", "offload": "bool|str",
@@ -231,6 +234,11 @@ def _released_preset(name: str) -> ModelSpec | None:
         return None
 
 
+# A mixture of experts' fields in a case's model section -> ModelSpec fields.
+_MOE_FIELDS = {"experts": "experts", "experts_per_token": "experts_per_token", "expert_ffn": "expert_ffn_hidden",
+               "shared_experts": "shared_experts"}
+
+
 # Head counts a source states once for all its tables, where the rows leave them out (by case id prefix):
 # BigScience's tr11-176B-ml chronicles-prequel heads its final comparison "all NHEADS=64 (above too)",
 # covering the earlier tables.
@@ -250,10 +258,13 @@ def _model_spec(case: TrainingCase, model: Mapping[str, Any], seq_len: int, defa
     preset = _released_preset(str(model.get("name") or "")) if len(missing) == len(shape) else None
     if preset is not None:
         defaults.append(f"model shape not stated: the released model's public config (model preset {preset.name})")
-        return ModelSpec(**{**preset.model_dump(), "max_seq_len": seq_len,
+        return ModelSpec(**{**preset.model_dump(), "max_seq_len": seq_len, "train_seq_len": None,
                             "source": f"training case {case.id} (model preset {preset.name})"})
     if missing:
         raise Unexpressible(f"model shape not stated: {', '.join(missing)}")
+    experts = {field: model[key] for key, field in _MOE_FIELDS.items() if model.get(key) is not None}
+    if experts.get("experts", 1) > 1 and "experts_per_token" not in experts:
+        raise Unexpressible("mixture of experts: experts_per_token (top-k) not stated")
     vocab = model["vocab"]
     if isinstance(vocab, str):
         vocab = _k_count(vocab, 1000)
@@ -263,7 +274,7 @@ def _model_spec(case: TrainingCase, model: Mapping[str, Any], seq_len: int, defa
     name = str(model.get("name") or case.id)
     return ModelSpec(name=name, layers=model["layers"], hidden=model["hidden"], heads=model["heads"],
                      kv_heads=model.get("kv_heads"), ffn_hidden=model.get("ffn"), vocab=vocab,
-                     max_seq_len=seq_len, source=f"training case {case.id}",
+                     max_seq_len=seq_len, source=f"training case {case.id}", **experts,
                      **_architecture(name, str(case.training.get("framework", ""))))
 
 
@@ -291,11 +302,12 @@ def _precision(text: str | None, gpu: str, defaults: list[str]) -> Precision:
 
 
 def _checkpointing(value: bool | str | None, defaults: list[str]) -> Checkpointing:
-    """true/false (full recompute or none), or text naming selective / full / none."""
+    """true/false (full recompute or none), a Megatron-LM flag (recompute-activations: selective;
+    recompute-granularity full: full), or text naming selective / full / none."""
     if value is None:
         defaults.append("activation_checkpointing not stated: none")
         return "none"
-    low = str(value).lower()
+    low = str(checkpointing_of(value)).lower()
     if "selective" in low:
         return "selective"
     if "full" in low or low == "true":
@@ -305,11 +317,14 @@ def _checkpointing(value: bool | str | None, defaults: list[str]) -> Checkpointi
     raise Unexpressible(f"activation_checkpointing {value!r} not understood")
 
 
-def _batch(training: Mapping[str, Any], n_dp: int, n_gpus: int, defaults: list[str]) -> dict[str, int | None]:
+def _batch(training: Mapping[str, Any], n_dp: int, n_gpus: int, pp: int, defaults: list[str]) -> dict[str, int | None]:
     """micro_batch and global_batch (or grad_accum) over `n_dp` data-parallel ranks of `n_gpus` GPUs.
 
     global_batch = micro_batch x data-parallel ranks x micro-steps (Megatron's and DeepSpeed's
-    definition; with pipeline parallelism a micro-step is one pipeline micro-batch).
+    definition; with pipeline parallelism a micro-step is one pipeline micro-batch, and an unstated
+    one is 1: the --micro-batch-size of Megatron-LM's pipeline-parallel example scripts (GPT-3 175B:
+    examples/gpt3/train_gpt3_175b_distributed.sh) and NeMo's recipes; one micro-batch of the whole local
+    batch would leave the pipeline (pp - 1) / pp idle).
     """
     ranks = "GPUs" if n_dp == n_gpus else f"data-parallel degree {n_dp}"
     micro: int | None = training.get("micro_batch")
@@ -321,6 +336,9 @@ def _batch(training: Mapping[str, Any], n_dp: int, n_gpus: int, defaults: list[s
         if accum is None:
             defaults.append("global_batch not stated: no gradient accumulation")
         return {"micro_batch": micro or 1, "grad_accum": accum}
+    if micro is None and pp > 1 and accum is None:
+        micro = 1
+        defaults.append("micro_batch not stated: 1 with pipeline parallelism (Megatron-LM's example scripts)")
     if micro is None:
         micro = glob // (n_dp * (accum or 1))
         defaults.append(f"micro_batch not stated: global_batch / ({ranks} x grad_accum {accum or 1}) = {micro}")
@@ -430,7 +448,7 @@ def map_case(case: TrainingCase) -> MappedCase:
                            attention_kernel="cudnn" if framework_of(training) in _CUDNN_ATTENTION_FRAMEWORKS
                            else "flash2",
                            strategy=strategy, parallel=layout.parallel,
-                           **_batch(layout.training, layout.dp, n_gpus, defaults))
+                           **_batch(layout.training, layout.dp, n_gpus, layout.parallel.pp, defaults))
     except Unexpressible as exc:
         return skipped(str(exc))
     except ClusterSimError as exc:

@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from topologies.hardware import intra_node_platform
 from topologies.presets import load_preset
 from topologies.spec import TopologySpec
 
@@ -21,43 +22,66 @@ _OPA_LINKS = re.compile(r"(\d+)\s*(?:x\s*)?(?:intel\s*)?omni-?path(?:\s*architec
 OPA_GBPS = 100.0  # Intel Omni-Path Architecture (100 Series): 100 Gb/s per port
 
 
-def _gpu_and_preset(text: str, gpus_per_node: int | None, defaults: list[str]) -> tuple[str, str]:
-    """A GPU table name and the preset whose server it sits in, from free text like 'V100 32GB (DGX-2)'."""
+# GPUs named in free text -> (GPU table name, the preset whose server holds it, its intra_node where it
+# differs from the preset's), checked in order (GB300 before B300, GH200 before H200 ...).
+_NAMED_GPUS: tuple[tuple[str, str, str, str | None], ...] = (
+    (r"gb300", "GB300", "gb200-nvl72", None),
+    (r"b300", "B300-288GB", "dgx-b200", None),
+    (r"gh200.*144|gh200.*hbm3e", "GH200-144GB", "dgx-h100", "nvlink4-full-mesh-4"),
+    (r"gh200", "GH200-96GB", "dgx-h100", "nvlink4-full-mesh-4"),
+    (r"\bh800", "H800-SXM5-80GB", "hgx-h800", None),
+    (r"\ba800", "A800-SXM4-80GB", "hgx-a800", None),
+    (r"\bh20\b", "H20-96GB", "dgx-h100", None),
+    (r"\ba10g\b", "A10G", "pcie-l40s", None),
+)
+
+
+def _gpu_and_preset(text: str, gpus_per_node: int | None, defaults: list[str]) -> tuple[str, str, str | None]:
+    """A GPU table name, the preset whose server it sits in and the server's intra_node where it differs
+    from the preset's, from free text like 'V100 32GB (DGX-2)'."""
     low = text.lower()
     memory = re.search(r"(\d+)\s*gb", low)
     gib = int(memory.group(1)) if memory else None
+    named = next(((gpu, preset, intra) for pattern, gpu, preset, intra in _NAMED_GPUS if re.search(pattern, low)),
+                 ("H100-NVL-94GB", "pcie-l40s", "pcie5") if "h100" in low and re.search(r"\bnvl\b", low) else None)
+    if named is not None:
+        gpu, preset, intra = named
+        if load_preset(preset).gpu != gpu:
+            defaults.append(f"GPU {text!r}: server not stated: {preset}'s server"
+                            f"{f' with intra_node {intra}' if intra else ''} ({gpu})")
+        return named
     if "pcie" in low:
         raise Unexpressible(f"GPU {text!r}: no PCIe server preset for it")
     if "gb200" in low:
-        return "GB200", "gb200-nvl72"
+        return "GB200", "gb200-nvl72", None
     if "b200" in low:
-        return "B200-180GB", "dgx-b200"
+        return "B200-180GB", "dgx-b200", None
     if "h200" in low:
-        return "H200-SXM-141GB", "hgx-h200"
+        return "H200-SXM-141GB", "hgx-h200", None
     if "h100" in low:
         if gib == 96 and "hbm2e" in low:
-            return "H100-SXM-96GB-HBM2e", "dgx-h100"
+            return "H100-SXM-96GB-HBM2e", "dgx-h100", None
         if gib is None:
             defaults.append(f"GPU {text!r}: variant not stated: H100-SXM5-80GB")
         elif gib != 80:
             defaults.append(f"GPU {text!r}: {gib}GB part not in the GPU table: H100-SXM5-80GB")
-        return "H100-SXM5-80GB", "dgx-h100"
+        return "H100-SXM5-80GB", "dgx-h100", None
     if "a100" in low:
         if gib not in (40, 80):
             # an unqualified DGX A100 is the original 320 GB system (8 x 40 GB; the 80 GB parts came in
             # November 2020 as "DGX A100 640GB")
             gib = 40 if re.search(r"dgx-?\s?a100", low) else 80
             defaults.append(f"GPU {text!r}: memory not stated: A100-SXM4-{gib}GB")
-        return ("A100-SXM4-40GB" if gib == 40 else "A100-SXM4-80GB"), "dgx-a100"
+        return ("A100-SXM4-40GB" if gib == 40 else "A100-SXM4-80GB"), "dgx-a100", None
     if "v100" in low:
         if gib not in (16, 32):
             defaults.append(f"GPU {text!r}: memory not stated: V100-SXM2-32GB")
         gpu = "V100-SXM2-16GB" if gib == 16 else "V100-SXM2-32GB"
         if re.search(r"dgx-?2", low) or gpus_per_node == 16:
-            return gpu, "dgx-2-v100"
+            return gpu, "dgx-2-v100", None
         if not re.search(r"dgx-?1", low):
             defaults.append("V100 server not stated: dgx-1-v100")
-        return gpu, "dgx-1-v100"
+        return gpu, "dgx-1-v100", None
     raise Unexpressible(f"GPU {text!r} is not in the GPU table (topologies/data/gpus.yaml)")
 
 
@@ -98,9 +122,10 @@ def _stated_transport(text: str | None) -> str | None:
 def topology_of(cluster: Mapping[str, Any], defaults: list[str]) -> tuple[TopologySpec, str]:
     """The cluster a case's `cluster` section describes, and its GPU name; fillers go to `defaults`."""
     stated_per_node = cluster.get("gpus_per_node")
-    gpu, preset_name = _gpu_and_preset(cluster["gpu"], stated_per_node, defaults)
+    gpu, preset_name, intra = _gpu_and_preset(cluster["gpu"], stated_per_node, defaults)
     preset = load_preset(preset_name)
-    per_node = stated_per_node or preset.gpus_per_node
+    holds = intra_node_platform(intra).max_gpus_per_node if intra else preset.gpus_per_node
+    per_node = stated_per_node or min(preset.gpus_per_node, holds)
     if stated_per_node is None:
         defaults.append(f"gpus_per_node not stated: {per_node} ({preset_name})")
     n_gpus = cluster.get("num_gpus") or (cluster.get("nodes") or 0) * per_node
@@ -115,7 +140,7 @@ def topology_of(cluster: Mapping[str, Any], defaults: list[str]) -> tuple[Topolo
     if stated_intra and not re.search(r"nvswitch|dgx|fully connected", stated_intra, re.IGNORECASE):
         defaults.append(f"intra_node {stated_intra!r} read as {preset.intra_node} ({preset_name}); "
                         "the server's NVLink wiring is not stated")
-    overrides: dict[str, Any] = {"gpu": gpu, "gpus_per_node": per_node}
+    overrides: dict[str, Any] = {"gpu": gpu, "gpus_per_node": per_node, **({"intra_node": intra} if intra else {})}
     cap = re.search(r"(\d+(?:\.\d+)?)\s*W\s*power\s*limit", str(cluster["gpu"]), re.IGNORECASE)
     if cap:  # e.g. "H100 SXM 96GB HBM2e (Grand Teton, 500W power limit)"
         overrides["gpu_power_limit_w"] = float(cap.group(1))

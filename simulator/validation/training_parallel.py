@@ -36,7 +36,9 @@ behaviour, read from its code and named in the case's `defaults` ("flagged"):
   #781 of 2025-01-07, which the Dec 2024 benchmark predates) and interleaved 1F1B puts 2 stages on
   each rank (generate_split_points); FSDP reduces gradients in fp32 (mixed_precision_reduce).
 - Any other framework: the spec's defaults (tp-pp-dp, no sequence parallelism, 1F1B), flagged.
-Context parallelism (cp > 1) is not modelled: such cases are skipped by the caller.
+Context parallelism (cp) splits each sequence; expert parallelism (ep, Megatron-Core
+--expert-model-parallel-size) splits each MoE block's experts over ep of the data- x context-parallel ranks,
+with sequence parallelism on where tp > 1 (Megatron-Core requires it).
 """
 
 from __future__ import annotations
@@ -170,6 +172,23 @@ def _degrees(training: Mapping[str, Any], names: list[str], n_gpus: int,
         raise Unexpressible(f"layout {shown({'dp': stated_dp})} = {model_parallel * stated_dp} GPUs, but "
                             f"the case has {n_gpus} GPUs")
     return tp, pp, cp, n_gpus // model_parallel
+
+
+def _expert_degree(training: Mapping[str, Any], names: list[str], model: Mapping[str, Any], ranks: int) -> int:
+    """The expert-parallel degree (1 if not used): it splits each MoE block's experts over that many of the
+    `ranks` data- x context-parallel ranks (Megatron-Core --expert-model-parallel-size), so it divides them;
+    the model's experts, where stated, divide by it too."""
+    ep = training.get("ep")
+    if ep is None:
+        if "ep" in names:
+            raise Unexpressible("ep degree not stated")
+        return 1
+    if ranks % ep:
+        raise Unexpressible(f"ep {ep} does not divide the {ranks} data- x context-parallel ranks it splits")
+    experts = model.get("experts")
+    if ep > 1 and experts is not None and experts % ep:
+        raise Unexpressible(f"ep {ep} does not divide the model's {experts} experts")
+    return int(ep)
 
 
 @dataclass
@@ -363,11 +382,16 @@ def lower_parallel(case_id: str, training_in: Mapping[str, Any], model_in: Mappi
     if fw == "torchtitan" and training.get("fsdp") and ((training.get("tp") or 1) > 1 or (training.get("pp") or 1) > 1):
         stated_dp = stated_dp or training["fsdp"]  # torchtitan's fsdp degree is dp_shard (no dp_replicate here)
     tp, pp, cp, dp = _degrees(training, names, n_gpus, stated_dp)
+    ep = _expert_degree(training, names, model, dp * cp)
     draft = _Draft(case_id, training, unnamed_strategy(training, names), int(model.get("layers") or 0), tp, pp, dp,
                    sc21)
     _CONVENTIONS[fw](draft)
     if draft.parts:
         defaults.append(f"{fw or 'framework'} conventions, not stated in the case: {'; '.join(draft.parts)}")
     spec = {"placement": "tp-dp-pp", **draft.spec} if draft.layered else draft.spec
-    parallel = ParallelSpec(tp=tp, pp=pp, cp=cp, **spec)
+    if ep > 1 and tp > 1 and not spec.get("sequence_parallel"):
+        spec["sequence_parallel"] = True
+        defaults.append("sequence parallelism on: expert parallelism with tp > 1 requires it (Megatron-Core's "
+                        "argument check)")
+    parallel = ParallelSpec(tp=tp, pp=pp, cp=cp, ep=ep, **spec)
     return ParallelLowering(training, model, parallel, dp, draft.kind if draft.unnamed else None, draft.knobs)

@@ -75,7 +75,7 @@ _HARDWARE_FLOPS_FRAMEWORKS = ("megatron-deepspeed",)  # its log: SC21 eq. 3, che
 # Training fields the mapping reads; the others (torch_compile, fsdp_mixed_precision_mode, ...) must be
 # equal for two cases to form a change pair.
 _MAPPED_TRAINING_KEYS = frozenset({
-    "strategy", "tp", "pp", "cp", "dp", "dp_derived", "fsdp", "model_parallel_size_tp_x_pp", "micro_batch",
+    "strategy", "tp", "pp", "cp", "ep", "dp", "dp_derived", "fsdp", "model_parallel_size_tp_x_pp", "micro_batch",
     "global_batch", "global_batch_tokens", "grad_accum", "precision", "activation_checkpointing",
     "fsdp_sharding_strategy", "fsdp_mixed_precision_mode", "zero_stage", "zeropp", "pp_schedule", "async_tp",
     "comm_overlap", "quantization"})

@@ -14,8 +14,8 @@ from workloads.spec import FsdpSharding, StrategyKind, StrategySpec
 
 Family = Literal["fsdp", "zero", "ddp"]
 
-KNOWN_STRATEGIES = ("fsdp", "hsdp", "zero1", "zero2", "zero3", "zeropp", "ddp", "dp", "tp", "pp", "cp")
-_MODEL_PARALLEL = ("tp", "pp", "cp")
+KNOWN_STRATEGIES = ("fsdp", "hsdp", "zero1", "zero2", "zero3", "zeropp", "ddp", "dp", "tp", "pp", "cp", "ep")
+_MODEL_PARALLEL = ("tp", "pp", "cp", "ep")
 _ZERO_KINDS: dict[int | None, StrategyKind] = {1: "zero1", 2: "zero2", 3: "zero3"}
 _FSDP_SHARDINGS: dict[str, FsdpSharding] = {
     "FULL_SHARD": "FULL_SHARD", "SHARD_GRAD_OP": "SHARD_GRAD_OP", "HYBRID_SHARD": "HYBRID_SHARD",
@@ -113,5 +113,5 @@ def _named_strategy(training: Mapping[str, Any], names: list[str], family: Famil
 
 def unnamed_strategy(training: Mapping[str, Any], names: list[str]) -> bool:
     """The case names no data-parallel strategy ('dp' only names the dimension) and no ZeRO stage."""
-    return all(n in ("tp", "pp", "cp", "dp") for n in names) and training.get("zero_stage") is None \
+    return all(n in ("tp", "pp", "cp", "ep", "dp") for n in names) and training.get("zero_stage") is None \
         and training.get("zeropp") is None

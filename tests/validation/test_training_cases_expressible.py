@@ -1,0 +1,140 @@
+"""Runs users bring, as training cases: mixtures of experts with expert parallelism, FSDP over all GPUs as
+MaxText runs it, Megatron's recomputation flags, pipeline runs without a stated micro-batch, and the GPUs in
+wide use (H800, A800, H20, GH200, B300, GB300, A10G); a case that still cannot be expressed says why."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import yaml
+
+from simulator.training.predict import predict_step
+from simulator.validation.training_cases import map_case, parse_cases
+
+# A Megatron-Core Mixtral 8x7B run: TP 2, EP 4, over 64 H100 (hand-made in the cases' schema).
+MOE_CASE: dict[str, Any] = {
+    "id": "user-mixtral-8x7b-tp2-ep4-64gpu",
+    "model": {"name": "Mixtral-8x7B", "seq_len": 4096},
+    "training": {"framework": "Megatron-Core", "strategy": ["tp", "ep", "dp"], "tp": 2, "ep": 4, "micro_batch": 1,
+                 "global_batch": 256, "precision": "bf16", "activation_checkpointing": "recompute-activations"},
+    "cluster": {"gpu": "H100 80GB", "gpus_per_node": 8, "num_gpus": 64},
+    "metrics": {"tokens_per_s_per_GPU": 1000},
+}
+
+
+def case(data: dict[str, Any], **sections: dict[str, Any]) -> Any:
+    """`data` with some fields of its sections replaced, as one parsed case."""
+    entry = copy.deepcopy(data)
+    for section, fields in sections.items():
+        entry[section].update(fields)
+    return parse_cases(yaml.safe_dump([entry]), "test")[0]
+
+
+def test_expert_parallel_case_lowers_onto_ep():
+    """strategy ep with training.ep: ParallelSpec.ep 4 (of DP 32), the released model's experts (Mixtral: 8,
+    top-2), sequence parallelism on with TP (Megatron-Core requires it, flagged), Megatron's
+    recompute-activations read as selective."""
+    mapped = map_case(case(MOE_CASE))
+    assert mapped.skipped is None, mapped.skipped
+    assert mapped.training is not None and mapped.model is not None
+    par = mapped.training.parallel
+    assert (par.tp, par.ep, par.sequence_parallel) == (2, 4, True)
+    assert (mapped.model.experts, mapped.model.experts_per_token) == (8, 2)
+    assert mapped.training.activation_checkpointing == "selective"
+    assert any("expert parallelism with tp > 1" in flag for flag in mapped.defaults)
+    assert mapped.model_parallel
+
+
+def test_expert_parallel_case_predicts():
+    """The lowered MoE case runs through the predictor: its expert all-to-alls show as exposed ep_comm."""
+    mapped = map_case(case(MOE_CASE, training={"global_batch": 64}))
+    assert mapped.topology is not None and mapped.training is not None and mapped.model is not None
+    prediction = predict_step(mapped.topology, mapped.training, mapped.model)
+    assert prediction.step_time_s > 0.0 and prediction.comm_by_collective_s["ep_comm"] > 0.0
+
+
+def test_moe_shape_stated_in_the_case():
+    """A mixture of experts the case describes itself: experts, experts_per_token, expert_ffn."""
+    shape = {"name": "MoE-16x", "layers": 16, "hidden": 2048, "heads": 16, "vocab": 32000, "ffn": 8192,
+             "experts": 16, "experts_per_token": 2, "expert_ffn": 1408}
+    mapped = map_case(case(MOE_CASE, model=shape, training={"tp": 1, "ep": 8}))
+    assert mapped.skipped is None, mapped.skipped
+    assert mapped.model is not None and mapped.training is not None
+    assert (mapped.model.experts, mapped.model.experts_per_token, mapped.model.expert_ffn_hidden) == (16, 2, 1408)
+    assert mapped.training.parallel.ep == 8
+
+
+def test_unexpressible_expert_cases_say_why():
+    """ep named without a degree; an ep that does not divide the data-parallel ranks; experts without top-k."""
+    no_degree = map_case(case(MOE_CASE, training={"ep": None}))
+    assert no_degree.skipped == "ep degree not stated"
+    uneven = map_case(case(MOE_CASE, training={"ep": 12}))
+    assert uneven.skipped == "ep 12 does not divide the 32 data- x context-parallel ranks it splits"
+    shape = {"name": "MoE", "layers": 4, "hidden": 512, "heads": 8, "vocab": 1000, "experts": 8}
+    assert map_case(case(MOE_CASE, model=shape, training={"tp": 1})).skipped == \
+        "mixture of experts: experts_per_token (top-k) not stated"
+
+
+# MaxText's default sharding on GPUs: FSDP over every device (ici_fsdp_parallelism -1 in a node,
+# dcn_fsdp_parallelism over nodes), written as the fsdp degree = the GPU count.
+MAXTEXT: dict[str, Any] = {
+    "id": "user-maxtext-llama2-7b-fsdp64",
+    "model": {"name": "LLAMA2-7B", "seq_len": 4096},
+    "training": {"framework": "MaxText (JAX)", "strategy": ["fsdp"], "fsdp": 64, "micro_batch": 4,
+                 "precision": "bf16", "activation_checkpointing": "full"},
+    "cluster": {"gpu": "H100 80GB", "gpus_per_node": 8, "num_gpus": 64},
+    "metrics": {"MFU_%": 50},
+}
+
+
+def test_maxtext_fsdp_over_all_gpus_is_full_shard():
+    """fsdp degree = all 64 GPUs: FULL_SHARD over every rank; dcn data parallelism over ici FSDP (fsdp 8 of 64)
+    is hybrid sharding with a node-wide shard group."""
+    everywhere = map_case(case(MAXTEXT))
+    assert everywhere.skipped is None and everywhere.training is not None
+    assert (everywhere.training.strategy.kind, everywhere.training.strategy.fsdp_sharding) == ("fsdp", "FULL_SHARD")
+    hybrid = map_case(case(MAXTEXT, training={"fsdp": 8}))
+    assert hybrid.training is not None
+    assert (hybrid.training.strategy.kind, hybrid.training.strategy.shard_group_gpus) == ("hsdp", 8)
+
+
+def test_pipeline_case_without_micro_batch_takes_one():
+    """A pipeline run stating only its global batch: micro-batch 1 (Megatron-LM's pipeline scripts), so
+    1536 / (DP 16 x 1) = 96 micro-batches, not one micro-batch of the whole local batch."""
+    gpt3 = {"id": "user-gpt3-175b-tp8-pp8", "model": {"name": "GPT-3 175B", "layers": 96, "hidden": 12288,
+                                                      "heads": 96, "vocab": 51200, "seq_len": 2048},
+            "training": {"framework": "Megatron-LM", "strategy": ["tp", "pp", "dp"], "tp": 8, "pp": 8,
+                         "global_batch": 1536, "activation_checkpointing": "recompute-granularity full"},
+            "cluster": {"gpu": "A100 80GB", "gpus_per_node": 8, "num_gpus": 1024}, "metrics": {"MFU_%": 50}}
+    mapped = map_case(case(gpt3))
+    assert mapped.training is not None
+    assert (mapped.training.micro_batch, mapped.training.global_batch) == (1, 1536)
+    assert mapped.training.activation_checkpointing == "full"
+    assert "micro_batch not stated: 1 with pipeline parallelism (Megatron-LM's example scripts)" in mapped.defaults
+
+
+def test_gpus_in_wide_use_lower_onto_their_servers():
+    """H800 and A800 on their 8-link NVSwitch boards, H20 and B300 on the boards of their generation, GB300 in
+    an NVL72 rack, GH200 four to a node in a NVLink mesh, A10G on a PCIe server (the server flagged)."""
+    expected = {"H800 80GB": ("H800-SXM5-80GB", "nvswitch-nvlink4-8links", 8),
+                "A800 80GB": ("A800-SXM4-80GB", "nvswitch-nvlink3-8links", 8),
+                "H20": ("H20-96GB", "nvswitch-nvlink4", 8), "B300": ("B300-288GB", "nvswitch-nvlink5", 8),
+                "GB300 NVL72": ("GB300", "nvlink5-nvl72", 4), "GH200": ("GH200-96GB", "nvlink4-full-mesh-4", 4),
+                "A10G": ("A10G", "pcie4", 8)}
+    for text, (gpu, intra, per_node) in expected.items():
+        mapped = map_case(case(MAXTEXT, cluster={"gpu": text, "gpus_per_node": None}))
+        assert mapped.skipped is None and mapped.topology is not None, (text, mapped.skipped)
+        assert (mapped.topology.gpu, mapped.topology.intra_node, mapped.topology.gpus_per_node) == \
+            (gpu, intra, per_node), text
+
+
+def test_released_preset_at_a_shorter_sequence_than_its_training_context():
+    """A case running Llama 3.1 405B (preset trained at 8,192) at 4,096 tokens takes the preset's shape at the
+    case's sequence: no conflict between the preset's training context and the case's."""
+    mapped = map_case(case(MOE_CASE, model={"name": "LLAMA3-405B", "seq_len": 4096},
+                           training={"strategy": ["tp", "pp", "dp"], "tp": 8, "pp": 8, "ep": None},
+                           cluster={"num_gpus": 512}))
+    assert mapped.skipped is None, mapped.skipped
+    assert mapped.model is not None and mapped.training is not None
+    assert (mapped.model.layers, mapped.model.max_seq_len, mapped.training.seq_len) == (126, 4096, 4096)

@@ -33,6 +33,7 @@ IntraNodeKind = Literal[
     "pcie3",
     "pcie3-no-p2p",
     "pcie4-no-p2p",
+    "pcie5-no-p2p",
 ]
 FabricKind = Literal["single_switch", "leaf_spine", "rail_optimized"]
 

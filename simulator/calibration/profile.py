@@ -33,6 +33,8 @@ class FittedParam:
     lower: float
     upper: float
     fitted: bool  # False: the data did not constrain it (kept at the prior)
+    sensitivity_pct: float | None = None  # rms change of log time (%) for a 10% change; None: not probed
+    at_bound: str | None = None  # "lower" or "upper" when the fit ran into a bound
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,7 @@ class CalibrationProfile:
 
 def _param_to_dict(p: FittedParam) -> dict[str, Any]:
     return {"value": p.value, "prior": p.prior, "bounds": [p.lower, p.upper], "fitted": p.fitted,
+            "sensitivity_pct": p.sensitivity_pct, "at_bound": p.at_bound,
             "description": PARAMS[p.name].description}
 
 
@@ -144,8 +147,12 @@ def _section(data: Any, where: str, source: str) -> HardwareCalibration:
         value = float(_get(p, "value", at, source))
         if not lower <= value <= upper:
             raise CalibrationError(f"{source}: {at}: value {value} outside its bounds [{lower}, {upper}]")
+        sensitivity, at_bound = p.get("sensitivity_pct"), p.get("at_bound")
+        if at_bound not in (None, "lower", "upper"):
+            raise CalibrationError(f"{source}: {at}.at_bound: {at_bound!r}; expected lower, upper or null")
         params.append(FittedParam(name, value, float(_get(p, "prior", at, source)), lower, upper,
-                                  bool(p.get("fitted", True))))
+                                  bool(p.get("fitted", True)),
+                                  None if sensitivity is None else float(sensitivity), at_bound))
     residuals = tuple(
         LogResidual(str(_get(r, "file", f"{where}.sources", source)), int(r.get("rows", 0)),
                     float(r.get("median_abs_pct_error_prior", 0.0)), float(r.get("median_abs_pct_error_fitted", 0.0)))

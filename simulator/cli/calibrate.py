@@ -27,8 +27,10 @@ CALIBRATE_HELP = """Fit the collective model's parameters to measured nccl-tests
 For each hardware (GPU, intra-node fabric, network transport) among the manifest's logs, fits the
 intra-node and network efficiencies, the latency scales, the transport latency floor and the
 chunk handshake cost by robust least squares on log time (soft-L1, bounds that keep every value
-physical, a weak pull towards the published prior). Single-node logs of the same GPU and fabric
-pin the intra-node parameters. Prints fitted values against priors and in-sample error, and
+physical, a ridge towards the published prior). Only parameters the data identify are fitted:
+each one's sensitivity (rms change of predicted time for a 10% change) is shown, and one below
+0.5% stays at its prior; a value that lands on a bound is flagged. Single-node logs of the same GPU
+and fabric pin the intra-node parameters. Prints fitted values against priors and in-sample error, and
 writes a profile (YAML) that `collective`, `validate` and later `predict` accept with
 --calibration. Nothing is written unless every fit succeeds.
 
@@ -77,14 +79,16 @@ def _clustersim_version() -> str:
 
 def _section_table(section: HardwareCalibration) -> Table:
     table = Table(title=f"{section.hardware.label()}", title_justify="left")
-    for col in ("parameter", "prior", "fitted", "bounds"):
+    for col in ("parameter", "prior", "fitted", "bounds", "sensitivity"):
         table.add_column(col, justify="left" if col == "parameter" else "right")
     for p in section.params:
-        fitted = f"{p.value:.3g}" if p.fitted else "(not constrained)"
-        table.add_row(p.name, f"{p.prior:.3g}", fitted, f"[{p.lower:g}, {p.upper:g}]")
+        fitted = f"{p.value:.3g}" if p.fitted else "(not identified)"
+        bound = f" (at {p.at_bound} bound)" if p.at_bound else ""
+        table.add_row(p.name, f"{p.prior:.3g}", fitted + bound, f"[{p.lower:g}, {p.upper:g}]",
+                      _pct(p.sensitivity_pct))
     for r in section.residuals:
         table.add_row(f"  {r.file}", _pct(r.median_abs_pct_error_prior), _pct(r.median_abs_pct_error_fitted),
-                      f"{r.rows} rows")
+                      f"{r.rows} rows", "")
     return table
 
 
@@ -103,7 +107,7 @@ def calibrate(
     options = FitOptions(max_nfev=max_nfev)
     sections = []
     with _progress() as progress:
-        budget = sum((len(free_parameters(logs)) + 1) * max_nfev for logs in groups.values())
+        budget = sum((len(free_parameters(logs)) + 1) * (max_nfev + 1) for logs in groups.values())
         task = progress.add_task("fitting", total=budget)
         for hardware, logs in groups.items():
             progress.update(task, description=f"fitting {hardware.label()}")
@@ -157,7 +161,7 @@ def crossval_command(
         raise ConfigError(f"--group-by {group_by}: no cluster has logs to fit on and logs to predict")
     options = FitOptions(max_nfev=max_nfev)
     with _progress() as progress:
-        budget = sum((len(free_parameters(train)) + 1) * max_nfev for _, _, train, _ in plan)
+        budget = sum((len(free_parameters(train)) + 1) * (max_nfev + 1) for _, _, train, _ in plan)
         task = progress.add_task(f"cross-validating by {group_by}", total=budget)
         report = crossval(logs, group_by, train_max_nodes, options, lambda: progress.advance(task))
     if as_json:

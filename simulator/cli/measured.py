@@ -9,9 +9,8 @@ from rich.console import Console
 
 from simulator.cli.common import read_text
 from simulator.core.errors import ClusterSimError, ConfigError
-from simulator.measurements.dataset import MeasuredLog, measured_log
+from simulator.measurements.dataset import MeasuredLog, measured_log, parse_entry_log
 from simulator.measurements.manifest import log_path, parse_manifest
-from simulator.measurements.nccl_tests import parse_log
 
 
 def load_measured(manifest: Path, only: list[str] | None = None) -> list[MeasuredLog]:
@@ -33,7 +32,7 @@ def load_measured(manifest: Path, only: list[str] | None = None) -> list[Measure
     logs = []
     for entry in entries:
         path = log_path(parsed, entry)
-        log = parse_log(read_text(path, f"log of manifest entry {entry.file!r}"), str(path), entry.format)
+        log = parse_entry_log(entry, read_text(path, f"log of manifest entry {entry.file!r}"), str(path))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:

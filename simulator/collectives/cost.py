@@ -77,7 +77,12 @@ def protocol_allowed(shape: AlgoShape, proto: str, v: CommView) -> bool:
 
 
 def protocol_share(op: str, algo: str, proto: str, v: CommView) -> float:
-    """Fraction of the Simple protocol's bandwidth a protocol reaches (tuning.cc refinements)."""
+    """Fraction of the Simple protocol's bandwidth a protocol reaches (tuning.cc refinements).
+
+    Ring LL: 1/4 (multi-node, all_reduce, reduce) or 1/3, as NCCL 2.18-2.20 model it; 2.21+ model
+    0.5 (capped by llMaxBws): with the 2.21+ caps that made the public validation worse at < 1 MiB
+    (19.5% -> 19.8%).
+    LL128 0.92 is the 2.23+ rule; 2.18-2.22 used 0.7 at one GPU per node."""
     if proto == "simple":
         return 1.0
     if proto == "ll128":

@@ -1,9 +1,13 @@
 """Published NCCL facts the collective model starts from (its prior).
 
 Sources (all NVIDIA/nccl, Apache-2.0 / BSD; numbers only, no code):
-- src/graph/tuning.cc and src/include/tuning constants of NCCL 2.19-2.23: base latencies per
-  (algorithm, protocol) and per-hop hardware latencies per link class (NVLink, PCIe, network), in
-  microseconds; per-channel bandwidth caps of the LL128 and tree paths in GB/s.
+- src/graph/tuning.cc: base latencies per (algorithm, protocol) and per-hop hardware latencies per
+  link class (NVLink, PCIe, network), in microseconds; per-channel bandwidth caps of the LL128 and
+  tree paths in GB/s. The values are not all of one release (checked against the tags v2.18.6,
+  v2.19.3, v2.20.5, v2.21.5, v2.22.3, v2.23.4 and v2.27.7; docs/collectives.md, "NCCL's constants
+  by release"): each comment below says which releases a value holds for. Moving the LL share and
+  cap, or the hop latencies, to the newest release's values made the public validation worse, so
+  these are the model's physical priors, not a reproduction of one release's tuner.
 - src/include/device.h / collectives.h: NCCL_STEPS = 8 buffer slots per channel and connection;
   LL lines are 16 bytes of which 8 carry data (the other 8 are flags); LL128 lines are 128 bytes of
   which 120 carry data (NCCL_LL128_DATAELEMS 15 of 16 elements).
@@ -30,7 +34,9 @@ WIRE_EFFICIENCY: Final = {"ll": 0.5, "ll128": 120.0 / 128.0, "simple": 1.0}
 # LL 256 KiB of payload (512 KiB of lines), LL128 ~ 4.5 MiB of payload.
 BUFFER_BYTES: Final = {"ll": 256 * 1024, "ll128": 4_718_592 * 120 // 128, "simple": 4 * 1024**2}
 
-# Base latency (us) per algorithm and protocol (tuning.cc baseLat, NCCL >= 2.19).
+# Base latency (us) per algorithm and protocol (tuning.cc baseLat). Ring: all of 2.18-2.27. Tree
+# Simple 8.4 is the 2.23+ value (0 in 2.18-2.22). NVLS 23.0 is the 2.18 base (2.19+ put 0 here and
+# 25 us in the NVLink hop of NVLS); collnet Simple 10.7 is 2.18's network hop of CollNet Direct.
 BASE_LATENCY_US: Final = {
     "ring": {"ll": 6.6, "ll128": 14.0, "simple": 8.4},
     "tree": {"ll": 6.8, "ll128": 14.0, "simple": 8.4},
@@ -41,8 +47,13 @@ BASE_LATENCY_US: Final = {
     "direct": {"ll": 6.6, "ll128": 14.0, "simple": 8.4},
 }
 
-# Per-hop latency (us) by link class and protocol (tuning.cc hwLat; ring row, NCCL >= 2.19).
-# The tree row differs only for Simple on the network (hwLat NET tree simple = 14 in 2.19+).
+# Per-hop latency (us) by link class and protocol (tuning.cc hwLat, the same in 2.18-2.27 where
+# stated). One row per link class serves every algorithm: LL and Simple are the ring's values
+# (NVLink 0.6 / 3.4, PCIe 1.0 / 5.7, network 2.7 / 14), LL128 on NVLink and PCIe is the tree's
+# (1.25 and 1.9; the ring's are 1.9 and 2.5). NCCL's tree row differs: NVLink/PCIe Simple 4.0 in
+# 2.23+ (28 in 2.19-2.22, 4 / 6 in 2.18), network LL 5.0 and LL128 8.5, network Simple 14 in 2.18
+# and 2.23+ (28 in 2.19-2.22). Per-algorithm rows of 2.23+ made the public validation worse
+# (median |error| 15.1% / 19.5% -> 15.5% / 28.1% at >= / < 1 MiB).
 HOP_LATENCY_US: Final = {
     "nvlink": {"ll": 0.6, "ll128": 1.25, "simple": 3.4},
     "pcie": {"ll": 1.0, "ll128": 1.9, "simple": 5.7},
@@ -51,7 +62,9 @@ HOP_LATENCY_US: Final = {
 
 # LL is slower per byte than the wire efficiency alone says: one 8-byte store per line, polled by
 # the receiver. tuning.cc caps LL bandwidth at llMaxBws (GB/s, whole communicator, by GPU family,
-# 1 node): Volta 39.0, Ampere 87.7, Hopper 87.7 (Blackwell: same table as Hopper in 2.23).
+# 1 node): Volta 39.0, Ampere 87.7, Hopper 87.7 in 2.18-2.20 (141.0 from 2.21; Blackwell 282.0 in
+# 2.27). The Hopper/Blackwell values of 2.21+ made the public validation worse at < 1 MiB (19.5% ->
+# 19.7%), so the older cap is kept.
 LL_MAX_GBPS: Final = {"volta": 39.0, "turing": 39.0, "ampere": 87.7, "ada": 87.7, "hopper": 87.7,
                       "blackwell": 87.7}
 

@@ -7,12 +7,14 @@ that says which calibration may apply to it.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
+from simulator.collectives.busbw import busbw_factor
 from simulator.collectives.comm import CommView, comm_view
 from simulator.core.errors import ConfigError
 from simulator.measurements.manifest import ManifestEntry
-from simulator.measurements.nccl_tests import NcclLog, NcclRow
+from simulator.measurements.nccl_tests import NcclLog, NcclRow, parse_log
 from topologies.build import build
 from topologies.spec import topology_spec_from_fields
 
@@ -51,14 +53,31 @@ class MeasuredLog:
         return HardwareKey.of(self.entry.gpu, self.entry.intra_node, self.view)
 
 
+def parse_entry_log(entry: ManifestEntry, text: str, source: str) -> NcclLog:
+    """Parse an entry's log with what only the manifest knows: the busbw factor of its collective and
+    rank count (for busbw-only tables) and which run to take (`run:`) from a file of several."""
+    factor = busbw_factor(entry.collective, entry.gpus_per_node * entry.nodes)
+    return parse_log(text, source, entry.format, busbw_factor=factor, run=entry.run)
+
+
 def check_log_matches(entry: ManifestEntry, log: NcclLog) -> None:
-    """A log must be what its entry says: the same collective and, where stated, rank count."""
+    """A log must be what its entry says: the same collective and, where stated, rank count.
+
+    A device list with fewer ranks than the entry is taken as abridged by its publisher (a warning;
+    the entry's ranks count), one with more is an error."""
     if log.collective is not None and log.collective != entry.collective:
         raise ConfigError(
             f"{entry.file}: the log ran {log.collective} but its manifest entry says {entry.collective}"
         )
     ranks = entry.gpus_per_node * entry.nodes
-    if log.nranks is not None and log.nranks != ranks:
+    if log.nranks is not None and log.nranks < ranks:
+        warnings.warn(
+            f"{entry.file}: the log's device list names {log.nranks} ranks, its manifest entry "
+            f"{entry.nodes} node(s) x {entry.gpus_per_node} GPU(s) = {ranks}; taken as an abridged list, "
+            f"predicting {ranks} ranks",
+            stacklevel=2,
+        )
+    elif log.nranks is not None and log.nranks != ranks:
         raise ConfigError(
             f"{entry.file}: the log lists {log.nranks} ranks but its manifest entry describes "
             f"{entry.nodes} node(s) x {entry.gpus_per_node} GPU(s) = {ranks}"

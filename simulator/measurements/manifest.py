@@ -48,6 +48,13 @@ class ManifestEntry(BaseModel):
         default_factory=dict,
         description="NCCL environment in force, written 'NCCL_ALGO=ring NCCL_PROTO=simple' (or a mapping).",
     )
+    run: int | None = Field(
+        default=None,
+        strict=True,
+        ge=1,
+        description="Which result table to take (1-based) from a file that holds several independent runs, "
+        "as nccl-tests built without MPI=1 and started by mpirun on several hosts prints.",
+    )
     nvlink_domain_gpus: int | None = Field(
         default=None,
         strict=True,

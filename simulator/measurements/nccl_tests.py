@@ -14,13 +14,21 @@ How the column layout is recognised (the file says it; the manifest's `format` i
 3. A markdown table whose header starts with `payload` or `size` is the PyTorch benchmark: sizes in
    B/KiB/MiB/GiB/TiB, bandwidths in GBps, no time column: time = size / algbw (so it carries algbw's
    two-decimal rounding, up to 0.6 % at 0.82 GB/s).
+4. A table with busbw but neither time nor algbw (published multi-node benchmark tables): algbw =
+   busbw / factor, with nccl-tests' factor for the collective and rank count (busbw.busbw_factor),
+   which only the manifest knows: the caller passes it as `busbw_factor`, else such a table is an error.
 
 What is a row: inside a table, every line whose first word is an integer (underscores allowed, as in
 1_048_576); elsewhere, a line starting with an integer that has >= 3 numeric words. A row that does
 not fit the layout raises LogParseError naming its line. Skipped: blank lines, `#` comments, known
 noise (NCCL INFO/WARN, UCX/MPI warnings, footers, prompts, `...`); launcher prefixes (`0:`,
 `[1,0]<stdout>:`) are stripped first. Other text between rows is an error; after the last row it is
-trailing junk and ignored. A second table (header or rows after the footer) is an error.
+trailing junk and ignored.
+
+Several runs in one file: a second header after data rows, or rows after a footer, start another run.
+nccl-tests built without MPI=1 and started by mpirun on N hosts prints N independent single-process
+runs so. Such a file is an error that names this cause, unless the caller picks one table with `run`
+(1-based; the manifest's `run:` field).
 """
 
 from __future__ import annotations
@@ -142,8 +150,10 @@ def _make_layout(names: Sequence[str], source: str, line_no: int, torch: bool = 
             where[key] = i
         elif name in ("size", "count", "type", "redop", "root") and name not in where:
             where[name] = i
-    if "size" not in where or "time" not in where and not (torch and "algbw" in where):
-        raise LogParseError(source, line_no, f"header {' '.join(names)!r} lacks a size or time column")
+    if "size" not in where or not {"time", "algbw", "busbw"} & set(where):
+        raise LogParseError(
+            source, line_no, f"header {' '.join(names)!r} lacks a size column or a time, algbw or busbw column"
+        )
     return _Layout(tuple(names), where, torch)
 
 
@@ -189,7 +199,21 @@ def _word(token: str | None, what: str) -> str | None:
     return token
 
 
-def _table_row(tokens: list[str], layout: _Layout, line_no: int) -> NcclRow:
+def _time_us(size: int, algbw: float | None, busbw: float | None, busbw_factor: float | None) -> tuple[float, float]:
+    """(time in us, algbw in GB/s) of a row without a time column: time = size / algbw, and algbw =
+    busbw / factor when only busbw is printed. ValueError when neither can be had."""
+    if not algbw and busbw and busbw_factor:
+        algbw = busbw / busbw_factor
+    if not algbw:
+        missing = "busbw is 0" if busbw is not None and busbw_factor else (
+            "only busbw is printed, and the collective and rank count that turn it into a time are"
+            " not known (list the log in a manifest)" if busbw is not None else "algbw is 0 or missing"
+        )
+        raise ValueError(f"no time column and {missing}, so the time cannot be derived")
+    return size / (algbw * 1e3), algbw  # bytes / (1e9 B/s) in us
+
+
+def _table_row(tokens: list[str], layout: _Layout, line_no: int, busbw_factor: float | None) -> NcclRow:
     """A row of an nccl-tests table; ValueError says what is wrong."""
     if len(tokens) != len(layout.columns):
         raise ValueError(
@@ -203,9 +227,15 @@ def _table_row(tokens: list[str], layout: _Layout, line_no: int) -> NcclRow:
     size = _integer(cell("size"), "size")
     if size is None:
         raise ValueError("size is N/A")
-    time_us = _number(cell("time"), "time", required=True) or 0.0
-    if size > 0 and time_us <= 0.0:
-        raise ValueError(f"time {cell('time')} us for {size} bytes: a collective that moves data takes time")
+    algbw, busbw = _number(cell("algbw"), "algbw"), _number(cell("busbw"), "busbw")
+    if "time" in layout.where:
+        time_us = _number(cell("time"), "time", required=True) or 0.0
+        if size > 0 and time_us <= 0.0:
+            raise ValueError(f"time {cell('time')} us for {size} bytes: a collective that moves data takes time")
+    elif size > 0:
+        time_us, algbw = _time_us(size, algbw, busbw, busbw_factor)
+    else:
+        time_us = 0.0
     return NcclRow(
         size_bytes=size,
         count=_integer(cell("count"), "count"),
@@ -213,8 +243,8 @@ def _table_row(tokens: list[str], layout: _Layout, line_no: int) -> NcclRow:
         redop=_word(cell("redop"), "redop"),
         root=_integer(cell("root"), "root", signed=True),
         time_us=time_us,
-        algbw_GBps=_number(cell("algbw"), "algbw"),
-        busbw_GBps=_number(cell("busbw"), "busbw"),
+        algbw_GBps=algbw,
+        busbw_GBps=busbw,
         inplace_time_us=_number(cell("ip_time"), "in-place time"),
         inplace_algbw_GBps=_number(cell("ip_algbw"), "in-place algbw"),
         inplace_busbw_GBps=_number(cell("ip_busbw"), "in-place busbw"),
@@ -222,8 +252,9 @@ def _table_row(tokens: list[str], layout: _Layout, line_no: int) -> NcclRow:
     )
 
 
-def _torch_row(cells: list[str], layout: _Layout, line_no: int) -> NcclRow:
-    """A row of the PyTorch benchmark table (`|   32KiB |   1.44GBps |   0.82GBps |`): time = size / algbw."""
+def _torch_row(cells: list[str], layout: _Layout, line_no: int, busbw_factor: float | None) -> NcclRow:
+    """A row of the PyTorch benchmark table (`|   32KiB |   1.44GBps |   0.82GBps |`): time = size / algbw
+    (algbw = busbw / busbw_factor where the table prints busbw only)."""
     if len(cells) != len(layout.columns):
         raise ValueError(
             f"row has {len(cells)} cells, expected {len(layout.columns)} ({' | '.join(layout.columns)})"
@@ -238,10 +269,8 @@ def _torch_row(cells: list[str], layout: _Layout, line_no: int) -> NcclRow:
         cell = cells[layout.where[key]] if key in layout.where else None
         match = _TORCH_BW.fullmatch(cell) if cell is not None else None
         bandwidths.append(_number(match.group(1) if match else cell, key))
-    algbw, busbw = bandwidths
-    if not algbw:
-        raise ValueError("algbw is 0 or missing, so the time (size / algbw) cannot be derived")
-    time_us = size / (algbw * 1e3)  # bytes / (1e9 B/s) in us
+    time_us, algbw = _time_us(int(size), bandwidths[0], bandwidths[1], busbw_factor)
+    busbw = bandwidths[1]
     return NcclRow(int(size), None, None, None, None, time_us, algbw, busbw, None, None, None, line_no)
 
 
@@ -253,8 +282,11 @@ def _looks_like_row(tokens: list[str]) -> bool:
 class _LogReader:
     """The state of one pass over a text log: layout, rows, metadata and where the table is."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, busbw_factor: float | None) -> None:
         self.source = source
+        self.busbw_factor = busbw_factor
+        self.runs: list[tuple[int, list[NcclRow]]] = []  # (first line, rows) of each finished run
+        self.run_line = 0
         self.rows: list[NcclRow] = []
         self.meta = _Meta()
         self.layout: _Layout | None = None
@@ -290,13 +322,10 @@ class _LogReader:
         if names is None:
             return False
         if self.rows:
-            raise LogParseError(
-                self.source,
-                line_no,
-                f"a second result table after {len(self.rows)} rows; expected one run per log",
-            )
+            self._next_run(line_no)
         self.layout = _make_layout(names, self.source, line_no, torch)
         self.header_line, self.in_table = line_no, True
+        self.run_line = self.run_line or line_no
         return True
 
     def _markdown(self, body: str, line_no: int) -> None:
@@ -316,11 +345,7 @@ class _LogReader:
             junk_line, text = self.junk
             raise LogParseError(self.source, junk_line, f"unexpected text {text[:60]!r} among the data rows")
         if self.footer_line:
-            raise LogParseError(
-                self.source,
-                line_no,
-                f"data row after the table footer (line {self.footer_line}); expected one run per log",
-            )
+            self._next_run(line_no)
         if self.layout is None:
             columns = _LAYOUTS_BY_COUNT.get(len(tokens))
             if columns is None:
@@ -332,15 +357,21 @@ class _LogReader:
                 )
             self.layout = _make_layout(columns.split(), self.source, line_no)
         self.in_table = True
+        self.run_line = self.run_line or line_no
         try:
             row = (
-                _torch_row(tokens, self.layout, line_no)
+                _torch_row(tokens, self.layout, line_no, self.busbw_factor)
                 if self.layout.torch
-                else _table_row(tokens, self.layout, line_no)
+                else _table_row(tokens, self.layout, line_no, self.busbw_factor)
             )
         except ValueError as exc:
             raise LogParseError(self.source, line_no, str(exc)) from None
         self.rows.append(row)
+
+    def _next_run(self, line_no: int) -> None:
+        """Close the current run's table; the next one starts at `line_no`."""
+        self.runs.append((self.run_line, self.rows))
+        self.rows, self.run_line, self.footer_line, self.junk = [], line_no, 0, None
 
     def _note(self, text: str, line_no: int, comment: bool) -> None:
         """Metadata from a non-row line: ranks, NCCL version, collective, average busbw, footer."""
@@ -366,7 +397,28 @@ class _LogReader:
         elif re.match(r"commands?\b", text):
             meta.tools.setdefault(2, []).extend(_tools_in(text))
 
-    def result(self, line_count: int) -> NcclLog:
+    def chosen_run(self, run: int | None) -> list[NcclRow]:
+        """The rows of the one run in the file, or of run `run` (1-based) of several."""
+        runs = self.runs + [(self.run_line, self.rows)] if self.rows or self.runs else []
+        if run is not None and not 1 <= run <= max(len(runs), 1):
+            raise LogParseError(
+                self.source, 1, f"run {run} asked for, but the file holds {len(runs)} result table(s)"
+            )
+        if run is None and len(runs) > 1:
+            starts = ", ".join(str(start) for start, _ in runs)
+            raise LogParseError(
+                self.source,
+                runs[1][0],
+                f"{len(runs)} result tables (from lines {starts}): several independent runs in one file,"
+                " as nccl-tests built without MPI=1 prints when mpirun starts it on several hosts (each"
+                " process runs alone); rebuild nccl-tests with MPI=1, or take one table with the manifest"
+                f" entry's 'run:' field (1-{len(runs)})",
+            )
+        return runs[(run or 1) - 1][1] if runs else []
+
+    def result(self, line_count: int, run: int | None = None) -> NcclLog:
+        if self.runs or run is not None:
+            self.rows = self.chosen_run(run)
         if not self.rows and self.junk:
             junk_line, text = self.junk
             raise LogParseError(
@@ -393,19 +445,22 @@ class _LogReader:
         )
 
 
-def parse_nccl_tests(text: str, source: str = "<string>") -> NcclLog:
+def parse_nccl_tests(
+    text: str, source: str = "<string>", *, busbw_factor: float | None = None, run: int | None = None
+) -> NcclLog:
     """Parse nccl-tests stdout (or the PyTorch benchmark table); see the module docstring for layouts.
 
     `nranks` is the highest `Rank N` in the device list + 1 (lists are often abridged); the collective
     comes from the program's own output (prompt, `Collective test ...`), else a `# collective:`
     header, else a `# command:` line naming one `*_perf` tool; the NCCL version from an `NCCL version`
-    output line, else a `# NCCL version:` header, else `nccl-library=` code.
+    output line, else a `# NCCL version:` header, else `nccl-library=` code. `busbw_factor` turns a
+    busbw-only table into times; `run` picks one of several runs in the file (module docstring).
     """
-    reader = _LogReader(source)
+    reader = _LogReader(source, busbw_factor)
     lines = text.splitlines()
     for line_no, raw in enumerate(lines, start=1):
         reader.read_line(line_no, raw)
-    return reader.result(len(lines))
+    return reader.result(len(lines), run)
 
 
 def parse_nccl_tests_json(text: str, source: str = "<string>") -> NcclLog:
@@ -430,16 +485,26 @@ def parse_nccl_tests_json(text: str, source: str = "<string>") -> NcclLog:
     )
 
 
-def parse_log(text: str, source: str, fmt: str | None = None) -> NcclLog:
+def parse_log(
+    text: str,
+    source: str,
+    fmt: str | None = None,
+    *,
+    busbw_factor: float | None = None,
+    run: int | None = None,
+) -> NcclLog:
     """Parse a log in the manifest's `format`, or sniff: JSON when it starts with `{` or `[{`/`[]`.
 
     (A bare `[` is not enough: `[1,0]<stdout>:` launcher prefixes and `[time] UCX` lines start so.)
-    Raises ConfigError for a format name not in LOG_FORMATS.
+    `busbw_factor` and `run` as in parse_nccl_tests (a JSON document holds one run). Raises
+    ConfigError for a format name not in LOG_FORMATS.
     """
     if fmt is None:
         fmt = "nccl-tests-json" if re.match(r"\s*(?:\{|\[\s*[{\]])", text) else "nccl-tests"
     if fmt in JSON_FORMATS:
+        if run not in (None, 1):
+            raise LogParseError(source, 1, f"run {run} asked for, but a JSON log holds one run")
         return parse_nccl_tests_json(text, source)
     if fmt in TEXT_FORMATS:
-        return parse_nccl_tests(text, source)
+        return parse_nccl_tests(text, source, busbw_factor=busbw_factor, run=run)
     raise ConfigError(f"{source}: unknown log format {fmt!r}; expected one of {', '.join(LOG_FORMATS)}")

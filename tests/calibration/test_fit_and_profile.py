@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
 
-from simulator.calibration.fit import fit_hardware, free_parameters, group_by_hardware
+from simulator.calibration.fit import (
+    MIN_SENSITIVITY_PCT,
+    fit_hardware,
+    free_parameters,
+    group_by_hardware,
+    sensitivities,
+)
 from simulator.calibration.profile import CalibrationProfile, profile_from_dict, profile_to_dict
 from simulator.collectives.comm import CommView
 from simulator.collectives.params import PARAMS, prior_params
@@ -127,3 +134,52 @@ def test_profile_applies_to_same_hardware_at_any_node_count_only():
     assert profile.section_for(other, force=True).hardware == same
     with pytest.raises(CalibrationError):
         profile.section_for(replace(same, transport="roce"))
+
+
+def _large_only(log: MeasuredLog) -> MeasuredLog:
+    return replace(log, rows=tuple(r for r in log.rows if r.size_bytes >= 2**29))
+
+
+def test_unidentified_parameters_stay_at_their_prior():
+    """Rows of 512 MiB and up are bandwidth-bound: a 10% change of the latency scale moves their
+    predicted time by well under 0.5% rms, so it is left at its prior (1.0), marked not fitted, with
+    its sensitivity reported; the efficiencies, which set those times, are fitted."""
+    logs = [_large_only(synthetic_log(1, **TRUTH)), _large_only(synthetic_log(2, **TRUTH))]
+    section = fit_hardware(HardwareKey("A100-SXM4-40GB", "nvswitch-nvlink3", "ib"), logs)
+    by_name = {p.name: p for p in section.params}
+    latency = by_name["latency_scale"]
+    assert (latency.fitted, latency.value) == (False, 1.0)
+    assert latency.sensitivity_pct is not None and latency.sensitivity_pct < MIN_SENSITIVITY_PCT
+    assert by_name["intra_efficiency"].fitted and by_name["intra_efficiency"].sensitivity_pct > 5.0
+    assert by_name["nvls_efficiency"].sensitivity_pct is None  # no NVLS rows: not even probed
+
+
+def test_sensitivity_of_an_efficiency_is_its_share_of_the_time():
+    """Bandwidth-bound rows: time ~ 1 / efficiency, so +10% efficiency changes log time by
+    log(1.1) = 9.5% on the rows the intra-node link bounds (the one-node log: all of its rows)."""
+    log = _large_only(synthetic_log(1))
+    prior = prior_params(log.view)
+    sensitivity = sensitivities([log], prior, ["intra_efficiency"])["intra_efficiency"]
+    assert sensitivity == pytest.approx(100 * math.log(1.1), rel=0.05)
+
+
+def test_a_value_pushed_onto_a_bound_is_flagged():
+    """A log made with a network efficiency of 0.02 (below the 0.05 bound): the fit ends on the
+    lower bound and says so."""
+    logs = [synthetic_log(2, net_efficiency=0.02)]
+    section = fit_hardware(HardwareKey("A100-SXM4-40GB", "nvswitch-nvlink3", "ib"), logs)
+    net = next(p for p in section.params if p.name == "net_efficiency")
+    assert net.value == pytest.approx(PARAMS["net_efficiency"].lower, abs=1e-3)
+    assert net.at_bound == "lower"
+    assert all(p.at_bound is None for p in section.params if p.name != "net_efficiency" and not p.fitted)
+
+
+def test_profile_keeps_sensitivity_and_bound_and_refuses_a_bad_bound_word():
+    """The YAML carries sensitivity_pct and at_bound per parameter; an at_bound other than
+    lower/upper/null is an error naming the field."""
+    data = profile_to_dict(_profile())
+    params = data["sections"][0]["parameters"]
+    assert {"sensitivity_pct", "at_bound"} <= set(params["intra_efficiency"])
+    params["intra_efficiency"]["at_bound"] = "middle"
+    with pytest.raises(CalibrationError, match="intra_efficiency.at_bound"):
+        profile_from_dict(data, "edited.yaml")

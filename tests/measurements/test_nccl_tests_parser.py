@@ -138,9 +138,9 @@ def test_unknown_headerless_layout_is_an_error() -> None:
 
 
 def test_second_table_is_an_error() -> None:
-    """Two runs concatenated in one file: the second header raises (one run per log)."""
+    """Two runs concatenated in one file: the second header raises, naming the likely cause."""
     text = HEADER + ROW_8 + "\n" + FOOTER + HEADER
-    with pytest.raises(LogParseError, match="second result table") as info:
+    with pytest.raises(LogParseError, match="2 result tables .*several independent runs.*MPI=1") as info:
         parse_nccl_tests(text, "two.log")
     assert info.value.line_no == 13 + 8
 
@@ -148,9 +148,31 @@ def test_second_table_is_an_error() -> None:
 def test_rows_after_the_footer_are_an_error() -> None:
     """Rows after the footer belong to another run: error at the first such row."""
     text = HEADER + ROW_8 + "\n" + FOOTER + ROW_16 + "\n"
-    with pytest.raises(LogParseError, match="after the table footer") as info:
+    with pytest.raises(LogParseError, match="2 result tables \\(from lines 8, 14\\)") as info:
         parse_nccl_tests(text, "after.log")
     assert info.value.line_no == 14
+
+
+def test_run_picks_one_of_several_tables() -> None:
+    """`run` takes one run's rows (1-based); a run the file does not hold is an error at line 1."""
+    text = HEADER + ROW_8 + "\n" + FOOTER + HEADER + ROW_16 + "\n" + FOOTER
+    assert [r.size_bytes for r in parse_nccl_tests(text, "two.log", run=1).rows] == [8]
+    assert [(r.size_bytes, r.line_no) for r in parse_nccl_tests(text, "two.log", run=2).rows] == [(16, 23)]
+    assert [r.size_bytes for r in parse_nccl_tests(HEADER + ROW_8, "one.log", run=1).rows] == [8]
+    with pytest.raises(LogParseError, match="run 3 asked for, but the file holds 2") as info:
+        parse_nccl_tests(text, "two.log", run=3)
+    assert info.value.line_no == 1
+
+
+def test_busbw_only_table_needs_the_factor() -> None:
+    """A `size busbw` table: time = size / (busbw / factor); without the factor, an error at the row."""
+    text = "#  size  busbw\n1048576  150.0\n"
+    row = parse_nccl_tests(text, "b.log", busbw_factor=1.75).rows[0]
+    assert row.algbw_GBps == pytest.approx(150.0 / 1.75)
+    assert row.time_us == pytest.approx(1048576 / (150.0 / 1.75) / 1e3)
+    with pytest.raises(LogParseError, match="only busbw is printed.*manifest") as info:
+        parse_nccl_tests(text, "b.log")
+    assert info.value.line_no == 2
 
 
 def test_torch_bench_size_with_unknown_unit() -> None:

@@ -100,6 +100,13 @@ def test_no_p2p_stages_gpu_to_gpu_through_the_cpu(make):
     assert _nodes(p2p.path("s0/gpu0", "s0/gpu1")) == ["s0/gpu0", "s0/pcie0", "s0/gpu1"]
 
 
+def test_pcie5_without_p2p_stages_through_the_cpu(make):
+    """pcie5-no-p2p (RTX 5090-class GeForce hosts): a Gen5 host whose GPUs meet in host memory."""
+    topo = make(gpu="RTX-6000D", gpus=2, nodes=1, intra="pcie5-no-p2p")
+    assert _nodes(topo.path("s0/gpu0", "s0/gpu1")) == ["s0/gpu0", "s0/pcie0", "s0/cpu0", "s0/pcie0", "s0/gpu1"]
+    assert topo.platform.host_pcie_gen == 5 and not topo.platform.p2p
+
+
 def test_nvl72_trays_talk_over_the_domain_switch(make):
     """GPUs of different trays in one NVL72 domain meet at the domain NVSwitch; other domains via the NICs."""
     net = {"transport": "ib", "nics_per_node": 4, "nic_gbps": 400}

@@ -7,7 +7,8 @@ error (a bug: the traceback is shown).
 from __future__ import annotations
 
 import sys
-from typing import Any
+from importlib import metadata
+from typing import Annotated, Any
 
 import click
 import typer
@@ -25,6 +26,25 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    """--version: the installed distribution's version, from its metadata."""
+    if value:
+        try:
+            version = metadata.version("clustersim")
+        except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+            version = "unknown (not installed)"
+        print(f"clustersim {version}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_print_version, help="Print the version and exit.")] = False) -> None:
+    """Cluster scaling simulator: NCCL collectives and training steps on GPU clusters."""
+
+
 collective.register(app)
 validate.register(app)
 calibrate.register(app)

@@ -17,6 +17,7 @@ from rich.console import Console
 from simulator.cli import calibrate, collective, compare, plan, predict, schema, validate, validate_training
 from simulator.cli import sweep as sweep_commands
 from simulator.cli import topology as topology_commands
+from simulator.cli.common import print_message
 from simulator.core.errors import ClusterSimError
 
 app = typer.Typer(
@@ -69,7 +70,7 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except ClusterSimError as exc:
-        _err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        print_message(_err, "error", "bold red", exc)
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -83,7 +84,7 @@ def main() -> None:
     except OSError as exc:  # standard output failed (a full disk under `> results.json`); files report their own
         # (a closed pipe, `| head -1`, click ends quietly with exit code 1 itself)
         where = exc.filename or "standard output"
-        _err.print(f"[bold red]error:[/] {where}: {exc.strerror or exc}", highlight=False, soft_wrap=True)
+        print_message(_err, "error", "bold red", f"{where}: {exc.strerror or exc}")
         sys.exit(2)
     if code == 130:  # Ctrl-C: typer returns the exit code instead of raising when not standalone
         _err.print("aborted")

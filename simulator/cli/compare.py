@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
-from simulator.cli.common import check_writable, reflowed, write_text
+from simulator.cli.common import check_writable, plain, reflowed, write_text
 from simulator.cli.predict import _load_scenario, _override, _run, prediction_json
 from simulator.core.errors import ConfigError
 from simulator.report.html import compare_report_html
@@ -121,7 +121,8 @@ def compare(
             {"file": str(path), "name": spec.name, "differs_from_base": change, **prediction_json(p)}
             for (path, spec, p), change in zip(predictions, changes, strict=True)]}, indent=2))
         return
-    table = Table("metric", *labels, title=f"Compared with {scenarios[0].name}")
+    table = Table("metric", *(Column(header=plain(label)) for label in labels),
+                  title=plain(f"Compared with {scenarios[0].name}"))
     base = predictions[0][2]
     # what the exposed communication waited on, every kind any scenario has (tensor-parallel, pipeline
     # sends, the data-parallel collectives ...), right after the exposed communication

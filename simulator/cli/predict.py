@@ -17,6 +17,7 @@ from simulator.cli.common import (
     CapacityFactorOpt,
     MoeImbalanceOpt,
     check_writable,
+    plain,
     read_yaml,
     reflowed,
     write_text,
@@ -210,7 +211,7 @@ def _run(topology: TopologySpec, training: TrainingSpec, model: ModelSpec, calib
 
 
 def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour: float | None) -> Table:
-    table = Table("metric", "value", title=title, title_justify="left")
+    table = Table("metric", "value", title=plain(title), title_justify="left")
     verdict = "fits" if p.fits_in_memory else "[bold red]OUT OF MEMORY[/]"
     rows = [
         ("step time", f"{p.step_time_s:.3f} s"),

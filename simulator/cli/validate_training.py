@@ -9,9 +9,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from simulator.cli.common import read_text, reflowed
+from simulator.cli.common import plain, reflowed
 from simulator.core.errors import ConfigError
+from simulator.core.input_file import read_input_text
 from simulator.training.predict import predict_step
 from simulator.validation.training_cases import TrainingCase, parse_cases
 from simulator.validation.training_report import CaseResult, Summary, TrainingReport, evaluate, report_to_json
@@ -86,14 +88,14 @@ def _case_table(report: TrainingReport) -> Table:
         table.add_column(col, justify="right" if col in ("published", "predicted", "error", "lookup err") else "left",
                          overflow="fold")
     for r in report.cases:
-        table.add_row(r.id, r.metric.key if r.metric else "-", _num(r.published), _num(r.predicted),
+        table.add_row(plain(r.id), r.metric.key if r.metric else "-", _num(r.published), _num(r.predicted),
                       _pct(r.abs_pct_error), _pct(r.lookup_abs_pct_error), _notes(r))
     return table
 
 
-def _summary_row(s: Summary) -> list[str]:
+def _summary_row(s: Summary) -> list[str | Text]:
     coverage = "-" if s.coverage is None else f"{s.expressed}/{s.in_scope} ({s.coverage:.0%})"
-    return [s.source, str(s.cases), coverage, _pct(s.median_abs_pct_error),
+    return [plain(s.source), str(s.cases), coverage, _pct(s.median_abs_pct_error),
             f"{_pct(s.lookup_median_abs_pct_error)} ({s.lookup_cases}; sim {_pct(s.simulator_median_on_lookup_cases)})",
             str(s.pairs), _pct(s.change_median_abs_pct_error), _pct(s.change_lookup_median_abs_pct_error)]
 
@@ -118,7 +120,7 @@ def validate_training(
     source: Annotated[str | None, typer.Option(help="Only cases whose id starts with this prefix (e.g. llmfoundry).")]
     = None,
 ) -> None:
-    selected = _select(parse_cases(read_text(cases, "training cases file"), str(cases)), source)
+    selected = _select(parse_cases(read_input_text(cases, "training cases file"), str(cases)), source)
     report = evaluate(selected, predict_step)
     if as_json:
         typer.echo(json.dumps(report_to_json(report), indent=2))

@@ -15,15 +15,19 @@ from topologies.spec import MAX_NODES, TopologySpec, validate_topology_spec
 from workloads.presets import load_model
 from workloads.spec import ModelSpec, StrategySpec, TrainingSpec
 
+MAX_SLOWDOWN = 1000.0  # a GPU a thousand times slower is a failed one; the bound keeps step times finite
+
 
 class StragglerSpec(BaseModel):
     """Slow GPUs: their compute takes `slowdown` times as long (thermal throttling, a bad HBM stack)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    slowdown: float = Field(ge=1.0, allow_inf_nan=False,
-                            description="Compute time factor of the slow GPUs (1.2 = 20% slower).")
-    gpus: int = Field(default=1, ge=1, description="How many GPUs are slow (one is enough to pace a step).")
+    slowdown: float = Field(ge=1.0, le=MAX_SLOWDOWN, allow_inf_nan=False,
+                            description="Compute time factor of the slow GPUs (1.2 = 20% slower), at most "
+                            f"{MAX_SLOWDOWN:g}.")
+    gpus: int = Field(
+        strict=True, default=1, ge=1, description="How many GPUs are slow (one is enough to pace a step).")
 
 
 class JitterSpec(BaseModel):
@@ -32,7 +36,8 @@ class JitterSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     cv: float = Field(ge=0.0, le=0.5, description="Coefficient of variation of a GPU's compute time per step.")
-    seed: int = Field(default=0, ge=0, description="Seed of the draw (the same seed gives the same prediction).")
+    seed: int = Field(
+        strict=True, default=0, ge=0, description="Seed of the draw (the same seed gives the same prediction).")
 
 
 class ScenarioSpec(BaseModel):
@@ -42,7 +47,8 @@ class ScenarioSpec(BaseModel):
 
     name: str | None = Field(default=None, description="A label for reports.")
     topology: str | TopologySpec = Field(description="Topology preset name, or the topology inline.")
-    nodes: int | None = Field(default=None, ge=1, le=MAX_NODES, description="Nodes (servers); default: the topology's.")
+    nodes: int | None = Field(
+        strict=True, default=None, ge=1, le=MAX_NODES, description="Nodes (servers); default: the topology's.")
     training: TrainingSpec = Field(description="The training job.")
     stragglers: StragglerSpec | None = Field(default=None, description="Slow GPUs, if any.")
     jitter: JitterSpec | None = Field(default=None, description="Per-step compute noise across GPUs.")

@@ -32,12 +32,13 @@ def read_input_text(path: Path, what: str) -> str:
         raise ConfigError(f"cannot read {what} {path}: not found") from None
     except OSError as exc:
         raise ConfigError(f"cannot read {what} {path}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as stream:
-        mode = os.fstat(fd).st_mode
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
         if stat.S_ISDIR(mode):
             raise ConfigError(f"cannot read {what} {path}: it is a directory, not a file")
-        if not stat.S_ISREG(mode):
-            raise ConfigError(f"cannot read {what} {path}: not a regular file (a device, FIFO or socket)")
+        raise ConfigError(f"cannot read {what} {path}: not a regular file (a device, FIFO or socket)")
+    with os.fdopen(fd, "rb") as stream:
         try:
             data = stream.read(MAX_INPUT_BYTES + 1)  # st_size can be 0 for a file that has content (/proc)
         except OSError as exc:

@@ -35,6 +35,8 @@ from workloads.spec import ModelSpec, StrategyKind, StrategySpec, TrainingSpec
 
 MAX_SLOWDOWN = 1000.0  # a GPU 1,000x slower is a failed one: the what-if is then a failure, not a pace
 
+MAX_SLOWDOWN = 1000.0  # a GPU a thousand times slower is a failed one; the bound keeps step times finite
+
 
 class StragglerSpec(BaseModel):
     """Slow GPUs: their compute takes `slowdown` times as long (thermal throttling, a bad HBM stack)."""
@@ -44,8 +46,8 @@ class StragglerSpec(BaseModel):
     slowdown: float = Field(ge=1.0, le=MAX_SLOWDOWN, allow_inf_nan=False,
                             description=f"Compute time factor of the slow GPUs (1.2 = 20% slower; at most "
                             f"{MAX_SLOWDOWN:g}).")
-    gpus: int = Field(default=1, ge=1, description="How many GPUs are slow (one is enough to pace a step); "
-                      "with `device`, the GPUs it names.")
+    gpus: int = Field(strict=True, default=1, ge=1, description="How many GPUs are slow (one is enough to pace a "
+                      "step); with `device`, the GPUs it names.")
     device: str | None = Field(
         default=None, description="Where: a GPU (s3/gpu2: server 3's GPU 2), a whole server (s3), or a global "
         "rank (17). Default: wherever it paces the step most (with pipeline parallelism, every stage).")
@@ -57,7 +59,8 @@ class JitterSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     cv: float = Field(ge=0.0, le=0.5, description="Coefficient of variation of a GPU's compute time per step.")
-    seed: int = Field(default=0, ge=0, description="Seed of the draw (the same seed gives the same prediction).")
+    seed: int = Field(
+        strict=True, default=0, ge=0, description="Seed of the draw (the same seed gives the same prediction).")
 
 
 class ScenarioSpec(BaseModel):
@@ -69,7 +72,8 @@ class ScenarioSpec(BaseModel):
     topology: str | TopologySpec = Field(
         description="Topology preset name, the topology inline, or a preset with some fields replaced: "
         "{preset: dgx-h100, link_faults: [{device: s3/nic2, factor: 0.5}]} (nested mappings merge key by key).")
-    nodes: int | None = Field(default=None, ge=1, le=MAX_NODES, description="Nodes (servers); default: the topology's.")
+    nodes: int | None = Field(
+        strict=True, default=None, ge=1, le=MAX_NODES, description="Nodes (servers); default: the topology's.")
     training: TrainingSpec = Field(description="The training job.")
     stragglers: StragglerSpec | tuple[StragglerSpec, ...] | None = Field(
         default=None, description="Slow GPUs, if any: one spec, or a list of them (each at its own device).")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.core.errors import ConfigError
+from simulator.core.input_file import read_input_text
 from simulator.core.yaml_text import load_yaml_text, package_yaml_texts
 from topologies.spec import TopologySpec, validate_topology_spec
 
@@ -69,11 +70,5 @@ def resolve_topology(name_or_path: str, nodes: int | None = None) -> TopologySpe
         return load_preset(name_or_path, nodes)
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists():
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read topology file: {exc.strerror}") from None
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"{path}: cannot read topology file: not UTF-8 text (byte {exc.start})") from None
-        return spec_from_yaml_text(text, str(path), nodes)
+        return spec_from_yaml_text(read_input_text(path, "topology file"), str(path), nodes)
     return load_preset(name_or_path, nodes)

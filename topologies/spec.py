@@ -70,7 +70,7 @@ class InterNodeSpec(BaseModel):
         description="NCCL network transport: ib (InfiniBand verbs), roce (RoCE v2), efa (AWS EFA), tcpx/tcpxo "
         "(GCP GPUDirect-TCPX/TCPXO), sockets (NCCL socket transport), ethernet (plain Ethernet, sockets)."
     )
-    nics_per_node: int = Field(ge=1, description="Network interfaces per server used for GPU traffic.")
+    nics_per_node: int = Field(strict=True, ge=1, description="Network interfaces per server used for GPU traffic.")
     nic_gbps: float = Field(
         gt=0,
         description="Line rate of one NIC in Gbit/s (1e9 bit/s). Omitted or null: the transport's commonest "
@@ -143,13 +143,13 @@ class FabricSpec(BaseModel):
         default=1.0, ge=1.0, description="Leaf downlink bandwidth / leaf uplink bandwidth (1 = non-blocking)."
     )
     nodes_per_leaf: int | None = Field(
-        default=None,
+        strict=True, default=None,
         ge=1,
         description="Servers under one leaf (rail_optimized: per scalable unit). Default: a leaf has 32 "
         "server-facing ports (half of a 64-port switch), so 32 for rails and 32 // nics_per_node for leaf_spine.",
     )
     spines: int | None = Field(
-        default=None,
+        strict=True, default=None,
         ge=1,
         description="Spine switches. Default: one per leaf uplink port (downlink ports / oversubscription), at "
         "most 64; each leaf-spine link carries the leaf's uplink bandwidth / spines.",
@@ -175,15 +175,16 @@ class TopologySpec(BaseModel):
     name: str | None = Field(default=None, description="Name of the cluster (a preset name, or free text).")
     description: str | None = Field(default=None, description="One line saying what this cluster is.")
     gpu: str = Field(description="GPU model, a name of the GPU table (topologies/data/gpus.yaml).")
-    gpus_per_node: int = Field(ge=1, description="GPUs used per server.")
-    nodes: int = Field(ge=1, le=MAX_NODES, description=f"Servers (nodes) in the cluster, at most {MAX_NODES:,}.")
+    gpus_per_node: int = Field(strict=True, ge=1, description="GPUs used per server.")
+    nodes: int = Field(
+        strict=True, ge=1, le=MAX_NODES, description=f"Servers (nodes) in the cluster, at most {MAX_NODES:,}.")
     intra_node: IntraNodeKind = Field(description="How the GPUs of a server are joined (data/intra_node.yaml).")
     inter_node: InterNodeSpec | None = Field(
         default=None, description="The network between servers; required when nodes > 1 (except within NVL72)."
     )
     fabric: FabricSpec = Field(default_factory=FabricSpec, description="Switching of the inter-node network.")
     nvlink_domain_gpus: int | None = Field(
-        default=None, ge=1, description="GPUs per NVLink domain for intra_node nvlink5-nvl72 (default 72)."
+        strict=True, default=None, ge=1, description="GPUs per NVLink domain for intra_node nvlink5-nvl72 (default 72)."
     )
     link_faults: tuple[LinkFault, ...] = Field(
         default=(), description="Degraded or failed devices (what-if); traffic reroutes around failures.")

@@ -15,6 +15,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from simulator.core.errors import ConfigError
+from simulator.core.input_file import MAX_INT, read_input_text
+from simulator.core.json_text import load_json_text
 from simulator.core.yaml_text import load_yaml_text, package_yaml_texts
 from workloads.model import transformer
 from workloads.spec import ModelSpec
@@ -175,9 +177,12 @@ def _family_fields(model_type: str, data: Mapping[str, Any], source: str) -> dic
         if not isinstance(attn_config, dict):
             raise ConfigError(f"{source}: attn_config should be a mapping, got {attn_config!r}")
         alibi = bool(attn_config.get("alibi", False))
+        ratio, width = _number(data, "expansion_ratio", source, 4, integer=False), _number(data, "d_model", source)
+        if not 0 < ratio * width <= MAX_INT:  # also NaN and infinity, which json reads from NaN and Infinity
+            raise ConfigError(f"{source}: expansion_ratio {ratio!r} x d_model {width} is no MLP width "
+                              "(expected e.g. expansion_ratio 4)")
         return {
-            "ffn_hidden": int(_number(data, "expansion_ratio", source, 4, integer=False)
-                              * _number(data, "d_model", source)),
+            "ffn_hidden": int(ratio * width),
             "bias": not data.get("no_bias", False),
             "learned_positions": bool(data.get("learned_pos_emb", True)) and not alibi,
         }
@@ -195,12 +200,12 @@ def model_from_hf_config(text: str, source: str) -> ModelSpec:
     n_positions) and mpt (n_layers, d_model, n_heads, expansion_ratio, max_seq_len, no_bias,
     attn_config.alibi). Defaults are transformers'."""
     try:
-        data = json.loads(text)
+        data = load_json_text(text, source)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{source}: not valid JSON: {exc.msg} (line {exc.lineno})") from None
     data = _mapping(data, source)
     model_type = data.get("model_type")
-    if model_type not in _HF_FAMILIES:
+    if not isinstance(model_type, str) or model_type not in _HF_FAMILIES:
         raise ConfigError(f"{source}: model_type {model_type!r} not supported; "
                           f"supported: {', '.join(sorted(_HF_FAMILIES))}")
     keys, fixed, tied_default = _HF_FAMILIES[model_type]
@@ -213,15 +218,6 @@ def model_from_hf_config(text: str, source: str) -> ModelSpec:
     return _validated(fields, source)
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read model file: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: cannot read model file: not UTF-8 text (byte {exc.start})") from None
-
-
 def resolve_model(name_or_path: str) -> ModelSpec:
     """A preset name, a YAML file of ModelSpec fields, or a HuggingFace config.json (a .json file, or
     a folder holding config.json), read here."""
@@ -231,7 +227,7 @@ def resolve_model(name_or_path: str) -> ModelSpec:
     if path.is_dir():
         path = path / "config.json"
     if path.suffix == ".json":
-        return model_from_hf_config(_read(path), str(path))
+        return model_from_hf_config(read_input_text(path, "model file"), str(path))
     if path.suffix in (".yaml", ".yml") or path.exists():
-        return model_from_yaml_text(_read(path), str(path))
+        return model_from_yaml_text(read_input_text(path, "model file"), str(path))
     return load_model(name_or_path)

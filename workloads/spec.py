@@ -42,12 +42,15 @@ class MlaSpec(BaseModel):
     model_config = _FROZEN
 
     q_lora_rank: int | None = Field(
+        strict=True,
         default=None, ge=1, description="Query latent width (DeepSeek-V3 1536); none: queries straight from the "
         "hidden state (DeepSeek-V2-Lite).")
-    kv_lora_rank: int = Field(ge=1, description="Key/value latent width (DeepSeek-V3 512).")
-    qk_nope_head_dim: int = Field(ge=1, description="Per-head query/key width without rotary position (128).")
-    qk_rope_head_dim: int = Field(ge=0, description="Per-head rotary query/key width (64); the key's is shared.")
-    v_head_dim: int = Field(ge=1, description="Per-head value width (128).")
+    kv_lora_rank: int = Field(strict=True, ge=1, description="Key/value latent width (DeepSeek-V3 512).")
+    qk_nope_head_dim: int = Field(
+        strict=True, ge=1, description="Per-head query/key width without rotary position (128).")
+    qk_rope_head_dim: int = Field(
+        strict=True, ge=0, description="Per-head rotary query/key width (64); the key's is shared.")
+    v_head_dim: int = Field(strict=True, ge=1, description="Per-head value width (128).")
 
 
 class ModelSpec(BaseModel):
@@ -56,21 +59,22 @@ class ModelSpec(BaseModel):
     model_config = _FROZEN
 
     name: str = Field(description="Model name, e.g. llama2-7b.")
-    layers: int = Field(ge=1, description="Transformer blocks.")
-    hidden: int = Field(ge=1, description="Hidden size (d_model).")
-    heads: int = Field(ge=1, description="Attention heads.")
-    kv_heads: int | None = Field(default=None, ge=1, description="Key/value heads (GQA); default: heads.")
+    layers: int = Field(strict=True, ge=1, description="Transformer blocks.")
+    hidden: int = Field(strict=True, ge=1, description="Hidden size (d_model).")
+    heads: int = Field(strict=True, ge=1, description="Attention heads.")
+    kv_heads: int | None = Field(strict=True, default=None, ge=1, description="Key/value heads (GQA); default: heads.")
     head_dim: int | None = Field(
+        strict=True,
         default=None, ge=1, description="Size of one attention head; default hidden / heads (Qwen3, Gemma and "
         "GPT-OSS set it apart: heads x head_dim need not be hidden).")
-    ffn_hidden: int | None = Field(default=None, ge=1, description="MLP inner size; default 4 x hidden, "
-                                   "required with gated_mlp (a mixture of experts: a dense block's).")
+    ffn_hidden: int | None = Field(strict=True, default=None, ge=1, description="MLP inner size; default 4 x hidden, "
+                                                "required with gated_mlp (a mixture of experts: a dense block's).")
     gated_mlp: bool = Field(default=False, description="SwiGLU-style MLP with three matrices (Llama).")
-    vocab: int = Field(ge=1, description="Vocabulary size.")
-    max_seq_len: int = Field(default=2048, ge=1, description="Context length the model was built for.")
+    vocab: int = Field(strict=True, ge=1, description="Vocabulary size.")
+    max_seq_len: int = Field(strict=True, default=2048, ge=1, description="Context length the model was built for.")
     train_seq_len: int | None = Field(
-        default=None, ge=1, description="Sequence length of the model's main pre-training, where it differs from "
-        "max_seq_len (Llama 3.1 405B: 8192 of its 131072); a job that states no seq_len runs at it. Default: "
+        strict=True, default=None, ge=1, description="Sequence length of the model's main pre-training, where it "
+        "differs from max_seq_len (Llama 3.1 405B: 8192 of its 131072); a job that states no seq_len runs at it. Default: "
         "max_seq_len.")
     tied_embeddings: bool = Field(default=False, description="Output projection shares the input embedding.")
     learned_positions: bool = Field(default=False, description="Learned position embedding table (GPT-2/3).")
@@ -78,15 +82,19 @@ class ModelSpec(BaseModel):
         default=False,
         description="Linear layers and LayerNorms have bias vectors (GPT-2/3, BERT); false for Llama and MPT no_bias.")
     experts: int = Field(
+        strict=True,
         default=1, ge=1, description="Routed experts of every block's MLP (mixture of experts, e.g. Mixtral 8); "
         "1: a dense MLP.")
-    experts_per_token: int = Field(default=1, ge=1, description="Experts each token is routed to (top-k; Mixtral 2).")
+    experts_per_token: int = Field(
+        strict=True, default=1, ge=1, description="Experts each token is routed to (top-k; Mixtral 2).")
     expert_ffn_hidden: int | None = Field(
-        default=None, ge=1, description="Inner size of one expert's MLP; default ffn_hidden.")
+        strict=True, default=None, ge=1, description="Inner size of one expert's MLP; default ffn_hidden.")
     shared_experts: int = Field(
+        strict=True,
         default=0, ge=0, description="Experts every token also passes through (DeepSeekMoE, Qwen-MoE shared "
         "experts), each expert_ffn_hidden wide.")
     dense_layers: int = Field(
+        strict=True,
         default=0, ge=0, description="A mixture of experts' first blocks that keep a dense MLP of ffn_hidden "
         "(DeepSeek-V2/V3 first_k_dense_replace, Kimi K2, GLM-4.5); the others are mixtures.")
     mla: MlaSpec | None = Field(
@@ -135,20 +143,22 @@ class StrategySpec(BaseModel):
     kind: StrategyKind = Field(default="fsdp", description="ddp, zero1, zero2, zero3, fsdp or hsdp.")
     fsdp_sharding: FsdpSharding = Field(
         default="FULL_SHARD", description="FSDP sharding strategy (kind fsdp); hsdp means HYBRID_SHARD.")
-    bucket_bytes: int = Field(default=25 * 1024**2, ge=1, description="DDP gradient bucket (bucket_cap_mb 25).")
-    first_bucket_bytes: int = Field(default=1024**2, ge=1, description="DDP first bucket (1 MiB).")
+    bucket_bytes: int = Field(
+        strict=True, default=25 * 1024**2, ge=1, description="DDP gradient bucket (bucket_cap_mb 25).")
+    first_bucket_bytes: int = Field(strict=True, default=1024**2, ge=1, description="DDP first bucket (1 MiB).")
     zero_bucket_elements: int = Field(
-        default=500_000_000, ge=1, description="DeepSpeed reduce/allgather bucket size in elements (5e8).")
+        strict=True, default=500_000_000, ge=1, description="DeepSpeed reduce/allgather bucket size in elements (5e8).")
     backward_prefetch: bool = Field(
         default=True, description="FSDP backward_prefetch (BACKWARD_PRE): gather the next block during backward.")
-    limit_all_gathers: int = Field(default=2, ge=1, description="All-gathers in flight at most (FSDP rate limiter).")
+    limit_all_gathers: int = Field(
+        strict=True, default=2, ge=1, description="All-gathers in flight at most (FSDP rate limiter).")
     reshard_after_forward: bool | None = Field(
         default=None, description="Free gathered parameters after forward, gathering them again for backward "
         "(default: yes for FULL_SHARD/HYBRID_SHARD/ZeRO-3, no for SHARD_GRAD_OP).")
     shard_group_gpus: int | None = Field(
-        default=None, ge=1, description="HSDP shard group size (default: GPUs per node).")
+        strict=True, default=None, ge=1, description="HSDP shard group size (default: GPUs per node).")
     grad_reduce_bytes: int = Field(
-        default=2, ge=1, le=4, description="Bytes per gradient element reduced (2: bf16/fp16, 4: fp32).")
+        strict=True, default=2, ge=1, le=4, description="Bytes per gradient element reduced (2: bf16/fp16, 4: fp32).")
     overlap_grad_reduce: bool = Field(
         default=True, description="Reduce gradient buckets as backward produces them (PyTorch DDP, FSDP, "
         "Megatron --overlap-grad-reduce); false: one reduction after the whole backward (Megatron-LM before 2023).")
@@ -182,13 +192,16 @@ class ParallelSpec(BaseModel):
 
     model_config = _FROZEN
 
-    tp: int = Field(default=1, ge=1, description="Tensor-parallel degree (GPUs sharing every layer's matrices).")
-    pp: int = Field(default=1, ge=1, description="Pipeline-parallel degree (stages of contiguous layers).")
+    tp: int = Field(
+        strict=True, default=1, ge=1, description="Tensor-parallel degree (GPUs sharing every layer's matrices).")
+    pp: int = Field(strict=True, default=1, ge=1, description="Pipeline-parallel degree (stages of contiguous layers).")
     cp: int = Field(
+        strict=True,
         default=1, ge=1, description="Context-parallel degree: each sequence is split over cp GPUs, which pass "
         "key/value blocks around a ring behind the attention (Megatron-Core --context-parallel-size, torchtitan "
         "context_parallel_degree); they sit next to the TP ranks and reduce gradients with the data-parallel ones.")
     ep: int = Field(
+        strict=True,
         default=1, ge=1, description="Expert-parallel degree: each MoE block's experts are split over ep GPUs of the "
         "data-parallel group, which send every token to its experts and back by all-to-all (Megatron-Core "
         "--expert-model-parallel-size, DeepSpeed-MoE, torchtitan expert_parallel_degree); expert gradients are "
@@ -226,7 +239,7 @@ class ParallelSpec(BaseModel):
         default="1f1b", description="gpipe (all forwards, then all backwards), 1f1b (PipeDream-Flush, Megatron's "
         "default) or interleaved (1F1B over virtual stages).")
     virtual_stages: int = Field(
-        default=1, ge=1, description="Model chunks per pipeline rank (interleaved schedule; Megatron "
+        strict=True, default=1, ge=1, description="Model chunks per pipeline rank (interleaved schedule; Megatron "
         "--num-layers-per-virtual-pipeline-stage).")
     pipeline_split: PipelineSplit = Field(
         default="layers", description="How layers divide among the pp x virtual_stages model chunks: layers (as "
@@ -307,11 +320,13 @@ class TrainingSpec(BaseModel):
     model_config = _FROZEN
 
     model: str | ModelSpec = Field(description="Preset name (see `clustersim presets`), or the shape inline.")
-    seq_len: int | None = Field(default=None, ge=1, description="Tokens per sequence (default: the model's).")
-    micro_batch: int = Field(default=1, ge=1, description="Sequences per GPU per micro-step.")
+    seq_len: int | None = Field(
+        strict=True, default=None, ge=1, description="Tokens per sequence (default: the model's).")
+    micro_batch: int = Field(strict=True, default=1, ge=1, description="Sequences per GPU per micro-step.")
     global_batch: int | None = Field(
+        strict=True,
         default=None, ge=1, description="Sequences per optimizer step over all GPUs (default: no accumulation).")
-    grad_accum: int | None = Field(default=None, ge=1, description="Micro-steps per optimizer step.")
+    grad_accum: int | None = Field(strict=True, default=None, ge=1, description="Micro-steps per optimizer step.")
     precision: Precision = Field(default="bf16", description="Compute precision (mixed with fp32 master weights).")
     activation_checkpointing: Checkpointing = Field(
         default="none", description="none, selective or full; Megatron-LM's flags are accepted too: "

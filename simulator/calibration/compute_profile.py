@@ -70,9 +70,9 @@ class GemmMeasurement(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    m: int = Field(ge=1, description="Rows of A and C (tokens, for a transformer GEMM).")
-    n: int = Field(ge=1, description="Columns of B and C (output features).")
-    k: int = Field(ge=1, description="Columns of A, rows of B (the reduction dimension, input features).")
+    m: int = Field(strict=True, ge=1, description="Rows of A and C (tokens, for a transformer GEMM).")
+    n: int = Field(strict=True, ge=1, description="Columns of B and C (output features).")
+    k: int = Field(strict=True, ge=1, description="Columns of A, rows of B (the reduction dimension, input features).")
     dtype: Precision = Field(description="Input precision of A and B: bf16, fp16, fp8, tf32 or fp32.")
     time_s: float = Field(gt=0, description="Median time of one GEMM, seconds.")
     tflops: float = Field(gt=0, description="Achieved rate, TFLOP/s: 2 x m x n x k / time_s / 1e12.")
@@ -89,10 +89,10 @@ class LayerMeasurement(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    hidden: int = Field(ge=1, description="Hidden size h.")
-    heads: int = Field(ge=1, description="Attention heads (divides hidden).")
-    seq_len: int = Field(ge=1, description="Sequence length s, tokens.")
-    micro_batch: int = Field(ge=1, description="Sequences per micro-batch b.")
+    hidden: int = Field(strict=True, ge=1, description="Hidden size h.")
+    heads: int = Field(strict=True, ge=1, description="Attention heads (divides hidden).")
+    seq_len: int = Field(strict=True, ge=1, description="Sequence length s, tokens.")
+    micro_batch: int = Field(strict=True, ge=1, description="Sequences per micro-batch b.")
     dtype: Precision = Field(description="Precision of weights and activations: bf16, fp16, fp8, tf32 or fp32.")
     fwd_bwd_time_s: float = Field(gt=0, description="Median time of one forward + backward of the layer, seconds.")
     model_tflops: float = Field(
@@ -116,7 +116,7 @@ class MemoryMeasurement(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    size_bytes: int = Field(ge=1, description="Bytes copied (the size of the source buffer).")
+    size_bytes: int = Field(strict=True, ge=1, description="Bytes copied (the size of the source buffer).")
     time_s: float = Field(gt=0, description="Median time of one copy, seconds.")
     bandwidth_GBps: float = Field(
         gt=0, description="HBM bandwidth, GB/s (1e9 bytes/s), read + write counted: 2 x size_bytes / time_s / 1e9."

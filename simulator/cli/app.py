@@ -7,7 +7,8 @@ error (a bug: the traceback is shown).
 from __future__ import annotations
 
 import sys
-from typing import Any
+from importlib import metadata
+from typing import Annotated, Any
 
 import click
 import typer
@@ -16,6 +17,7 @@ from rich.console import Console
 from simulator.cli import calibrate, collective, compare, plan, predict, schema, validate, validate_training
 from simulator.cli import sweep as sweep_commands
 from simulator.cli import topology as topology_commands
+from simulator.cli.common import print_message
 from simulator.core.errors import ClusterSimError
 
 app = typer.Typer(
@@ -25,6 +27,25 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    """--version: the installed distribution's version, from its metadata."""
+    if value:
+        try:
+            version = metadata.version("clustersim")
+        except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+            version = "unknown (not installed)"
+        print(f"clustersim {version}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_print_version, help="Print the version and exit.")] = False) -> None:
+    """Cluster scaling simulator: NCCL collectives and training steps on GPU clusters."""
+
+
 collective.register(app)
 validate.register(app)
 calibrate.register(app)
@@ -49,7 +70,7 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except ClusterSimError as exc:
-        _err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        print_message(_err, "error", "bold red", exc)
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -63,7 +84,7 @@ def main() -> None:
     except OSError as exc:  # standard output failed (a full disk under `> results.json`); files report their own
         # (a closed pipe, `| head -1`, click ends quietly with exit code 1 itself)
         where = exc.filename or "standard output"
-        _err.print(f"[bold red]error:[/] {where}: {exc.strerror or exc}", highlight=False, soft_wrap=True)
+        print_message(_err, "error", "bold red", f"{where}: {exc.strerror or exc}")
         sys.exit(2)
     if code == 130:  # Ctrl-C: typer returns the exit code instead of raising when not standalone
         _err.print("aborted")

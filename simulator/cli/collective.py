@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibrated_params, load_profile
-from simulator.cli.common import parse_env, reflowed, size_option
+from simulator.cli.common import parse_env, printable, reflowed, size_option
 from simulator.cli.fault_args import LinkFaultOpt, with_link_faults
 from simulator.cli.topology_args import resolve_cluster
 from simulator.collectives.busbw import COLLECTIVES
@@ -99,7 +99,7 @@ def collective(
                 inplace_time_us=None, inplace_algbw_GBps=None, inplace_busbw_GBps=None, line_no=0)
         for r in rows
     ]
-    typer.echo(f"# clustersim prediction: {op} on {spec.name or 'cluster'}: {spec.nodes} node(s) x "
+    typer.echo(f"# clustersim prediction: {op} on {printable(spec.name or 'cluster')}: {spec.nodes} node(s) x "
                f"{spec.gpus_per_node} {spec.gpu} ({view.n_ranks} ranks)")
     typer.echo(format_nccl_tests_table(table_rows, op, algos=[r.algo for r in rows],
                                        protos=[r.proto for r in rows]), nl=False)

@@ -1,4 +1,4 @@
-"""Helpers shared by CLI commands: reading user files, parsing sizes and environments."""
+"""Helpers shared by CLI commands: reading user files, showing user text, parsing sizes and environments."""
 
 from __future__ import annotations
 
@@ -8,22 +8,35 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.text import Text
 
 from simulator.core.errors import ConfigError
+from simulator.core.input_file import read_input_text
 from simulator.core.units import parse_size
 from simulator.core.yaml_text import load_yaml_text
 
 
-def read_text(path: Path, what: str) -> str:
-    """Read a user file, or raise ConfigError naming it and what it was for."""
-    try:
-        return path.read_text()
-    except FileNotFoundError:
-        raise ConfigError(f"{what} not found: {path}") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read {what} {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"cannot read {what} {path}: not UTF-8 text (byte {exc.start})") from None
+def printable(text: object) -> str:
+    """User text (a name, a file name, a message echoing them) fit for a terminal: control and format
+    characters written as Python escapes (ESC as \\x1b, a newline as \\n, U+202E as \\u202e), so a name cannot
+    retitle, recolour or rewrite the user's terminal, nor split a one-line message."""
+    shown = str(text)
+    if shown.isprintable():
+        return shown
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in shown)
+
+
+def plain(text: object, style: str = "") -> Text:
+    """User text for rich (a table title or cell): printable() and never read as console markup, so a name
+    holding `[/x]` or `[bold]` is shown as written."""
+    return Text(printable(text), style=style)
+
+
+def print_message(console: Console, label: str, style: str, message: object) -> None:
+    """One line `label: message` on `console` (stderr for errors and warnings), the label styled, the
+    message shown as plain text."""
+    console.print(Text.assemble((f"{label}:", style), " ", plain(message)), highlight=False, soft_wrap=True)
 
 
 def write_text(path: Path, text: str, what: str) -> None:
@@ -64,7 +77,7 @@ def check_writable(path: Path | None, what: str) -> None:
 
 def read_yaml(path: Path, what: str) -> Any:
     """Read and parse a user's YAML file; ConfigError naming it on a missing file or bad YAML."""
-    return load_yaml_text(read_text(path, what), str(path))
+    return load_yaml_text(read_input_text(path, what), str(path))
 
 
 def size_option(text: str, flag: str) -> int:

@@ -9,10 +9,9 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from rich.table import Column, Table
 
-from simulator.cli.common import check_writable, reflowed, write_text
+from simulator.cli.common import check_writable, plain, reflowed, write_text
 from simulator.cli.fault_args import LinkFaultOpt, StragglerOpt, with_link_faults, with_stragglers
 from simulator.cli.predict import _load_scenario, _override, _run, prediction_json
 from simulator.core.errors import ConfigError
@@ -183,9 +182,8 @@ def compare(
             for (path, spec, p), change, run, echo in zip(predictions, changes, runs, echoes, strict=True)]},
             indent=2))
         return
-    table = Table("metric", title=Text(f"Compared with {scenarios[0].name}"))
-    for label in labels:
-        table.add_column(Text(label))
+    table = Table("metric", *(Column(header=plain(label)) for label in labels),
+                  title=plain(f"Compared with {scenarios[0].name}"))
     for label, cells in rows:  # user text (names, values) as text, never console markup
-        table.add_row(Text(label), *map(Text, cells))
+        table.add_row(plain(label), *map(plain, cells))
     Console(width=max(120, Console().width)).print(table)

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from simulator.cli.common import read_text
+from simulator.cli.common import print_message
 from simulator.core.errors import ClusterSimError, ConfigError
+from simulator.core.input_file import read_input_text
 from simulator.measurements.dataset import MeasuredLog, measured_log, parse_entry_log
 from simulator.measurements.manifest import log_path, parse_manifest
 
@@ -19,9 +20,9 @@ def load_measured(manifest: Path, only: list[str] | None = None) -> list[Measure
     Warnings (unknown manifest keys, ignored fields) go to stderr; any error names the manifest,
     the entry and what was wrong."""
     err = Console(stderr=True)
-    parsed = parse_manifest(read_text(manifest, "manifest"), str(manifest), manifest.resolve().parent)
+    parsed = parse_manifest(read_input_text(manifest, "manifest"), str(manifest), manifest.resolve().parent)
     for warning in parsed.warnings:
-        err.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+        print_message(err, "warning", "yellow", warning)
     entries = parsed.entries
     if only:
         known = {entry.file for entry in entries}
@@ -32,7 +33,7 @@ def load_measured(manifest: Path, only: list[str] | None = None) -> list[Measure
     logs = []
     for entry in entries:
         path = log_path(parsed, entry)
-        log = parse_entry_log(entry, read_text(path, f"log of manifest entry {entry.file!r}"), str(path))
+        log = parse_entry_log(entry, read_input_text(path, f"log of manifest entry {entry.file!r}"), str(path))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
@@ -40,5 +41,5 @@ def load_measured(manifest: Path, only: list[str] | None = None) -> list[Measure
             except ClusterSimError as exc:
                 raise ConfigError(f"{manifest}: entry {entry.file}: {exc}") from None
         for record in caught:
-            err.print(f"[yellow]warning:[/] {record.message}", highlight=False, soft_wrap=True)
+            print_message(err, "warning", "yellow", record.message)
     return logs

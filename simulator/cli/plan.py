@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from simulator.cli.common import CapacityFactorOpt, MoeImbalanceOpt, read_yaml, reflowed
+from simulator.cli.common import CapacityFactorOpt, MoeImbalanceOpt, plain, read_yaml, reflowed
 from simulator.cli.deadline import node_counts, show_deadline
 from simulator.cli.run_args import FailuresOpt, IntervalOpt, TrainTokensOpt, run_spec
 from simulator.core.errors import ConfigError, config_error_from
@@ -203,7 +203,7 @@ def _seconds(t: float) -> str:
 
 
 def _table(title: str, result: SearchResult, top: int, caption: str) -> Table:
-    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left", box=None,
+    table = Table(title=plain(title), title_justify="left", caption=caption, caption_justify="left", box=None,
                   padding=(0, 1, 0, 0), pad_edge=False, header_style="bold underline")
     context = any(r.layout.cp > 1 for r in result.ranked[:top])
     experts = any(r.layout.ep > 1 for r in result.ranked[:top])

@@ -17,6 +17,7 @@ from simulator.cli.common import (
     CapacityFactorOpt,
     MoeImbalanceOpt,
     check_writable,
+    plain,
     read_yaml,
     reflowed,
     write_text,
@@ -266,7 +267,7 @@ def job_text(training: TrainingSpec, micro_steps: int) -> str:
 
 def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour: float | None,
            run: RunPrediction | None = None) -> Table:
-    table = Table("metric", "value", title=title, title_justify="left")
+    table = Table("metric", "value", title=plain(title), title_justify="left")
     verdict = "fits" if p.fits_in_memory else "[bold red]OUT OF MEMORY[/]"
     rows = [
         ("step time", f"{p.step_time_s:.3f} s"),

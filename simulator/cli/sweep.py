@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from simulator.cli.common import check_writable, read_yaml, reflowed
+from simulator.cli.common import check_writable, printable, read_yaml, reflowed
 from simulator.core.errors import ConfigError
 from simulator.sweep import columns, expand, run_sweep, sweep_from_data
 from simulator.sweep.run import check_scheduler_address
@@ -174,9 +174,9 @@ def sweep(
     console = Console(stderr=True)
     stale = len(results.done - {s.scenario_hash for s in scenarios})
     if stale:  # their scenarios now resolve differently: the new rows are added beside them
-        console.print(f"warning: {stale} row(s) in {output} match none of this sweep's scenarios (the sweep file or "
-                      "clustersim changed since they were written); they are kept, and the scenarios they stood "
-                      "for are run again beside them", highlight=False)
+        console.print(f"warning: {stale} row(s) in {printable(output)} match none of this sweep's scenarios (the "
+                      "sweep file or clustersim changed since they were written); they are kept, and the scenarios "
+                      "they stood for are run again beside them", highlight=False, markup=False)
     columns_shown = (TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                      TextColumn("eta"), TimeRemainingColumn())
     try:
@@ -192,4 +192,5 @@ def sweep(
     finally:
         results.close()
     Console().print(f"{summary.done} done ({summary.failed} failed), {summary.skipped} skipped (already in "
-                    f"{output}), {summary.seconds:.1f} s, {summary.scenarios_per_s:.1f} scenarios/s", highlight=False)
+                    f"{printable(output)}), {summary.seconds:.1f} s, {summary.scenarios_per_s:.1f} scenarios/s",
+                    highlight=False, markup=False)

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from simulator.cli.common import plain
 from simulator.core.units import Bps_to_GBps
 from topologies.build import build
 from topologies.presets import list_presets, load_preset, resolve_topology
@@ -62,7 +63,8 @@ def presets(
 
 
 def _summary_table(spec: TopologySpec, summary: TopologySummary) -> Table:
-    table = Table("", "value", title=f"{spec.name or 'topology'}: {summary.servers} x {summary.gpus_per_server} GPUs")
+    title = f"{spec.name or 'topology'}: {summary.servers} x {summary.gpus_per_server} GPUs"
+    table = Table("", "value", title=plain(title))
     rows = [
         ("GPU", summary.gpu),
         ("GPUs", str(summary.n_gpus)),

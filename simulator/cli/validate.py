@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibrated_params, load_profile
-from simulator.cli.common import reflowed
+from simulator.cli.common import plain, reflowed
 from simulator.cli.measured import load_measured
 from simulator.validation.accuracy import ErrorSummary, ValidationReport, report_to_json
 from simulator.validation.known_gaps import gap_notes
@@ -66,11 +66,11 @@ def validate(
         typer.echo(json.dumps(report_to_json(report), indent=2))
         return
     which = f"calibrated with {calibration}" if calibration else "uncalibrated"
-    table = Table(title=f"Prediction error on time, |pred - meas| / meas ({which})")
+    table = Table(title=plain(f"Prediction error on time, |pred - meas| / meas ({which})"))
     for col in ("log", "op", "rows", ">=1MiB median", ">=1MiB p90", "<1MiB median", "<1MiB p90"):
         table.add_column(col, justify="left" if col in ("log", "op") else "right")
     for log_report in reports:
-        table.add_row(log_report.file, log_report.collective, str(log_report.overall.points),
+        table.add_row(plain(log_report.file), log_report.collective, str(log_report.overall.points),
                       *_summary_cells(log_report.large), *_summary_cells(log_report.small))
     table.add_section()
     table.add_row("ALL", "", str(report.overall.points), *_summary_cells(report.large),

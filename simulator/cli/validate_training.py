@@ -10,9 +10,11 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
-from simulator.cli.common import read_text, reflowed
+from simulator.cli.common import plain, reflowed
 from simulator.core.errors import ConfigError
+from simulator.core.input_file import read_input_text
 from simulator.training.predict import predict_step
 from simulator.training.prediction import StepPrediction
 from simulator.validation.training_cases import TrainingCase, parse_cases
@@ -104,14 +106,14 @@ def _case_table(report: TrainingReport) -> Table:
         table.add_column(col, justify="right" if col in ("published", "predicted", "error", "lookup err") else "left",
                          overflow="fold")
     for r in report.cases:
-        table.add_row(r.id, r.metric.key if r.metric else "-", _num(r.published), _num(r.predicted),
+        table.add_row(plain(r.id), r.metric.key if r.metric else "-", _num(r.published), _num(r.predicted),
                       _pct(r.abs_pct_error), _pct(r.lookup_abs_pct_error), _notes(r))
     return table
 
 
-def _summary_row(s: Summary) -> list[str]:
+def _summary_row(s: Summary) -> list[str | Text]:
     coverage = "-" if s.coverage is None else f"{s.expressed}/{s.in_scope} ({s.coverage:.0%})"
-    return [s.source, str(s.cases), coverage, _pct(s.median_abs_pct_error),
+    return [plain(s.source), str(s.cases), coverage, _pct(s.median_abs_pct_error),
             f"{_pct(s.lookup_median_abs_pct_error)} ({s.lookup_cases}; sim {_pct(s.simulator_median_on_lookup_cases)})",
             str(s.pairs), _pct(s.change_median_abs_pct_error), _pct(s.change_lookup_median_abs_pct_error)]
 
@@ -173,7 +175,7 @@ def validate_training(
 ) -> None:
     if crossval not in (None, "source"):
         raise ConfigError(f"--crossval: only 'source' (leave one source out), got {crossval!r}")
-    selected = _select(parse_cases(read_text(cases, "training cases file"), str(cases)), source)
+    selected = _select(parse_cases(read_input_text(cases, "training cases file"), str(cases)), source)
     if crossval:
         report, result = _crossval(selected)
     else:

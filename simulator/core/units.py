@@ -7,6 +7,10 @@ network links in gigabits per second (`_gbps`, 1e9 bit/s) and NVLink/PCIe in gig
 
 from __future__ import annotations
 
+import math
+
+from simulator.core.input_file import MAX_INT
+
 KIB = 1024
 MIB = 1024**2
 GIB = 1024**3
@@ -42,7 +46,8 @@ def us_to_s(us: float) -> float:
 def parse_size(text: str) -> int:
     """Parse a byte size as nccl-tests' -b/-e flags take it: '8', '64K', '1M', '8G' (powers of 1024).
 
-    Raises ValueError with the offending text on anything else (negative, empty, unknown suffix).
+    Raises ValueError with the offending text on anything else (negative, empty, unknown suffix, not finite
+    or beyond 2**63-1 bytes: inf, 1e400, 1e30).
     """
     raw = text.strip()
     suffixes = {"": 1, "K": KIB, "M": MIB, "G": GIB, "T": 1024**4}
@@ -55,4 +60,7 @@ def parse_size(text: str) -> int:
         raise ValueError(f"not a size: {text!r} (expected e.g. 8, 64K, 1M, 8G)") from None
     if value < 0:
         raise ValueError(f"size must not be negative: {text!r}")
-    return int(value * suffixes[unit])
+    size = value * suffixes[unit]
+    if not math.isfinite(size) or size > MAX_INT:  # float('inf'), float('1e400') and NaN parse
+        raise ValueError(f"size out of range: {text!r} (at most 2**63-1 bytes, e.g. 8G)")
+    return int(size)

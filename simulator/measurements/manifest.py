@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from simulator.collectives.busbw import COLLECTIVES
 from simulator.core.errors import ConfigError
+from simulator.core.yaml_text import load_yaml_text
 from simulator.measurements.nccl_tests import LOG_FORMATS
 
 _ENV_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
@@ -122,10 +122,7 @@ def parse_manifest(text: str, source: str, base_dir: Path) -> Manifest:
     not a mapping, a missing or mistyped field, an unknown collective or format, or a file listed
     twice; messages say "<source> entry <n> (file <name>): field '<field>': ..." (n counts from 1).
     """
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: invalid YAML: {exc}") from None
+    data = load_yaml_text(text, source)
     if not isinstance(data, list) or not data:
         found = "an empty list" if data == [] else type(data).__name__
         raise ConfigError(

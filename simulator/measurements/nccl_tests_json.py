@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simulator.core.errors import LogParseError
+from simulator.core.json_text import load_json_text
 
 _WHITESPACE = re.compile(r"\s*")
 _DECODER = json.JSONDecoder()
@@ -94,7 +95,7 @@ def decode_json_log(text: str, source: str) -> JsonDocument:
     object with a "results" list nor a list, a result record that is not an object, and no records.
     """
     try:
-        document = json.loads(text)
+        document = load_json_text(text, source)
     except json.JSONDecodeError as exc:
         raise LogParseError(
             source, exc.lineno, f"invalid JSON ({exc.msg}, column {exc.colno}); expected nccl-tests -J output"

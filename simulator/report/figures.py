@@ -8,6 +8,7 @@ stream as in the Chrome trace (simulator.report.trace).
 
 from __future__ import annotations
 
+import html
 import math
 
 import numpy as np
@@ -208,7 +209,9 @@ def throughput_figure(rows: list[tuple[int, StepPrediction]]) -> go.Figure:
 
 def compare_figure(named: list[tuple[str, StepPrediction]]) -> go.Figure:
     """Stacked bars per scenario: the critical GPU's compute and its idle time (they sum to the step)."""
-    names = [name for name, _ in named]
+    # plotly reads tick labels as its HTML subset (<a href>, <b>, <br>) and decodes entities: escaped, a
+    # scenario's name is shown as written and never becomes a link
+    names = [html.escape(name) for name, _ in named]
     fig = go.Figure()
     parts = (("compute", lambda p: p.compute_s), ("idle", lambda p: p.critical_idle_s))
     for label, value in parts:

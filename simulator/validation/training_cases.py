@@ -317,7 +317,7 @@ def _checkpointing(value: bool | str | None, defaults: list[str]) -> Checkpointi
     raise Unexpressible(f"activation_checkpointing {value!r} not understood")
 
 
-def _batch(training: Mapping[str, Any], n_dp: int, n_gpus: int, pp: int, defaults: list[str]) -> dict[str, int | None]:
+def _batch(training: Mapping[str, Any], n_dp: int, n_gpus: int, pp: int, defaults: list[str]) -> dict[str, Any]:
     """micro_batch and global_batch (or grad_accum) over `n_dp` data-parallel ranks of `n_gpus` GPUs.
 
     global_batch = micro_batch x data-parallel ranks x micro-steps (Megatron's and DeepSpeed's

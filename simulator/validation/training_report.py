@@ -26,6 +26,7 @@ two baselines the simulator must beat, and the summaries per source and overall.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
@@ -109,11 +110,17 @@ def counts_recomputation(case: TrainingCase) -> bool:
 
 
 def choose_metric(case: TrainingCase) -> CaseMetric | None:
-    """The first published metric of METRIC_KEYS that the case has as a number ('49%' reads 49)."""
+    """The first published metric of METRIC_KEYS that the case has as a number ('49%' reads 49). That number
+    NaN, infinite, 0 or negative is a ConfigError naming the case and the key: passing over it to the next
+    metric would judge the case on a figure other than the one its source leads with."""
     for key, kind in METRIC_KEYS:
         value = _number(case.metrics.get(key))
-        if value is not None and value > 0:
-            return CaseMetric(key, kind, value, kind != "tokens_per_s_per_gpu" and counts_recomputation(case))
+        if value is None:
+            continue
+        if not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"case {case.id}: metrics.{key}: {case.metrics[key]!r} is no published throughput "
+                              "(expected a positive number); correct it or remove the key")
+        return CaseMetric(key, kind, value, kind != "tokens_per_s_per_gpu" and counts_recomputation(case))
     return None
 
 

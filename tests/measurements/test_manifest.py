@@ -112,7 +112,7 @@ def test_top_level_and_yaml_errors() -> None:
     """A mapping at the top level, invalid YAML, a non-mapping entry and a repeated file are errors."""
     with pytest.raises(ConfigError, match="m.yaml: expected a YAML list of entries .* found dict"):
         parse_manifest("file: a.txt\n", "m.yaml", BASE)
-    with pytest.raises(ConfigError, match="m.yaml: invalid YAML"):
+    with pytest.raises(ConfigError, match="m.yaml: not valid YAML"):
         parse_manifest("- file: [a.txt\n", "m.yaml", BASE)
     with pytest.raises(ConfigError, match="m.yaml entry 2: expected a mapping of fields, found str"):
         parse_manifest(ENTRY + "- just a string\n", "m.yaml", BASE)

@@ -74,8 +74,8 @@ class ModelSpec(BaseModel):
     max_seq_len: int = Field(strict=True, default=2048, ge=1, description="Context length the model was built for.")
     train_seq_len: int | None = Field(
         strict=True, default=None, ge=1, description="Sequence length of the model's main pre-training, where it "
-        "differs from max_seq_len (Llama 3.1 405B: 8192 of its 131072); a job that states no seq_len runs at it. Default: "
-        "max_seq_len.")
+        "differs from max_seq_len (Llama 3.1 405B: 8192 of its 131072); a job that states no seq_len runs at "
+        "it. Default: max_seq_len.")
     tied_embeddings: bool = Field(default=False, description="Output projection shares the input embedding.")
     learned_positions: bool = Field(default=False, description="Learned position embedding table (GPT-2/3).")
     bias: bool = Field(

@@ -68,7 +68,11 @@ def _waiting_on(kind: str) -> Callable[[StepPrediction], float]:
     return lambda p: p.comm_by_collective_s.get(kind, 0.0)
 
 
-def _change(value: float, base: float) -> str:
+def _change(value: float, base: float, fmt: str = "") -> str:
+    """The change from the base: relative, or in points for a percentage (GPU idle 0.3% -> 0.5% is +0.2 pt,
+    not +67%)."""
+    if fmt.endswith("%"):
+        return f"({value - base:+.1f} pt)"
     if base == 0.0:
         return "" if value == 0.0 else "(new)"
     return f"({100 * (value - base) / base:+.1f}%)"
@@ -115,7 +119,7 @@ scenario has one."""
                *((f"  GPU idle: {name}", _idle_of(name), "{:.1f}%") for name in classes if len(classes) > 1),
                ROWS[4],
                *((f"  waiting on {kind}", _waiting_on(kind), "{:.3f} s") for kind in waited), *ROWS[5:]]
-    rows = [(label, [fmt.format(metric(p)) + ("" if p is base else " " + _change(metric(p), metric(base)))
+    rows = [(label, [fmt.format(metric(p)) + ("" if p is base else " " + _change(metric(p), metric(base), fmt))
                      for p in predictions]) for label, metric, fmt in metrics]
     base_run = runs[0]
     for label, run_metric, fmt in RUN_ROWS if any(runs) else ():
@@ -132,11 +136,25 @@ def _idle_of(name: str) -> Callable[[StepPrediction], float]:
     return lambda p: 100 * p.gpu_idle_by_class.get(name, {}).get("idle_fraction", 0.0)
 
 
+def _shown(value: object) -> str:
+    """A resolved field's value as a reader writes it: none, 0.5, 's17/nic3 x0.5' for a link fault, key=value
+    pairs for the other mappings."""
+    if value is None or value == () or value == []:
+        return "none"
+    if isinstance(value, list | tuple):
+        return "; ".join(_shown(item) for item in value)
+    if isinstance(value, dict):
+        if set(value) == {"device", "factor"}:
+            return f"{value['device']} x{value['factor']:g}"
+        return ", ".join(f"{key}={_shown(item)}" for key, item in value.items() if item is not None)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def _differences(base: dict[str, object], other: dict[str, object], most: int = 6) -> list[str]:
     """What `other` changes of `base` (resolved scenarios: presets expanded), as 'path: old -> new', the
     first `most` and a count of the rest; names, descriptions and sources left out."""
     a, b = _leaves(base), _leaves(other)
-    changed = [f"{path}: {a.get(path)} -> {b.get(path)}" for path in dict.fromkeys([*a, *b])
+    changed = [f"{path}: {_shown(a.get(path))} -> {_shown(b.get(path))}" for path in dict.fromkeys([*a, *b])
                if a.get(path) != b.get(path) and path.rsplit(".", 1)[-1] not in ("name", "description", "source")]
     return changed[:most] + ([f"(+{len(changed) - most} more)"] if len(changed) > most else [])
 

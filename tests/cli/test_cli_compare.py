@@ -36,6 +36,17 @@ def test_scenarios_sharing_a_name_are_told_apart_by_their_files(tmp_path):
     assert "four.yaml" in out.stdout and "examples/base.yaml" in out.stdout
 
 
+def test_compare_shows_values_as_written_and_percentages_in_points(tmp_path):
+    """A link fault reads 'none -> s5/nic3 x0.25' (not a Python repr) and a change of GPU idle time is given in
+    percentage points (a relative change of a fraction near zero says nothing)."""
+    out = run("compare", str(EXAMPLES / "base.yaml"), str(EXAMPLES / "degraded-nic.yaml"), "--json")
+    assert out.returncode == 0, out.stderr
+    change = json.loads(out.stdout)["scenarios"][1]["differs_from_base"]
+    assert "topology.link_faults: none -> s5/nic3 x0.25" in change
+    table = run("compare", str(EXAMPLES / "base.yaml"), str(EXAMPLES / "straggler.yaml"))
+    assert " pt)" in table.stdout and "'device'" not in table.stdout
+
+
 def test_compare_names_what_each_scenario_changes():
     """Each scenario lists the resolved fields it changes from the base (presets expanded; names and
     descriptions left out): the RoCE file its transport and NIC speed, the straggler file its straggler."""
@@ -44,8 +55,8 @@ def test_compare_names_what_each_scenario_changes():
     assert out.returncode == 0, out.stderr
     changes = [s["differs_from_base"] for s in json.loads(out.stdout)["scenarios"]]
     assert changes == [[], ["topology.inter_node.transport: ib -> roce",
-                            "topology.inter_node.nic_gbps: 400.0 -> 200.0"],
-                       ["stragglers.slowdown: None -> 1.15", "stragglers.gpus: None -> 1"]]
+                            "topology.inter_node.nic_gbps: 400 -> 200"],
+                       ["stragglers.slowdown: none -> 1.15", "stragglers.gpus: none -> 1"]]
     table = run("compare", *files)
     assert "differs from the base" in table.stdout and "(the base)" in table.stdout
 

@@ -407,7 +407,8 @@ def predict(
     title = (f"{model_spec.name}, {training.strategy.kind}{_layout_text(training)}{_routing_text(training)}, "
              f"{topo.nodes} x {topo.gpus_per_node} {topo.gpu} ({topo.name or 'cluster'})")
     par = training.parallel
-    header = f"{title}\n{job_text(training, micro_steps_of(training, p.n_gpus // (par.tp * par.pp * par.cp)))}"
+    job = job_text(training, micro_steps_of(training, p.n_gpus // (par.tp * par.pp * par.cp)))
+    header = f"{title}\n{job}"
     if trace is not None:
         ranks = _ranks(trace_gpus, p.n_gpus)
         if ranks and training.parallel.pp > 1:
@@ -421,7 +422,7 @@ def predict(
         write_text(trace, json.dumps(trace_events(p.spans, label, ranks, topo.gpus_per_node)), "trace")
     if report is not None:
         try:
-            write_text(report, step_report_html(title, p, outcome), "report")
+            write_text(report, step_report_html(title, p, outcome, job, (tokens, usd_per_gpu_hour)), "report")
         except ConfigError:
             if trace is not None:  # the command's files come whole, or none of them
                 trace.unlink(missing_ok=True)

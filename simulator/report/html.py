@@ -121,10 +121,24 @@ def _metrics(p: StepPrediction) -> str:
             f'<p class="caption">{escape(METRICS_CAPTION)}</p>')
 
 
-def step_report_html(title: str, p: StepPrediction, run: RunPrediction | None = None) -> str:
-    """The report of one predicted step: key metrics, timeline, time and idle breakdown, memory
-    against capacity, and stream utilisation (see the module docstring); with a run through failures,
-    its finish times and goodput waterfall first."""
+def _planning(p: StepPrediction, tokens: float, usd_per_gpu_hour: float | None) -> str:
+    """Failure-free planning figures for `tokens` tokens: days, GPU-hours, cost at a price, GPU energy."""
+    cards = [_metric(f"days to train on {tokens:.3g} tokens", f"{p.time_to_train_s(tokens) / 86400:,.1f}"),
+             _metric("GPU-hours", f"{p.gpu_hours(tokens):,.0f}"),
+             _metric("GPU energy (MWh)", f"{p.energy_kwh(tokens) / 1000:,.1f}")]
+    if usd_per_gpu_hour is not None:
+        cost = p.gpu_hours(tokens) * usd_per_gpu_hour
+        cards.append(_metric(f"cost at ${usd_per_gpu_hour:g} per GPU-hour", f"${cost:,.0f}"))
+    return f'<div class="metrics">\n{"".join(cards)}\n</div>'
+
+
+def step_report_html(title: str, p: StepPrediction, run: RunPrediction | None = None, job: str = "",
+                     planning: tuple[float, float | None] | None = None) -> str:
+    """The report of one predicted step: the job as resolved (`job`: sequence, batches, recomputation,
+    precision), key metrics, the failure-free time, GPU-hours, cost and energy of training on `planning`'s
+    (tokens, price per GPU-hour), timeline, time and idle breakdown, memory against capacity, and stream
+    utilisation (see the module docstring); with a run through failures, its finish times and goodput
+    waterfall first."""
     sections = [
         ("timeline", "Step timeline", figures.timeline_figure(p), TIMELINE_CAPTION),
         ("time-breakdown", "Where the time went", figures.time_breakdown_figure(p), BREAKDOWN_CAPTION),
@@ -138,7 +152,9 @@ def step_report_html(title: str, p: StepPrediction, run: RunPrediction | None = 
                          run_figures.FINISH_CAPTION),
                         ("goodput", "Goodput: where the wall time went", run_figures.goodput_waterfall_figure(run),
                          run_figures.WATERFALL_CAPTION)]
-    return _page(title, f"{_source(p)}\n{_metrics(p)}\n{_figure_sections(sections)}")
+    inputs = f'<p class="source">Job: {escape(job)}.</p>\n' if job else ""
+    plan = f"{_planning(p, *planning)}\n" if planning is not None else ""
+    return _page(title, f"{_source(p)}\n{inputs}{_metrics(p)}\n{plan}{_figure_sections(sections)}")
 
 
 def _scale_table(rows: list[tuple[int, StepPrediction]]) -> str:

@@ -163,3 +163,17 @@ def test_chromium_renders_offline_without_console_errors(tmp_path, prediction, k
     starts = [dom.index(f'id="{div}"') for div in divs] + [len(dom)]
     for div, start, end in zip(divs, starts, starts[1:], strict=False):
         assert 'class="main-svg"' in dom[start:end], f"figure {div} did not render"
+
+
+def test_step_page_states_the_job_and_what_training_costs(tmp_path):
+    """predict --report: the page names the resolved job (sequence, batches, recompute, precision) and the
+    failure-free days, GPU-hours, cost at the given price and energy for the tokens given."""
+    out = tmp_path / "step.html"
+    result = subprocess.run([sys.executable, "-m", "simulator.cli.app", "predict", "--report", str(out),
+                             "--train-tokens", "2T", "--failures", "none", "--usd-per-gpu-hour", "2.5"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    page = out.read_text()
+    for text in ("Job: sequence 4,096, micro-batch 2", "recompute selective", "days to train on 2e+12 tokens",
+                 "GPU-hours", "cost at $2.5 per GPU-hour", "GPU energy (MWh)"):
+        assert text in page, text

@@ -13,8 +13,9 @@ Procedure (rerunnable: `clustersim validate-training CASES --crossval source`):
    the grid points).
 3. Leave one source out: for each source, each GPU generation's factor is the one (on a fine grid
    between the smallest and largest of ATTENTION_FACTORS) that minimises the median |error| over the
-   OTHER sources' expressed cases of that generation; a generation no other source has is left at the
-   prior (factor 1: not identified). The held-out source's cases are predicted with those factors.
+   OTHER sources' expressed cases of that generation that the factor moves (MIN_SENSITIVITY: a run
+   whose attention is not a fused kernel does not inform it); a generation no such case has is left at
+   the prior (factor 1: not identified). The held-out source's cases are predicted with those factors.
 4. The leave-one-source-out error is the median |error| over all held-out predictions pooled, and per
    source; the in-sample fit (every source) gives the factors a user would adopt.
 """
@@ -32,6 +33,10 @@ from topologies.hardware import gpu_spec
 
 ATTENTION_FACTORS = (0.6, 0.8, 1.0, 1.25, 1.6)
 FINE_STEPS = 49  # candidate factors tried between the grid's ends (log-spaced)
+# a case informs the factor when its prediction moves at least this much (relative) across the grid: runs
+# without a fused attention kernel (unfused, memory-bound scores) or with short sequences barely move, and
+# a median over them would let a few cases of another kind pull the factor to a bound
+MIN_SENSITIVITY = 0.02
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,11 @@ class CaseCurve:
 
     def abs_pct_error(self, factor: float, grid: Sequence[float]) -> float:
         return 100.0 * abs(self.at(factor, grid) - self.published) / self.published
+
+    @property
+    def sensitivity(self) -> float:
+        """How much the prediction moves across the grid: |log(last / first)|."""
+        return abs(math.log(self.predicted[-1] / self.predicted[0]))
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,7 @@ class TrainingCrossval:
     fitted: dict[str, float]  # per GPU generation, fitted on every source
     in_sample_median_abs_pct_error: float
     prior_median_abs_pct_error: float
+    cases: tuple[CaseCurve, ...] = ()
 
     @property
     def median_abs_pct_error(self) -> float:
@@ -100,11 +111,15 @@ def curves(reports: Mapping[float, TrainingReport]) -> list[CaseCurve]:
 
 
 def fit_factors(cases: Sequence[CaseCurve], grid: Sequence[float]) -> dict[str, float]:
-    """Per GPU generation, the factor minimising the median |error| of `cases` (ties: the nearest to 1)."""
+    """Per GPU generation, the factor minimising the median |error| of the `cases` it moves (at least
+    MIN_SENSITIVITY across the grid; ties: the nearest to 1); a generation none of them informs stays at 1."""
     candidates = np.exp(np.linspace(math.log(min(grid)), math.log(max(grid)), FINE_STEPS))
     fitted = {}
     for arch in sorted({c.arch for c in cases}):
-        mine = [c for c in cases if c.arch == arch]
+        mine = [c for c in cases if c.arch == arch and c.sensitivity >= MIN_SENSITIVITY]
+        if not mine:
+            fitted[arch] = 1.0
+            continue
         scored = [(float(np.median([c.abs_pct_error(f, grid) for c in mine])), abs(math.log(f)), float(f))
                   for f in candidates]
         fitted[arch] = min(scored)[2]
@@ -124,7 +139,7 @@ def crossval_by_source(cases: Sequence[CaseCurve], grid: Sequence[float]) -> Tra
     return TrainingCrossval(
         tuple(grid), tuple(folds), fitted,
         float(np.median([c.abs_pct_error(fitted[c.arch], grid) for c in cases])),
-        float(np.median([c.abs_pct_error(1.0, grid) for c in cases])))
+        float(np.median([c.abs_pct_error(1.0, grid) for c in cases])), tuple(cases))
 
 
 def sweep_reports(evaluate_at: Callable[[float], TrainingReport],
@@ -147,4 +162,6 @@ def crossval_to_json(result: TrainingCrossval) -> dict[str, object]:
                                   "prior_median_abs_pct_error": r(fold.prior_median_abs_pct_error),
                                   "factors": {arch: round(f, 3) for arch, f in fold.factors.items()}}
                     for fold in result.folds},
+        "cases": {c.id: {"source": c.source, "arch": c.arch, "published": c.published,
+                         "predicted_at_grid": [round(x, 4) for x in c.predicted]} for c in result.cases},
     }

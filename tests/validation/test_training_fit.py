@@ -62,3 +62,12 @@ def test_crossval_source_runs_end_to_end_on_published_cases():
     crossval = json.loads(out.stdout)["crossval"]
     assert crossval["median_abs_pct_error"] == crossval["prior_median_abs_pct_error"]
     assert set(crossval["sources"]) == {"llmfoundry"}
+
+
+def test_cases_the_factor_does_not_move_do_not_fit_it():
+    """Cases whose prediction does not move across the grid (no fused attention kernel) are left out of the fit:
+    a generation with only such cases keeps the prior factor 1, and they cannot outvote the cases it moves."""
+    flat = [CaseCurve(f"f{i}", "s", "ampere", 100.0, tuple(100.0 * (1.2 + 0.001 * i) for _ in GRID)) for i in range(9)]
+    assert fit_factors(flat, GRID) == {"ampere": 1.0}
+    moving = [curve(f"m{i}", "t", "ampere", 100.0, 0.8) for i in range(3)]
+    assert fit_factors(flat + moving, GRID)["ampere"] == pytest.approx(0.8, rel=0.03)

@@ -17,6 +17,7 @@ from rich.table import Table
 from simulator.cli.common import CapacityFactorOpt, MoeImbalanceOpt, read_yaml, reflowed
 from simulator.core.errors import ConfigError, config_error_from
 from simulator.scenario import resolve_scenario, scenario_from_data
+from simulator.training.job_warnings import job_warnings
 from simulator.training.routing import describe as describe_routing
 from simulator.training.search import (
     DEFAULT_KEEP,
@@ -257,6 +258,8 @@ def plan(
     space = _space(tp, pp, micro_batch, strategies, recompute, sequence_parallel, interleaved, cp, ep)
     topo, training, model_spec = _job(scenario, model, topology, nodes, global_batch, seq_len, precision,
                                       {"load_imbalance": moe_imbalance, "capacity_factor": capacity_factor})
+    for warning in job_warnings(training, model_spec):
+        Console(stderr=True).print(f"warning: {warning}", highlight=False, soft_wrap=True)
     start = time.perf_counter()
     columns = (TextColumn("plan: simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("layouts"),
                TimeElapsedColumn())

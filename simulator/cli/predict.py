@@ -26,6 +26,7 @@ from simulator.core.errors import ConfigError, config_error_from
 from simulator.report.html import scale_report_html, step_report_html
 from simulator.report.trace import trace_events
 from simulator.scenario import DEFAULT_SCENARIO, ScenarioSpec, pace_slowdown, resolve_scenario, scenario_from_data
+from simulator.training.job_warnings import job_warnings
 from simulator.training.predict import compute_scale_for, micro_steps_of, predict_step
 from simulator.training.prediction import StepPrediction
 from simulator.training.routing import dropped_fraction, routed_loads
@@ -333,6 +334,8 @@ def predict(
     check_writable(report, "report")
     spec = _load_scenario(scenario)
     topo, training, model_spec = _override(spec, options)
+    for warning in job_warnings(training, model_spec):
+        Console(stderr=True).print(f"warning: {warning}", highlight=False, soft_wrap=True)
     slowdown = pace_slowdown(spec, topo.nodes * topo.gpus_per_node)
     p = _run(topo, training, model_spec, calibration, force_calibration, measured_tokens_per_s_per_gpu, slowdown,
              spec.nccl_env)

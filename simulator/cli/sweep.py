@@ -10,6 +10,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,7 +48,8 @@ Rows are appended to the output as scenarios finish: scenario_hash, the axis val
 tokens_per_s, tokens_per_s_per_gpu, tflops_per_gpu, mfu, gpu_idle_fraction, exposed_comm_s,
 memory_per_gpu_bytes, fits_in_memory, calibration_id, clustersim_version and error (a failed
 scenario is recorded with its error; it does not stop the others). Run it again on the same output
-to resume: scenarios whose hash is already there are skipped.
+to resume: scenarios whose hash is already there are skipped. In a CSV, text that a spreadsheet would
+read as a formula (beginning with =, +, -, @, a tab or a carriage return) gets a leading single quote.
 
 Ctrl-C (or SIGTERM) stops the sweep within seconds: the scenarios not started are dropped, the
 workers stopped, the rows finished kept (exit code 130, 143 for SIGTERM); a second one ends it at
@@ -91,6 +93,8 @@ def _exit_now(signum: int, frame: FrameType | None) -> None:
     """A second stop signal: kill the workers and leave without cleaning up (a stale lock is taken over)."""
     for child in multiprocessing.active_children():
         child.kill()
+    if sys.stderr.isatty():  # the progress bar hid the cursor: show it again, on a line of its own
+        os.write(sys.stderr.fileno(), b"\x1b[?25h\n")
     os._exit(128 + signum)
 
 

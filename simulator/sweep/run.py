@@ -143,13 +143,13 @@ def _local(todo: Iterable[Scenario], workers: int) -> Iterator[dict[str, Any]]:
     others = set(multiprocessing.active_children())
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_init,
                                initargs=(os.getpid(),))
-    finished = False
+    completed = False
     try:
         # evaluate catches everything: only a dead worker raises, ending the run
         yield from _windowed(todo, WINDOW_PER_WORKER * workers, lambda s: pool.submit(evaluate, s), _wait_first)
-        finished = True
+        completed = True
     finally:  # an interruption (Ctrl-C, SIGTERM, a failed write) stops the workers now, not after the queue
-        if finished:
+        if completed:
             pool.shutdown()
         else:
             _stop(pool, [p for p in multiprocessing.active_children() if p not in others])

@@ -173,7 +173,7 @@ def sweep(
                 if count > max_scenarios and not yes:
                     raise ConfigError(f"{sweep_file}: {size}; that is more than --max-scenarios {max_scenarios:,}: "
                                       "add --yes to run it, or narrow its axes")
-                console.print(f"{sweep_file}: {size}", highlight=False, soft_wrap=True)
+                console.print(f"{sweep_file}: {size}", highlight=False, markup=False, soft_wrap=True)
             check_writable(output, "results")
             with OutputLock(output, "sweep"):
                 results = results_file(output, columns(axis_paths(spec)))
@@ -181,15 +181,16 @@ def sweep(
         except SweepStopped as stop:
             written = results.written if results is not None else 0
             console.print(f"stopped by {signal.Signals(stop.signum).name}: {written} row(s) of this run written to "
-                          f"{output}; run the same command again to resume", highlight=False, soft_wrap=True)
+                          f"{output}; run the same command again to resume",
+                          highlight=False, markup=False, soft_wrap=True)
             raise typer.Exit(128 + stop.signum) from None
     if stale:  # their scenarios now resolve differently: the new rows were added beside them
         console.print(f"warning: {stale} row(s) in {output} match none of this sweep's scenarios (the sweep file or "
                       "clustersim changed since they were written); they are kept, and the scenarios they stood "
-                      "for were run again beside them", highlight=False, soft_wrap=True)
+                      "for were run again beside them", highlight=False, markup=False, soft_wrap=True)
     Console().print(f"{summary.done} done ({summary.failed} failed), {summary.skipped} skipped (already in "
                     f"{output}), {summary.seconds:.1f} s, {summary.scenarios_per_s:.1f} scenarios/s",
-                    highlight=False, soft_wrap=True)
+                    highlight=False, markup=False, soft_wrap=True)
 
 
 def _run(spec: SweepSpec, count: int, results: CsvResults | ParquetResults, workers: int, scheduler: str | None,

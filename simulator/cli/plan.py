@@ -14,11 +14,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from simulator.cli.common import CapacityFactorOpt, MoeImbalanceOpt, plain, read_yaml, reflowed
+from simulator.cli.common import CapacityFactorOpt, MoeImbalanceOpt, plain, print_message, read_yaml, reflowed
 from simulator.cli.deadline import node_counts, show_deadline
 from simulator.cli.run_args import FailuresOpt, IntervalOpt, TrainTokensOpt, run_spec
 from simulator.core.errors import ConfigError, config_error_from
 from simulator.scenario import complete_training, scenario_from_data, scenario_specs
+from simulator.training.job_warnings import job_warnings
 from simulator.training.routing import describe as describe_routing
 from simulator.training.search import (
     DEFAULT_KEEP,
@@ -279,6 +280,8 @@ def plan(
     space = _space(tp, pp, micro_batch, strategies, recompute, sequence_parallel, interleaved, cp, ep)
     topo, training, model_spec = _job(scenario, model, topology, nodes, global_batch, seq_len, precision,
                                       {"load_imbalance": moe_imbalance, "capacity_factor": capacity_factor})
+    for warning in job_warnings(training, model_spec):
+        print_message(Console(stderr=True), "warning", "yellow", warning)
     if (train_tokens is None) != (deadline_days is None):
         raise ConfigError("--train-tokens and --deadline-days plan by deadline together: give both")
     run = run_spec(None, train_tokens, failures, checkpoint_interval)

@@ -18,6 +18,7 @@ from simulator.cli.common import (
     MoeImbalanceOpt,
     check_writable,
     plain,
+    print_message,
     read_yaml,
     reflowed,
     write_text,
@@ -46,6 +47,7 @@ from simulator.scenario import (
     scenario_from_data,
     scenario_specs,
 )
+from simulator.training.job_warnings import job_warnings
 from simulator.training.pace import NOMINAL, Pace
 from simulator.training.predict import compute_scale_for, micro_steps_of, predict_step
 from simulator.training.prediction import StepPrediction
@@ -397,6 +399,8 @@ def predict(
     spec, topo, training, model_spec = _override(_load_scenario(scenario), options)
     spec = with_stragglers(spec, straggler)
     topo = with_link_faults(topo, link_fault)
+    for warning in job_warnings(training, model_spec):
+        print_message(Console(stderr=True), "warning", "yellow", warning)
     run = run_spec(spec.run, train_tokens, failures, checkpoint_interval)
     if run is not None:
         check_run(run, topo, training, model_spec)

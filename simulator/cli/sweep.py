@@ -1,12 +1,20 @@
-"""`clustersim sweep`: run a sweep file's scenarios and append their results to a CSV or Parquet file."""
+"""`clustersim sweep`: run a sweep file's scenarios and append their results to a CSV or Parquet file.
+
+A running sweep holds a lock on its output (output_lock), stops cleanly on the first SIGINT or SIGTERM
+and at once on a second, and refuses to start a sweep larger than --max-scenarios without --yes.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import csv
+import multiprocessing
 import os
+import signal
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 from typing import Annotated, Any
 
 import typer
@@ -14,15 +22,25 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from simulator.cli.common import check_writable, printable, read_yaml, reflowed
+from simulator.cli.output_lock import OutputLock
+from simulator.cli.sweep_results import CsvResults, ParquetResults, results_file
 from simulator.core.errors import ConfigError
-from simulator.sweep import columns, expand, run_sweep, sweep_from_data
+from simulator.sweep import (
+    Scenario,
+    SweepSpec,
+    SweepSummary,
+    axis_paths,
+    columns,
+    count_points,
+    evaluate,
+    iter_scenarios,
+    point_at,
+    resolve_point,
+    run_sweep,
+    sweep_from_data,
+)
 from simulator.sweep.run import check_scheduler_address
-
-try:  # optional: Parquet output
-    import pyarrow
-    import pyarrow.parquet
-except ImportError:  # pragma: no cover - depends on the environment
-    pyarrow = None  # type: ignore[assignment, unused-ignore]
+from simulator.sweep.spec import check_axis_paths
 
 HELP = """Run a sweep: every scenario of SWEEP.yaml (a base scenario and axes to vary), one row each.
 
@@ -30,7 +48,14 @@ Rows are appended to the output as scenarios finish: scenario_hash, the axis val
 tokens_per_s, tokens_per_s_per_gpu, tflops_per_gpu, mfu, gpu_idle_fraction, exposed_comm_s,
 memory_per_gpu_bytes, fits_in_memory, calibration_id, clustersim_version and error (a failed
 scenario is recorded with its error; it does not stop the others). Run it again on the same output
-to resume: scenarios whose hash is already there are skipped.
+to resume: scenarios whose hash is already there are skipped. In a CSV, text that a spreadsheet would
+read as a formula (beginning with =, +, -, @, a tab or a carriage return) gets a leading single quote.
+
+Ctrl-C (or SIGTERM) stops the sweep within seconds: the scenarios not started are dropped, the
+workers stopped, the rows finished kept (exit code 130, 143 for SIGTERM); a second one ends it at
+once. One sweep writes an output at a time: another one on the same file is refused (exit code 2)
+while OUTPUT.lock names its writer. A sweep of more than --max-scenarios scenarios (10,000 unless
+given) states its size and an estimated time and stops there unless --yes is given.
 
 Axes are dotted field paths of the scenario (nodes, topology, training.model, training.micro_batch,
 training.strategy.kind, training.strategy.bucket_bytes, ...) or of the topology, applied to the
@@ -45,8 +70,10 @@ Examples:
   clustersim sweep examples/sweep-capacity.yaml -o capacity.csv --scheduler tcp://10.0.0.5:8786
 """
 
-PARQUET_FLUSH_ROWS = 500
-PARQUET_FLUSH_S = 10.0
+LARGE_SWEEP = 10_000  # scenarios: above this a sweep says how long it will take before it starts
+ESTIMATE_SAMPLES = 3  # scenarios timed for the estimate: the first, the middle and the last
+ESTIMATE_BUDGET_S = 2.0  # sampling stops once it has taken this long
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def register(app: typer.Typer) -> None:
@@ -54,103 +81,64 @@ def register(app: typer.Typer) -> None:
     app.command("sweep", help=reflowed(HELP))(sweep)
 
 
-class CsvResults:
-    """A CSV results file: the hashes already in it, and rows appended (flushed) one by one."""
+class SweepStopped(KeyboardInterrupt):
+    """A stop signal (SIGINT, SIGTERM) reached a running sweep; it exits with 128 + the signal number."""
 
-    def __init__(self, path: Path, fields: list[str]) -> None:
-        self.path, self.fields, self.done = path, fields, set[str]()
-        check_writable(path, "results")
-        self.header_written = False
-        if path.exists() and path.stat().st_size > 0:
-            try:
-                data = path.read_bytes()
-                text = data.decode()
-            except (OSError, UnicodeDecodeError) as exc:
-                raise ConfigError(f"{path}: cannot read the existing results ({exc}); write to another file") from None
-            reader = csv.DictReader(text.splitlines())
-            header = list(reader.fieldnames or [])
-            if header != fields:  # checked before anything is cut: the file may be someone else's
-                raise ConfigError(f"{path}: its columns ({', '.join(header)}) are not this sweep's "
-                                  f"({', '.join(fields)}); write to another file")
-            if not data.endswith(b"\n"):  # an interrupted run may leave half a row: cut back to the last line
-                path.write_bytes(data[: data.rfind(b"\n") + 1])
-                reader = csv.DictReader(text[: text.rfind("\n") + 1].splitlines())
-            self.done = {row["scenario_hash"] for row in reader if row.get("scenario_hash")}
-            self.header_written = True
-        self.handle: Any = None  # opened with the first row, so a run that fails first leaves no file
-        self.writer: Any = None
-
-    def write(self, row: dict[str, Any]) -> None:
-        if self.handle is None:
-            try:
-                self.handle = self.path.open("a", newline="")
-            except OSError as exc:
-                raise ConfigError(f"cannot write results {self.path}: {exc.strerror}") from None
-            self.writer = csv.DictWriter(self.handle, fieldnames=self.fields)
-        try:
-            if not self.header_written:
-                self.writer.writeheader()
-                self.header_written = True
-            self.writer.writerow(row)
-            self.handle.flush()
-        except OSError as exc:  # a full disk: the rows flushed before stay, and a rerun resumes after them
-            raise ConfigError(f"cannot write results {self.path}: {exc.strerror}") from None
-
-    def close(self) -> None:
-        if self.handle is not None:
-            # what could not be written was reported by write(); a rerun cuts a partial row
-            with contextlib.suppress(OSError):
-                self.handle.close()
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
-class ParquetResults:
-    """A Parquet results file, rewritten (atomically) every few hundred rows or seconds and at the end."""
-
-    def __init__(self, path: Path, fields: list[str]) -> None:
-        if pyarrow is None:
-            raise ConfigError(f"{path}: Parquet output needs pyarrow (pip install pyarrow), or write to a .csv")
-        self.path, self.fields, self.rows = path, fields, list[dict[str, Any]]()
-        check_writable(path, "results")  # before the sweep runs, not when its first rows are written
-        if path.exists():
-            try:
-                table = pyarrow.parquet.read_table(path)
-            except (OSError, pyarrow.ArrowException) as exc:
-                raise ConfigError(f"{path}: cannot read the existing results: {exc}") from None
-            if table.column_names != fields:
-                raise ConfigError(f"{path}: its columns ({', '.join(table.column_names)}) are not this sweep's "
-                                  f"({', '.join(fields)}); write to another file")
-            self.rows = table.to_pylist()
-        self.done = {str(row["scenario_hash"]) for row in self.rows}
-        self.pending, self.flushed_at = 0, time.monotonic()
-
-    def write(self, row: dict[str, Any]) -> None:
-        self.rows.append(row)
-        self.pending += 1
-        if self.pending >= PARQUET_FLUSH_ROWS or time.monotonic() - self.flushed_at > PARQUET_FLUSH_S:
-            self._flush()
-
-    def _flush(self) -> None:
-        table = pyarrow.Table.from_pylist(self.rows).select(self.fields)
-        partial = self.path.with_name(self.path.name + ".partial")
-        try:
-            pyarrow.parquet.write_table(table, partial)
-            os.replace(partial, self.path)
-        except OSError as exc:
-            partial.unlink(missing_ok=True)
-            raise ConfigError(f"cannot write results {self.path}: {exc.strerror}") from None
-        self.pending, self.flushed_at = 0, time.monotonic()
-
-    def close(self) -> None:
-        if self.pending or not self.path.exists():
-            self._flush()
+def _exit_now(signum: int, frame: FrameType | None) -> None:
+    """A second stop signal: kill the workers and leave without cleaning up (a stale lock is taken over)."""
+    for child in multiprocessing.active_children():
+        child.kill()
+    if sys.stderr.isatty():  # the progress bar hid the cursor: show it again, on a line of its own
+        os.write(sys.stderr.fileno(), b"\x1b[?25h\n")
+    os._exit(128 + signum)
 
 
-def _results(path: Path, fields: list[str]) -> CsvResults | ParquetResults:
-    if path.suffix == ".csv":
-        return CsvResults(path, fields)
-    if path.suffix == ".parquet":
-        return ParquetResults(path, fields)
-    raise ConfigError(f"-o {path}: the results file must end in .csv or .parquet")
+def _stop(signum: int, frame: FrameType | None) -> None:
+    for each in STOP_SIGNALS:
+        signal.signal(each, _exit_now)
+    raise SweepStopped(signum)
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """While inside: the first SIGINT or SIGTERM raises SweepStopped where the sweep is (it stops its
+    workers and keeps its rows), a second one ends the process at once."""
+    previous = {each: signal.signal(each, _stop) for each in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for each, handler in previous.items():
+            signal.signal(each, handler)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def _estimate(spec: SweepSpec, count: int, workers: int, where: str) -> str:
+    """The sweep's size and an estimate of its time: up to ESTIMATE_SAMPLES of its scenarios (first,
+    middle, last) resolved and predicted here, their mean time x scenarios / workers."""
+    spent, timed = 0.0, 0
+    for index in sorted({0, count // 2, count - 1})[:ESTIMATE_SAMPLES]:
+        start = time.perf_counter()
+        evaluate(resolve_point(spec, point_at(spec, index)))
+        spent, timed = spent + time.perf_counter() - start, timed + 1
+        if spent > ESTIMATE_BUDGET_S:
+            break
+    per_scenario = spent / timed
+    return (f"{count:,} scenarios, about {_duration(per_scenario * count / workers)} on {where} "
+            f"({per_scenario:.2f} s a scenario, timed on {timed} of them)")
 
 
 def sweep(
@@ -159,38 +147,76 @@ def sweep(
     workers: Annotated[int, typer.Option(help="Local worker processes (default: the CPU count).")] = 0,
     scheduler: Annotated[str | None, typer.Option(
         help="Dask scheduler address (tcp://HOST:PORT): run there instead of locally.")] = None,
+    max_scenarios: Annotated[int, typer.Option(
+        help="Refuse a sweep of more scenarios than this unless --yes is given.")] = LARGE_SWEEP,
+    yes: Annotated[bool, typer.Option("--yes", help="Run a sweep larger than --max-scenarios.")] = False,
 ) -> None:
     if output.suffix not in (".csv", ".parquet"):
         raise ConfigError(f"-o {output}: the results file must end in .csv or .parquet")
     if workers < 0:
         raise ConfigError(f"--workers must be >= 1 (0: the CPU count), got {workers}")
+    if max_scenarios < 1:
+        raise ConfigError(f"--max-scenarios must be >= 1, got {max_scenarios}")
     if scheduler is not None:
         check_scheduler_address(scheduler)
     spec = sweep_from_data(read_yaml(sweep_file, "sweep"), str(sweep_file))
-    scenarios = expand(spec)
-    axis_paths = dict.fromkeys(path for s in scenarios for path in s.axes)
-    results = _results(output, columns(axis_paths))
-    todo = sum(s.scenario_hash not in results.done for s in scenarios)
+    check_axis_paths(spec)
+    count = count_points(spec)
+    workers = workers or os.cpu_count() or 1
     console = Console(stderr=True)
-    stale = len(results.done - {s.scenario_hash for s in scenarios})
-    if stale:  # their scenarios now resolve differently: the new rows are added beside them
+    results: CsvResults | ParquetResults | None = None
+    with _stop_on_signals():
+        try:
+            if count > min(max_scenarios, LARGE_SWEEP):
+                size = _estimate(spec, count, workers,
+                                 f"{workers} workers" if scheduler is None else "one Dask worker thread")
+                if count > max_scenarios and not yes:
+                    raise ConfigError(f"{printable(sweep_file)}: {size}; that is more than --max-scenarios "
+                                      f"{max_scenarios:,}: add --yes to run it, or narrow its axes")
+                console.print(f"{printable(sweep_file)}: {size}", highlight=False, markup=False, soft_wrap=True)
+            check_writable(output, "results")
+            with OutputLock(output, "sweep"):
+                results = results_file(output, columns(axis_paths(spec)))
+                summary, stale = _run(spec, count, results, workers, scheduler, console)
+        except SweepStopped as stop:
+            written = results.written if results is not None else 0
+            console.print(f"stopped by {signal.Signals(stop.signum).name}: {written} row(s) of this run written to "
+                          f"{printable(output)}; run the same command again to resume",
+                          highlight=False, markup=False, soft_wrap=True)
+            raise typer.Exit(128 + stop.signum) from None
+    if stale:  # their scenarios now resolve differently: the new rows were added beside them
         console.print(f"warning: {stale} row(s) in {printable(output)} match none of this sweep's scenarios (the "
                       "sweep file or clustersim changed since they were written); they are kept, and the scenarios "
-                      "they stood for are run again beside them", highlight=False, markup=False)
-    columns_shown = (TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                     TextColumn("eta"), TimeRemainingColumn())
+                      "they stood for were run again beside them", highlight=False, markup=False, soft_wrap=True)
+    Console().print(f"{summary.done} done ({summary.failed} failed), {summary.skipped} skipped (already in "
+                    f"{printable(output)}), {summary.seconds:.1f} s, {summary.scenarios_per_s:.1f} scenarios/s",
+                    highlight=False, markup=False, soft_wrap=True)
+
+
+def _run(spec: SweepSpec, count: int, results: CsvResults | ParquetResults, workers: int, scheduler: str | None,
+         console: Console) -> tuple[SweepSummary, int]:
+    """Run the sweep into `results` (its lock held): the summary, and how many rows of the output match
+    none of the sweep's scenarios."""
+    hashes: set[str] = set()
+
+    def scenarios() -> Iterator[Scenario]:
+        for scenario in iter_scenarios(spec):
+            hashes.add(scenario.scenario_hash)
+            yield scenario
+
+    shown = (TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
+             TimeRemainingColumn())
     try:
-        with Progress(*columns_shown, console=console, transient=False) as progress:
-            task = progress.add_task("sweep", total=todo)
+        with Progress(*shown, console=console, transient=False) as progress:
+            task = progress.add_task("sweep", total=count)
 
             def record(row: dict[str, Any]) -> None:
                 results.write(row)
                 progress.advance(task)
 
-            summary = run_sweep(scenarios, workers=workers or os.cpu_count() or 1, scheduler=scheduler,
-                                done=results.done, on_result=record)
+            summary = run_sweep(scenarios(), workers=workers, scheduler=scheduler, done=results.done,
+                                on_result=record, on_skip=lambda _: progress.advance(task))
+            progress.update(task, total=summary.done + summary.skipped)  # identical points ran once
     finally:
         results.close()
-    Console().print(f"{summary.done} done ({summary.failed} failed), {summary.skipped} skipped (already in "
-                    f"{printable(output)}), {summary.seconds:.1f} s, {summary.scenarios_per_s:.1f} scenarios/s",
-                    highlight=False, markup=False)
+    return summary, len(results.done - hashes)

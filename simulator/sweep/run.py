@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import multiprocessing.process
+import os
+import signal
+import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -28,6 +32,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 METRICS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "gpu_idle_fraction",
            "exposed_comm_s", "memory_per_gpu_bytes", "fits_in_memory")
 SCHEDULER_CONNECT_TIMEOUT_S = 10
+CLIENT_CLOSE_TIMEOUT_S = 3  # a stopped sweep leaves within seconds even when the scheduler does not answer
 
 
 def clustersim_version() -> str:
@@ -86,13 +91,73 @@ class SweepSummary:
         return self.done / self.seconds if self.seconds > 0 else 0.0
 
 
-def _local(todo: Sequence[Scenario], workers: int) -> Iterator[dict[str, Any]]:
+WINDOW_PER_WORKER = 2  # scenarios handed out per worker at a time: enough to keep it busy, few to cancel
+STOP_GRACE_S = 1.0  # a worker told to terminate (SIGTERM) that is still there after this is killed
+ORPHAN_POLL_S = 1.0  # how often a worker checks that the sweep that started it still runs
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(ORPHAN_POLL_S)
+    os._exit(1)  # the sweep is gone (killed outright): a worker must not outlive it
+
+
+def _worker_init(parent_pid: int) -> None:
+    """A pool worker leaves Ctrl-C to the sweep (the terminal sends it to the whole foreground group: the
+    sweep stops its workers itself), and exits when the sweep is gone."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+
+
+def _windowed(scenarios: Iterable[Scenario], window: int, submit: Callable[[Scenario], Any],
+              wait_first: Callable[[set[Any]], tuple[set[Any], set[Any]]]) -> Iterator[dict[str, Any]]:
+    """Rows as scenarios finish, with at most `window` submitted and unfinished: scenarios are resolved
+    and handed out as workers free up, so the first rows come at once and a stop has little to cancel."""
+    pending: set[Any] = set()
+    for scenario in scenarios:
+        if len(pending) >= window:
+            finished, pending = wait_first(pending)
+            yield from (future.result() for future in finished)
+        pending.add(submit(scenario))
+    while pending:
+        finished, pending = wait_first(pending)
+        yield from (future.result() for future in finished)
+
+
+def _stop(pool: ProcessPoolExecutor, workers: list[multiprocessing.process.BaseProcess]) -> None:
+    """Stop at once: drop the scenarios not started, terminate the workers (those that do not go are killed)."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        worker.terminate()
+    deadline = time.monotonic() + STOP_GRACE_S
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
+        if worker.is_alive():
+            worker.kill()
+            worker.join()
+
+
+def _local(todo: Iterable[Scenario], workers: int) -> Iterator[dict[str, Any]]:
     # spawn, not fork: the parent may run threads (the progress bar, a Dask client)
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = [pool.submit(evaluate, s) for s in todo]
-        for future in as_completed(futures):
-            yield future.result()  # evaluate catches everything: only a dead worker raises, ending the run
+    others = set(multiprocessing.active_children())
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_init,
+                               initargs=(os.getpid(),))
+    completed = False
+    try:
+        # evaluate catches everything: only a dead worker raises, ending the run
+        yield from _windowed(todo, WINDOW_PER_WORKER * workers, lambda s: pool.submit(evaluate, s), _wait_first)
+        completed = True
+    finally:  # an interruption (Ctrl-C, SIGTERM, a failed write) stops the workers now, not after the queue
+        if completed:
+            pool.shutdown()
+        else:
+            _stop(pool, [p for p in multiprocessing.active_children() if p not in others])
+
+
+def _wait_first(pending: set[Future[dict[str, Any]]]) -> tuple[set[Any], set[Any]]:
+    finished, waiting = wait(pending, return_when=FIRST_COMPLETED)
+    return set(finished), set(waiting)
 
 
 def check_scheduler_address(address: str) -> None:
@@ -108,34 +173,64 @@ def check_scheduler_address(address: str) -> None:
         raise ConfigError(f"--scheduler {address!r}: expected tcp://HOST:PORT")
 
 
-def _dask(todo: Sequence[Scenario], scheduler: str) -> Iterator[dict[str, Any]]:
+def _dask(todo: Iterable[Scenario], scheduler: str) -> Iterator[dict[str, Any]]:
     check_scheduler_address(scheduler)
     try:
         client = distributed.Client(scheduler, timeout=SCHEDULER_CONNECT_TIMEOUT_S)
     except (OSError, TimeoutError) as exc:
         raise ConfigError(f"--scheduler {scheduler}: cannot connect ({type(exc).__name__}: {exc})") from None
-    with client:
-        futures = client.map(evaluate, todo, pure=False)
-        for future in distributed.as_completed(futures):
-            yield future.result()  # only a lost worker or cluster raises: the run stops, resume continues it
+    submitted: set[Any] = set()
+
+    def submit(scenario: Scenario) -> Any:
+        future = client.submit(evaluate, scenario, pure=False)
+        submitted.add(future)
+        return future
+
+    def wait_first(pending: set[Any]) -> tuple[set[Any], set[Any]]:
+        finished, waiting = distributed.wait(pending, return_when="FIRST_COMPLETED")
+        submitted.difference_update(finished)
+        return set(finished), set(waiting)
+
+    window = WINDOW_PER_WORKER * max(1, sum(client.nthreads().values()))
+    try:
+        # only a lost worker or cluster raises: the run stops, resume continues it
+        yield from _windowed(todo, window, submit, wait_first)
+    finally:  # on an interruption the cluster drops what this sweep still has queued or running
+        if submitted:
+            client.cancel(list(submitted), force=True)
+        client.close(timeout=CLIENT_CLOSE_TIMEOUT_S)
 
 
-def run_sweep(scenarios: Sequence[Scenario], *, workers: int, scheduler: str | None, done: set[str],
-              on_result: Callable[[dict[str, Any]], None]) -> SweepSummary:
+def run_sweep(scenarios: Iterable[Scenario], *, workers: int, scheduler: str | None, done: set[str],
+              on_result: Callable[[dict[str, Any]], None],
+              on_skip: Callable[[Scenario], None] | None = None) -> SweepSummary:
     """Evaluate every scenario whose hash is not in `done`, calling `on_result(row)` as each finishes
-    (in completion order). `scheduler` (tcp://HOST:PORT) runs them on that Dask cluster; otherwise
-    a local process pool of `workers` processes.
+    (in completion order) and `on_skip(scenario)` for each one skipped. `scheduler` (tcp://HOST:PORT)
+    runs them on that Dask cluster; otherwise a local process pool of `workers` processes. The
+    scenarios are taken from `scenarios` (an iterator is fine: iter_scenarios) as workers free up.
 
     Workers are spawned (not forked: the caller may run threads), so they import the caller's
     main module: a script calling this needs the `if __name__ == "__main__":` guard. A dead worker
-    or a lost cluster raises (rows already delivered stay delivered; a rerun resumes)."""
+    or a lost cluster raises (rows already delivered stay delivered; a rerun resumes). Any exception
+    raised meanwhile (KeyboardInterrupt, one from `on_result`) stops the run at once: the scenarios
+    not started are dropped and the local workers terminated before it propagates."""
     if workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
-    todo = [s for s in scenarios if s.scenario_hash not in done]
+    counts = {"todo": 0, "skipped": 0, "failed": 0}
+
+    def todo() -> Iterator[Scenario]:
+        for scenario in scenarios:
+            if scenario.scenario_hash in done:
+                counts["skipped"] += 1
+                if on_skip is not None:
+                    on_skip(scenario)
+            else:
+                counts["todo"] += 1
+                yield scenario
+
     start = time.perf_counter()
-    failed = 0
-    results = _dask(todo, scheduler) if scheduler is not None else _local(todo, workers) if todo else iter(())
+    results = _dask(todo(), scheduler) if scheduler is not None else _local(todo(), workers)
     for row in results:
-        failed += row["error"] is not None
+        counts["failed"] += row["error"] is not None
         on_result(row)
-    return SweepSummary(len(todo), failed, len(scenarios) - len(todo), time.perf_counter() - start)
+    return SweepSummary(counts["todo"], counts["failed"], counts["skipped"], time.perf_counter() - start)

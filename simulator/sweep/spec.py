@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
@@ -175,30 +177,78 @@ def _resolve(base: dict[str, Any], overrides: dict[str, Any]) -> Scenario:
                     nccl_env=tuple(sorted(spec.nccl_env.items())))
 
 
-def _points(spec: SweepSpec) -> list[dict[str, Any]]:
+def _points(spec: SweepSpec) -> Iterator[dict[str, Any]]:
     if spec.scenarios is not None:
-        return [dict(point) for point in spec.scenarios]
+        yield from (dict(point) for point in spec.scenarios)
+        return
     if not spec.axes:
-        return [{}]
+        yield {}
+        return
     paths, values = list(spec.axes), list(spec.axes.values())
     combos = zip(*values, strict=True) if spec.mode == "zip" else itertools.product(*values)
-    return [dict(zip(paths, combo, strict=True)) for combo in combos]
+    yield from (dict(zip(paths, combo, strict=True)) for combo in combos)
 
 
-def expand(spec: SweepSpec) -> list[Scenario]:
-    """The sweep's scenarios, in axis order (the last axis varies fastest), each hash once.
+def count_points(spec: SweepSpec) -> int:
+    """How many axis points the sweep has (before identical scenarios merge), without resolving any."""
+    if spec.scenarios is not None:
+        return len(spec.scenarios)
+    lengths = [len(values) for values in spec.axes.values()]
+    if spec.mode == "zip":
+        return lengths[0] if lengths else 1
+    return math.prod(lengths)
+
+
+def point_at(spec: SweepSpec, index: int) -> dict[str, Any]:
+    """The `index`-th axis point, in expansion order (the last axis varies fastest), without enumerating."""
+    if spec.scenarios is not None:
+        return dict(spec.scenarios[index])
+    if spec.mode == "zip":
+        return {path: values[index] for path, values in spec.axes.items()}
+    point: dict[str, Any] = {}
+    for path, values in reversed(spec.axes.items()):
+        index, digit = divmod(index, len(values))
+        point[path] = values[digit]
+    return dict(reversed(point.items()))
+
+
+def axis_paths(spec: SweepSpec) -> list[str]:
+    """The dotted paths the sweep varies, in the order they first appear."""
+    if spec.scenarios is None:
+        return list(spec.axes)
+    return list(dict.fromkeys(path for point in spec.scenarios for path in point))
+
+
+def check_axis_paths(spec: SweepSpec) -> None:
+    """ConfigError naming the first axis path that is not a scenario field or a topology override."""
+    for path in axis_paths(spec):
+        check_axis_path(path)
+
+
+def resolve_point(spec: SweepSpec, point: dict[str, Any]) -> Scenario:
+    """One axis point of the sweep as a resolved scenario (or one carrying why it does not resolve)."""
+    return _resolve(spec.base.model_dump(mode="json", exclude_unset=True), point)  # defaults re-apply
+
+
+def iter_scenarios(spec: SweepSpec) -> Iterator[Scenario]:
+    """The sweep's scenarios, resolved one at a time in axis order (the last axis varies fastest), each
+    hash once; a bad axis path is a ConfigError before the first.
 
     `scenario_hash` is the first 16 hex digits of the SHA-256 of the canonical JSON (sorted keys)
     of the resolved topology, training job (model inline) and pace slowdown (stragglers, jitter): labels such as
     the scenario name do not change it, and two axis points resolving to the same job share it
-    (the first is kept). A bad axis path is a ConfigError; a point that does not resolve (an
-    unknown model preset, an invalid value) is returned with its `error`, to be reported, not run."""
-    points = _points(spec)
-    for path in dict.fromkeys(path for point in points for path in point):
-        check_axis_path(path)
+    (the first is kept). A point that does not resolve (an unknown model preset, an invalid value)
+    comes with its `error`, to be reported, not run."""
+    check_axis_paths(spec)
     base = spec.base.model_dump(mode="json", exclude_unset=True)  # what the user wrote: defaults re-apply
-    seen: dict[str, Scenario] = {}
-    for point in points:
+    seen: set[str] = set()
+    for point in _points(spec):
         scenario = _resolve(base, point)
-        seen.setdefault(scenario.scenario_hash, scenario)
-    return list(seen.values())
+        if scenario.scenario_hash not in seen:
+            seen.add(scenario.scenario_hash)
+            yield scenario
+
+
+def expand(spec: SweepSpec) -> list[Scenario]:
+    """Every scenario of the sweep (iter_scenarios, all at once)."""
+    return list(iter_scenarios(spec))

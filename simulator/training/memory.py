@@ -29,7 +29,7 @@ fragmentation (RESERVE_BYTES + FRAGMENTATION of the rest).
 
 from __future__ import annotations
 
-from simulator.training.pipeline import schedule
+from simulator.training.pipeline import peak_in_flight
 from simulator.training.prediction import MemoryBreakdown
 from simulator.training.routing import routed_load
 from simulator.training.shards import blocks_params_on_gpu, layer_params_on_gpu, shard_degrees, virtual_stage_layers
@@ -57,11 +57,7 @@ def in_flight_micro_batches(training: TrainingSpec, micro_steps: int, stage: int
     par = training.parallel
     if par.pp == 1:
         return 1
-    held = peak = 0
-    for direction, _, _ in schedule(par.pipeline_schedule, par.pp, par.virtual_stages, micro_steps, stage):
-        held += 1 if direction == "F" else -1
-        peak = max(peak, held)
-    return peak
+    return peak_in_flight(par.pipeline_schedule, par.pp, par.virtual_stages, micro_steps, stage)
 
 
 def memory_per_gpu(model: TransformerModel, training: TrainingSpec, seq_len: int, dp: int,

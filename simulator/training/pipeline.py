@@ -65,29 +65,44 @@ from workloads.spec import TrainingSpec
 Work = tuple[str, int, int]  # ("F" or "B", micro-batch, chunk)
 
 
+def _warm_up(kind: str, p: int, v: int, m: int, stage: int) -> tuple[int, int]:
+    """(forwards, warm-up): the forwards `stage` runs in a step (chunks x micro-batches) and how many of
+    them come before its first backward (see module docstring)."""
+    if kind == "gpipe":
+        return m, m
+    if kind == "1f1b":
+        return m, min(p - stage - 1, m)
+    if m % p:
+        raise ConfigError(f"interleaved schedule: micro-batches per step ({m}) must be a multiple of pp ({p})")
+    return m * v, min(2 * (p - stage - 1) + (v - 1) * p, m * v)
+
+
 def schedule(kind: str, p: int, v: int, m: int, stage: int) -> list[Work]:
     """The order in which `stage` runs its forwards and backwards (see module docstring)."""
+    total, warm = _warm_up(kind, p, v, m, stage)
     if kind == "gpipe":
         return [("F", j, 0) for j in range(m)] + [("B", j, 0) for j in reversed(range(m))]
     if kind == "1f1b":
         forwards = [("F", j, 0) for j in range(m)]
         backwards = [("B", j, 0) for j in range(m)]
-        warm = min(p - stage - 1, m)
     else:
-        if m % p:
-            raise ConfigError(f"interleaved schedule: micro-batches per step ({m}) must be a multiple of pp ({p})")
-        total = m * v
-
         def micro(k: int) -> int:
             return (k // (p * v)) * p + k % p
 
         forwards = [("F", micro(k), (k // p) % v) for k in range(total)]
         backwards = [("B", micro(k), v - 1 - (k // p) % v) for k in range(total)]
-        warm = min(2 * (p - stage - 1) + (v - 1) * p, total)
     order = forwards[:warm]
     for i in range(len(forwards) - warm):
         order += [forwards[warm + i], backwards[i]]
     return order + backwards[len(forwards) - warm:]
+
+
+def peak_in_flight(kind: str, p: int, v: int, m: int, stage: int) -> int:
+    """Most chunks whose activations `stage` holds at once over its schedule: its warm-up forwards,
+    plus the one forward each steady-state pair runs before its backward (so as many as the
+    schedule's forwards, at most). In closed form: the cost does not grow with the micro-batches."""
+    total, warm = _warm_up(kind, p, v, m, stage)
+    return min(warm + 1, total)
 
 
 @dataclass(frozen=True)

@@ -353,6 +353,9 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     server class (simulator.collectives.comm.server_classes). A mixture of experts' unbalanced or
     capacity-bound routing (training.routing) makes the representative the busiest expert-parallel
     rank in the same way: the mean rank's wait on it is `routing_wait`."""
+    # a job whose GPUs or batch do not divide is refused before the cluster's graph is built (seconds at 32k nodes)
+    micro_steps_of(training, layout_of(training.parallel, topology.nodes * topology.gpus_per_node,
+                                       topology.gpus_per_node).dp)
     cluster = build(topology)
     v = comm_view(cluster)
     model = transformer(model_spec)

@@ -11,6 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from simulator.cli import sweep as sweep_command
+from simulator.cli import sweep_results
 from simulator.core.errors import ConfigError
 from simulator.sweep import METRICS, SweepSpec, expand, run_sweep, sweep_from_data
 
@@ -180,7 +181,7 @@ def test_parquet_results_resume(tmp_path: Path):
 
 def test_parquet_without_pyarrow_is_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Without pyarrow, a .parquet output is a ConfigError saying to use .csv or install pyarrow."""
-    monkeypatch.setattr(sweep_command, "pyarrow", None)
+    monkeypatch.setattr(sweep_results, "pyarrow", None)
     sweep_file = tmp_path / "sweep.yaml"
     sweep_file.write_text(yaml.safe_dump({"base": TINY_BASE, "axes": TINY_AXES}))
     result = CliRunner().invoke(_app(), ["sweep", str(sweep_file), "-o", str(tmp_path / "r.parquet")])

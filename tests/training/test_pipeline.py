@@ -15,7 +15,7 @@ from simulator.network.flows import FlowClass, Resource
 from simulator.training.compute import ComputeModel
 from simulator.training.groups import communicators, layout_of
 from simulator.training.memory import in_flight_micro_batches, memory_per_gpu
-from simulator.training.pipeline import plan_pipeline, schedule
+from simulator.training.pipeline import peak_in_flight, plan_pipeline, schedule
 from simulator.training.plan import plan_step
 from simulator.training.predict import predict_step, simulate_step, steady_state_step
 from simulator.training.prediction import StepPrediction
@@ -59,6 +59,20 @@ def test_bubble_matches_closed_form(kind: str, v: int, m: int) -> None:
     assert idle == pytest.approx((p - 1) / (v * m + p - 1), rel=0.05)
     assert timeline.compute_waits_s["pipeline_bubble"] == pytest.approx(
         timeline.step_time_s - timeline.compute_s, rel=0.02)
+
+
+def test_peak_in_flight_is_the_schedules_peak() -> None:
+    """The closed-form peak of chunks held equals forwards-done minus backwards-done at its most, counted over the
+    materialised schedule, for every schedule, stage and micro-batch count up to 3 pipelines' worth."""
+    for kind, v in (("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("interleaved", 3)):
+        for p in (2, 3, 4):
+            for m in range(p if kind == "interleaved" else 1, 3 * p + 1, p if kind == "interleaved" else 1):
+                for stage in range(p):
+                    held = peak = 0
+                    for direction, _, _ in schedule(kind, p, v, m, stage):
+                        held += 1 if direction == "F" else -1
+                        peak = max(peak, held)
+                    assert peak_in_flight(kind, p, v, m, stage) == peak, (kind, p, v, m, stage)
 
 
 def test_schedules_run_every_chunk_once() -> None:

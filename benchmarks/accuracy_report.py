@@ -184,8 +184,9 @@ def training_page(reports: dict[str, dict[str, Any]]) -> str:
         lines += ["", "## Leave one source out", "",
                   "`validate-training CASES --crossval source` predicts every case at 0.6-1.6 times the shipped "
                   "attention efficiency, then holds each source out in turn: the factor per GPU generation is "
-                  "fitted on the other sources (least median |error|) and the held-out source predicted with it "
-                  "(a generation no other source has stays at the shipped table). Pooled over every held-out "
+                  "fitted on the other sources (least median |error| over the cases it moves by 5% or more across "
+                  "the grid) and the held-out source predicted with it (a generation no such case informs stays at "
+                  "the shipped table). Pooled over every held-out "
                   f"case the median |error| is **{_pct(crossval['median_abs_pct_error'])}**, against "
                   f"{_pct(crossval['prior_median_abs_pct_error'])} with the shipped table and "
                   f"{_pct(crossval['in_sample_median_abs_pct_error'])} fitted on every source (factors "

@@ -112,7 +112,9 @@ def test_failed_commands_leave_no_files(tmp_path: Path) -> None:
 def test_ctrl_c_exits_130(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "simulator.cli.app", "calibrate", "--manifest",
                              str(SHARED / "manifest.yaml"), "-o", str(tmp_path / "p.yaml")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # a runner started in the background ignores SIGINT, and a child inherits that
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     # the manifest's first warning marks the logs loaded and the fit (a few seconds) about to start: a fixed
     # delay raced the fit once it got fast, and a signal during start-up would land before the handler
     assert proc.stderr is not None and proc.stderr.readline().startswith("warning")

@@ -469,7 +469,7 @@ def test_extrapolation_finds_alternating_micro_batches(monkeypatch: pytest.Monke
     the micro-batches (+5.7% at 20, +10.8% at 80). A step time of that shape, a + b m + c (-1)^m, is
     extrapolated exactly: the check of two successive increments rejects one micro-batch as the period
     and takes two."""
-    def fake(model, training, v, compute, seq_len, m, params=None, env=None) -> Timeline:  # noqa: ANN001
+    def fake(model, training, v, compute, seq_len, m, params=None, env=None, stage_slowdown=None) -> Timeline:  # noqa: ANN001
         return Timeline((), {"pipeline_bubble": 0.01 * m}, step_time=1.0 + 0.05 * m + 0.004 * (-1) ** m, busy=0.04 * m)
 
     monkeypatch.setattr(predict_module, "simulate_step", fake)

@@ -30,10 +30,9 @@ from simulator.run.spec import RunSpec
 from simulator.training.pace import Pace
 from topologies.presets import load_preset
 from topologies.spec import MAX_NODES, TopologySpec, validate_topology_spec
+from workloads.frameworks import Job, default_kind, framework_defaults
 from workloads.presets import load_model
 from workloads.spec import ModelSpec, StrategyKind, StrategySpec, TrainingSpec
-
-MAX_SLOWDOWN = 1000.0  # a GPU 1,000x slower is a failed one: the what-if is then a failure, not a pace
 
 MAX_SLOWDOWN = 1000.0  # a GPU a thousand times slower is a failed one; the bound keeps step times finite
 
@@ -170,14 +169,41 @@ def scenario_from_data(data: object, source: str) -> ScenarioSpec:
 
 
 def default_strategy(training: TrainingSpec) -> StrategyKind:
-    """The data-parallel strategy of a job that names none: fsdp without tensor or pipeline parallelism
-    (PyTorch FSDP's FULL_SHARD), ddp with them (Megatron-LM's default data-parallel optimizer)."""
+    """The data-parallel strategy of a job that names none: its framework's (workloads.frameworks); without
+    one, fsdp without tensor or pipeline parallelism (PyTorch FSDP's FULL_SHARD), ddp with them (Megatron-LM's
+    default data-parallel optimizer)."""
+    if training.framework is not None:
+        return default_kind(training.framework)  # type: ignore[return-value]
     return "ddp" if training.parallel.tp > 1 or training.parallel.pp > 1 else "fsdp"
 
 
+def with_framework(training: TrainingSpec) -> TrainingSpec:
+    """`training` with every field it leaves unstated set to its framework's default (workloads.frameworks);
+    as it is without a framework. Stated fields stay as they are."""
+    if training.framework is None:
+        return training
+    kind = training.strategy.kind if "kind" in training.strategy.model_fields_set else default_strategy(training)
+    job = Job(kind, training.precision, training.parallel.tp, training.parallel.pp)
+    stated = {"": set(training.model_fields_set), "strategy": set(training.strategy.model_fields_set),
+              "parallel": set(training.parallel.model_fields_set)}
+    filled = framework_defaults(training.framework, job, stated)
+    if not filled:
+        return training
+    data = training.model_dump(exclude_unset=True)
+    for section in ("strategy", "parallel"):
+        if section in filled:
+            filled[section] = {**data.get(section, {}), **filled[section]}
+    try:
+        return TrainingSpec.model_validate({**data, "model": training.model, **filled})
+    except ValidationError as exc:
+        raise config_error_from(exc, f"training (framework {training.framework})") from None
+
+
 def complete_training(training: TrainingSpec, model: ModelSpec, topology: TopologySpec) -> TrainingSpec:
-    """`training` with every field it leaves unstated filled in (module docstring): seq_len, the
-    strategy's kind, and the global batch of a job without accumulation. Stated fields stay as they are."""
+    """`training` with every field it leaves unstated filled in (module docstring): its framework's
+    defaults (with_framework), seq_len, the strategy's kind, and the global batch of a job without
+    accumulation. Stated fields stay as they are."""
+    training = with_framework(training)
     filled: dict[str, object] = {}
     if training.seq_len is None:
         filled["seq_len"] = model.training_context

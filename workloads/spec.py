@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from workloads.frameworks import FRAMEWORKS, Framework, framework_name
+
 Precision = Literal["bf16", "fp16", "fp8", "fp32"]
 Checkpointing = Literal["none", "selective", "full"]
 # Megatron-LM's recomputation flags as activation_checkpointing values (megatron/training/arguments.py):
@@ -177,6 +179,17 @@ class StrategySpec(BaseModel):
     overlap_param_gather: bool = Field(
         default=False, description="ZeRO-1 / distributed optimizer: gather updated parameters during the next "
         "step's forward (Megatron --overlap-param-gather) instead of right after the optimizer step.")
+    fp32_params: bool = Field(
+        default=False, description="The model's parameters are kept in fp32 and cast for compute (PyTorch AMP, "
+        "FSDP's sharded flat parameters, MaxText): 4 bytes of parameters and 4 of gradients per parameter, Adam's "
+        "8 without a separate master copy, instead of 2 + 2 + 12.")
+    grad_bucket_copy: bool = Field(
+        default=False, description="DDP's buckets hold a second copy of every gradient at grad_reduce_bytes "
+        "(PyTorch DDP's gradient_as_bucket_view=False, its default); false: two buckets' worth of buffers.")
+    reduce_per_rank: bool = Field(
+        default=False, description="ZeRO-1/2 reduce each gradient bucket with one reduce per data-parallel rank "
+        "(to the rank owning that slice: DeepSpeed's average_tensor) instead of one reduce-scatter: the same "
+        "bytes, as many launches as ranks.")
 
     @model_validator(mode="after")
     def _check(self) -> StrategySpec:
@@ -251,6 +264,10 @@ class ParallelSpec(BaseModel):
         default=True, description="Each TP rank sends 1/tp of a stage's activation and the next stage all-gathers it "
         "over NVLink (Megatron's scatter-gather, DeepSpeed's partitioned pipeline buffers); false: every TP rank "
         "sends it whole.")
+    sp_backward_regather: bool = Field(
+        default=False, description="With sequence parallelism, backward all-gathers each column-parallel layer's "
+        "input again for its weight gradient (Megatron and Transformer Engine keep only the 1/tp shard), beside "
+        "the data-gradient GEMM: 6 TP collectives per layer backward instead of 4.")
     overlap_p2p: bool = Field(
         default=False, description="Pipeline sends overlap the next chunk's compute (Megatron-Core "
         "--overlap-p2p-communication, torchtitan); false: a stage waits for its transfer (Megatron-LM, DeepSpeed).")
@@ -273,6 +290,8 @@ class ParallelSpec(BaseModel):
                              "dispatches its own share of the tokens)")
         if self.ep_comm_overlap and self.ep == 1:
             raise ValueError("ep_comm_overlap needs ep >= 2 (expert all-to-alls to overlap)")
+        if self.sp_backward_regather and not self.sequence_parallel:
+            raise ValueError("sp_backward_regather needs sequence_parallel")
         if not self.tp_comm_overlap_backward and not self.tp_comm_overlap:
             raise ValueError("tp_comm_overlap_backward: false needs tp_comm_overlap: true")
         return self
@@ -320,6 +339,10 @@ class TrainingSpec(BaseModel):
     model_config = _FROZEN
 
     model: str | ModelSpec = Field(description="Preset name (see `clustersim presets`), or the shape inline.")
+    framework: Framework | None = Field(
+        default=None, description="The framework that runs the job (pytorch-ddp, pytorch-fsdp, fsdp2 (torchtitan), "
+        "deepspeed, megatron-core, nemo, megatron-deepspeed, llm-foundry, maxtext): every field the job leaves "
+        "unstated takes that framework's default (docs/frameworks.md). None: clustersim's generic defaults.")
     seq_len: int | None = Field(
         strict=True, default=None, ge=1, description="Tokens per sequence (default: the model's).")
     micro_batch: int = Field(strict=True, default=1, ge=1, description="Sequences per GPU per micro-step.")
@@ -358,10 +381,19 @@ class TrainingSpec(BaseModel):
     def _megatron_names(cls, value: object) -> object:
         return checkpointing_of(value)
 
+    @field_validator("framework", mode="before")
+    @classmethod
+    def _framework_alias(cls, value: object) -> object:
+        return framework_name(value)
+
     @model_validator(mode="after")
     def _check(self) -> TrainingSpec:
         if self.global_batch is not None and self.grad_accum is not None:
             raise ValueError("give global_batch or grad_accum, not both")
+        if self.framework is not None and "kind" in self.strategy.model_fields_set \
+                and self.strategy.kind not in FRAMEWORKS[self.framework].kinds:
+            raise ValueError(f"strategy {self.strategy.kind} is not one {self.framework} runs; it runs "
+                             f"{', '.join(FRAMEWORKS[self.framework].kinds)}")
         if self.parallel.pp > 1 and self.strategy.kind in ("zero2", "zero3"):
             raise ValueError(f"strategy {self.strategy.kind} with pipeline parallelism: DeepSpeed shards gradients "
                              "and parameters only without PP (use zero1, ddp or fsdp)")

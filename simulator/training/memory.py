@@ -1,30 +1,30 @@
 """Memory per GPU: model states by strategy, activations, communication buffers, reserve.
 
-Model states follow the ZeRO paper (Rajbhandari et al. 2020, section 3): mixed-precision Adam
-keeps 2 bytes of bf16/fp16 parameters, 2 of gradients and 12 of optimizer state (fp32 master
-weights, momentum, variance) per parameter; ZeRO-1 shards the optimizer states over the N
-data-parallel ranks, ZeRO-2 also the gradients, ZeRO-3 / FSDP FULL_SHARD also the parameters;
-SHARD_GRAD_OP is ZeRO-2-like; HYBRID_SHARD shards within its shard group. A ZeRO-1 that all-reduces
-whole gradients in another precision (zero_grad_all_reduce; DeepSpeed's bf16 optimizer accumulates
-and reduces an fp32 copy) holds that buffer whole too, beside the 16-bit gradients. SGD keeps 4 bytes of
-master weights (8 with momentum; we count momentum). fp32 training keeps 4 + 4 + 8.
-Sharded strategies also hold the gathered parameters of the units in flight (the current one plus
-the prefetched ones) and their gradients before reduce-scatter.
-Activations: Korthikanti et al. 2022 per layer (workloads.model, with the tensor-parallel degree and
-sequence parallelism), times the layers a stage holds, times the micro-batches it has in flight: the
-peak of forwards done minus backwards done in its pipeline schedule (1F1B: p - s on stage s, so the
-first stage holds p micro-batches of L / p layers; GPipe: all m), plus the embedding's on the first
-stage and the logits on the last; with a fused (flash) attention kernel no s x s scores are stored, as
-with selective recomputation. Model states per GPU are its stage's parameters over the tensor-parallel
-degree (the first stage also holds the embedding, the last the output layer), then sharded over the
-data-parallel group as above (with context parallelism, the data- and context-parallel ranks together; a
-context-parallel rank's activations are those of its seq_len / cp tokens, the ring's two key/value
-blocks in flight being small beside them). A mixture of experts' routed experts split over tp x ep and
-their states shard over the replicas / ep ranks that hold the same experts (the expert data-parallel
-group); the figure is for the busiest expert-parallel rank, whose routed activations grow with its
-routed load (simulator.training.routing). The figure is the stage that needs the most. Buffers: DDP's
-gradient buckets (bucket_cap_mb x 2), NCCL's channel buffers. Reserve: the CUDA context and allocator
-fragmentation (RESERVE_BYTES + FRAGMENTATION of the rest).
+Model states follow the ZeRO paper (Rajbhandari et al. 2020, section 3): mixed-precision Adam keeps 2 bytes of
+bf16/fp16 parameters, 2 of gradients and 12 of optimizer state (fp32 master weights, momentum, variance) per
+parameter; where the framework keeps fp32 parameters and casts them for compute (StrategySpec.fp32_params:
+PyTorch AMP, FSDP's flat parameters) 4 + 4 + 8; gradients take the dtype they are reduced in (Megatron's bf16
+jobs: an fp32 main_grad buffer, 2 + 4 + 12 = 18); ZeRO-1 shards the optimizer states over the N data-parallel
+ranks, ZeRO-2 also the gradients, ZeRO-3 / FSDP FULL_SHARD also the parameters; SHARD_GRAD_OP is ZeRO-2-like;
+HYBRID_SHARD shards within its shard group. A ZeRO-1 that all-reduces whole gradients in another precision
+(zero_grad_all_reduce; DeepSpeed's bf16 optimizer accumulates and reduces an fp32 copy) holds that buffer
+whole too, beside the 16-bit gradients. SGD keeps 4 bytes of master weights (8 with momentum; we count
+momentum). fp32 training keeps 4 + 4 + 8. Sharded strategies also hold the gathered parameters of the units in
+flight (the current one plus the prefetched ones) and their gradients before reduce-scatter. Activations:
+Korthikanti et al. 2022 per layer (workloads.model, with the tensor-parallel degree and sequence parallelism),
+times the layers a stage holds, times the micro-batches it has in flight: the peak of forwards done minus
+backwards done in its pipeline schedule (1F1B: p - s on stage s, so the first stage holds p micro-batches of L
+/ p layers; GPipe: all m), plus the embedding's on the first stage and the logits on the last; with a fused
+(flash) attention kernel no s x s scores are stored, as with selective recomputation. Model states per GPU are
+its stage's parameters over the tensor-parallel degree (the first stage also holds the embedding, the last the
+output layer), then sharded over the data-parallel group as above (with context parallelism, the data- and
+context-parallel ranks together; a context-parallel rank's activations are those of its seq_len / cp tokens,
+the ring's two key/value blocks in flight being small beside them). A mixture of experts' routed experts split
+over tp x ep and their states shard over the replicas / ep ranks that hold the same experts (the expert data-
+parallel group); the figure is for the busiest expert-parallel rank, whose routed activations grow with its
+routed load (simulator.training.routing). The figure is the stage that needs the most. Buffers: DDP's gradient
+buckets (a copy of every gradient with grad_bucket_copy, PyTorch's default; else bucket_cap_mb x 2). Reserve:
+the CUDA context and allocator fragmentation (RESERVE_BYTES + FRAGMENTATION of the rest).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from simulator.training.pipeline import peak_in_flight
 from simulator.training.prediction import MemoryBreakdown
 from simulator.training.routing import routed_load
 from simulator.training.shards import blocks_params_on_gpu, layer_params_on_gpu, shard_degrees, virtual_stage_layers
+from simulator.training.tasks import PARAM_BYTES
 from workloads.model import TransformerModel
 from workloads.spec import TrainingSpec
 
@@ -81,10 +82,13 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
     """One stage's memory; `chunks` are the (first, past-the-last) layers of each of its model chunks."""
     par = training.parallel
     p, tp = par.pp, par.tp
-    regime = "fp32" if training.precision == "fp32" else "mixed"
+    s = training.strategy
+    regime = "fp32" if training.precision == "fp32" or s.fp32_params else "mixed"
     p_bytes, g_bytes, o_bytes = STATE_BYTES[(regime, training.optimizer)]
-    if training.strategy.zero_grad_all_reduce and training.strategy.grad_reduce_bytes != g_bytes:
-        g_bytes += training.strategy.grad_reduce_bytes  # the whole reduction buffer beside the 16-bit gradients
+    if s.zero_grad_all_reduce and s.grad_reduce_bytes != g_bytes:
+        g_bytes += s.grad_reduce_bytes  # the whole reduction buffer beside the 16-bit gradients
+    else:  # gradients accumulate in the dtype they are reduced in (Megatron's fp32 main_grad buffer)
+        g_bytes = max(g_bytes, s.grad_reduce_bytes)
     layer = max(sum(layer_params_on_gpu(block, tp, par.ep)) for block, _ in model.blocks)  # the largest unit
     first, last = stage == 0, stage == p - 1
     output = model.output_params if model.output_params or p == 1 else model.spec.vocab * model.spec.hidden
@@ -102,8 +106,8 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
     gathered = 0.0
     if p_shard > 1 and p > 1:  # with pipelining FSDP keeps the stage's gathered parameters all step
         gathered = n * p_bytes
-    elif p_shard > 1:  # full parameters (and their gradients) of the units being computed
-        gathered = units_in_flight * layer * (p_bytes + g_bytes)
+    elif p_shard > 1:  # full 16-bit parameters (and their unreduced gradients) of the units being computed
+        gathered = units_in_flight * layer * (PARAM_BYTES + s.grad_reduce_bytes)
     stored = training.activation_checkpointing
     if stored == "none" and training.flash_attention:
         stored = "selective"  # a fused attention kernel keeps no scores: what selective recompute saves
@@ -115,9 +119,11 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
     activations = (in_flight * chunk
                    + (in_flight * model.embedding_activation_bytes(b, local_seq) if first else 0.0)
                    + (model.output_activation_bytes(b, local_seq, tp) if last else 0.0))
-    buffers = 2.0 * training.strategy.bucket_bytes if training.strategy.kind == "ddp" else 0.0
+    buffers = 0.0
+    if s.kind == "ddp":  # the buckets: a copy of every gradient, or two buckets being reduced
+        buffers = per_gpu(s.grad_reduce_bytes, 1) if s.grad_bucket_copy else 2.0 * s.bucket_bytes
     # the optimizer step's peak: activations are freed, the fp32 copy of the shard's gradients is made
-    copy = per_gpu(FP32_GRAD_COPY_BYTES, 2) if training.strategy.fp32_grad_copy and regime == "mixed" else 0.0
+    copy = per_gpu(FP32_GRAD_COPY_BYTES, 2) if s.fp32_grad_copy and regime == "mixed" else 0.0
     if copy > activations + gathered:
         activations, gathered = 0.0, 0.0
         o_bytes += FP32_GRAD_COPY_BYTES

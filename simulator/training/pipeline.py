@@ -151,12 +151,13 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
         tp_overlap, async_grad = par.tp_comm_overlap, par.tp_async_grad_reduce
         expert_s = expert_budgets(times[block], par) if block.spec.moe else None
         overlap = tp_overlap or expert_s is not None
-        gemm_s = compute.gemms_s(block, b, seq_len, tp, cp, par.ep) if tp_overlap or async_grad else {}
+        regather = par.sp_backward_regather
+        gemm_s = compute.gemms_s(block, b, seq_len, tp, cp, par.ep) if tp_overlap or async_grad or regather else {}
         budgets["forward", block] = overlap_budgets(collectives("forward", block, 1)[0], gemm_s, ("forward",),
                                                     tp=tp_overlap, expert_s=expert_s) if overlap else None
         budgets["backward", block] = overlap_budgets(collectives("backward", block, 1)[0], gemm_s, kinds,
                                                      par.tp_comm_overlap_backward, tp_overlap, expert_s,
-                                                     async_grad) if overlap or async_grad else None
+                                                     async_grad) if overlap or async_grad or regather else None
     def blocks_pass(direction: str, block: TransformerModel | None, n: int) -> tuple[
             float, list[CollectiveCall], Rings, tuple[tuple[float, ...], ...] | None]:
         """Seconds, collectives, context-parallel rings and overlap budgets of a pass over `n` layers of

@@ -102,7 +102,7 @@ def _block(block: TransformerModel, training: TrainingSpec, compute: ComputeMode
                if overlap else None,
                "backward": overlap_budgets(backward[0], gemm_s, ("backward",), par.tp_comm_overlap_backward,
                                            tp_overlap, expert_s, par.tp_async_grad_reduce)
-               if overlap or par.tp_async_grad_reduce else None}
+               if overlap or par.tp_async_grad_reduce or par.sp_backward_regather else None}
 
     # a layer's gradient tensors as backward produces them (mlp_down first), each with its part: a routed
     # expert GEMM's weights are its E experts' matrices, E / ep of them on this GPU
@@ -171,12 +171,50 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                               collective=CollectiveCall("all_reduce", size // shard_group, "replica"), deps=(name,)))
             reductions.append(f"{name}.across")
 
+    group_size = {"dp": dp, "edp": max(1, dp // par.ep), "shard": shard_group}
+    # an untied output layer's gradients are ready first (backward starts at it), the embedding's last
+    output_grad_bytes = int(model.output_params / tp * s.grad_reduce_bytes)
+
+    def bucket_reductions(m: int) -> list[str]:
+        """DDP / ZeRO-1/2: micro-step m's gradients reduced in buckets. Gradients become ready tensor by tensor,
+        last layer first (a layer's matrices, then the rest of its parameters); buckets take whole tensors,
+        each part's its own, and go to the stream in the order they fill (a mixture's expert buckets do not
+        wait behind the dense bucket that holds the embedding). Without overlap_grad_reduce every bucket waits
+        for the whole backward."""
+        op = "all_reduce" if kind == "ddp" or (kind == "zero1" and s.zero_grad_all_reduce) else "reduce_scatter"
+        first, cap = ((s.first_bucket_bytes, s.bucket_bytes) if kind == "ddp"
+                      else (s.zero_bucket_elements * s.grad_reduce_bytes,) * 2)
+        ordered: list[tuple[int, int, Task]] = []  # (layer whose backward fills it, part, task), readiest first
+        for p_index, part in enumerate(parts):
+            grads = [(i, size) for i in reversed(range(L)) for size, owner in layers[i].tensors if owner == part]
+            if part == "dense" and output_grad_bytes:
+                grads.insert(0, (L, output_grad_bytes))  # filled by the head's backward
+            buckets = _buckets([size for _, size in grads], first, cap)
+            for b, members in enumerate(buckets):
+                filled_by = grads[members[-1]][0]
+                size = int(sum(grads[j][1] for j in members))
+                if b == len(buckets) - 1 and part == "dense":
+                    size += root_grad_bytes - output_grad_bytes  # the embedding's gradients are ready last
+                    filled_by = -1
+                produced = (f"m{m}.head_bwd" if filled_by == L else f"m{m}.bwd{max(filled_by, 0)}") \
+                    if s.overlap_grad_reduce else f"m{m}.accumulate" if s.grad_accumulation_bytes else f"m{m}.bwd0"
+                n = group_size[group_of[part]]
+                call = (CollectiveCall("reduce", max(1, size // n), group_of[part], n)
+                        if s.reduce_per_rank and op == "reduce_scatter" and n > 1
+                        else CollectiveCall(op, size, group_of[part]))
+                ordered.append((filled_by, p_index, Task(f"m{m}.{op}{b}{suffix[part]}", "rs", op, collective=call,
+                                                         deps=(produced,))))
+        ordered.sort(key=lambda entry: (-entry[0], entry[1]))
+        tasks.extend(task for _, _, task in ordered)
+        return [task.name for _, _, task in ordered]
+
+    blocking: tuple[str, ...] = ()
     for m in range(micro_steps):
         last = m == micro_steps - 1
         previous = f"m{m - 1}.head_bwd" if m else None
         # forward; FSDP's root unit (embeddings, output layer, final norm) is gathered first and
         # kept until its gradients are reduced after the whole backward
-        emb_deps: tuple[str, ...] = (previous,) if previous else ()
+        emb_deps: tuple[str, ...] = ((previous,) if previous else ()) + blocking
         if kind == "fsdp" or (early_gather and m == 0):
             tasks.append(Task(f"m{m}.ag_root", "ag", "all_gather",
                               collective=CollectiveCall("all_gather", root_param_bytes, grad_group)))
@@ -226,24 +264,11 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                               compute.grad_accumulation(held, s.grad_accumulation_bytes), deps=ready))
             ready = (f"m{m}.accumulate",)
         if kind in ("ddp", "zero1", "zero2") and (last or kind == "zero2"):
-            op = "all_reduce" if kind == "ddp" or (kind == "zero1" and s.zero_grad_all_reduce) else "reduce_scatter"
-            # gradients become ready tensor by tensor, last layer first (a layer's matrices, then
-            # the rest of its parameters); buckets take whole tensors, each part's its own
-            first, cap = ((s.first_bucket_bytes, s.bucket_bytes) if kind == "ddp"
-                          else (s.zero_bucket_elements * s.grad_reduce_bytes,) * 2)
-            for part in parts:
-                grads = [(i, size) for i in reversed(range(L)) for size, owner in layers[i].tensors if owner == part]
-                buckets = _buckets([size for _, size in grads], first, cap)
-                for b, members in enumerate(buckets):
-                    produced = (f"m{m}.bwd{grads[members[-1]][0]}" if s.overlap_grad_reduce
-                                else f"m{m}.accumulate" if s.grad_accumulation_bytes else f"m{m}.bwd0")
-                    size = int(sum(grads[j][1] for j in members))
-                    if b == len(buckets) - 1 and part == "dense":
-                        size += root_grad_bytes  # embeddings' gradients are ready last
-                    name = f"m{m}.{op}{b}{suffix[part]}"
-                    tasks.append(Task(name, "rs", op, collective=CollectiveCall(op, size, group_of[part]),
-                                      deps=(produced,)))
-                    reductions.append(name)
+            made = bucket_reductions(m)
+            reductions += made
+            # without overlap the reductions run on the compute stream (DeepSpeed's average_tensor on the
+            # current stream, stage 2 in every micro-step): the next micro-step starts after them
+            blocking = () if s.overlap_grad_reduce else tuple(made)
     tasks.append(Task("optimizer", "compute", "optimizer", compute.optimizer(local_params, training.optimizer),
                       deps=(*reductions, *ready)))
     if kind in ("zero1", "zero2") and not early_gather:

@@ -29,6 +29,7 @@ class CollectiveCall:
     # (the whole context-parallel group), "ep" (expert parallel), "edp" (expert data parallel), "pp" (to the next
     # stage)
     count: int = 1  # back-to-back calls of this size (the TP collectives of a pipeline chunk)
+    role: str = ""  # "regather": sequence parallelism's backward all-gather of a saved input (tp_calls)
 
 
 @dataclass(frozen=True)
@@ -55,19 +56,24 @@ class StepPlan:
 
 
 def tp_calls(model: TransformerModel, micro_batch: int, seq_len: int, tp: int, sequence_parallel: bool,
-             layer_passes: int) -> list[CollectiveCall]:
+             layer_passes: int, regather_passes: int = 0) -> list[CollectiveCall]:
     """The tensor-parallel collectives of `layer_passes` passes of one layer (a forward, a backward
     and a recomputed forward each count one) on one micro-batch. Megatron (Shoeybi et al. 2019,
     figure 3): each pass of a block all-reduces the b s h activation (or its gradient) twice, after
     the attention and after the MLP (the g and f operators). With sequence parallelism (Korthikanti
     et al. 2022, section 4.2.2) each all-reduce becomes an all-gather before the column-parallel
-    GEMM and a reduce-scatter after the row-parallel one, the same bytes on the wire."""
+    GEMM and a reduce-scatter after the row-parallel one, the same bytes on the wire; where the
+    column-parallel layers keep only their input's shard (ParallelSpec.sp_backward_regather), each of
+    `regather_passes` backward passes all-gathers those two inputs again (role "regather")."""
     if tp == 1 or layer_passes == 0:
         return []
     size = ACTIVATION_BYTES * micro_batch * seq_len * model.spec.hidden
     count = 2 * layer_passes
     if sequence_parallel:
-        return [CollectiveCall("all_gather", size, "tp", count), CollectiveCall("reduce_scatter", size, "tp", count)]
+        calls = [CollectiveCall("all_gather", size, "tp", count), CollectiveCall("reduce_scatter", size, "tp", count)]
+        if regather_passes:
+            calls.append(CollectiveCall("all_gather", size, "tp", 2 * regather_passes, "regather"))
+        return calls
     return [CollectiveCall("all_reduce", size, "tp", count)]
 
 
@@ -146,7 +152,8 @@ def pass_collectives(model: TransformerModel, micro_batch: int, seq_len: int, pa
     one layer's forward attention on this GPU; `routed_load` sizes the all-to-alls (ep_calls)."""
     tp, cp = parallel.tp, parallel.cp
     passes = len(kinds) if tp_passes is None else tp_passes
-    calls = tp_calls(model, micro_batch, seq_len // cp, tp, parallel.sequence_parallel, layers * passes)
+    regather = layers * kinds.count("backward") if parallel.sp_backward_regather else 0
+    calls = tp_calls(model, micro_batch, seq_len // cp, tp, parallel.sequence_parallel, layers * passes, regather)
     calls += ep_calls(model, micro_batch, seq_len // cp, tp, parallel.ep, layers * passes, routed_load)
     if parallel.cp_comm == "a2a":
         return calls + ulysses_calls(model, micro_batch, seq_len, tp, cp, layers * len(kinds)), ()
@@ -170,6 +177,11 @@ PAIRED_GEMMS = {
     ("backward", "all_reduce"): ("qkv", "mlp_up"),
 }
 BACKWARD_GEMMS = 2.0
+# sequence parallelism's backward re-gather of a column-parallel layer's input runs beside that layer's
+# data-gradient GEMM (launched asynchronously before it, waited for before the weight-gradient GEMM:
+# Megatron's LinearWithGradAccumulationAndAsyncCommunication, Transformer Engine's bulk dgrad overlap);
+# the input gradient's reduce-scatter then has the weight-gradient GEMM alone
+REGATHER_GEMMS = ("qkv", "mlp_up")
 
 
 def overlap_budgets(calls: list[CollectiveCall], gemm_s: dict[str, float], kinds: tuple[str, ...],
@@ -185,11 +197,14 @@ def overlap_budgets(calls: list[CollectiveCall], gemm_s: dict[str, float], kinds
     behind `expert_s[kind]` each (ParallelSpec.ep_comm_overlap: half a layer pass of another micro-batch,
     its dispatch and its combine one half each), or nothing; the other all-to-alls are on the block's
     critical path."""
+    regather = any(call.role == "regather" for call in calls)
+
     def budget(kind: str, gemm: str, op: str) -> float:
         if not tp:
             return gemm_s[gemm] if async_grad and kind == "backward" and op != "all_gather" else 0.0
         if kind == "backward":
-            return gemm_s[gemm] * BACKWARD_GEMMS if backward else 0.0
+            shared = regather and op != "all_gather"  # the data-gradient GEMM hides the re-gather
+            return gemm_s[gemm] * (BACKWARD_GEMMS - (1.0 if shared else 0.0)) if backward else 0.0
         return gemm_s[gemm]
 
     def budgets(call: CollectiveCall) -> tuple[float, ...]:
@@ -197,6 +212,8 @@ def overlap_budgets(calls: list[CollectiveCall], gemm_s: dict[str, float], kinds
             return tuple(expert_s[kind] if expert_s else 0.0 for kind in kinds)
         if call.group.startswith("cp"):  # all-to-alls: on the block's critical path
             return tuple(0.0 for _ in kinds)
+        if call.role == "regather":
+            return tuple(gemm_s.get(g, 0.0) for kind in kinds if kind == "backward" for g in REGATHER_GEMMS)
         return tuple(budget(kind, g, call.op) for kind in kinds for g in PAIRED_GEMMS[kind, call.op])
 
     return tuple(budgets(call) for call in calls)

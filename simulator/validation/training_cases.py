@@ -39,6 +39,7 @@ from pydantic import ValidationError
 
 from simulator.core.errors import ClusterSimError, ConfigError
 from simulator.core.yaml_text import load_yaml_text
+from simulator.scenario import with_framework
 from simulator.validation.training_cluster import Unexpressible, topology_of
 from simulator.validation.training_parallel import framework_of, lower_parallel
 from simulator.validation.training_strategy import (
@@ -52,6 +53,7 @@ from simulator.validation.training_strategy import (
 )
 from topologies.hardware import gpu_spec
 from topologies.spec import TopologySpec
+from workloads.frameworks import Framework
 from workloads.presets import load_model
 from workloads.spec import Checkpointing, ModelSpec, Precision, TrainingSpec, checkpointing_of
 
@@ -403,6 +405,23 @@ def _launch_blocking(case: TrainingCase, defaults: list[str]) -> bool:
 _CUDNN_ATTENTION_FRAMEWORKS = ("megatron-core", "nemo")
 
 
+# The cases' framework names -> the framework whose conventions (workloads.frameworks) the job runs under.
+# Megatron-LM's 2019-2022 runs keep the conventions of their time (training_parallel), not today's defaults.
+_FRAMEWORKS: dict[str, Framework] = {
+    "megatron-core": "megatron-core", "nemo": "nemo", "torchtitan": "fsdp2", "megatron-deepspeed": "megatron-deepspeed"}
+
+
+def _framework(training: Mapping[str, Any]) -> Framework | None:
+    """The framework a case ran under, where its conventions are known (see _FRAMEWORKS)."""
+    known = _FRAMEWORKS.get(framework_of(training))
+    if known is not None:
+        return known
+    text = str(training.get("framework") or "").lower()
+    if "foundry" in text or "composer" in text:
+        return "llm-foundry"
+    return "deepspeed" if text.strip() == "deepspeed" else None
+
+
 def map_case(case: TrainingCase) -> MappedCase:
     """Lower `case` onto (TopologySpec, TrainingSpec, ModelSpec), or say why it is skipped.
 
@@ -447,8 +466,9 @@ def map_case(case: TrainingCase) -> MappedCase:
                            launch_blocking=_launch_blocking(case, defaults),
                            attention_kernel="cudnn" if framework_of(training) in _CUDNN_ATTENTION_FRAMEWORKS
                            else "flash2",
-                           strategy=strategy, parallel=layout.parallel,
+                           strategy=strategy, parallel=layout.parallel, framework=_framework(training),
                            **_batch(layout.training, layout.dp, n_gpus, layout.parallel.pp, defaults))
+        job = with_framework(job)
     except Unexpressible as exc:
         return skipped(str(exc))
     except ClusterSimError as exc:

@@ -240,10 +240,17 @@ def _megatron_lm(d: _Draft) -> None:
         d.plain_schedule(f"no virtual pipeline in {_SC21_SCRIPT}" if d.sc21 else "no virtual pipeline stated")
 
 
+# NVIDIA's published performance runs reduce gradients in bf16: their performance recipes set
+# grad_reduce_in_fp32 = False (NeMo scripts/performance, Megatron-Bridge's performance configs), where
+# Megatron-LM's and NeMo's training defaults reduce bf16 jobs' gradients in fp32 (workloads.frameworks).
+_PERFORMANCE_REDUCE = "gradients reduced in bf16 (NVIDIA's performance recipes: grad_reduce_in_fp32 False)"
+
+
 def _megatron_core(d: _Draft) -> None:
     flags = str(d.training.get("comm_overlap") or "")
     d.knobs.update(overlap_grad_reduce="--overlap-grad-reduce" in flags,
-                   overlap_param_gather="--overlap-param-gather" in flags)
+                   overlap_param_gather="--overlap-param-gather" in flags, grad_reduce_bytes=2)
+    d.parts.append(_PERFORMANCE_REDUCE)
     d.kind = "zero1" if d.knobs["overlap_param_gather"] else "ddp"
     if d.knobs["overlap_param_gather"] and d.unnamed:
         d.parts.append("--overlap-param-gather implies the distributed optimizer: zero1")
@@ -264,7 +271,8 @@ def _megatron_core(d: _Draft) -> None:
 
 def _nemo(d: _Draft) -> None:
     d.kind = "zero1"
-    d.knobs.update(overlap_grad_reduce=True, overlap_param_gather=True)
+    d.knobs.update(overlap_grad_reduce=True, overlap_param_gather=True, grad_reduce_bytes=2)
+    d.parts.append(_PERFORMANCE_REDUCE)
     d.parts.append(f"{'distributed optimizer (zero1) ' if d.unnamed else ''}with grad-reduce and param-gather "
                    "overlap (NeMo recipes)")
     if d.tp > 1:

@@ -75,8 +75,9 @@ def strategy_spec(training: Mapping[str, Any], names: list[str], family: Family,
     base = _named_strategy(training, names, family, n_dp, defaults, kind)
     if not knobs:
         return base
-    merged = {**base.model_dump(), **knobs}
-    merged["zero_grad_all_reduce"] = merged["zero_grad_all_reduce"] and merged["kind"] == "zero1"
+    merged = {**base.model_dump(exclude_unset=True), **knobs}  # unset fields stay open to the framework's
+    if merged.get("zero_grad_all_reduce") and merged["kind"] != "zero1":
+        del merged["zero_grad_all_reduce"]
     return StrategySpec(**merged)
 
 

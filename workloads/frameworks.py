@@ -1,0 +1,220 @@
+"""What each training framework does by default, as data: one table, each default with the file of the
+framework's source that sets it.
+
+A job names its framework (`training.framework`); every field the job leaves unstated then takes that
+framework's default instead of clustersim's generic one (scenario.complete_training). Stated fields always
+win. A job that names no framework keeps the generic defaults of workloads.spec (PyTorch FSDP-like
+overlap, 16-bit gradient reduction).
+
+A default may depend on the job: on its data-parallel strategy (DeepSpeed overlaps ZeRO-3's reduction
+only), its precision (Megatron reduces bf16 jobs' gradients in fp32) or its layout (sequence parallelism
+where tp > 1). Each entry is (the spec field, its value, when it applies, the source).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+Framework = Literal["pytorch-ddp", "pytorch-fsdp", "fsdp2", "deepspeed", "megatron-core", "nemo",
+                    "megatron-deepspeed", "llm-foundry", "maxtext"]
+FRAMEWORK_NAMES: tuple[str, ...] = get_args(Framework)
+# other names users write for the same frameworks
+FRAMEWORK_ALIASES: dict[str, Framework] = {
+    "ddp": "pytorch-ddp", "fsdp": "pytorch-fsdp", "fsdp1": "pytorch-fsdp", "torchtitan": "fsdp2",
+    "megatron": "megatron-core", "megatron-lm": "megatron-core", "composer": "llm-foundry"}
+
+
+@dataclass(frozen=True)
+class Job:
+    """What a default may depend on: the job's strategy, precision and layout as resolved so far."""
+
+    kind: str
+    precision: str
+    tp: int
+    pp: int
+
+
+@dataclass(frozen=True)
+class Default:
+    """One field's default under a framework: `path` names the spec field (strategy.x, parallel.x or a
+    TrainingSpec field), `value` is the value or a function of the job, `when` limits it to some jobs."""
+
+    path: str
+    value: Any
+    source: str
+    when: Callable[[Job], bool] | None = None
+
+    def applies(self, job: Job) -> bool:
+        return self.when is None or self.when(job)
+
+    def value_for(self, job: Job) -> Any:
+        return self.value(job) if callable(self.value) else self.value
+
+
+@dataclass(frozen=True)
+class Conventions:
+    """A framework's data-parallel strategies (the first is its default) and its defaults."""
+
+    title: str
+    kinds: tuple[str, ...]
+    defaults: tuple[Default, ...] = field(default=())
+
+
+def _fp32_reduce_if_bf16(job: Job) -> int:
+    return 4 if job.precision == "bf16" else 2
+
+
+def _tp(job: Job) -> bool:
+    return job.tp > 1
+
+
+def _pp(job: Job) -> bool:
+    return job.pp > 1
+
+
+def _fp16(job: Job) -> bool:
+    return job.precision == "fp16"
+
+
+def _zero12(job: Job) -> bool:
+    return job.kind in ("zero1", "zero2")
+
+
+_DDP_REDUCER = "torch/csrc/distributed/c10d/reducer.cpp: a bucket takes its parameters' dtype"
+_AMP_PARAMS = ("PyTorch AMP (torch.autocast) keeps the model's parameters in fp32 and casts them per operation; "
+               "FSDP's sharded flat parameters are fp32 beside their bf16 gathered copies")
+_MEGATRON_ARGS = ("megatron/training/arguments.py: with --bf16, accumulate_allreduce_grads_in_fp32 is set "
+                  "(bf16 gradients are accumulated and all-reduced in fp32) unless --grad-reduce-in-bf16")
+_MEGATRON_OVERLAP = ("megatron/training/arguments.py: --overlap-grad-reduce and --overlap-param-gather are "
+                     "off unless given")
+_MEGATRON_ORDER = "megatron/core/parallel_state.py: rank order tp-cp-ep-dp-pp"
+_MEGATRON_SP_REGATHER = ("megatron/core/tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication."
+                         "backward (and Transformer Engine's Linear / LayerNormLinear): with sequence parallelism "
+                         "the column-parallel layers keep their input's 1/tp shard and all-gather it again in "
+                         "backward for the weight gradient, beside the data-gradient GEMM")
+_TE_ASYNC = ("transformer_engine/pytorch/module/linear.py: a column-parallel layer's input-gradient reduction "
+             "runs asynchronously beside its weight-gradient GEMM")
+_TE_ATTENTION = ("transformer_engine/pytorch/attention: DotProductAttention prefers cuDNN's fused attention on "
+                 "Hopper and later")
+_MEGATRON_BUCKET = ("megatron/core/distributed/distributed_data_parallel.py: bucket_size default 40,000,000 "
+                    "elements (at least; 1,000,000 per data-parallel rank beyond 40 ranks)")
+
+_MEGATRON_COMMON = (
+    Default("strategy.grad_reduce_bytes", _fp32_reduce_if_bf16, _MEGATRON_ARGS),
+    Default("strategy.fp32_grad_copy", True, "megatron/core/optimizer/optimizer.py "
+            "Float16OptimizerWithFloat16Params: fp16 gradients are copied to fp32 main gradients for the step",
+            _fp16),
+    Default("strategy.bucket_bytes", lambda job: 40_000_000 * _fp32_reduce_if_bf16(job), _MEGATRON_BUCKET),
+    Default("strategy.first_bucket_bytes", lambda job: 40_000_000 * _fp32_reduce_if_bf16(job), _MEGATRON_BUCKET),
+    Default("strategy.zero_bucket_elements", 40_000_000, f"{_MEGATRON_BUCKET}; the distributed optimizer "
+            "reduce-scatters and all-gathers the same buckets"),
+    Default("parallel.placement", "tp-dp-pp", _MEGATRON_ORDER),
+    Default("parallel.sp_backward_regather", True, _MEGATRON_SP_REGATHER, _tp),
+    Default("parallel.tp_async_grad_reduce", True, _TE_ASYNC, _tp),
+    Default("attention_kernel", "cudnn", _TE_ATTENTION),
+)
+
+FRAMEWORKS: dict[str, Conventions] = {
+    "pytorch-ddp": Conventions("PyTorch DistributedDataParallel with AMP", ("ddp",), (
+        Default("strategy.grad_reduce_bytes", 4, f"{_DDP_REDUCER}; under AMP the parameters are fp32"),
+        Default("strategy.overlap_grad_reduce", True, "torch/csrc/distributed/c10d/reducer.cpp: a bucket is "
+                "all-reduced by the autograd hook that fills it, during backward"),
+        Default("strategy.fp32_params", True, _AMP_PARAMS),
+        Default("strategy.grad_bucket_copy", True, "torch/nn/parallel/distributed.py: gradient_as_bucket_view "
+                "defaults to False, so the buckets hold a second copy of every gradient"),
+    )),
+    "pytorch-fsdp": Conventions("PyTorch FSDP (FullyShardedDataParallel)", ("fsdp", "hsdp"), (
+        Default("strategy.grad_reduce_bytes", 2, "torch/distributed/fsdp/api.py MixedPrecision: reduce_dtype "
+                "None takes param_dtype (bf16 in the usual policy)"),
+        Default("strategy.fp32_params", True, _AMP_PARAMS),
+    )),
+    "fsdp2": Conventions("PyTorch FSDP2 (fully_shard) as torchtitan runs it", ("fsdp", "hsdp"), (
+        Default("strategy.grad_reduce_bytes", 4, "torchtitan/config/job_config.py: training.mixed_precision_reduce "
+                "defaults to float32"),
+        Default("strategy.fp32_params", True, _AMP_PARAMS),
+        Default("strategy.reshard_after_forward", False, "torchtitan/distributed (apply_fsdp): with pipeline "
+                "parallelism parameters stay gathered after forward", _pp),
+        Default("fused_elementwise", False, "torchtitan/config/job_config.py: compile is off by default (PyTorch "
+                "eager element-wise ops)"),
+        Default("parallel.sequence_parallel", True, "torchtitan parallelize_llama: the TP plan shards the norms "
+                "(SequenceParallel)", _tp),
+        Default("parallel.placement", "tp-dp-pp", "torchtitan ParallelDims: device mesh (pp, dp_replicate, "
+                "dp_shard, cp, tp)"),
+        Default("parallel.overlap_p2p", True, "torch.distributed.pipelining: asynchronous isend/irecv", _pp),
+        Default("parallel.cp_merge", "eager", "torch/distributed/tensor/experimental/_attention.py: the ring "
+                "merges its steps' outputs in fp32 eager ops"),
+    )),
+    "deepspeed": Conventions("DeepSpeed ZeRO", ("zero1", "zero2", "zero3", "ddp"), (
+        Default("strategy.overlap_grad_reduce", lambda job: job.kind == "zero3", "deepspeed/runtime/zero/config.py "
+                "overlap_comm_valid: overlap_comm defaults to True at stage 3 only; below it the reduction runs "
+                "on the compute stream (stage_1_and_2.py average_tensor)"),
+        Default("strategy.reduce_per_rank", True, "deepspeed/runtime/zero/stage_1_and_2.py average_tensor: "
+                "one dist.reduce per destination rank's slice of the bucket", _zero12),
+        Default("strategy.fp32_grad_copy", True, "deepspeed/runtime/zero/stage_1_and_2.py: the optimizer "
+                "steps fp32 copies of its partition's gradients"),
+        Default("strategy.grad_reduce_bytes", 2, "deepspeed/runtime/config.py: communication_data_type None "
+                "reduces in the gradients' dtype (bf16 / fp16)"),
+    )),
+    "megatron-core": Conventions("Megatron-LM / Megatron-Core", ("ddp", "zero1"), (
+        *_MEGATRON_COMMON,
+        Default("strategy.overlap_grad_reduce", False, _MEGATRON_OVERLAP),
+        Default("strategy.overlap_param_gather", False, _MEGATRON_OVERLAP),
+    )),
+    "nemo": Conventions("NVIDIA NeMo (Megatron-Core) recipes", ("zero1", "ddp"), (
+        *_MEGATRON_COMMON,
+        Default("strategy.overlap_grad_reduce", True, "nemo/collections/llm/recipes: DistributedDataParallelConfig"
+                "(overlap_grad_reduce=True, overlap_param_gather=True) with the distributed optimizer"),
+        Default("strategy.overlap_param_gather", True, "nemo/collections/llm/recipes (as above)"),
+        Default("strategy.grad_reduce_bytes", _fp32_reduce_if_bf16, "nemo/lightning/pytorch/plugins/"
+                "mixed_precision.py MegatronMixedPrecision: grad_reduce_in_fp32 True"),
+        Default("parallel.sequence_parallel", True, "nemo/collections/llm/recipes (llama): sequence_parallel "
+                "with tensor parallelism", _tp),
+    )),
+    "megatron-deepspeed": Conventions("Megatron-DeepSpeed", ("zero1", "ddp"), (
+        Default("strategy.overlap_grad_reduce", False, "deepspeed/runtime/pipe/schedule.py TrainSchedule: "
+                "ReduceGrads after the last micro-batch"),
+        Default("strategy.fp32_grad_copy", True, "deepspeed/runtime/bf16_optimizer.py / fp16 optimizer: fp32 "
+                "gradients for the step"),
+        Default("parallel.placement", "tp-dp-pp", "deepspeed/runtime/pipe/topology.py "
+                "PipeModelDataParallelTopology: axes pipe, data, model"),
+    )),
+    "llm-foundry": Conventions("MosaicML LLM Foundry (Composer, PyTorch FSDP)", ("fsdp", "hsdp", "ddp"), (
+        Default("strategy.grad_reduce_bytes", 2, "composer/distributed/mosaic_parallelism.py: "
+                "mixed_precision PURE (LLM Foundry's yamls) reduces in bf16"),
+        Default("strategy.fp32_params", True, _AMP_PARAMS),
+    )),
+    "maxtext": Conventions("MaxText (JAX, fully sharded)", ("fsdp",), (
+        Default("strategy.grad_reduce_bytes", 4, "MaxText/configs/base.yml: weight_dtype float32 (gradients "
+                "take the weights' dtype)"),
+        Default("strategy.fp32_params", True, "MaxText/configs/base.yml: weight_dtype float32"),
+    )),
+}
+
+
+def framework_name(value: object) -> object:
+    """A framework's name as the table spells it (aliases and case folded); anything else as given."""
+    if not isinstance(value, str):
+        return value
+    key = value.strip().lower().replace("_", "-").replace(" ", "-")
+    return FRAMEWORK_ALIASES.get(key, key)
+
+
+def default_kind(framework: str) -> str:
+    """The data-parallel strategy a job under `framework` runs when it names none."""
+    return FRAMEWORKS[framework].kinds[0]
+
+
+def framework_defaults(framework: str, job: Job, stated: Mapping[str, set[str]]) -> dict[str, Any]:
+    """The defaults `framework` gives `job`, nested as TrainingSpec data ({"strategy": {...}, ...}), leaving
+    out every field in `stated` (section -> field names the user set; section "" for TrainingSpec's own)."""
+    filled: dict[str, Any] = {}
+    for default in FRAMEWORKS[framework].defaults:
+        section, _, name = default.path.rpartition(".")
+        if name in stated.get(section, set()) or not default.applies(job):
+            continue
+        target = filled.setdefault(section, {}) if section else filled
+        target.setdefault(name, default.value_for(job))
+    return filled
+

@@ -187,8 +187,8 @@ def with_framework(training: TrainingSpec) -> TrainingSpec:
     stated = {"": set(training.model_fields_set), "strategy": set(training.strategy.model_fields_set),
               "parallel": set(training.parallel.model_fields_set)}
     filled = framework_defaults(training.framework, job, stated)
-    if not filled:
-        return training
+    if "kind" not in stated["strategy"]:
+        filled.setdefault("strategy", {})["kind"] = kind
     data = training.model_dump(exclude_unset=True)
     for section in ("strategy", "parallel"):
         if section in filled:

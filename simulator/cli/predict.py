@@ -115,6 +115,12 @@ Example:
 """
 
 
+FrameworkOpt = Annotated[str | None, typer.Option(
+    help="The framework that runs the job: pytorch-ddp, pytorch-fsdp, fsdp2 (torchtitan), deepspeed, megatron-core, "
+    "nemo, megatron-deepspeed, llm-foundry or maxtext. What the job leaves unstated takes that framework's "
+    "defaults (overlap, gradient reduction dtype, buckets, placement, memory); see docs/frameworks.md.")]
+
+
 def register(app: typer.Typer) -> None:
     """Add `predict` and `scale` to the app."""
     app.command("predict", help=reflowed(PREDICT_HELP))(predict)
@@ -155,6 +161,8 @@ def _override(scenario: ScenarioSpec | None, options: dict[str, Any]) -> tuple[S
     train = {key: options[key] for key in ("micro_batch", "global_batch", "seq_len") if options[key] is not None}
     if options.get("recompute") is not None:
         train["activation_checkpointing"] = options["recompute"]
+    if options.get("framework") is not None:
+        train["framework"] = options["framework"]
     if options["strategy"] is not None:
         train["strategy"] = {**training.strategy.model_dump(exclude_unset=True), "kind": options["strategy"]}
     parallel = {key: options.get(key) for key in PARALLEL_OPTIONS if options.get(key) is not None}
@@ -263,8 +271,9 @@ def job_text(training: TrainingSpec, micro_steps: int) -> str:
     recompute none, bf16' (micro-batch: sequences per GPU x micro-batches a step)."""
     steps = f" x {micro_steps}" if micro_steps > 1 else ""
     batch = f", global batch {training.global_batch:,}" if training.global_batch is not None else ""
+    framework = f", {training.framework}" if training.framework is not None else ""
     return (f"sequence {training.seq_len:,}, micro-batch {training.micro_batch}{steps}{batch}, "
-            f"recompute {training.activation_checkpointing}, {training.precision}")
+            f"recompute {training.activation_checkpointing}, {training.precision}{framework}")
 
 
 def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour: float | None,
@@ -367,6 +376,7 @@ def predict(
     recompute: Annotated[str | None, typer.Option(
         help="Activation recomputation: none, selective or full (the scenario's activation_checkpointing); "
         "Megatron's recompute-activations (selective) and recompute-granularity=full (full) too.")] = None,
+    framework: FrameworkOpt = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     measured_tokens_per_s_per_gpu: Annotated[float | None, typer.Option(
@@ -389,7 +399,7 @@ def predict(
                    pipeline_schedule=schedule,
                    virtual_stages=virtual_stages, pipeline_split=pipeline_split, placement=placement,
                    micro_batch=micro_batch,
-                   global_batch=global_batch, seq_len=seq_len, recompute=recompute)
+                   global_batch=global_batch, seq_len=seq_len, recompute=recompute, framework=framework)
     if usd_per_gpu_hour is not None and not 0 <= usd_per_gpu_hour < math.inf:
         raise ConfigError(f"--usd-per-gpu-hour must be a finite number >= 0, got {usd_per_gpu_hour}")
     if trace_gpus is not None and trace is None:

@@ -1,0 +1,191 @@
+"""Framework conventions (workloads.frameworks) and the step behaviour they select, each against what the
+framework's source does: DeepSpeed's blocking per-rank reduces, Megatron's fp32 gradient reduction and
+sequence-parallel re-gather, PyTorch DDP's AMP memory, buckets in the order they fill."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from simulator.cli.app import app
+from simulator.scenario import with_framework
+from simulator.training.compute import ComputeModel
+from simulator.training.memory import memory_per_gpu
+from simulator.training.plan import plan_step
+from simulator.training.predict import predict_step
+from simulator.training.tasks import pass_collectives
+from topologies.hardware import gpu_spec
+from topologies.presets import load_preset
+from workloads.frameworks import FRAMEWORKS, Job, framework_defaults
+from workloads.model import transformer
+from workloads.spec import ModelSpec, ParallelSpec, StrategySpec, TrainingSpec
+
+H100 = ComputeModel(gpu_spec("H100-SXM5-80GB"), "bf16")
+SMALL = ModelSpec(name="small", layers=8, hidden=2048, heads=16, vocab=32000, max_seq_len=1024)
+TIED = SMALL.model_copy(update={"tied_embeddings": True})
+SECTIONS = {"": TrainingSpec, "strategy": StrategySpec, "parallel": ParallelSpec}
+
+
+def resolved(framework: str, **fields: object) -> TrainingSpec:
+    return with_framework(TrainingSpec(model=SMALL, seq_len=1024, framework=framework, **fields))
+
+
+@pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
+def test_every_default_names_a_field_and_cites_a_source(framework):
+    conventions = FRAMEWORKS[framework]
+    for default in conventions.defaults:
+        section, _, name = default.path.rpartition(".")
+        assert name in SECTIONS[section].model_fields, default.path
+        assert len(default.source) > 20, default.path
+    for kind in conventions.kinds:  # every default applies to some job the framework runs, and validates
+        spec = resolved(framework, strategy=StrategySpec(kind=kind))
+        assert spec.strategy.kind == kind
+
+
+@settings(max_examples=40, deadline=None)
+@given(framework=st.sampled_from(sorted(FRAMEWORKS)), reduce_bytes=st.sampled_from([1, 2, 4]),
+       overlap=st.booleans())
+def test_stated_fields_win_over_the_framework(framework, reduce_bytes, overlap):
+    kind = FRAMEWORKS[framework].kinds[0]
+    spec = resolved(framework, strategy=StrategySpec(kind=kind, grad_reduce_bytes=reduce_bytes,
+                                                     overlap_grad_reduce=overlap))
+    assert (spec.strategy.grad_reduce_bytes, spec.strategy.overlap_grad_reduce) == (reduce_bytes, overlap)
+
+
+def test_no_framework_keeps_the_generic_defaults():
+    spec = TrainingSpec(model=SMALL, seq_len=1024)
+    assert with_framework(spec) is spec
+
+
+@pytest.mark.parametrize(("kind", "overlap", "per_rank"), [("zero1", False, True), ("zero2", False, True),
+                                                           ("zero3", True, False)])
+def test_deepspeed_overlaps_only_stage_3(kind, overlap, per_rank):
+    """deepspeed/runtime/zero/config.py: overlap_comm defaults to stage == 3; stage_1_and_2.py average_tensor
+    reduces each bucket with one dist.reduce per destination rank."""
+    spec = resolved("deepspeed", strategy=StrategySpec(kind=kind))
+    assert (spec.strategy.overlap_grad_reduce, spec.strategy.reduce_per_rank) == (overlap, per_rank)
+
+
+@pytest.mark.parametrize(("precision", "reduce_bytes"), [("bf16", 4), ("fp16", 2)])
+def test_megatron_reduces_bf16_gradients_in_fp32(precision, reduce_bytes):
+    """megatron/training/arguments.py: --bf16 sets accumulate_allreduce_grads_in_fp32."""
+    assert resolved("megatron-core", precision=precision).strategy.grad_reduce_bytes == reduce_bytes
+
+
+def test_a_strategy_the_framework_does_not_run_is_refused():
+    out = subprocess.run([sys.executable, "-m", "simulator.cli.app", "predict", "--model", "llama2-7b", "--nodes",
+                          "1", "--strategy", "fsdp", "--framework", "pytorch-ddp"], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert "pytorch-ddp runs; it runs ddp" in " ".join(out.stderr.split())
+
+
+def test_predict_echoes_the_framework_and_what_it_set():
+    result = CliRunner().invoke(app, ["predict", "--model", "llama2-7b", "--nodes", "2", "--strategy", "zero2",
+                                      "--framework", "deepspeed", "--json"])
+    assert result.exit_code == 0, result.output
+    strategy = json.loads(result.output)["scenario"]["training"]
+    assert strategy["framework"] == "deepspeed"
+    assert strategy["strategy"]["overlap_grad_reduce"] is False
+    assert strategy["strategy"]["reduce_per_rank"] is True
+
+
+def test_framework_defaults_skip_stated_fields():
+    job = Job("zero2", "bf16", 1, 1)
+    filled = framework_defaults("deepspeed", job, {"strategy": {"overlap_grad_reduce"}})
+    assert "overlap_grad_reduce" not in filled["strategy"]
+    assert filled["strategy"]["reduce_per_rank"] is True
+
+
+def plan_of(training: TrainingSpec, micro_steps: int = 2, dp: int = 8, model: ModelSpec = SMALL):
+    built = transformer(model)
+    return plan_step(built, training, H100, 1024, micro_steps, dp, built.total_params)
+
+
+def test_blocking_zero2_reduction_holds_the_next_micro_step():
+    """Without overlap_comm DeepSpeed reduces on the compute stream in every micro-step (stage 2): the next
+    micro-step's forward starts after them; with it, nothing waits."""
+    blocking = plan_of(resolved("deepspeed", strategy=StrategySpec(kind="zero2")))
+    overlapped = plan_of(resolved("deepspeed", strategy=StrategySpec(kind="zero2", overlap_grad_reduce=True)))
+    first = {task.name: task for task in blocking.tasks}["m1.emb_fwd"]
+    assert any(".reduce" in dep for dep in first.deps)
+    assert not any(".reduce" in dep for dep in {t.name: t for t in overlapped.tasks}["m1.emb_fwd"].deps)
+
+
+def test_per_rank_reduces_move_the_bucket_in_as_many_launches_as_ranks():
+    per_rank = plan_of(resolved("deepspeed", strategy=StrategySpec(kind="zero2")), micro_steps=1)
+    scatter = plan_of(resolved("deepspeed", strategy=StrategySpec(kind="zero2", reduce_per_rank=False)),
+                      micro_steps=1)
+    reduces = [t.collective for t in per_rank.tasks if t.collective and t.collective.op == "reduce"]
+    scatters = [t.collective for t in scatter.tasks if t.collective and t.collective.op == "reduce_scatter"]
+    assert reduces and all(call.count == 8 for call in reduces)
+    assert sum(c.size_bytes * c.count for c in reduces) == pytest.approx(sum(c.size_bytes for c in scatters), rel=1e-6)
+
+
+def test_per_rank_reduces_and_blocking_are_never_faster():
+    topology = load_preset("dgx-h100", nodes=4)
+    times = [predict_step(topology, resolved("deepspeed", strategy=StrategySpec(kind="zero2", **knobs),
+                                             micro_batch=2, global_batch=256), SMALL).step_time_s
+             for knobs in ({"overlap_grad_reduce": True, "reduce_per_rank": False}, {"reduce_per_rank": False}, {})]
+    assert times[0] <= times[1] <= times[2]
+
+
+def test_untied_output_layer_is_reduced_first_and_the_embedding_last():
+    """PyTorch DDP buckets gradients in the order backward produces them: the output layer's first."""
+    ddp = StrategySpec(kind="ddp")
+    untied = [t for t in plan_of(TrainingSpec(model=SMALL, seq_len=1024, strategy=ddp), 1).tasks if t.stream == "rs"]
+    tied = [t for t in plan_of(TrainingSpec(model=TIED, seq_len=1024, strategy=ddp), 1, model=TIED).tasks
+            if t.stream == "rs"]
+    assert untied[0].deps == ("m0.head_bwd",)
+    output_bytes = 32000 * 2048 * 2
+    assert untied[0].collective.size_bytes >= output_bytes
+    assert tied[0].collective.size_bytes < output_bytes  # tied: the shared matrix waits for the embedding
+    assert untied[-1].deps == ("m0.bwd0",) and tied[-1].deps == ("m0.bwd0",)
+
+
+def test_expert_buckets_do_not_wait_behind_the_embedding_bucket():
+    moe = SMALL.model_copy(update={"experts": 8, "experts_per_token": 2, "ffn_hidden": 4096, "gated_mlp": True})
+    training = TrainingSpec(model=moe, seq_len=1024, strategy=StrategySpec(kind="ddp"),
+                            parallel=ParallelSpec(ep=4))
+    rs = [t for t in plan_of(training, 1, model=moe).tasks if t.stream == "rs"]
+    last_dense = max(i for i, t in enumerate(rs) if not t.name.endswith(".x"))
+    assert rs[last_dense].deps == ("m0.bwd0",)
+    assert all(i < last_dense or t.deps == ("m0.bwd0",) for i, t in enumerate(rs) if t.name.endswith(".x"))
+
+
+def test_sequence_parallel_backward_regathers_the_inputs():
+    """Megatron's column-parallel backward all-gathers its saved input shard again: 6 TP collectives per layer
+    backward (2 all-gathers of the output gradient, 2 reduce-scatters, 2 re-gathers), not 4."""
+    model = transformer(SMALL)
+    plain = ParallelSpec(tp=4, sequence_parallel=True)
+    regather = ParallelSpec(tp=4, sequence_parallel=True, sp_backward_regather=True)
+    counts = [sum(c.count for c in pass_collectives(model, 1, 1024, par, 0.0, ("backward",))[0])
+              for par in (plain, regather)]
+    assert counts == [4, 6]
+    forward = pass_collectives(model, 1, 1024, regather, 0.0, ("forward",))[0]
+    assert sum(c.count for c in forward) == 4
+
+
+def per_param(training: TrainingSpec, buffers: bool = True) -> float:
+    model = transformer(SMALL)
+    m = memory_per_gpu(model, with_framework(training), 1024, dp=8, shard_group=8, units_in_flight=0)
+    held = m.parameters_bytes + m.gradients_bytes + m.optimizer_bytes + (m.buffers_bytes if buffers else 0.0)
+    return held / model.total_params
+
+
+def test_pytorch_ddp_with_amp_holds_20_bytes_a_parameter():
+    """fp32 parameters (4) and gradients (4), Adam's moments (8), and the buckets' copy of the gradients (4):
+    gradient_as_bucket_view defaults to False."""
+    assert per_param(TrainingSpec(model=SMALL, framework="pytorch-ddp")) == pytest.approx(20.0, rel=1e-9)
+
+
+def test_megatron_bf16_holds_18_bytes_a_parameter():
+    """bf16 parameters (2), fp32 main gradients (4), fp32 master weights and moments (12): Megatron's
+    distributed-optimizer documentation's 18 bytes without the distributed optimizer."""
+    spec = TrainingSpec(model=SMALL, framework="megatron-core", strategy=StrategySpec(kind="ddp"))
+    assert per_param(spec, buffers=False) == pytest.approx(18.0, rel=1e-9)

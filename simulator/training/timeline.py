@@ -8,7 +8,7 @@ reduction and its activation sends) share bandwidth by max-min fairness. Every s
 block of resources (its GPU's links and its share of the NICs); a flow loads its sending stage's.
 Compute runs OVERLAP_SLOWDOWN slower for as long as a collective of the same stage is in flight:
 NCCL's kernels occupy SMs (8-32 channels of one SM each out of ~100-140) and HBM bandwidth. The
-figure is a measurement: Hassani et al., "Characterizing Compute-Communication Overlap in
+figure is a measurement: "Characterizing Compute-Communication Overlap in
 GPU-Accelerated Distributed Deep Learning" (arXiv 2507.03114, 2025) found compute 18.9% slower on
 average (up to 40%) while collectives overlapped it, over GPT and Llama training on 4 A100, H100,
 MI250 and MI210 GPUs.

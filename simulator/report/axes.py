@@ -2,8 +2,8 @@
 axis, whose minor labels ("2", "5" between decades, "100k" beside "2") run into each other.
 
 - log_axis: 1-2-5 ticks per decade over the data, labelled with SI prefixes ("200k", "1.5M").
-- bytes_log_axis: power-of-two sizes, one tick every 2^k with k chosen so that at most MAX_TICKS show,
-  labelled in binary units ("1 KiB", "32 MiB", "1 GiB").
+- bytes_log_axis: power-of-two sizes, one tick every 2^k with k of 1, 2, 5, 10, ... chosen so that at
+  most MAX_TICKS show, labelled in binary units ("1 KiB", "32 MiB", "1 GiB").
 - count_log_axis: a tick at each given count (node counts, usually powers of two), thinned to MAX_TICKS.
 
 Each returns a plotly axis dict (type, range, tickvals, ticktext, title) for `update_layout(xaxis=...)`
@@ -56,8 +56,13 @@ def _padded_range(low: float, high: float) -> list[float]:
 
 def _thin(ticks: Sequence[T]) -> list[T]:
     """Every k-th tick, the smallest k leaving at most MAX_TICKS."""
-    step = -(-len(ticks) // MAX_TICKS)
+    step = max(1, -(-len(ticks) // MAX_TICKS))
     return list(ticks[::step])
+
+
+def _or_ends(ticks: list[float], low: float, high: float) -> list[float]:
+    """`ticks`, or where fewer than two fall on a narrow axis, the data's ends to two significant digits."""
+    return ticks if len(ticks) >= 2 else sorted({float(f"{low:.2g}"), float(f"{high:.2g}")})
 
 
 def log_axis(values: Iterable[float], title: str) -> dict[str, Any]:
@@ -67,7 +72,7 @@ def log_axis(values: Iterable[float], title: str) -> dict[str, Any]:
     mantissas = (1,) if span[1] - span[0] > 4 else (1, 2, 5)
     ticks = [m * 10.0**e for e in range(math.floor(span[0]), math.ceil(span[1]) + 1) for m in mantissas
              if span[0] <= math.log10(m * 10.0**e) <= span[1]]
-    ticks = _thin(ticks)
+    ticks = _or_ends(_thin(ticks), low, high)
     return {"type": "log", "title": title, "range": span, "tickvals": ticks, "ticktext": [si_text(t) for t in ticks]}
 
 
@@ -76,18 +81,18 @@ def bytes_log_axis(sizes: Iterable[float], title: str = "size") -> dict[str, Any
     low, high = _positive(sizes, title)
     span = _padded_range(low, high)
     exponents = list(range(math.ceil(span[0] / math.log10(2)), math.floor(span[1] / math.log10(2)) + 1))
-    ticks = [2.0**e for e in _thin_exponents(exponents)]
+    ticks = _or_ends([2.0**e for e in _thin_exponents(exponents)], low, high)
     return {"type": "log", "title": title, "range": span, "tickvals": ticks, "ticktext": [bytes_text(t) for t in ticks]}
 
 
 def _thin_exponents(exponents: list[int]) -> list[int]:
-    """Powers of two kept at a stride that is itself a power of two (every 2x, 4x, 8x ...), on multiples
-    of the stride so that 1 KiB and 1 MiB stay among them."""
+    """Powers of two kept at the smallest stride of 1, 2, 5, 10, 20, ... (in exponents, so every 2x, 4x, 32x,
+    1024x ...) that leaves at most MAX_TICKS, on multiples of the stride: the strides divide 10, so 1 KiB,
+    1 MiB and 1 GiB stay among them."""
     stride = 1
     while len([e for e in exponents if e % stride == 0]) > MAX_TICKS:
-        stride *= 2
-    kept = [e for e in exponents if e % stride == 0]
-    return kept or exponents[:1]
+        stride = {1: 2, 2: 5, 5: 10}.get(stride, stride + 10)
+    return [e for e in exponents if e % stride == 0] or exponents[:1]
 
 
 def count_log_axis(counts: Iterable[int], title: str) -> dict[str, Any]:

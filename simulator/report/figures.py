@@ -149,7 +149,7 @@ def timeline_figure(p: StepPrediction) -> go.Figure:
         template=TEMPLATE, barmode="overlay", bargap=0.25, height=140 + 70 * len(rows),
         margin=MARGIN, title="Step timeline (representative GPU)",
         legend={"orientation": "h", "y": -0.35},
-        xaxis={"title": "time since the step started (ms)", "range": [0, 1e3 * p.step_time_s]},
+        xaxis={"title": "time since the step started (ms)", "range": [0, 1e3 * p.step_time_s], "tickformat": ","},
         yaxis={"categoryorder": "array", "categoryarray": rows, "autorange": "reversed"})
     return fig
 
@@ -243,8 +243,8 @@ def utilisation_figure(p: StepPrediction, bins: int = UTILISATION_BINS) -> go.Fi
         colorscale="Blues", colorbar={"title": "busy"},
         hovertemplate="%{y}<br>around %{x:.1f} ms: busy %{z:.0%}<extra></extra>"))
     fig.update_layout(template=TEMPLATE, height=120 + 60 * len(streams), margin=MARGIN,
-                      title=title,
-                      xaxis={"title": "time since the step started (ms)"}, yaxis={"autorange": "reversed"})
+                      title=title, xaxis={"title": "time since the step started (ms)", "tickformat": ","},
+                      yaxis={"autorange": "reversed"})
     return fig
 
 

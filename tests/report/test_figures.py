@@ -115,3 +115,18 @@ def test_scale_figures_use_readable_log_ticks(prediction):
     fig = figures.throughput_figure(rows)
     assert list(fig.layout.xaxis.ticktext) == ["1", "4", "16", "64", "256", "1,024"]
     assert fig.layout.yaxis.type == "log" and all(t[-1] in "0123456789kMGT" for t in fig.layout.yaxis.ticktext)
+
+
+def test_pipeline_band_accounts_for_the_micro_batches_not_simulated():
+    """A 1F1B pipeline of 64 micro-batches is simulated in part: the simulated micro-steps and the repeated
+    ones make 64, and the spans' end plus what the repeats add is the step time."""
+    training = DEFAULT_SCENARIO.training
+    training = training.model_copy(update={"global_batch": 2048, "strategy": training.strategy.model_copy(
+        update={"kind": "zero1"}), "parallel": training.parallel.model_copy(update={"pp": 2})})
+    topology, resolved, model = resolve_scenario(DEFAULT_SCENARIO.model_copy(update={"training": training}))
+    p = predict_step(topology, resolved, model)
+    r = p.repeated
+    assert r is not None and r.periods > 0 and r.simulated + r.micro_steps == 64
+    assert max(span.end_s for span in p.spans) + r.total_s == pytest.approx(p.step_time_s, rel=1e-9)
+    (band,) = _band(figures.timeline_figure(p))
+    assert band.base[0] + band.x[0] == pytest.approx(1e3 * p.step_time_s)

@@ -20,11 +20,9 @@ OFFLINE_RENDERERS = "plotly_mimetype+notebook"
 CONNECTED_RENDERERS = "plotly_mimetype+notebook_connected"
 
 
-def use_notebook_renderers(connected: bool = False) -> str:
+def use_notebook_renderers(connected: bool = False) -> None:
     """Make every plotly figure displayed from here on carry its HTML as well as its JSON (see module
     docstring); `connected`: load plotly.js from the CDN rather than embed it. Call it once, in the
-    notebook's first code cell; returns the renderers set. In a notebook the embedding renderer writes
-    plotly.js into that cell's output at once."""
-    renderers = CONNECTED_RENDERERS if connected else OFFLINE_RENDERERS
-    pio.renderers.default = renderers
-    return renderers
+    notebook's first code cell (it returns nothing, so the cell shows no output); plotly.js is written
+    into the output of the first figure's cell."""
+    pio.renderers.default = CONNECTED_RENDERERS if connected else OFFLINE_RENDERERS

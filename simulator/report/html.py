@@ -51,10 +51,14 @@ TIMELINE_CAPTION = (
     "each rank's timeline. One row per CUDA stream: compute (forward, backward, recompute, optimizer), the NCCL "
     "stream of parameter all-gathers, the NCCL stream of gradient reductions. Hover a bar for the task's name, "
     "the bytes its collective moves, and its duration. With many micro-steps only the first few are simulated "
-    "and drawn (later ones repeat the steady-state one exactly and are added to the step time, not drawn). The "
-    "same spans are written by --trace as Chrome Trace Event JSON for Perfetto.")
+    "span by span; the others repeat the simulated steady state exactly, each adding the same time, and are "
+    "drawn as one hatched band from the end of the simulated ones to the end of the step (in the real step they "
+    "run before the last micro-step, whose gradient reductions and optimizer end the step). The same spans are "
+    "written by --trace as Chrome Trace Event JSON for Perfetto.")
 BREAKDOWN_CAPTION = (
-    "The critical GPU's step: compute = compute_s, the busy time of its compute stream; its idle time, "
+    "The critical GPU's step as one bar, each part named in the legend with its time and share of the step "
+    "(small parts are hard to see in the bar and are drawn again below, on their own scale). "
+    "Compute = compute_s, the busy time of its compute stream; its idle time, "
     "step_time_s - compute_s, is split "
     "into exposed communication by collective (time the compute stream waits on it; they sum to exposed_comm_s) "
     "and other idle = the rest (waits on the optimizer's inputs, or the step ending on a "
@@ -65,7 +69,8 @@ MEMORY_CAPTION = (
     "units, and a CUDA/NCCL reserve. The dashed line is the GPU's memory; it and the title turn red when the "
     "total does not fit.")
 UTILISATION_CAPTION = (
-    "The step is cut into {bins} equal time bins; a cell is the fraction of its bin that the stream spends "
+    "The simulated part of the step (all of it, unless its micro-steps repeat: see the timeline) is cut into "
+    "{bins} equal time bins; a cell is the fraction of its bin that the stream spends "
     "running a task (kernels on the compute stream, a collective in flight on an NCCL stream). The model "
     "simulates one representative GPU, so these are that GPU's streams: a busy NCCL stream means its collective "
     "is in flight on the GPU's links (shared, max-min fair, with the other stream's collective), not the "
@@ -73,7 +78,7 @@ UTILISATION_CAPTION = (
 SCALE_CAPTION = (
     "The same job (same per-GPU micro-batch and gradient accumulation) predicted at each node count. "
     "scaling_efficiency(N) = tokens_per_s_per_gpu at N / tokens_per_s_per_gpu at the first node count. "
-    "Node counts are on a log2 axis; the dotted line is 100%.")
+    "Node counts are on a log axis; the dotted line is 100%.")
 THROUGHPUT_CAPTION = (
     "tokens_per_s of the whole cluster at each node count. The dotted ideal is the first row's per-GPU rate "
     "(tokens_per_s_per_gpu) times the GPUs: perfectly linear scaling. Both axes are logarithmic.")

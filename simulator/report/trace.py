@@ -2,7 +2,8 @@
 
 Format: the Trace Event Format (Google, "Trace Event Format" document): a JSON object with
 `traceEvents`, a list of events with `ph` (phase), `ts` (microseconds), `pid`, `tid`, `name`.
-Complete events (`ph: "X"`) carry `dur`; metadata events (`ph: "M"`) name processes and threads;
+Complete events (`ph: "X"`) carry `dur`, a plain-language name (simulator.report.names) and the
+task's id in `args.task`; metadata events (`ph: "M"`) name processes and threads;
 counter events (`ph: "C"`) draw tracks. One process is the representative GPU of the
 data-parallel group (every rank runs the same timeline); one thread per stream (compute, the
 all-gather stream, the reduction stream); counter tracks show how many collectives are in flight
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from simulator.report.names import span_titles
 from simulator.training.timeline import Span
 
 STREAM_NAMES = {"compute": "compute stream", "tp": "NCCL stream: tensor / expert parallel",
@@ -62,8 +64,9 @@ def trace_events(spans: tuple[Span, ...], title: str, expand: tuple[int, ...] = 
         name = STREAM_NAMES.get(stream, stream)
         events.append({"ph": "M", "pid": 0, "tid": tid[stage, stream], "name": "thread_name",
                        "args": {"name": f"stage {stage}: {name}" if len(stages) > 1 else name}})
+    titles = span_titles(spans)
     for span in sorted(spans, key=lambda s: (s.start_s, s.name)):
-        events.append(_span_event(span, 0, tid[span.stage, span.stream]))
+        events.append(_span_event(span, titles[span.name], 0, tid[span.stage, span.stream]))
     events += _counters(spans)
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": {"title": title}}
 
@@ -74,17 +77,19 @@ def _ordered_streams(spans: tuple[Span, ...]) -> list[str]:
     return sorted({span.stream for span in spans}, key=lambda s: order.index(s) if s in order else len(order))
 
 
-def _span_event(span: Span, pid: int, tid: int) -> dict[str, Any]:
-    args: dict[str, Any] = {"label": span.label}
+def _span_event(span: Span, title: str, pid: int, tid: int) -> dict[str, Any]:
+    """A complete event named in plain language (simulator.report.names), the task's id in its args."""
+    args: dict[str, Any] = {"task": span.name, "label": span.label}
     if span.size_bytes:
         args["size_bytes"] = span.size_bytes
-    return {"ph": "X", "pid": pid, "tid": tid, "name": span.name, "cat": span.label,
+    return {"ph": "X", "pid": pid, "tid": tid, "name": title, "cat": span.label,
             "ts": span.start_s * 1e6, "dur": (span.end_s - span.start_s) * 1e6, "args": args}
 
 
 def _expanded(spans: tuple[Span, ...], title: str, ranks: tuple[int, ...], gpus_per_node: int) -> dict[str, Any]:
     """One process per node, one thread per GPU stream, for the chosen global ranks."""
     streams = _ordered_streams(spans)
+    titles = span_titles(spans)
     events: list[dict[str, Any]] = []
     for node in sorted({rank // gpus_per_node for rank in ranks}):
         events.append({"ph": "M", "pid": node, "tid": 0, "name": "process_name",
@@ -95,6 +100,6 @@ def _expanded(spans: tuple[Span, ...], title: str, ranks: tuple[int, ...], gpus_
             tid = local * len(streams) + index
             events.append({"ph": "M", "pid": node, "tid": tid, "name": "thread_name",
                            "args": {"name": f"GPU {rank}: {STREAM_NAMES.get(stream, stream)}"}})
-            events += [_span_event(span, node, tid) for span in spans if span.stream == stream]
+            events += [_span_event(span, titles[span.name], node, tid) for span in spans if span.stream == stream]
     events += _counters(spans)
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": {"title": title, "ranks": list(ranks)}}

@@ -34,7 +34,7 @@ from simulator.training.routing import check_routing, kept_share
 from simulator.training.routing import wait_s as routing_wait_s
 from simulator.training.shards import blocks_params_on_gpu, owned_params
 from simulator.training.tasks import CollectiveCall, StepPlan, Task
-from simulator.training.timeline import Timeline, simulate_plan
+from simulator.training.timeline import RepeatedMicroSteps, Timeline, simulate_plan
 from topologies.build import build
 from topologies.spec import TopologySpec
 from workloads.model import TransformerModel, transformer
@@ -315,9 +315,9 @@ def steady_state_step(model: TransformerModel, training: TrainingSpec, v: CommVi
     if min(waits.values(), default=0.0) < 0.0:  # the two runs' critical stages differ: their waits do not subtract
         total, shown = sum(waits.values()), sum(two.compute_waits_s.values())  # the step's idle, and the m2 run's
         waits = {label: total * wait / shown if shown > 0 else 0.0 for label, wait in two.compute_waits_s.items()}
-    return replace(two, compute_waits_s=waits,
-                   step_time=two.step_time_s + extra * (two.step_time_s - one.step_time_s),
-                   busy=two.compute_s + extra * (two.compute_s - one.compute_s))
+    repeated = RepeatedMicroSteps(base + q, q, extra, two.step_time_s - one.step_time_s)
+    return replace(two, compute_waits_s=waits, step_time=two.step_time_s + repeated.total_s,
+                   busy=two.compute_s + extra * (two.compute_s - one.compute_s), repeated=repeated)
 
 
 def compute_scale_for(measured_tokens_per_s: float, topology: TopologySpec, training: TrainingSpec,
@@ -404,6 +404,7 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
         spans=timeline.spans,
         gpu_tdp_w=topology.gpu_power_limit_w or cluster.gpu.tdp_w,
         idle_classes=pace_classes(pace, v.n_ranks, nominal_compute_s, faulty),
+        repeated=timeline.repeated,
     )
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from simulator.training.pace import IdleClass
-from simulator.training.timeline import Span
+from simulator.training.timeline import RepeatedMicroSteps, Span
 
 IDLE_POWER_FRACTION = 0.3
 
@@ -66,6 +66,8 @@ class StepPrediction:
     # the job's GPUs by compute pace (slow ones, the others; simulator.training.pace); empty: all like the
     # critical GPU
     idle_classes: tuple[IdleClass, ...] = ()
+    # the micro-steps the spans leave out (repeats of a simulated steady state); None: the spans are the whole step
+    repeated: RepeatedMicroSteps | None = None
 
     @property
     def gpu_idle_by_class(self) -> dict[str, dict[str, float]]:

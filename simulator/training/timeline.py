@@ -59,6 +59,27 @@ class Span:
 
 
 @dataclass(frozen=True)
+class RepeatedMicroSteps:
+    """The micro-steps of a step that were not simulated (simulator.training.predict.steady_state_step):
+    after the `simulated` micro-steps that the spans show, `periods` more periods of `period` micro-steps
+    each add `period_s` to the step, exactly as the last simulated period did."""
+
+    simulated: int
+    period: int
+    periods: int
+    period_s: float
+
+    @property
+    def total_s(self) -> float:
+        """The time the repeated micro-steps add: the step time beyond the spans' end."""
+        return self.periods * self.period_s
+
+    @property
+    def micro_steps(self) -> int:
+        return self.periods * self.period
+
+
+@dataclass(frozen=True)
 class Timeline:
     """The spans of a step and what the critical GPU's compute stream waited for. The critical GPU
     is the pipeline stage with the most compute (the only stage without pipeline parallelism)."""
@@ -68,6 +89,7 @@ class Timeline:
     step_time: float | None = None  # set when the spans cover only part of the step (extrapolated)
     busy: float | None = None
     critical_stage: int = 0
+    repeated: RepeatedMicroSteps | None = None  # what the extrapolation added beyond the spans
 
     @property
     def step_time_s(self) -> float:

@@ -6,6 +6,9 @@ import json
 import subprocess
 import sys
 
+from simulator.report.trace import trace_events
+from simulator.training.timeline import Span
+
 PHASES = {"X", "M", "C"}
 
 
@@ -69,3 +72,15 @@ def test_trace_expands_chosen_gpus_and_draws_link_load(tmp_path):
     assert len(set(per_thread.values())) <= 3  # every GPU's copy of a stream has the same spans
     loads = [e["args"]["value"] for e in events if e["ph"] == "C" and e["name"].startswith("load:")]
     assert loads and all(0.0 <= value <= 1.5 for value in loads)
+
+
+def test_trace_spans_have_plain_names_and_keep_the_task_id():
+    """A span is named in plain language; its task id, label and bytes are in its args (folded and
+    expanded traces alike)."""
+    spans = (Span("m0.ag_fwd3", "ag", "all_gather", 0.0, 0.001, 4096),
+             Span("m0.fwd3", "compute", "forward", 0.001, 0.002))
+    for trace in (trace_events(spans, "t"), trace_events(spans, "t", expand=(0,))):
+        events = {e["args"]["task"]: e for e in trace["traceEvents"] if e["ph"] == "X"}
+        assert events["m0.ag_fwd3"]["name"] == "all-gather, block 3 forward, micro-batch 0"
+        assert events["m0.ag_fwd3"]["args"] == {"task": "m0.ag_fwd3", "label": "all_gather", "size_bytes": 4096}
+        assert events["m0.fwd3"]["name"] == "forward, block 3, micro-batch 0"

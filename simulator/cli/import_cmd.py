@@ -56,7 +56,7 @@ Examples:
 def import_config(
     kind: Annotated[str, typer.Argument(help="torchtitan, deepspeed, megatron or nemo.", show_default=False)],
     config: Annotated[Path, typer.Argument(help="The config file.", show_default=False)],
-    topology: Annotated[str, typer.Option(help="Topology preset name or YAML file (see `clustersim topology "
+    topology: Annotated[str, typer.Option(help="Topology preset name or YAML file (see `clustersim "
                                           "presets`).")] = "dgx-h100",
     nodes: Annotated[int | None, typer.Option(min=1, help="Nodes (servers); default: the topology's.")] = None,
     model: Annotated[str | None, typer.Option(help="Model preset, model YAML or HuggingFace config.json; replaces "

@@ -134,8 +134,10 @@ def _batches(s: Settings, gpus: int) -> dict[str, int]:
 
 def _strategy(s: Settings, precision: str, notes: list[str]) -> dict[str, Any]:
     """The ZeRO stage and its knobs as a StrategySpec's fields."""
-    zero = s.value("zero_optimization")
-    stage = 1 if zero is True else 0 if zero is False else s.integer("zero_optimization.stage", 0, least=0)
+    if isinstance(s.data.get("zero_optimization"), bool):  # the older form, `"zero_optimization": true`: stage 1
+        stage = int(s.boolean("zero_optimization"))
+    else:
+        stage = s.integer("zero_optimization.stage", 0, least=0)
     if stage not in _STAGES:
         raise s.error("zero_optimization.stage", "0, 1, 2 or 3", stage)
     kind = _STAGES[stage]

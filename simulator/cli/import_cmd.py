@@ -16,6 +16,7 @@ import yaml
 from rich.console import Console
 
 from simulator.cli.common import print_message, printable, reflowed, write_text
+from simulator.collectives.comm import comm_view
 from simulator.core.errors import ConfigError
 from simulator.core.input_file import read_input_text
 from simulator.core.yaml_text import package_yaml_texts
@@ -23,8 +24,11 @@ from simulator.importers.deepspeed import import_deepspeed
 from simulator.importers.megatron import import_megatron
 from simulator.importers.result import ImportedJob
 from simulator.importers.torchtitan import import_torchtitan
-from simulator.scenario import resolve_scenario, scenario_from_data
+from simulator.scenario import ScenarioSpec, resolve_scenario, scenario_from_data
+from simulator.training.predict import job_layout, micro_steps_of
+from topologies.build import build
 from topologies.presets import resolve_topology
+from workloads.model import transformer
 from workloads.presets import resolve_model
 from workloads.spec import Checkpointing, ModelSpec
 
@@ -76,7 +80,10 @@ def import_config(
     text = read_input_text(config, f"{kind} config")
     job = IMPORTERS[kind.lower()](text, str(config), cluster.nodes * cluster.gpus_per_node, model_spec)
     scenario = _scenario(kind.lower(), config, topology, cluster.nodes, job, model, model_spec, recompute)
-    resolve_scenario(scenario_from_data(scenario, f"scenario imported from {config}"))
+    try:
+        _check_layout(scenario_from_data(scenario, "scenario"))
+    except ConfigError as exc:
+        raise ConfigError(f"{config}: as imported, {exc}") from None
     _warn(config, job)
     document = _document(kind.lower(), config, job, scenario)
     if output is None:
@@ -102,6 +109,14 @@ def _scenario(kind: str, config: Path, topology: str, nodes: int, job: ImportedJ
         training["activation_checkpointing"] = recompute
     return {"name": f"{printable(config.name)} ({kind})", "topology": topology_value, "nodes": nodes,
             "training": training}
+
+
+def _check_layout(scenario: ScenarioSpec) -> None:
+    """ConfigError for a job `predict` would refuse before simulating: a layout that does not fit the cluster or
+    the model, a batch that does not split into micro-batches (the checks predict makes first)."""
+    topology, training, model = resolve_scenario(scenario)
+    layout = job_layout(training, transformer(model), comm_view(build(topology)))
+    micro_steps_of(training, layout.dp)
 
 
 def _warn(config: Path, job: ImportedJob) -> None:

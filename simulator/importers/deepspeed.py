@@ -73,7 +73,8 @@ def import_deepspeed(text: str, source: str, gpus: int, model: ModelSpec | None)
     _refuse_offload(s)
     precision = _precision(s)
     notes: list[str] = [f"every one of the {gpus} GPUs data parallel (a DeepSpeed config has no model parallelism)"]
-    training: dict[str, Any] = {"precision": precision, **_batches(s, gpus)}
+    training: dict[str, Any] = {"precision": precision, **_batches(s, gpus), "activation_checkpointing": "none"}
+    notes.append("activation checkpointing is the model code's choice, not the config's: none (--recompute sets it)")
     optimizer = s.text("optimizer.type", "AdamW").lower()
     training["optimizer"] = _OPTIMIZERS.get(optimizer, "adamw")
     if optimizer not in _OPTIMIZERS:

@@ -77,7 +77,8 @@ def test_virtual_pipeline_and_experts():
 
 def test_nemo_overrides():
     """NeMo's Hydra overrides read as the Megatron flags of the same meaning."""
-    imported = job("python megatron_gpt_pretraining.py trainer.num_nodes=8 trainer.devices=8 trainer.precision=bf16-mixed "
+    imported = job("python megatron_gpt_pretraining.py trainer.num_nodes=8 trainer.devices=8 "
+                   "trainer.precision=bf16-mixed "
                    "model.num_layers=32 model.hidden_size=4096 model.num_attention_heads=32 model.num_query_groups=8 "
                    "model.ffn_hidden_size=14336 model.encoder_seq_length=8192 model.tensor_model_parallel_size=2 "
                    "model.sequence_parallel=True model.micro_batch_size=1 model.global_batch_size=128 "

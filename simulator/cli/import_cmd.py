@@ -36,6 +36,7 @@ Importer = Callable[[str, str, int, ModelSpec | None], ImportedJob]
 IMPORTERS: dict[str, Importer] = {
     "torchtitan": import_torchtitan, "deepspeed": import_deepspeed, "megatron": import_megatron,
     "nemo": import_megatron}
+MAX_CONFIG_BYTES = 256 * 2**10  # a training config is a few KB (GPT-3's Megatron script: 3 KB); bounds the work
 MAX_UNKNOWN_SHOWN = 20  # keys named in the unknown-keys warning; the rest counted
 
 IMPORT_HELP = """Turn another tool's training config into a scenario YAML for `clustersim predict`.
@@ -78,6 +79,9 @@ def import_config(
     cluster = resolve_topology(topology, nodes)
     model_spec = resolve_model(model) if model is not None else None
     text = read_input_text(config, f"{kind} config")
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"cannot read {kind} config {config}: larger than {MAX_CONFIG_BYTES // 2**10} KiB "
+                          "(a training config is a few KB)")
     job = IMPORTERS[kind.lower()](text, str(config), cluster.nodes * cluster.gpus_per_node, model_spec)
     scenario = _scenario(kind.lower(), config, topology, cluster.nodes, job, model, model_spec, recompute)
     try:
@@ -125,9 +129,14 @@ def _warn(config: Path, job: ImportedJob) -> None:
     for warning in job.warnings:
         print_message(err, "warning", "yellow", f"{config}: {warning}")
     if job.unknown:
-        shown = ", ".join(job.unknown[:MAX_UNKNOWN_SHOWN])
-        more = f" and {len(job.unknown) - MAX_UNKNOWN_SHOWN} more" if len(job.unknown) > MAX_UNKNOWN_SHOWN else ""
-        print_message(err, "warning", "yellow", f"{config}: not read (clustersim does not know them): {shown}{more}")
+        print_message(err, "warning", "yellow", f"{config}: not read (clustersim does not know them): "
+                      f"{_listed(job.unknown)}")
+
+
+def _listed(keys: list[str]) -> str:
+    """The first MAX_UNKNOWN_SHOWN keys, and how many more."""
+    more = f" and {len(keys) - MAX_UNKNOWN_SHOWN} more" if len(keys) > MAX_UNKNOWN_SHOWN else ""
+    return ", ".join(keys[:MAX_UNKNOWN_SHOWN]) + more
 
 
 def _document(kind: str, config: Path, job: ImportedJob, scenario: dict[str, Any]) -> str:
@@ -135,7 +144,7 @@ def _document(kind: str, config: Path, job: ImportedJob, scenario: dict[str, Any
     lines = [f"# Imported by `clustersim import {kind}` from {printable(config)}."]
     lines += [f"# - {printable(note)}" for note in (*job.notes, *job.warnings)]
     if job.unknown:
-        lines.append(f"# - not read: {printable(', '.join(job.unknown))}")
+        lines.append(f"# - not read: {printable(_listed(job.unknown))}")
     return "\n".join(lines) + "\n" + yaml.safe_dump(scenario, sort_keys=False, width=100)
 
 

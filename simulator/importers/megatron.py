@@ -58,7 +58,7 @@ _IRRELEVANT = (
     "num-workers", "timing-log-level", "rampup-batch-size", "tensorboard-queue-size", "nproc_per_node",
     "nproc-per-node", "nnodes", "node_rank", "node-rank", "master_addr", "master-addr", "master_port", "master-port",
     "rdzv_id", "rdzv_backend", "rdzv_endpoint", "rdzv-id", "rdzv-backend", "rdzv-endpoint", "standalone",
-    "nemo-devices", "qk-layernorm", "kv-channels", "moe-aux-loss-coeff", "moe-router-load-balancing-type",
+    "qk-layernorm", "kv-channels", "moe-aux-loss-coeff", "moe-router-load-balancing-type",
     "moe-grouped-gemm", "moe-token-dispatcher-type", "manual-gc", "manual-gc-interval", "cross-entropy-loss-fusion")
 
 
@@ -71,8 +71,7 @@ def import_megatron(text: str, source: str, gpus: int, model: ModelSpec | None) 
     pp = s.integer("pipeline-model-parallel-size", 1)
     spec = None if model is not None else _model(s, tp)
     layers = model.layers if model is not None else int(spec["layers"]) if spec else 1
-    if s.has("nemo-nodes") and gpus % s.integer("nemo-nodes", 1):
-        s.warnings.append(f"trainer.num_nodes {s.value('nemo-nodes')} does not match the cluster's {gpus} GPUs")
+    _check_launch(s, gpus)
     parallel: dict[str, Any] = {"tp": tp, "pp": pp, "cp": s.integer("context-parallel-size", 1),
                                 "ep": s.integer("expert-model-parallel-size", 1)}
     if max(tp, pp, parallel["cp"]) > 1:
@@ -101,6 +100,16 @@ def import_megatron(text: str, source: str, gpus: int, model: ModelSpec | None) 
     training["parallel"] = parallel
     return ImportedJob(training=training, model=spec, notes=notes, warnings=s.warnings,
                        unknown=s.unknown(_IRRELEVANT))
+
+
+def _check_launch(s: Settings, gpus: int) -> None:
+    """A warning when the launcher's nodes x processes per node (torchrun --nnodes / --nproc_per_node, NeMo
+    trainer.num_nodes / trainer.devices), where both are plain numbers, are not the cluster's GPUs."""
+    launch = {"nodes": ("nnodes", "nemo-nodes"), "per node": ("nproc_per_node", "nproc-per-node", "nemo-devices")}
+    found = {what: next((str(s.value(k)) for k in keys if s.has(k)), "") for what, keys in launch.items()}
+    if all(value.isdigit() for value in found.values()) and int(found["nodes"]) * int(found["per node"]) != gpus:
+        s.warnings.append(f"launched on {found['nodes']} nodes x {found['per node']} GPUs; the cluster (--topology, "
+                          f"--nodes) has {gpus} GPUs, which the scenario takes")
 
 
 def _model(s: Settings, tp: int) -> dict[str, Any]:

@@ -119,15 +119,24 @@ class Settings:
     def unknown(self, known: Iterable[str] = ()) -> list[str]:
         """Keys given but neither read nor `known` (a key, or a section whose keys are all known: 'optimizer'),
         as dotted paths in the order given; a section read whole (`has`) covers its keys."""
-        covered = (*self.read, *known)
-        return [key for key in _leaf_keys(self.data, "")
-                if not any(key == c or key.startswith(c + ".") for c in covered)]
+        covered = {*self.read, *known}
+        unknown = []
+        for key in _leaf_keys(self.data, ""):
+            parts = key.split(".")
+            if not any(".".join(parts[:n]) in covered for n in range(1, len(parts) + 1)):
+                unknown.append(key)
+        return unknown
 
 
 def _leaf_keys(node: Mapping[str, Any], prefix: str) -> list[str]:
-    """Dotted paths of the values in a nested mapping that are not themselves non-empty mappings."""
+    """Dotted paths of the values in a nested mapping that are not themselves non-empty mappings (walked without
+    recursion, in the order given)."""
     keys: list[str] = []
-    for name, value in node.items():
-        key = f"{prefix}{name}"
-        keys.extend(_leaf_keys(value, key + ".") if isinstance(value, Mapping) and value else [key])
+    stack: list[tuple[str, Any]] = [(f"{prefix}{name}", value) for name, value in reversed(list(node.items()))]
+    while stack:
+        key, value = stack.pop()
+        if isinstance(value, Mapping) and value:
+            stack.extend((f"{key}.{name}", item) for name, item in reversed(list(value.items())))
+        else:
+            keys.append(key)
     return keys

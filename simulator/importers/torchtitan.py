@@ -29,10 +29,12 @@ example configs torchtitan/models/llama3/train_configs/llama3_8b.toml and friend
 
 from __future__ import annotations
 
+import re
 import tomllib
 from typing import Any
 
 from simulator.core.errors import ConfigError
+from simulator.core.input_file import MAX_DEPTH
 from simulator.importers.result import ImportedJob, Settings
 from workloads.presets import load_model
 from workloads.spec import ModelSpec
@@ -41,6 +43,8 @@ from workloads.spec import ModelSpec
 FLAVORS = {("llama3", "8B"): "llama3-8b", ("llama3", "70B"): "llama3-70b", ("llama3", "405B"): "llama3-405b",
            ("llama2", "7B"): "llama2-7b", ("llama2", "13B"): "llama2-13b", ("llama2", "70B"): "llama2-70b"}
 _SINGLE_STAGE = {"1f1b": "1f1b", "gpipe": "gpipe"}
+_KEY_PART = r"""(?:[A-Za-z0-9_-]+|"[^"\n]*"|'[^'\n]*')"""
+_DEEP_KEY = re.compile(rf"(?:{_KEY_PART}[ \t]*\.[ \t]*){{{MAX_DEPTH},}}")
 DEFAULT_STAGES_PER_RANK = 2  # torchtitan generate_split_points: multi-stage schedules without split points
 # Keys that do not change a step's time or memory (logging, data, checkpoints, learning rate, timeouts).
 _IRRELEVANT = ("job", "profiling", "metrics", "lr_scheduler", "checkpoint", "comm", "memory_estimation",
@@ -57,11 +61,19 @@ _IRRELEVANT = ("job", "profiling", "metrics", "lr_scheduler", "checkpoint", "com
 
 
 def parse_toml(text: str, source: str) -> dict[str, Any]:
-    """TOML text as a mapping; ConfigError naming the source and line when it is not TOML."""
+    """TOML text as a mapping; ConfigError naming the source and line when it is not TOML, or nests deeper than
+    MAX_DEPTH levels (tomllib's time and memory grow with the square of a dotted key's length, and it recurses
+    into inline tables and arrays)."""
+    deep = _DEEP_KEY.search(text)
+    if deep is not None:
+        line = text.count("\n", 0, deep.start()) + 1
+        raise ConfigError(f"{source}: line {line}: a key of more than {MAX_DEPTH} dotted parts")
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: nested too deeply (inline tables or arrays)") from None
 
 
 def import_torchtitan(text: str, source: str, gpus: int, model: ModelSpec | None) -> ImportedJob:

@@ -97,3 +97,18 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path: Path, run,
     assert code == 2, err
     assert len(err.strip().splitlines()) == 1 and needle in err, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("kind", "text", "needle"), [
+    ("torchtitan", "a" + ".a" * 100_000 + " = 1\n", "a key of more than 100 dotted parts"),
+    ("torchtitan", "a = " + "{b = " * 3000 + "1" + "}" * 3000 + "\n", "nested too deeply"),
+    ("deepspeed", "[" * 5000 + "]" * 5000, "nested too deeply"),
+    ("megatron", "--num-layers 2 " * 20_000, "larger than 256 KiB"),
+])
+def test_hostile_configs_are_refused_quickly(tmp_path: Path, run, kind: str, text: str, needle: str):
+    """A key nested 100,000 deep (tomllib's cost grows with its square), deep inline tables or arrays, a config
+    of hundreds of KB: exit 2, one line, before the readers' work grows."""
+    config = tmp_path / "hostile.cfg"
+    config.write_text(text)
+    code, _, err = run("import", kind, str(config), "--model", "llama2-7b", "--nodes", "1")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err, err

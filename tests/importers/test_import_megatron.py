@@ -113,3 +113,10 @@ def test_bad_arguments_name_the_flag(text: str, needle: str):
     with pytest.raises(ConfigError, match="args.sh") as info:
         job(text)
     assert needle in str(info.value)
+
+
+def test_launcher_size_other_than_the_cluster_is_warned():
+    """torchrun --nnodes 128 --nproc_per_node 8 on a 64-GPU cluster: one warning, the cluster taken."""
+    imported = job("torchrun --nnodes 128 --nproc_per_node 8 pretrain_gpt.py " + SHAPE)
+    assert len(imported.warnings) == 1 and "128 nodes x 8 GPUs" in imported.warnings[0]
+    assert job("torchrun --nnodes 8 --nproc_per_node 8 pretrain_gpt.py " + SHAPE).warnings == []

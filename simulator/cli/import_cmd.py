@@ -101,11 +101,11 @@ def _scenario(kind: str, config: Path, topology: str, nodes: int, job: ImportedJ
     """The scenario's data: preset names kept as names, a topology or model file's spec written inline."""
     topology_value: Any = topology
     if topology not in package_yaml_texts("topologies", "presets"):
-        topology_value = resolve_topology(topology).model_dump(mode="json", exclude_none=True)
+        topology_value = resolve_topology(topology).model_dump(mode="json", exclude_defaults=True)
     model_value: Any = job.model
     if model_spec is not None:
         model_value = model if model in package_yaml_texts("workloads", "presets") else \
-            model_spec.model_dump(mode="json", exclude_none=True)
+            model_spec.model_dump(mode="json", exclude_defaults=True)
     if model_value is None:
         raise ConfigError(f"{config}: a {kind} config names no model; give --model NAME|FILE")
     training = {"model": model_value, **job.training}

@@ -25,7 +25,8 @@ Flag names and defaults are Megatron-LM's (megatron/training/arguments.py):
 - Attention: Transformer Engine (--transformer-impl transformer_engine, the default) runs cuDNN's fused
   attention; --transformer-impl local fuses it only with --use-flash-attn.
 - NeMo overrides (model.tensor_model_parallel_size=8, model.sequence_parallel=true, trainer.precision=bf16-mixed,
-  model.optim.name=distributed_fused_adam, ...) read as the flags of the same meaning.
+  model.optim.name=distributed_fused_adam, model.bias=false, model.activation=fast-swiglu,
+  model.share_embeddings_and_output_weights=false, ...) read as the flags of the same meaning.
 """
 
 from __future__ import annotations
@@ -59,7 +60,15 @@ _IRRELEVANT = (
     "nproc-per-node", "nnodes", "node_rank", "node-rank", "master_addr", "master-addr", "master_port", "master-port",
     "rdzv_id", "rdzv_backend", "rdzv_endpoint", "rdzv-id", "rdzv-backend", "rdzv-endpoint", "standalone",
     "qk-layernorm", "kv-channels", "moe-aux-loss-coeff", "moe-router-load-balancing-type",
-    "moe-grouped-gemm", "moe-token-dispatcher-type", "manual-gc", "manual-gc-interval", "cross-entropy-loss-fusion")
+    "moe-grouped-gemm", "mcore-gpt", "moe-token-dispatcher-type", "manual-gc", "manual-gc-interval",
+    "cross-entropy-loss-fusion")
+
+# The model's shape, which --model replaces.
+_SHAPE_FLAGS = ("num-layers", "hidden-size", "num-attention-heads", "ffn-hidden-size", "num-query-groups",
+                "nemo-query-groups", "group-query-attention", "max-position-embeddings", "position-embedding-type",
+                "disable-bias-linear", "nemo-bias", "untie-embeddings-and-output-weights", "nemo-tied-embeddings",
+                "swiglu", "nemo-activation", "num-experts", "moe-router-topk", "moe-ffn-hidden-size", "vocab-size",
+                "vocab-file", "tokenizer-type", "make-vocab-size-divisible-by")
 
 
 def import_megatron(text: str, source: str, gpus: int, model: ModelSpec | None) -> ImportedJob:
@@ -98,8 +107,9 @@ def import_megatron(text: str, source: str, gpus: int, model: ModelSpec | None) 
     training.update(_attention(s, notes))
     training["strategy"] = _strategy(s, training["precision"])
     training["parallel"] = parallel
+    replaced = _SHAPE_FLAGS if model is not None else ()  # --model replaces them
     return ImportedJob(training=training, model=spec, notes=notes, warnings=s.warnings,
-                       unknown=s.unknown(_IRRELEVANT))
+                       unknown=s.unknown((*_IRRELEVANT, *replaced)))
 
 
 def _check_launch(s: Settings, gpus: int) -> None:
@@ -118,7 +128,7 @@ def _model(s: Settings, tp: int) -> dict[str, Any]:
     if missing:
         raise ConfigError(f"{s.source}: {', '.join(missing)} not given: the model's shape needs them (or --model)")
     hidden, heads = s.integer("hidden-size", 1), s.integer("num-attention-heads", 1)
-    swiglu = s.boolean("swiglu")
+    swiglu = s.boolean("swiglu") or "glu" in s.text("nemo-activation", "gelu")  # NeMo: swiglu, fast-swiglu, geglu
     ffn = s.integer("ffn-hidden-size", int((4 * hidden * 2 / 3) / 64) * 64 if swiglu else 4 * hidden)
     seq = s.integer("seq-length", 2048)
     groups = s.integer("num-query-groups", s.integer("nemo-query-groups", 1))
@@ -130,8 +140,10 @@ def _model(s: Settings, tp: int) -> dict[str, Any]:
         "name": Path(s.source).stem, "layers": s.integer("num-layers", 1), "hidden": hidden, "heads": heads,
         "kv_heads": groups if gqa else heads, "ffn_hidden": ffn, "gated_mlp": swiglu, "vocab": _vocab(s, tp),
         "max_seq_len": s.integer("max-position-embeddings", seq),
-        "tied_embeddings": not s.boolean("untie-embeddings-and-output-weights"),
-        "learned_positions": positions == "learned_absolute", "bias": not s.boolean("disable-bias-linear"),
+        "tied_embeddings": not s.boolean("untie-embeddings-and-output-weights")
+        and s.boolean("nemo-tied-embeddings", True),
+        "learned_positions": positions == "learned_absolute",
+        "bias": not s.boolean("disable-bias-linear") and s.boolean("nemo-bias", True),
         "source": f"{s.source} (Megatron-LM arguments)"}
     experts = s.integer("num-experts", 1)
     if experts > 1:

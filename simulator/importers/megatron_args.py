@@ -30,7 +30,8 @@ NEMO_NAMES = {"model.encoder_seq_length": "seq-length", "model.num_moe_experts":
               "model.virtual_pipeline_model_parallel_size": "num-virtual-stages-per-pipeline-rank",
               "model.num_query_groups": "nemo-query-groups", "model.optim.name": "nemo-optimizer",
               "trainer.precision": "nemo-precision", "trainer.num_nodes": "nemo-nodes",
-              "trainer.devices": "nemo-devices"}
+              "trainer.devices": "nemo-devices", "model.bias": "nemo-bias", "model.activation": "nemo-activation",
+              "model.share_embeddings_and_output_weights": "nemo-tied-embeddings"}
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=([^()]*)")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 _HYDRA = re.compile(r"\+{0,2}((?:model|trainer)\.[A-Za-z0-9_.]+)=(.*)", re.S)

@@ -119,8 +119,9 @@ def import_torchtitan(text: str, source: str, gpus: int, model: ModelSpec | None
     if pp > 1:
         parallel.update(_schedule(s, pp, layers), overlap_p2p=True)
     training["parallel"] = parallel
+    replaced = ("model.name", "model.flavor") if model is not None else ()  # --model replaces them
     return ImportedJob(training=training, model=preset, notes=notes, warnings=s.warnings,
-                       unknown=s.unknown(_IRRELEVANT))
+                       unknown=s.unknown((*_IRRELEVANT, *replaced)))
 
 
 def _precision(s: Settings) -> str:

@@ -120,3 +120,9 @@ def test_launcher_size_other_than_the_cluster_is_warned():
     imported = job("torchrun --nnodes 128 --nproc_per_node 8 pretrain_gpt.py " + SHAPE)
     assert len(imported.warnings) == 1 and "128 nodes x 8 GPUs" in imported.warnings[0]
     assert job("torchrun --nnodes 8 --nproc_per_node 8 pretrain_gpt.py " + SHAPE).warnings == []
+
+
+def test_model_flag_leaves_no_shape_flag_unknown():
+    """With --model, the script's shape flags are replaced, not unknown."""
+    imported = import_megatron((DATA / "gpt3_175b.sh").read_text(), "gpt3_175b.sh", 1024, load_model("gpt3-175b"))
+    assert imported.model is None and imported.unknown == []

@@ -121,3 +121,10 @@ def test_bad_configs_name_the_key(text: str, needle: str):
     with pytest.raises(ConfigError, match="job.toml") as info:
         job(text)
     assert needle in str(info.value)
+
+
+def test_model_flag_replaces_name_and_flavor():
+    """--model replaces [model] name and flavor (a flavor with no preset is then no error, nor unknown)."""
+    imported = import_torchtitan('[model]\nname = "llama3"\nflavor = "debugmodel"\n', "job.toml", 8,
+                                 load_model("llama2-7b"))
+    assert imported.model is None and imported.unknown == []

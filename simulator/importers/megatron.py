@@ -61,7 +61,7 @@ _IRRELEVANT = (
     "rdzv_id", "rdzv_backend", "rdzv_endpoint", "rdzv-id", "rdzv-backend", "rdzv-endpoint", "standalone",
     "qk-layernorm", "kv-channels", "moe-aux-loss-coeff", "moe-router-load-balancing-type",
     "moe-grouped-gemm", "mcore-gpt", "moe-token-dispatcher-type", "manual-gc", "manual-gc-interval",
-    "cross-entropy-loss-fusion")
+    "cross-entropy-loss-fusion", "config-path", "config-name")
 
 # The model's shape, which --model replaces.
 _SHAPE_FLAGS = ("num-layers", "hidden-size", "num-attention-heads", "ffn-hidden-size", "num-query-groups",

@@ -235,6 +235,6 @@ def _checkpointing(s: Settings) -> str:
         raise s.error("activation_checkpoint.selective_ac_option", "'op' or a positive integer", option)
     if int(option) == 1:
         return "full"
-    s.warnings.append(f"activation_checkpoint.selective_ac_option {option} recomputes every {option}th block whole: "
+    s.warnings.append(f"activation_checkpoint.selective_ac_option {option} recomputes one block in {option} whole: "
                       "modelled as selective (attention recomputed in every block), which understates its recompute")
     return "selective"

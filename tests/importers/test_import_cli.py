@@ -19,6 +19,7 @@ EXAMPLES = [
     ("torchtitan", "llama3_8b.toml", ["--nodes", "8"], (2, 1, True, "fsdp", 2, "selective")),
     ("deepspeed", "ds_zero3.json", ["--model", "llama2-13b", "--nodes", "4"], (1, 1, False, "zero3", 2, "none")),
     ("megatron", "gpt3_175b.sh", ["--nodes", "128"], (8, 8, True, "zero1", 1, "selective")),
+    ("nemo", "nemo_llama3_8b.txt", ["--nodes", "4"], (2, 1, True, "zero1", 1, "selective")),
 ]
 
 

@@ -126,3 +126,11 @@ def test_model_flag_leaves_no_shape_flag_unknown():
     """With --model, the script's shape flags are replaced, not unknown."""
     imported = import_megatron((DATA / "gpt3_175b.sh").read_text(), "gpt3_175b.sh", 1024, load_model("gpt3-175b"))
     assert imported.model is None and imported.unknown == []
+
+
+def test_nemo_example_is_llama3_8b():
+    """The NeMo Llama 3 8B command line describes the llama3-8b preset's shape exactly."""
+    imported = import_megatron((DATA / "nemo_llama3_8b.txt").read_text(), "nemo_llama3_8b.txt", 32, None)
+    assert isinstance(imported.model, dict) and imported.unknown == [] and imported.warnings == []
+    shape = ModelSpec.model_validate(imported.model).model_dump(exclude={"name", "source"})
+    assert shape == load_model("llama3-8b").model_dump(exclude={"name", "source"})

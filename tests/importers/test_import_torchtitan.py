@@ -38,7 +38,7 @@ def test_defaults_are_torchtitans():
     imported = job(BASE)
     t = imported.training
     assert (t["micro_batch"], t["global_batch"], t["seq_len"]) == (8, 8 * 64, 2048)
-    assert t["activation_checkpointing"] == "selective" and "every 2th block" in imported.warnings[0]
+    assert t["activation_checkpointing"] == "selective" and "one block in 2 whole" in imported.warnings[0]
     assert t["fused_elementwise"] is False and t["strategy"]["kind"] == "fsdp"
 
 

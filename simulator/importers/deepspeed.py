@@ -10,7 +10,9 @@ precision keys, deepspeed/runtime/zero/config.py DeepSpeedZeroConfig for zero_op
   optimizers keep fp32 master weights and step on fp32 gradient copies (fp32_grad_copy); gradients are reduced
   in the model's precision unless communication_data_type says otherwise.
 - zero_optimization.stage (0): 0 is data parallelism with gradients all-reduced after the backward in buckets of
-  5e8 elements (engine.py MEMORY_OPT_ALLREDUCE_SIZE), 1 / 2 / 3 are zero1 / zero2 / zero3. overlap_comm
+  5e8 elements (engine.py MEMORY_OPT_ALLREDUCE_SIZE), 1 / 2 / 3 are zero1 / zero2 / zero3. bf16 without ZeRO
+  runs the BF16_Optimizer (engine.py _configure_bf16_optimizer; bf16_optimizer.py): optimizer states sharded,
+  gradients accumulated into an fp32 buffer and all-reduced (the convention the training validation uses). overlap_comm
   (default: true at stage 3, false below) overlaps the reductions with the backward; reduce_bucket_size and
   allgather_bucket_size (5e8 elements) size the buckets (clustersim has one size: reduce_bucket_size's).
   stage3_prefetch_bucket_size 0 turns prefetching off; contiguous_gradients,
@@ -29,6 +31,7 @@ from typing import Any
 from simulator.core.errors import ConfigError
 from simulator.core.json_text import load_json_text
 from simulator.importers.result import ImportedJob, Settings
+from simulator.validation.training_parallel import BF16_ACCUMULATION_BYTES
 from workloads.spec import ModelSpec
 
 BUCKET_ELEMENTS = 500_000_000  # reduce/allgather_bucket_size default; engine.py MEMORY_OPT_ALLREDUCE_SIZE
@@ -148,6 +151,12 @@ def _strategy(s: Settings, precision: str, notes: list[str]) -> dict[str, Any]:
     reduce_bytes = _COMM_BYTES.get(comm, 4 if precision == "fp32" else 2)
     strategy: dict[str, Any] = {"kind": kind, "grad_reduce_bytes": reduce_bytes,
                                 "fp32_grad_copy": precision != "fp32"}
+    if kind == "ddp" and precision == "bf16":
+        strategy.update(kind="zero1", zero_grad_all_reduce=True, grad_reduce_bytes=4, fp32_grad_copy=False,
+                        grad_accumulation_bytes=BF16_ACCUMULATION_BYTES, overlap_grad_reduce=False)
+        notes.append("bf16 without ZeRO runs DeepSpeed's BF16_Optimizer: fp32 master weights and optimizer states "
+                     "sharded (zero1), each micro-batch's gradients added into an fp32 buffer that is all-reduced")
+        return strategy
     if kind == "ddp":
         strategy.update(bucket_bytes=BUCKET_ELEMENTS * reduce_bytes, first_bucket_bytes=BUCKET_ELEMENTS * reduce_bytes,
                         overlap_grad_reduce=False)

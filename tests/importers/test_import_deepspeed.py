@@ -59,6 +59,12 @@ def test_auto_values_take_defaults_with_a_warning():
     assert sum("filled in by the HuggingFace Trainer" in warning for warning in imported.warnings) == 4
 
 
+def test_bf16_without_zero_is_the_bf16_optimizer():
+    """Stage 0 with bf16: DeepSpeed's BF16_Optimizer, ZeRO-1-like, all-reducing an fp32 gradient buffer."""
+    strategy = job({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}}).training["strategy"]
+    assert (strategy["kind"], strategy["zero_grad_all_reduce"], strategy["grad_reduce_bytes"]) == ("zero1", True, 4)
+
+
 def test_fp32_reduces_in_fp32_and_stage3_prefetch_off():
     """No 16-bit precision: 4-byte gradient reduction, no fp32 copy; stage3_prefetch_bucket_size 0: no prefetch."""
     strategy = job({"train_micro_batch_size_per_gpu": 1,

@@ -5,7 +5,7 @@ example configs torchtitan/models/llama3/train_configs/llama3_8b.toml and friend
 
 - [model] name / flavor: llama3 8B, 70B, 405B and llama2 7B, 13B, 70B are the presets of the same shape
   (torchtitan/models/llama3 and llama2 flavors); converters = ["float8"] trains the linear layers in fp8
-  (older releases: [float8] enable_float8_linear).
+  (older releases: [float8] enable_float8_linear), ["mx"] in MXFP8 (read as fp8).
 - [training] local_batch_size (older releases: batch_size; default 8) sequences per GPU, global_batch_size (-1:
   local x data-parallel degree; larger: gradient accumulation), seq_len (2048), mixed_precision_param
   (bfloat16) and mixed_precision_reduce (float32: FSDP reduces gradients in fp32), compile (older releases;
@@ -131,7 +131,10 @@ def _precision(s: Settings) -> str:
     if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
         raise s.error("model.converters", "a list of converter names", converters)
     gather_fp8 = s.boolean("float8.enable_fsdp_float8_all_gather")
-    if "float8" in (name.strip() for name in names) or s.boolean("float8.enable_float8_linear"):
+    names = [name.strip() for name in names]
+    if "mx" in names:
+        s.warnings.append("model.converters mx (MXFP8 linear layers): modelled as fp8")
+    if "float8" in names or "mx" in names or s.boolean("float8.enable_float8_linear"):
         if gather_fp8:
             s.warnings.append("float8.enable_fsdp_float8_all_gather: FSDP all-gathers are modelled at 16 bits")
         return "fp8"

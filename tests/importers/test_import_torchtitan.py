@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from simulator.core.errors import ConfigError
 from simulator.importers.torchtitan import import_torchtitan
@@ -128,3 +130,21 @@ def test_model_flag_replaces_name_and_flavor():
     imported = import_torchtitan('[model]\nname = "llama3"\nflavor = "debugmodel"\n', "job.toml", 8,
                                  load_model("llama2-7b"))
     assert imported.model is None and imported.unknown == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 4]), st.sampled_from([1, 2]), st.sampled_from([1, 2, 4]))
+def test_shard_degree_fills_the_cluster(tp: int, pp: int, cp: int, rep: int):
+    """data_parallel_shard_degree -1 takes the GPUs the other degrees leave: replicate x shard x tp x pp x cp is
+    the cluster's 64 GPUs, the strategy is HSDP / FSDP / DDP by which data-parallel degrees exceed 1, and the step's
+    batch is the local batch times the data-parallel degree."""
+    assume(64 % (rep * tp * pp * cp) == 0)
+    shard = 64 // (rep * tp * pp * cp)
+    text = BASE + (f"[training]\nlocal_batch_size = {pp}\n[parallelism]\ntensor_parallel_degree = {tp}\n"
+                   f"pipeline_parallel_degree = {pp}\ncontext_parallel_degree = {cp}\n"
+                   f"data_parallel_replicate_degree = {rep}\n")
+    t = job(text).training
+    kind = "hsdp" if rep > 1 and shard > 1 else "fsdp" if shard > 1 else "ddp"
+    assert t["strategy"]["kind"] == kind and t["global_batch"] == pp * rep * shard
+    if kind == "hsdp":
+        assert t["strategy"]["shard_group_gpus"] == shard

@@ -62,7 +62,7 @@ class Settings:
         if value is None:
             return False, default
         if self.auto and value == "auto":
-            self.warnings.append(f"{key} 'auto' (filled in by the HuggingFace Trainer): the default {default!r} taken")
+            self.warnings.append(f"{key} 'auto' (filled in by the HuggingFace Trainer): read as not given")
             return False, default
         return True, value
 

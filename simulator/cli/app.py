@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from simulator.cli import calibrate, collective, compare, plan, predict, schema, validate, validate_training
+from simulator.cli import import_cmd as import_commands
 from simulator.cli import sweep as sweep_commands
 from simulator.cli import topology as topology_commands
 from simulator.cli.common import print_message
@@ -56,6 +57,7 @@ validate_training.register(app)
 compare.register(app)
 sweep_commands.register(app)
 topology_commands.register(app)
+import_commands.register(app)
 
 _err = Console(stderr=True)
 # Usage errors (missing option, bad integer): click's ClickException, and the one of the click copy

@@ -1,0 +1,136 @@
+"""Megatron-LM argument lists and NeMo overrides -> training job (megatron/training/arguments.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simulator.core.errors import ConfigError
+from simulator.importers.megatron import import_megatron
+from simulator.importers.megatron_args import parse_arguments
+from workloads.presets import load_model
+from workloads.spec import ModelSpec
+
+DATA = Path(__file__).parent / "data"
+SHAPE = "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --vocab-size 32000 "
+
+
+def job(text: str, gpus: int = 64):
+    return import_megatron(text, "args.sh", gpus, None)
+
+
+def test_gpt3_175b_example():
+    """The GPT-3 175B script (bash arrays, $TP, a torchrun prefix): TP 8 (from $TP), PP 8, sequence parallel, the
+    distributed optimizer with both overlaps, micro-batch 1, 1536 a step, selective recompute, bf16; the model
+    is GPT-3 175B's shape with GPT-2's vocabulary padded to 128 x 8."""
+    imported = import_megatron((DATA / "gpt3_175b.sh").read_text(), "gpt3_175b.sh", 1024, None)
+    t = imported.training
+    assert t["parallel"] == {"tp": 8, "pp": 8, "cp": 1, "ep": 1, "placement": "tp-dp-pp", "sequence_parallel": True}
+    assert t["strategy"] == {"kind": "zero1", "overlap_grad_reduce": True, "overlap_param_gather": True,
+                             "grad_reduce_bytes": 2, "fp32_grad_copy": True}
+    assert (t["micro_batch"], t["global_batch"], t["seq_len"]) == (1, 1536, 2048)
+    assert (t["activation_checkpointing"], t["precision"]) == ("selective", "bf16")
+    assert isinstance(imported.model, dict)
+    model = ModelSpec.model_validate(imported.model)
+    gpt3 = load_model("gpt3-175b")
+    assert (model.layers, model.hidden, model.heads, model.ffn_hidden) == (gpt3.layers, gpt3.hidden, gpt3.heads,
+                                                                           gpt3.ffn_hidden)
+    assert model.vocab == 51200 and model.learned_positions and model.tied_embeddings and model.bias
+    assert imported.unknown == [] and imported.warnings == []
+
+
+def test_arguments_split_as_a_shell_does():
+    """Backslash-continued lines, --flag=value, quotes, comments, a flag alone, variables."""
+    text = 'TP=4\ntorchrun --nproc_per_node 8 pretrain_gpt.py \\\n  --tensor-model-parallel-size=$TP \\\n' \
+           '  --bf16 --data-path "/a b" # a comment --fp16\n  --micro-batch-size ${MBS}\n'
+    assert parse_arguments(text, "args.sh") == {"nproc_per_node": "8", "tensor-model-parallel-size": "4",
+                                                 "bf16": True, "data-path": "/a b", "micro-batch-size": "${MBS}"}
+
+
+def test_swiglu_gqa_rope_llama_shape():
+    """--swiglu sizes the MLP int(4h x 2/3 / 64) x 64 (10880 for 4096: int(170.67) x 64), GQA 8 groups, rope, no
+    bias, untied."""
+    spec = job(SHAPE + "--swiglu --group-query-attention --num-query-groups 8 --position-embedding-type rope "
+               "--disable-bias-linear --untie-embeddings-and-output-weights").model
+    assert isinstance(spec, dict)
+    assert (spec["ffn_hidden"], spec["kv_heads"], spec["gated_mlp"]) == (10880, 8, True)
+    assert not (spec["learned_positions"] or spec["bias"] or spec["tied_embeddings"])
+
+
+def test_recompute_flags():
+    """--recompute-granularity full, --checkpoint-activations (full), none by default."""
+    assert job(SHAPE + "--recompute-granularity full --recompute-method uniform").training[
+        "activation_checkpointing"] == "full"
+    assert job(SHAPE + "--checkpoint-activations").training["activation_checkpointing"] == "full"
+    assert job(SHAPE).training["activation_checkpointing"] == "none"
+
+
+def test_virtual_pipeline_and_experts():
+    """32 layers, PP 4, 4 layers per virtual stage: 2 stages per rank; 8 experts top-2, EP 8."""
+    t = job(SHAPE + "--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 4 --num-experts 8 "
+            "--expert-model-parallel-size 8 --moe-router-topk 2")
+    assert t.training["parallel"]["pipeline_schedule"] == "interleaved"
+    assert t.training["parallel"]["virtual_stages"] == 2 and t.training["parallel"]["ep"] == 8
+    assert isinstance(t.model, dict) and (t.model["experts"], t.model["experts_per_token"]) == (8, 2)
+
+
+def test_nemo_overrides():
+    """NeMo's Hydra overrides read as the Megatron flags of the same meaning."""
+    imported = job("python megatron_gpt_pretraining.py trainer.num_nodes=8 trainer.devices=8 "
+                   "trainer.precision=bf16-mixed "
+                   "model.num_layers=32 model.hidden_size=4096 model.num_attention_heads=32 model.num_query_groups=8 "
+                   "model.ffn_hidden_size=14336 model.encoder_seq_length=8192 model.tensor_model_parallel_size=2 "
+                   "model.sequence_parallel=True model.micro_batch_size=1 model.global_batch_size=128 "
+                   "model.activations_checkpoint_granularity=selective model.optim.name=distributed_fused_adam "
+                   "model.vocab_size=128256")
+    t = imported.training
+    assert (t["precision"], t["seq_len"], t["micro_batch"], t["global_batch"]) == ("bf16", 8192, 1, 128)
+    assert t["parallel"]["tp"] == 2 and t["parallel"]["sequence_parallel"] is True
+    assert t["strategy"]["kind"] == "zero1" and t["activation_checkpointing"] == "selective"
+    assert isinstance(imported.model, dict) and imported.model["kv_heads"] == 8
+
+
+def test_model_flag_replaces_the_shape():
+    """With --model the shape flags are not needed."""
+    imported = import_megatron("--tensor-model-parallel-size 2", "args.sh", 64, load_model("llama2-7b"))
+    assert imported.model is None and imported.training["parallel"]["tp"] == 2
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ("--tensor-model-parallel-size 8", "--num-layers, --hidden-size, --num-attention-heads not given"),
+    ("--num-layers 2 --hidden-size 64 --num-attention-heads 2 --tokenizer-type HuggingFaceTokenizer",
+     "vocabulary size is not in the arguments"),
+    (SHAPE + "--tensor-model-parallel-size $TP", "tensor-model-parallel-size: expected an integer"),
+    (SHAPE + "--overlap-param-gather", "needs --use-distributed-optimizer"),
+    (SHAPE + "--bf16 --fp16", "not both"),
+    (SHAPE + "--pipeline-model-parallel-size 3 --num-layers-per-virtual-pipeline-stage 5", "do not split"),
+    (SHAPE + "--recompute-granularity some", "recompute-granularity: expected one of"),
+    ('--data-path "unclosed', "cannot split into arguments"),
+])
+def test_bad_arguments_name_the_flag(text: str, needle: str):
+    """Each bad argument list is one ConfigError naming the file and the flag."""
+    with pytest.raises(ConfigError, match="args.sh") as info:
+        job(text)
+    assert needle in str(info.value)
+
+
+def test_launcher_size_other_than_the_cluster_is_warned():
+    """torchrun --nnodes 128 --nproc_per_node 8 on a 64-GPU cluster: one warning, the cluster taken."""
+    imported = job("torchrun --nnodes 128 --nproc_per_node 8 pretrain_gpt.py " + SHAPE)
+    assert len(imported.warnings) == 1 and "128 nodes x 8 GPUs" in imported.warnings[0]
+    assert job("torchrun --nnodes 8 --nproc_per_node 8 pretrain_gpt.py " + SHAPE).warnings == []
+
+
+def test_model_flag_leaves_no_shape_flag_unknown():
+    """With --model, the script's shape flags are replaced, not unknown."""
+    imported = import_megatron((DATA / "gpt3_175b.sh").read_text(), "gpt3_175b.sh", 1024, load_model("gpt3-175b"))
+    assert imported.model is None and imported.unknown == []
+
+
+def test_nemo_example_is_llama3_8b():
+    """The NeMo Llama 3 8B command line describes the llama3-8b preset's shape exactly."""
+    imported = import_megatron((DATA / "nemo_llama3_8b.txt").read_text(), "nemo_llama3_8b.txt", 32, None)
+    assert isinstance(imported.model, dict) and imported.unknown == [] and imported.warnings == []
+    shape = ModelSpec.model_validate(imported.model).model_dump(exclude={"name", "source"})
+    assert shape == load_model("llama3-8b").model_dump(exclude={"name", "source"})

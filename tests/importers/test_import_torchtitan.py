@@ -1,0 +1,150 @@
+"""torchtitan job TOML -> training job: torchtitan's keys and defaults (torchtitan/config/job_config.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from simulator.core.errors import ConfigError
+from simulator.importers.torchtitan import import_torchtitan
+from workloads.presets import load_model
+
+DATA = Path(__file__).parent / "data"
+BASE = '[model]\nname = "llama3"\nflavor = "8B"\n'
+
+
+def job(text: str, gpus: int = 64):
+    return import_torchtitan(text, "job.toml", gpus, None)
+
+
+def test_llama3_8b_example():
+    """The llama3_8b-style example: the preset, TP 2 with sequence parallelism and async TP (compile on), FSDP
+    over the 32 GPUs left (shard -1), local batch 2 as the micro-batch, 2 x 32 a step, op-level selective AC."""
+    imported = import_torchtitan((DATA / "llama3_8b.toml").read_text(), "llama3_8b.toml", 64, None)
+    t = imported.training
+    assert imported.model == "llama3-8b"
+    assert t["parallel"] == {"tp": 2, "pp": 1, "cp": 1, "ep": 1, "placement": "tp-dp-pp", "sequence_parallel": True,
+                             "tp_comm_overlap": True, "tp_comm_overlap_backward": False}
+    assert t["strategy"] == {"kind": "fsdp", "grad_reduce_bytes": 4}  # mixed_precision_reduce float32
+    assert (t["micro_batch"], t["global_batch"], t["seq_len"]) == (2, 64, 8192)
+    assert (t["activation_checkpointing"], t["precision"], t["fused_elementwise"]) == ("selective", "bf16", True)
+    assert imported.unknown == [] and imported.warnings == []
+
+
+def test_defaults_are_torchtitans():
+    """Unstated: local batch 8, seq_len 2048, selective AC every 2nd block (read as selective, warned), no
+    compile (eager element-wise ops), FSDP over every GPU."""
+    imported = job(BASE)
+    t = imported.training
+    assert (t["micro_batch"], t["global_batch"], t["seq_len"]) == (8, 8 * 64, 2048)
+    assert t["activation_checkpointing"] == "selective" and "one block in 2 whole" in imported.warnings[0]
+    assert t["fused_elementwise"] is False and t["strategy"]["kind"] == "fsdp"
+
+
+@pytest.mark.parametrize(("flavor", "preset"), [("8B", "llama3-8b"), ("70B", "llama3-70b"), ("405B", "llama3-405b")])
+def test_llama3_flavors_map_to_presets(flavor: str, preset: str):
+    """Each llama3 flavor is the preset of its shape."""
+    assert job(f'[model]\nname = "llama3"\nflavor = "{flavor}"\n').model == preset
+
+
+def test_llama2_flavor():
+    """llama2 13B is the llama2-13b preset."""
+    assert job('[model]\nname = "llama2"\nflavor = "13B"\n').model == "llama2-13b"
+
+
+def test_hsdp_ddp_and_explicit_degrees():
+    """replicate 2 x shard 32: HSDP with 32-GPU shard groups; replicate 64 alone: DDP."""
+    hsdp = job(BASE + "[parallelism]\ndata_parallel_replicate_degree = 2\ndata_parallel_shard_degree = 32\n")
+    assert hsdp.training["strategy"]["kind"] == "hsdp" and hsdp.training["strategy"]["shard_group_gpus"] == 32
+    ddp = job(BASE + "[parallelism]\ndata_parallel_replicate_degree = 64\ndata_parallel_shard_degree = 1\n")
+    assert ddp.training["strategy"] == {"kind": "ddp"}
+
+
+def test_pipeline_micro_batches_and_interleaving():
+    """PP 4 with Interleaved1F1B: micro-batches of pipeline_parallel_microbatch_size, 2 stages per rank, FSDP
+    keeps parameters after forward, sends overlap compute; global batch 32 = local 4 x dp 8 (no accumulation)."""
+    text = BASE + ("[training]\nlocal_batch_size = 4\n[parallelism]\npipeline_parallel_degree = 4\n"
+                   "tensor_parallel_degree = 2\npipeline_parallel_schedule = \"Interleaved1F1B\"\n"
+                   "pipeline_parallel_microbatch_size = 2\n")
+    t = job(text).training
+    assert t["parallel"]["pipeline_schedule"] == "interleaved" and t["parallel"]["virtual_stages"] == 2
+    assert t["parallel"]["overlap_p2p"] is True and t["strategy"]["reshard_after_forward"] is False
+    assert (t["micro_batch"], t["global_batch"]) == (2, 4 * 8)
+
+
+def test_layers_per_stage_sets_stages_per_rank():
+    """pipeline_parallel_layers_per_stage 4 on Llama 3 8B's 32 layers over 4 ranks: 2 stages per rank."""
+    text = BASE + ("[parallelism]\npipeline_parallel_degree = 4\npipeline_parallel_schedule = \"Interleaved1F1B\"\n"
+                   "pipeline_parallel_layers_per_stage = 4\n")
+    assert job(text).training["parallel"]["virtual_stages"] == load_model("llama3-8b").layers // (4 * 4)
+
+
+def test_older_batch_size_splits_into_pp_micro_batches():
+    """Releases with training.batch_size split the local batch into pp micro-batches."""
+    t = job(BASE + "[training]\nbatch_size = 8\n[parallelism]\npipeline_parallel_degree = 4\n").training
+    assert t["micro_batch"] == 2 and t["global_batch"] == 8 * 16
+
+
+def test_accumulation_from_global_batch():
+    """global_batch_size above local x dp is gradient accumulation: kept as the step's batch."""
+    t = job(BASE + "[training]\nlocal_batch_size = 1\nglobal_batch_size = 256\n").training
+    assert (t["micro_batch"], t["global_batch"]) == (1, 256)
+
+
+def test_float8_full_ac_and_context_parallel():
+    """converters = ["float8"] is fp8; mode full; CP 2 merges its ring eagerly."""
+    text = ('[model]\nname = "llama3"\nflavor = "8B"\nconverters = ["float8"]\n[activation_checkpoint]\n'
+            'mode = "full"\n[parallelism]\ncontext_parallel_degree = 2\n')
+    t = job(text).training
+    assert (t["precision"], t["activation_checkpointing"], t["parallel"]["cp_merge"]) == ("fp8", "full", "eager")
+
+
+def test_unknown_keys_listed_not_refused():
+    """A key torchtitan does not have is listed, the known-but-irrelevant ones are not."""
+    imported = job(BASE + "typo_key = 3\n[optimizer]\nlr = 1e-4\n[training]\nseq_lenn = 4096\n")
+    assert imported.unknown == ["model.typo_key", "training.seq_lenn"]
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ('[model]\nname = "llama3"\nflavor = "debugmodel"\n', "give --model"),
+    (BASE + "[parallelism]\ntensor_parallel_degree = 3\n", "do not divide the cluster's 64 GPUs"),
+    (BASE + "[parallelism]\ndata_parallel_shard_degree = 16\n", "multiply to 16 GPUs, the cluster has 64"),
+    (BASE + "[parallelism]\ntensor_parallel_degree = \"two\"\n", "parallelism.tensor_parallel_degree: expected"),
+    (BASE + "[training]\nenable_cpu_offload = true\n", "does not model CPU offload"),
+    (BASE + "[activation_checkpoint]\nmode = \"some\"\n", "one of none, selective, full"),
+    (BASE + "[training]\nglobal_batch_size = 100\n", "multiple of the local batch"),
+    ("[model\nname=", "not valid TOML"),
+])
+def test_bad_configs_name_the_key(text: str, needle: str):
+    """Each bad config is one ConfigError naming the file and the key."""
+    with pytest.raises(ConfigError, match="job.toml") as info:
+        job(text)
+    assert needle in str(info.value)
+
+
+def test_model_flag_replaces_name_and_flavor():
+    """--model replaces [model] name and flavor (a flavor with no preset is then no error, nor unknown)."""
+    imported = import_torchtitan('[model]\nname = "llama3"\nflavor = "debugmodel"\n', "job.toml", 8,
+                                 load_model("llama2-7b"))
+    assert imported.model is None and imported.unknown == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 4]), st.sampled_from([1, 2]), st.sampled_from([1, 2, 4]))
+def test_shard_degree_fills_the_cluster(tp: int, pp: int, cp: int, rep: int):
+    """data_parallel_shard_degree -1 takes the GPUs the other degrees leave: replicate x shard x tp x pp x cp is
+    the cluster's 64 GPUs, the strategy is HSDP / FSDP / DDP by which data-parallel degrees exceed 1, and the step's
+    batch is the local batch times the data-parallel degree."""
+    assume(64 % (rep * tp * pp * cp) == 0)
+    shard = 64 // (rep * tp * pp * cp)
+    text = BASE + (f"[training]\nlocal_batch_size = {pp}\n[parallelism]\ntensor_parallel_degree = {tp}\n"
+                   f"pipeline_parallel_degree = {pp}\ncontext_parallel_degree = {cp}\n"
+                   f"data_parallel_replicate_degree = {rep}\n")
+    t = job(text).training
+    kind = "hsdp" if rep > 1 and shard > 1 else "fsdp" if shard > 1 else "ddp"
+    assert t["strategy"]["kind"] == kind and t["global_batch"] == pp * rep * shard
+    if kind == "hsdp":
+        assert t["strategy"]["shard_group_gpus"] == shard

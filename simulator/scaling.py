@@ -20,10 +20,11 @@ ScaledJob = tuple[int, ScenarioSpec, TopologySpec, TrainingSpec, ModelSpec]  # n
 
 
 def weak_scaling(jobs: Iterable[ScaledJob], grad_accum: int | None = None, calibration: Path | None = None,
-                 force: bool = False) -> list[tuple[int, StepPrediction]]:
+                 force: bool = False) -> list[tuple[ScaledJob, StepPrediction]]:
     """Each job's step, every one with `grad_accum` micro-steps per optimizer step (None: those of the first
     job, its global batch over its data-parallel ranks), so the per-GPU work stays the same: weak scaling.
-    Each count's stragglers and jitter pace its own GPUs (pace_of)."""
+    Each count's stragglers and jitter pace its own GPUs (pace_of). Returns each job as predicted (its
+    accumulation set) with its step."""
     rows = []
     for count, spec, topo, training, model in jobs:
         if grad_accum is None:  # the first count fixes the accumulation; the others keep it (weak scaling)
@@ -35,6 +36,6 @@ def weak_scaling(jobs: Iterable[ScaledJob], grad_accum: int | None = None, calib
         except ValidationError as exc:
             raise config_error_from(exc, "command line: training") from None
         pace = pace_of(spec, topo.nodes, topo.gpus_per_node)  # stragglers, and jitter over N GPUs
-        rows.append((count, predict_calibrated(topo, training, model, calibration, force, None, pace,
-                                               spec.nccl_env)))
+        step = predict_calibrated(topo, training, model, calibration, force, None, pace, spec.nccl_env)
+        rows.append(((count, spec, topo, training, model), step))
     return rows

@@ -370,7 +370,7 @@ def scale(
                        micro_batch=micro_batch, global_batch=None, seq_len=seq_len)
         spec, topo, training, model_spec = _override(loaded, options)
         jobs.append((count, with_stragglers(spec, straggler), with_link_faults(topo, link_fault), training, model_spec))
-    rows = weak_scaling(jobs, grad_accum, calibration, force_calibration)
+    rows = [(job[0], p) for job, p in weak_scaling(jobs, grad_accum, calibration, force_calibration)]
     base = rows[0][1].tokens_per_s_per_gpu
     if report is not None:
         title = (f"{model_spec.name}, {training.strategy.kind}, {nodes} nodes x {topo.gpus_per_node} {topo.gpu} "

@@ -49,6 +49,9 @@ class Scenario:
     "llama3"}: time to train through failures), each replacing the scenario's.
     """
 
+    _base: ScenarioSpec | None
+    _options: dict[str, Any]
+
     def __init__(self, *, name: str | None = None, model: str | Mapping[str, Any] | ModelSpec | None = None,
                  topology: str | Mapping[str, Any] | TopologySpec | None = None, nodes: int | None = None,
                  gpus_per_node: int | None = None, gpu: str | None = None,

@@ -15,6 +15,8 @@ loaded on first use (PEP 562), so `import simulator` stays light.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -47,6 +49,20 @@ __all__ = [
     "PlannedLayout", "Prediction", "Scaling", "ScalingRow", "Scenario", "SweepResult", "Validation", "calibrate",
     "collective", "compare", "crossval", "plan", "predict", "scale", "sweep", "validate",
 ]
+
+
+class _Package(types.ModuleType):
+    """The `simulator` package, whose public names win over its subpackages of the same name: `simulator.sweep`
+    is the API's function even once the subpackage of sweep internals is loaded (import that one by its full
+    name: `from simulator.sweep import ...`)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _HOMES and isinstance(value, types.ModuleType):
+            return  # the import system binding a subpackage over a public name
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from simulator.core.errors import config_error_from
 from simulator.core.input_file import read_input_text
 from simulator.core.yaml_text import load_yaml_text
-from simulator.scenario import ScenarioSpec, scenario_echo, scenario_from_data
+from simulator.scenario import ScenarioSpec, StragglerSpec, scenario_echo, scenario_from_data
 from simulator.scenario_overrides import apply_options, merged
 from topologies.spec import TopologySpec
 from workloads.spec import ModelSpec, TrainingSpec
@@ -30,12 +30,19 @@ SCENARIO_FIELDS = ("name", "stragglers", "jitter", "nccl_env", "run")  # replace
 Resolved = tuple[ScenarioSpec, TopologySpec, TrainingSpec, ModelSpec]
 
 
+def _straggler(data: object, index: int) -> StragglerSpec:
+    try:
+        return StragglerSpec.model_validate(data)
+    except ValidationError as exc:
+        raise config_error_from(exc, f"scenario: stragglers[{index}]") from None
+
+
 class Scenario:
     """A training job on a cluster (keyword arguments as `clustersim predict`'s options; None: unchanged).
 
     Cluster: `topology` (a preset name such as "dgx-h100", a topology YAML path, a TopologySpec, a
     topology's fields, or {"preset": "dgx-h100", "inter_node": {...}} for a preset with fields replaced),
-    `nodes`, `gpus_per_node`, `gpu` (a GPU preset such as "H200-SXM5-141GB"), `link_faults`
+    `nodes`, `gpus_per_node`, `gpu` (a GPU preset such as "H200-SXM-141GB"), `link_faults`
     ([{"device": "s3/nic2", "factor": 0.5}], replacing the topology's).
     Model: a preset name ("llama2-7b"), a model YAML or HuggingFace config.json path, a ModelSpec or its
     fields. Given without a scenario file, only the embedded scenario's cluster is kept.
@@ -105,6 +112,8 @@ class Scenario:
         options = {key: value for key, value in self._options.items() if key not in SCENARIO_FIELDS}
         spec, topology, training, model = apply_options(self._base, options, "scenario")
         fields = {key: value for key, value in self._options.items() if key in SCENARIO_FIELDS}
+        if isinstance(fields.get("stragglers"), Sequence):  # each checked alone: an error names its index
+            fields["stragglers"] = tuple(_straggler(item, i) for i, item in enumerate(fields["stragglers"]))
         if fields:
             try:
                 spec = ScenarioSpec.model_validate({**dict(spec), **fields})

@@ -47,6 +47,7 @@ class PlannedLayout:
     fits_in_memory: bool
     estimated_step_time_s: float
     description: str
+    exposed_comm_by_collective_s: dict[str, float]  # waits of the critical GPU by kind (tp_comm, cp_comm, ep_comm, ...)
     _scenario: Scenario = field(repr=False, compare=False)
 
     @property
@@ -152,6 +153,7 @@ def plan(scenario: ScenarioLike | None = None, *, tp: Iterable[int] | None = Non
     ranked: list[RankedLayout] = list(result.ranked[:top] if top is not None else result.ranked)
     layouts = tuple(
         PlannedLayout(**layout_json(rank, r), description=describe(r.layout),
+                      exposed_comm_by_collective_s=dict(r.prediction.comm_by_collective_s),
                       _scenario=_layout_scenario(spec, topology, r.layout.training(base), model, describe(r.layout)))
         for rank, r in enumerate(ranked, start=1))
     return Plan(model.name, topology.name, topology.nodes, topology.nodes * topology.gpus_per_node, global_batch,

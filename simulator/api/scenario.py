@@ -100,7 +100,8 @@ class Scenario:
     def replace(self, **changes: Any) -> Scenario:
         """A new scenario with these options changed (the keyword arguments of `Scenario`); mappings merge
         into those given before key by key."""
-        unknown = sorted(set(changes) - set(Scenario.__init__.__code__.co_varnames[1:]))
+        code = Scenario.__init__.__code__
+        unknown = sorted(set(changes) - set(code.co_varnames[1:1 + code.co_kwonlyargcount]))
         if unknown:
             raise TypeError(f"Scenario.replace: unknown option(s) {', '.join(unknown)}")
         given = {key: value for key, value in changes.items() if value is not None}

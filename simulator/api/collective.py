@@ -70,6 +70,8 @@ def collective(topology: str | Mapping[str, Any] | TopologySpec = "dgx-h100", no
         spec = validate_topology_spec(merged(spec.model_dump(), {"link_faults": list(link_faults)}), "link_faults")
     walked = list(sizes) if sizes is not None else size_sweep(_size(min_bytes, "min_bytes"),
                                                               _size(max_bytes, "max_bytes"), factor)
+    if not walked or min(walked) < 1:
+        raise ConfigError(f"collective sizes: expected sizes >= 1 byte, got {walked}")
     view = comm_view(build(spec))
     params = calibrated_params(load_profile(None if calibration is None else Path(calibration)), spec.gpu,
                                spec.intra_node, view, force_calibration)

@@ -94,10 +94,14 @@ def test_collective_busbw_is_the_nccl_tests_factor():
         assert row.busbw_GBps == pytest.approx(row.algbw_GBps * 2 * 15 / 16)
 
 
-def test_collective_refuses_an_unknown_op():
-    """An unknown collective: ConfigError listing the valid ones."""
-    with pytest.raises(ConfigError, match="all_reduce"):
-        collective(op="allreduce")
+@pytest.mark.parametrize(("options", "needle"), [
+    ({"op": "allreduce"}, "all_reduce"), ({"sizes": [0, 8]}, "sizes"), ({"min_bytes": "1Q"}, "min_bytes"),
+])
+def test_collective_refuses_bad_input(options, needle):
+    """An unknown collective, a size of 0, a size that does not parse: one-line ConfigError naming it."""
+    with pytest.raises(ConfigError) as caught:
+        collective(**options)
+    assert needle in str(caught.value) and "\n" not in str(caught.value)
 
 
 def test_validate_reports_every_row():

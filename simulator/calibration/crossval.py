@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from simulator.calibration.fit import FitOptions, fit_hardware
 from simulator.collectives.params import prior_params
 from simulator.measurements.dataset import HardwareKey, MeasuredLog
-from simulator.validation.accuracy import LogReport, ValidationReport
+from simulator.validation.accuracy import ErrorSummary, LogReport, ValidationReport
 from simulator.validation.run import predict_log
 
 GROUP_BY = ("cluster", "nodes", "size")
@@ -114,3 +114,23 @@ def crossval(logs: Sequence[MeasuredLog], group_by: str, train_max_nodes: int = 
     for name, split, train, test in splits(logs, group_by, train_max_nodes):
         held += _held_out(name, split, train, test, options, tick)
     return CrossvalReport(group_by, tuple(held))
+
+
+def crossval_to_json(report: CrossvalReport) -> dict[str, object]:
+    """The `clustersim crossval --json` object: each held-out log's prior and calibrated error, and the totals."""
+
+    def summary(s: ErrorSummary) -> dict[str, object]:
+        return {"points": s.points, "median_abs_pct_error": s.median_abs_pct_error,
+                "p90_abs_pct_error": s.p90_abs_pct_error}
+
+    return {
+        "group_by": report.group_by,
+        "held_out": [
+            {"cluster": h.cluster, "split": h.split, "file": h.prior.file,
+             "prior": {"ge_1MiB": summary(h.prior.large), "lt_1MiB": summary(h.prior.small)},
+             "calibrated": {"ge_1MiB": summary(h.calibrated.large), "lt_1MiB": summary(h.calibrated.small)}}
+            for h in report.held_out
+        ],
+        "prior": {"ge_1MiB": summary(report.prior.large), "lt_1MiB": summary(report.prior.small)},
+        "calibrated": {"ge_1MiB": summary(report.calibrated.large), "lt_1MiB": summary(report.calibrated.small)},
+    }

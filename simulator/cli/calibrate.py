@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from simulator.calibration.crossval import GROUP_BY, CrossvalReport, crossval, splits
+from simulator.calibration.crossval import GROUP_BY, crossval, crossval_to_json, splits
 from simulator.calibration.fit import FitOptions, fit_hardware, free_parameters, group_by_hardware
 from simulator.calibration.profile import CalibrationProfile, HardwareCalibration, profile_to_dict
 from simulator.cli.common import check_writable, reflowed, write_text
@@ -125,24 +125,6 @@ def _row(name: str, prior: ErrorSummary, cal: ErrorSummary) -> list[str]:
     return [name, _pct(prior.median_abs_pct_error), _pct(cal.median_abs_pct_error)]
 
 
-def _crossval_json(report: CrossvalReport) -> dict[str, object]:
-    def summary(s: ErrorSummary) -> dict[str, object]:
-        return {"points": s.points, "median_abs_pct_error": s.median_abs_pct_error,
-                "p90_abs_pct_error": s.p90_abs_pct_error}
-
-    return {
-        "group_by": report.group_by,
-        "held_out": [
-            {"cluster": h.cluster, "split": h.split, "file": h.prior.file,
-             "prior": {"ge_1MiB": summary(h.prior.large), "lt_1MiB": summary(h.prior.small)},
-             "calibrated": {"ge_1MiB": summary(h.calibrated.large), "lt_1MiB": summary(h.calibrated.small)}}
-            for h in report.held_out
-        ],
-        "prior": {"ge_1MiB": summary(report.prior.large), "lt_1MiB": summary(report.prior.small)},
-        "calibrated": {"ge_1MiB": summary(report.calibrated.large), "lt_1MiB": summary(report.calibrated.small)},
-    }
-
-
 def crossval_command(
     manifest: Annotated[Path, typer.Option(help="Manifest YAML listing the logs and their clusters.")],
     group_by: Annotated[str, typer.Option(help=f"How to split: {', '.join(GROUP_BY)}.")] = "cluster",
@@ -165,7 +147,7 @@ def crossval_command(
         task = progress.add_task(f"cross-validating by {group_by}", total=budget)
         report = crossval(logs, group_by, train_max_nodes, options, lambda: progress.advance(task))
     if as_json:
-        typer.echo(json.dumps(_crossval_json(report), indent=2))
+        typer.echo(json.dumps(crossval_to_json(report), indent=2))
         return
     table = Table(title=f"Cross-validation by {group_by}: median |error| on held-out rows, prior vs calibrated")
     for col in ("held out", "split", ">=1MiB prior", ">=1MiB calibrated", "<1MiB prior", "<1MiB calibrated"):

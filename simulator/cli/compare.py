@@ -15,9 +15,10 @@ from simulator.cli.common import check_writable, plain, reflowed, write_text
 from simulator.cli.fault_args import LinkFaultOpt, StragglerOpt, with_link_faults, with_stragglers
 from simulator.cli.predict import _load_scenario, _override, _run, prediction_json
 from simulator.core.errors import ConfigError
+from simulator.report.differences import differences, resolved_view
 from simulator.report.html import compare_report_html
 from simulator.run.summary import RunPrediction, predict_run
-from simulator.scenario import ScenarioSpec, pace_of, scenario_echo, stragglers_of
+from simulator.scenario import pace_of, scenario_echo
 from simulator.training.prediction import StepPrediction
 
 HELP = """Compare scenarios: predict each and print the differences that matter, relative to the first.
@@ -89,22 +90,6 @@ def _labels(scenarios: list[tuple[Path, str | None]]) -> list[str]:
     return labels
 
 
-def _leaves(data: object, prefix: str = "") -> dict[str, object]:
-    """A nested mapping flattened to dotted paths (lists and scalars are leaves)."""
-    if not isinstance(data, dict):
-        return {prefix: data}
-    flat: dict[str, object] = {}
-    for key, value in data.items():
-        flat.update(_leaves(value, f"{prefix}.{key}" if prefix else str(key)))
-    return flat
-
-
-def _stragglers_dump(spec: ScenarioSpec) -> object:
-    """The scenario's stragglers as compared: one spec's fields, a list of them, or None."""
-    stragglers = [straggler.model_dump() for straggler in stragglers_of(spec)]
-    return stragglers[0] if len(stragglers) == 1 else stragglers or None
-
-
 def _rows(predictions: list[StepPrediction], changes: list[list[str]],
           runs: list[RunPrediction | None]) -> list[tuple[str, list[str]]]:
     """The compared metrics as (label, a cell per scenario), plain text, the same in the terminal and the
@@ -136,29 +121,6 @@ def _idle_of(name: str) -> Callable[[StepPrediction], float]:
     return lambda p: 100 * p.gpu_idle_by_class.get(name, {}).get("idle_fraction", 0.0)
 
 
-def _shown(value: object) -> str:
-    """A resolved field's value as a reader writes it: none, 0.5, 's17/nic3 x0.5' for a link fault, key=value
-    pairs for the other mappings."""
-    if value is None or value == () or value == []:
-        return "none"
-    if isinstance(value, list | tuple):
-        return "; ".join(_shown(item) for item in value)
-    if isinstance(value, dict):
-        if set(value) == {"device", "factor"}:
-            return f"{value['device']} x{value['factor']:g}"
-        return ", ".join(f"{key}={_shown(item)}" for key, item in value.items() if item is not None)
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def _differences(base: dict[str, object], other: dict[str, object], most: int = 6) -> list[str]:
-    """What `other` changes of `base` (resolved scenarios: presets expanded), as 'path: old -> new', the
-    first `most` and a count of the rest; names, descriptions and sources left out."""
-    a, b = _leaves(base), _leaves(other)
-    changed = [f"{path}: {_shown(a.get(path))} -> {_shown(b.get(path))}" for path in dict.fromkeys([*a, *b])
-               if a.get(path) != b.get(path) and path.rsplit(".", 1)[-1] not in ("name", "description", "source")]
-    return changed[:most] + ([f"(+{len(changed) - most} more)"] if len(changed) > most else [])
-
-
 def compare(
     scenarios: Annotated[list[Path], typer.Argument(help="Two or more scenario YAML files; the first is the base.")],
     report: Annotated[Path | None, typer.Option(help="Write a side-by-side HTML page.")] = None,
@@ -183,12 +145,9 @@ def compare(
         predictions.append((path, spec, _run(topology, training, model, None, False, None, pace, spec.nccl_env)))
         runs.append(predict_run(spec.run, topology, training, model, predictions[-1][2]) if spec.run else None)
         echoes.append(scenario_echo(spec, topology, training, model))
-        resolved.append({"topology": topology.model_dump(), "training": training.model_dump(exclude={"model"}),
-                         "model": model.model_dump(), "stragglers": _stragglers_dump(spec),
-                         "jitter": spec.jitter and spec.jitter.model_dump(), "nccl_env": spec.nccl_env,
-                         "run": spec.run and spec.run.model_dump()})
+        resolved.append(resolved_view(spec, topology, training, model))
     labels = _labels([(path, spec.name) for path, spec, _ in predictions])
-    changes = [_differences(resolved[0], other) for other in resolved]
+    changes = [differences(resolved[0], other) for other in resolved]
     rows = _rows([p for _, _, p in predictions], changes, runs)
     if report is not None:
         named = [(label, p) for label, (_, _, p) in zip(labels, predictions, strict=True)]

@@ -1,45 +1,19 @@
-"""Loading a manifest's measured logs for the commands that compare with them."""
+"""Loading a manifest's measured logs for the commands that compare with them (simulator.measurements.load),
+warnings on stderr."""
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 from rich.console import Console
 
 from simulator.cli.common import print_message
-from simulator.core.errors import ClusterSimError, ConfigError
-from simulator.core.input_file import read_input_text
-from simulator.measurements.dataset import MeasuredLog, measured_log, parse_entry_log
-from simulator.measurements.manifest import log_path, parse_manifest
+from simulator.measurements.dataset import MeasuredLog
+from simulator.measurements.load import read_measured
 
 
 def load_measured(manifest: Path, only: list[str] | None = None) -> list[MeasuredLog]:
-    """Parse the manifest and every log it lists (or those named in `only`), building each cluster.
-
-    Warnings (unknown manifest keys, ignored fields) go to stderr; any error names the manifest,
-    the entry and what was wrong."""
+    """Parse the manifest and every log it lists (or those named in `only`), building each cluster;
+    warnings (unknown manifest keys, ignored fields) go to stderr."""
     err = Console(stderr=True)
-    parsed = parse_manifest(read_input_text(manifest, "manifest"), str(manifest), manifest.resolve().parent)
-    for warning in parsed.warnings:
-        print_message(err, "warning", "yellow", warning)
-    entries = parsed.entries
-    if only:
-        known = {entry.file for entry in entries}
-        missing = [name for name in only if name not in known]
-        if missing:
-            raise ConfigError(f"--only: {', '.join(missing)} not listed in {manifest}")
-        entries = tuple(entry for entry in entries if entry.file in only)
-    logs = []
-    for entry in entries:
-        path = log_path(parsed, entry)
-        log = parse_entry_log(entry, read_input_text(path, f"log of manifest entry {entry.file!r}"), str(path))
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                logs.append(measured_log(entry, log))
-            except ClusterSimError as exc:
-                raise ConfigError(f"{manifest}: entry {entry.file}: {exc}") from None
-        for record in caught:
-            print_message(err, "warning", "yellow", record.message)
-    return logs
+    return read_measured(manifest, only, lambda warning: print_message(err, "warning", "yellow", warning))

@@ -18,6 +18,7 @@ from simulator.cli.common import CapacityFactorOpt, MoeImbalanceOpt, plain, prin
 from simulator.cli.deadline import node_counts, show_deadline
 from simulator.cli.run_args import FailuresOpt, IntervalOpt, TrainTokensOpt, run_spec
 from simulator.core.errors import ConfigError, config_error_from
+from simulator.report.json_out import layout_json
 from simulator.scenario import complete_training, scenario_from_data, scenario_specs
 from simulator.training.job_warnings import job_warnings
 from simulator.training.routing import describe as describe_routing
@@ -25,7 +26,6 @@ from simulator.training.search import (
     DEFAULT_KEEP,
     DEFAULT_SLACK,
     POOL_AFTER_S,
-    RankedLayout,
     SearchResult,
     SearchSpace,
     describe,
@@ -182,20 +182,6 @@ def _job(scenario: Path | None, model: str | None, topology: str | None, nodes: 
     except ValidationError as exc:
         raise config_error_from(exc, "command line") from None
     return topo, complete_training(training, model_spec, topo), model_spec
-
-
-def layout_json(rank: int, r: RankedLayout) -> dict[str, Any]:
-    """One ranked layout of `plan --json`."""
-    lay, p = r.layout, r.prediction
-    return {"rank": rank, "tp": lay.tp, "pp": lay.pp, "cp": lay.cp, "dp": lay.dp, "ep": lay.ep,
-            "micro_batch": lay.micro_batch,
-            "micro_steps": lay.micro_steps, "strategy": lay.strategy, "recompute": lay.recompute,
-            "sequence_parallel": lay.sequence_parallel, "pipeline_schedule": lay.schedule,
-            "virtual_stages": lay.virtual_stages, "pipeline_split": lay.pipeline_split,
-            "step_time_s": p.step_time_s, "tokens_per_s": p.tokens_per_s,
-            "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu, "tflops_per_gpu": p.tflops_per_gpu, "mfu": p.mfu,
-            "memory_per_gpu_bytes": p.memory_per_gpu_bytes, "fits_in_memory": p.fits_in_memory,
-            "estimated_step_time_s": r.estimated_step_s}
 
 
 def _seconds(t: float) -> str:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibrated_params, load_profile
+from simulator.calibration.apply import predict_calibrated as _run
+from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP
 from simulator.cli.common import (
     CapacityFactorOpt,
     MoeImbalanceOpt,
@@ -33,30 +33,25 @@ from simulator.cli.run_args import (
     run_rows,
     run_spec,
 )
-from simulator.collectives.comm import comm_view
-from simulator.core.errors import ConfigError, config_error_from
+from simulator.core.errors import ConfigError
 from simulator.report.html import scale_report_html, step_report_html
+from simulator.report.json_out import prediction_json, scale_row_json
 from simulator.report.trace import trace_events
 from simulator.run.summary import RunPrediction
+from simulator.scaling import weak_scaling
 from simulator.scenario import (
     DEFAULT_SCENARIO,
     ScenarioSpec,
-    complete_training,
     pace_of,
     scenario_echo,
     scenario_from_data,
-    scenario_specs,
 )
+from simulator.scenario_overrides import apply_options as _override
 from simulator.training.job_warnings import job_warnings
-from simulator.training.pace import NOMINAL, Pace
-from simulator.training.predict import compute_scale_for, micro_steps_of, predict_step
+from simulator.training.predict import micro_steps_of
 from simulator.training.prediction import StepPrediction
 from simulator.training.routing import dropped_fraction, routed_loads
-from topologies.build import build
-from topologies.presets import resolve_topology
-from topologies.spec import TopologySpec, validate_topology_spec
-from workloads.presets import resolve_model
-from workloads.spec import ModelSpec, RoutingSpec, TrainingSpec
+from workloads.spec import RoutingSpec, TrainingSpec
 
 GIB = 1024**3
 
@@ -134,52 +129,6 @@ def _load_scenario(path: Path | None) -> ScenarioSpec | None:
     return scenario_from_data(read_yaml(path, "scenario"), str(path))
 
 
-PARALLEL_OPTIONS = ("tp", "pp", "cp", "cp_comm", "ep", "ep_comm_overlap", "sequence_parallel", "pipeline_schedule",
-                    "virtual_stages", "pipeline_split", "placement")
-ROUTING_OPTIONS = ("load_imbalance", "capacity_factor", "pad_to_capacity")
-
-
-def _override(scenario: ScenarioSpec | None, options: dict[str, Any]) -> tuple[ScenarioSpec, TopologySpec,
-                                                                              TrainingSpec, ModelSpec]:
-    """Apply the command line to the scenario (None: the embedded one), validating every changed field,
-    and fill what the job leaves unstated (complete_training). With --model and no scenario file the
-    embedded scenario gives only the cluster: its job's fields (sequence, batch, recomputation,
-    strategy) were chosen for its model."""
-    spec = scenario or DEFAULT_SCENARIO
-    topology, training, model = scenario_specs(spec)
-    if scenario is None and any(value is not None for value in options.values()):
-        spec = spec.model_copy(update={"name": None})  # no longer the embedded scenario's job
-    if options["topology"] is not None:  # another cluster (a preset or a YAML file): its own node count unless given
-        topology = resolve_topology(options["topology"], options["nodes"])
-    updates = {key: options[key] for key in ("nodes", "gpus_per_node") if options[key] is not None}
-    if updates:
-        topology = validate_topology_spec({**topology.model_dump(), **updates}, "command line")
-    if options["model"] is not None:
-        model = resolve_model(options["model"])
-        if scenario is None:
-            training = TrainingSpec(model=model.name)
-    train = {key: options[key] for key in ("micro_batch", "global_batch", "seq_len") if options[key] is not None}
-    if options.get("recompute") is not None:
-        train["activation_checkpointing"] = options["recompute"]
-    if options.get("framework") is not None:
-        train["framework"] = options["framework"]
-    if options["strategy"] is not None:
-        train["strategy"] = {**training.strategy.model_dump(exclude_unset=True), "kind": options["strategy"]}
-    parallel = {key: options.get(key) for key in PARALLEL_OPTIONS if options.get(key) is not None}
-    if parallel:
-        train["parallel"] = {**training.parallel.model_dump(exclude_unset=True), **parallel}
-    routing = {key: options.get(key) for key in ROUTING_OPTIONS if options.get(key) is not None}
-    if routing:
-        train["routing"] = {**training.routing.model_dump(exclude_unset=True), **routing}
-    if train:
-        try:
-            training = TrainingSpec.model_validate({**training.model_dump(exclude_unset=True), **train,
-                                                    "model": model.name})
-        except ValidationError as exc:
-            raise config_error_from(exc, "command line: training") from None
-    return spec, topology, complete_training(training, model, topology), model
-
-
 def _layout_text(training: TrainingSpec) -> str:
     """', TP8 PP4 (interleaved x2) CP2 EP8, SP' for a model-parallel job; '' otherwise."""
     par = training.parallel
@@ -214,56 +163,6 @@ def _ranks(text: str | None, n_gpus: int) -> tuple[int, ...]:
     if not ranks or ranks[0] < 0 or ranks[-1] >= n_gpus:
         raise ConfigError(f"--trace-gpus: ranks must be within 0..{n_gpus - 1}, got {text!r}")
     return ranks
-
-
-def prediction_json(p: StepPrediction, train_tokens: float = 1e12, usd_per_gpu_hour: float | None = None,
-                    scenario: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The `predict --json` object: the metric names of DESIGN.md section 9 and their parts, the
-    planning figures for `train_tokens` tokens and, under `scenario`, the scenario as predicted
-    (scenario_echo: every field, defaults filled in)."""
-    return {
-        "train_tokens": train_tokens, "time_to_train_s": p.time_to_train_s(train_tokens),
-        "gpu_hours": p.gpu_hours(train_tokens),
-        "cost_usd": p.gpu_hours(train_tokens) * usd_per_gpu_hour if usd_per_gpu_hour is not None else None,
-        "average_power_w_per_gpu": p.average_power_w, "energy_kwh": p.energy_kwh(train_tokens),
-        "step_time_s": p.step_time_s, "compute_s": p.compute_s, "gpu_idle_s": p.gpu_idle_s,
-        "gpu_idle_fraction": p.gpu_idle_fraction, "gpu_idle_by_class": p.gpu_idle_by_class,
-        "exposed_comm_s": p.exposed_comm_s,
-        "exposed_comm_by_collective_s": p.comm_by_collective_s, "idle_breakdown_s": p.idle_breakdown_s,
-        "tokens_per_s": p.tokens_per_s, "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu,
-        "tflops_per_gpu": p.tflops_per_gpu, "mfu": p.mfu, "n_gpus": p.n_gpus,
-        "tokens_per_step": p.tokens_per_step, "memory_per_gpu_bytes": p.memory_per_gpu_bytes,
-        "memory_capacity_bytes": p.memory_capacity_bytes, "fits_in_memory": p.fits_in_memory,
-        "memory_breakdown_bytes": {
-            "parameters": p.memory.parameters_bytes, "gradients": p.memory.gradients_bytes,
-            "optimizer": p.memory.optimizer_bytes, "activations": p.memory.activations_bytes,
-            "buffers": p.memory.buffers_bytes, "reserve": p.memory.reserve_bytes},
-        "model": p.model, "calibration": p.calibration,
-        **({"scenario": scenario} if scenario is not None else {}),
-    }
-
-
-def _run(topology: TopologySpec, training: TrainingSpec, model: ModelSpec, calibration: Path | None,
-         force: bool, measured_tokens_per_s: float | None = None, pace: Pace = NOMINAL,
-         env: dict[str, str] | None = None) -> StepPrediction:
-    """Predict with what the user measured: a calibration profile (collective parameters, and the
-    GEMM efficiency of its compute section) and/or a single-GPU tokens/s for this job."""
-    profile = load_profile(calibration)
-    params, gemm, source = None, None, []
-    if profile is not None:
-        cluster = build(topology)
-        if profile.sections:  # a compute-only profile (benchmarks/gpu_calibration.py) leaves collectives at the prior
-            params = calibrated_params(profile, topology.gpu, topology.intra_node, comm_view(cluster), force)
-        source.append(str(calibration))
-        if profile.compute is not None:
-            precision = "bf16" if training.precision == "fp8" else training.precision
-            peak = cluster.gpu.peak_tflops("fp16" if cluster.gpu.bf16_tflops is None else precision)
-            gemm = profile.compute.gemm_efficiency(peak)
-    scale = 1.0
-    if measured_tokens_per_s is not None:
-        scale = compute_scale_for(measured_tokens_per_s, topology, training, model, gemm)
-        source.append(f"measured {measured_tokens_per_s:g} tokens/s/GPU (compute x {scale:.3f})")
-    return predict_step(topology, training, model, params, scale, gemm, "; ".join(source) or None, pace, env)
 
 
 def job_text(training: TrainingSpec, micro_steps: int) -> str:
@@ -473,35 +372,20 @@ def scale(
     if not counts or min(counts) < 1:
         raise ConfigError(f"--nodes: node counts must be >= 1, got {nodes!r}")
     loaded = _load_scenario(scenario)
-    rows = []
+    jobs = []
     for count in counts:
         options = dict(topology=topology, nodes=count, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
                        micro_batch=micro_batch, global_batch=None, seq_len=seq_len)
         spec, topo, training, model_spec = _override(loaded, options)
-        spec = with_stragglers(spec, straggler)
-        topo = with_link_faults(topo, link_fault)
-        if grad_accum is None:  # the first count fixes the accumulation; the others keep it (weak scaling)
-            par = training.parallel
-            grad_accum = micro_steps_of(training, topo.nodes * topo.gpus_per_node // (par.tp * par.pp * par.cp))
-        try:
-            training = TrainingSpec.model_validate({**training.model_dump(), "global_batch": None,
-                                                    "grad_accum": grad_accum, "model": model_spec.name})
-        except ValidationError as exc:
-            raise config_error_from(exc, "command line: training") from None
-        pace = pace_of(spec, topo.nodes, topo.gpus_per_node)  # stragglers, and jitter over N GPUs
-        rows.append((count, _run(topo, training, model_spec, calibration, force_calibration, None, pace,
-                                 spec.nccl_env)))
+        jobs.append((count, with_stragglers(spec, straggler), with_link_faults(topo, link_fault), training, model_spec))
+    rows = [(job[0], p) for job, p in weak_scaling(jobs, grad_accum, calibration, force_calibration)]
     base = rows[0][1].tokens_per_s_per_gpu
     if report is not None:
         title = (f"{model_spec.name}, {training.strategy.kind}, {nodes} nodes x {topo.gpus_per_node} {topo.gpu} "
                  f"({topo.name or 'cluster'}): scaling")
         write_text(report, scale_report_html(title, rows), "report")
     if as_json:
-        typer.echo(json.dumps({"rows": [
-            {"nodes": n, "n_gpus": p.n_gpus, "step_time_s": p.step_time_s, "tokens_per_s": p.tokens_per_s,
-             "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu, "mfu": p.mfu,
-             "gpu_idle_fraction": p.gpu_idle_fraction, "scaling_efficiency": p.tokens_per_s_per_gpu / base}
-            for n, p in rows]}, indent=2))
+        typer.echo(json.dumps({"rows": [scale_row_json(n, p, rows[0][1]) for n, p in rows]}, indent=2))
         return
     table = Table("nodes", "GPUs", "step s", "tokens/s", "tokens/s/GPU", "MFU", "idle", "scaling eff.",
                   title="Scaling efficiency (per-GPU throughput vs the first row)")

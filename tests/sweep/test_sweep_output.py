@@ -19,12 +19,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-import simulator.sweep.spec as spec_module
 from simulator.cli import sweep as sweep_command
 from simulator.cli.output_lock import OutputLock, lock_path
 from simulator.cli.sweep_results import csv_cell
 from simulator.core.errors import ConfigError
 from simulator.sweep import Scenario, count_points, iter_scenarios, point_at, run_sweep, sweep_from_data
+from simulator.sweep import spec as spec_module
 from simulator.sweep.run import WINDOW_PER_WORKER
 
 BASE = {"topology": "dgx-h100", "training": {

@@ -1,0 +1,205 @@
+"""Predictions against measured nccl-tests logs: `validate` (the error on time of every row, as `clustersim
+validate`), `calibrate` (fit the collective model per hardware, as `clustersim calibrate`) and `crossval`
+(fit on some logs, report the error on the others, as `clustersim crossval`)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simulator.api.results import Result, records
+from simulator.calibration.apply import calibrated_params, load_profile
+from simulator.calibration.crossval import GROUP_BY, CrossvalReport, crossval_to_json, splits
+from simulator.calibration.crossval import crossval as run_crossval
+from simulator.calibration.fit import FitOptions, fit_hardware, group_by_hardware
+from simulator.calibration.profile import CalibrationProfile, profile_to_dict
+from simulator.collectives.busbw import busbw_factor
+from simulator.core.errors import ConfigError
+from simulator.measurements.dataset import MeasuredLog
+from simulator.measurements.load import read_measured
+from simulator.sweep.run import clustersim_version
+from simulator.validation.accuracy import LogReport, ValidationReport, report_to_json
+from simulator.validation.run import predict_log
+
+
+def _measured(manifest: str | Path, only: Iterable[str] | None) -> list[MeasuredLog]:
+    """The manifest's logs; its warnings are Python warnings."""
+    return read_measured(Path(manifest), list(only) if only is not None else None,
+                         lambda message: warnings.warn(message, UserWarning, stacklevel=3))
+
+
+@dataclass(frozen=True)
+class ValidationRow:
+    """One measured row against its prediction: error_pct = (predicted - measured) / measured x 100 on time;
+    bus bandwidths (GB/s) by the nccl-tests factor of the collective over `ranks`."""
+
+    file: str
+    collective: str
+    ranks: int
+    size_bytes: int
+    measured_time_us: float
+    predicted_time_us: float
+    error_pct: float
+    measured_busbw_GBps: float
+    predicted_busbw_GBps: float
+    algo: str
+    proto: str
+
+
+def _rows(log: MeasuredLog, report: LogReport) -> list[ValidationRow]:
+    factor = busbw_factor(report.collective, log.view.n_ranks)
+    return [ValidationRow(report.file, report.collective, log.view.n_ranks, r.size_bytes, r.measured_time_us,
+                          r.predicted_time_us, 100.0 * (r.predicted_time_us - r.measured_time_us) / r.measured_time_us,
+                          r.size_bytes / r.measured_time_us * 1e-3 * factor,
+                          r.size_bytes / r.predicted_time_us * 1e-3 * factor, r.algo, r.proto)
+            for r in report.rows]
+
+
+@dataclass(frozen=True)
+class Validation(Result):
+    """The error on time of every row of every log (`rows`), summarised as `clustersim validate --json`:
+    median and p90 |error| in percent, overall and for sizes >= 1 MiB and < 1 MiB, per log and in all."""
+
+    FIGURE = "validation_figure"
+
+    rows: tuple[ValidationRow, ...]
+    _report: ValidationReport = field(repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `clustersim validate --json` object."""
+        return report_to_json(self._report)
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One dict a measured row."""
+        return records(self.rows)
+
+    @property
+    def median_abs_pct_error_ge_1MiB(self) -> float | None:
+        return self._report.large.median_abs_pct_error
+
+    @property
+    def median_abs_pct_error_lt_1MiB(self) -> float | None:
+        return self._report.small.median_abs_pct_error
+
+
+@dataclass(frozen=True)
+class FittedParameter:
+    """A parameter of one hardware's fit: its fitted `value` (the prior where the data did not identify it:
+    `fitted` False), its prior, bounds, sensitivity (rms % change of predicted time for a 10% change) and the
+    bound it ran into, if any."""
+
+    hardware: str
+    name: str
+    value: float
+    prior: float
+    lower: float
+    upper: float
+    fitted: bool
+    sensitivity_pct: float | None
+    at_bound: str | None
+
+
+@dataclass(frozen=True)
+class Calibration(Result):
+    """A calibration profile: the collective model's parameters fitted per hardware (GPU, intra-node fabric,
+    network transport). `to_yaml()` is the profile file `--calibration` and `validate` take."""
+
+    FIGURE = "calibration_figure"
+
+    parameters: tuple[FittedParameter, ...]
+    _profile: CalibrationProfile = field(repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The profile as data (what its YAML file holds)."""
+        return profile_to_dict(self._profile)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One dict a (hardware, parameter)."""
+        return records(self.parameters)
+
+
+def validate(manifest: str | Path, calibration: Calibration | str | Path | None = None, *,
+             force_calibration: bool = False, only: Iterable[str] | None = None) -> Validation:
+    """Predict every row of every log the manifest lists (or those in `only`) and its error on time, with the
+    published-facts prior or `calibration` (a Calibration, or a profile YAML path); as `clustersim validate`."""
+    profile = calibration._profile if isinstance(calibration, Calibration) else load_profile(
+        None if calibration is None else Path(calibration))
+    logs = _measured(manifest, only)
+    reports = [predict_log(m, calibrated_params(profile, m.entry.gpu, m.entry.intra_node, m.view, force_calibration))
+               for m in logs]
+    rows = tuple(row for log, report in zip(logs, reports, strict=True) for row in _rows(log, report))
+    return Validation(rows, ValidationReport(tuple(reports)))
+
+
+def calibrate(manifest: str | Path, *, only: Iterable[str] | None = None, max_nfev: int = 40) -> Calibration:
+    """Fit the collective model's parameters to the manifest's logs (or those in `only`), one fit per hardware,
+    as `clustersim calibrate` (robust least squares on log time with a ridge towards the prior; only
+    parameters the data identify are fitted). `max_nfev`: model evaluations per fit, at most (x parameters)."""
+    if max_nfev < 1:
+        raise ConfigError(f"calibrate max_nfev must be >= 1, got {max_nfev}")
+    options = FitOptions(max_nfev=max_nfev)
+    sections = tuple(fit_hardware(hardware, logs, options)
+                     for hardware, logs in group_by_hardware(_measured(manifest, only)).items())
+    profile = CalibrationProfile(clustersim_version(), datetime.now(UTC).isoformat(timespec="seconds"), sections)
+    parameters = tuple(FittedParameter(s.hardware.label(), p.name, p.value, p.prior, p.lower, p.upper, p.fitted,
+                                       p.sensitivity_pct, p.at_bound) for s in sections for p in s.params)
+    return Calibration(parameters, profile)
+
+
+@dataclass(frozen=True)
+class HeldOutLog:
+    """A log (or half of one) the fit did not see: median |error| on time (%) before (prior) and after
+    calibration, for sizes >= 1 MiB and < 1 MiB."""
+
+    file: str
+    cluster: str
+    split: str
+    prior_ge_1MiB: float | None
+    calibrated_ge_1MiB: float | None
+    prior_lt_1MiB: float | None
+    calibrated_lt_1MiB: float | None
+
+
+@dataclass(frozen=True)
+class CrossValidation(Result):
+    """Held-out error, prior against calibrated, as `clustersim crossval --json`."""
+
+    FIGURE = "crossval_figure"
+
+    held_out: tuple[HeldOutLog, ...]
+    _report: CrossvalReport = field(repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return crossval_to_json(self._report)
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One dict a held-out log."""
+        return records(self.held_out)
+
+
+def crossval(manifest: str | Path, group_by: str = "cluster", *, train_max_nodes: int = 2,
+             only: Iterable[str] | None = None, max_nfev: int = 40) -> CrossValidation:
+    """Fit on some logs of each cluster and predict the others, as `clustersim crossval`: `group_by` cluster
+    (leave one log out), nodes (fit on runs of at most `train_max_nodes` nodes, predict the larger) or size
+    (fit on every other size, predict the rest)."""
+    if group_by not in GROUP_BY:
+        raise ConfigError(f"crossval group_by: {group_by!r} is not one of {', '.join(GROUP_BY)}")
+    if max_nfev < 1:
+        raise ConfigError(f"crossval max_nfev must be >= 1, got {max_nfev}")
+    logs = _measured(manifest, only)
+    if not splits(logs, group_by, train_max_nodes):
+        raise ConfigError(f"crossval group_by {group_by}: no cluster has logs to fit on and logs to predict")
+    report = run_crossval(logs, group_by, train_max_nodes, FitOptions(max_nfev=max_nfev))
+    held = tuple(HeldOutLog(h.prior.file, h.cluster, h.split, h.prior.large.median_abs_pct_error,
+                            h.calibrated.large.median_abs_pct_error, h.prior.small.median_abs_pct_error,
+                            h.calibrated.small.median_abs_pct_error) for h in report.held_out)
+    return CrossValidation(held, report)

@@ -1,0 +1,58 @@
+"""Using a calibration profile: reading it, choosing its section for a cluster, and predicting a training
+step with what the user measured (a profile, a single-GPU throughput). Shared by the CLI and the Python API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from simulator.calibration.profile import CalibrationProfile, profile_from_dict
+from simulator.collectives.comm import CommView, comm_view
+from simulator.collectives.params import ModelParams, prior_params
+from simulator.core.input_file import read_input_text
+from simulator.core.yaml_text import load_yaml_text
+from simulator.measurements.dataset import HardwareKey
+from simulator.training.pace import NOMINAL, Pace
+from simulator.training.predict import compute_scale_for, predict_step
+from simulator.training.prediction import StepPrediction
+from topologies.build import build
+from topologies.spec import TopologySpec
+from workloads.spec import ModelSpec, TrainingSpec
+
+
+def load_profile(path: Path | None) -> CalibrationProfile | None:
+    """Read and check a profile file (None: no calibration)."""
+    if path is None:
+        return None
+    return profile_from_dict(load_yaml_text(read_input_text(path, "calibration profile"), str(path)), str(path))
+
+
+def calibrated_params(profile: CalibrationProfile | None, gpu: str, intra_node: str, view: CommView,
+                      force: bool) -> ModelParams | None:
+    """The parameters a profile gives this cluster (None: use the prior)."""
+    if profile is None:
+        return None
+    section = profile.section_for(HardwareKey.of(gpu, intra_node, view), force)
+    return section.apply(prior_params(view))
+
+
+def predict_calibrated(topology: TopologySpec, training: TrainingSpec, model: ModelSpec, calibration: Path | None,
+                       force: bool, measured_tokens_per_s: float | None = None, pace: Pace = NOMINAL,
+                       env: dict[str, str] | None = None) -> StepPrediction:
+    """Predict with what the user measured: a calibration profile (collective parameters, and the
+    GEMM efficiency of its compute section) and/or a single-GPU tokens/s for this job."""
+    profile = load_profile(calibration)
+    params, gemm, source = None, None, []
+    if profile is not None:
+        cluster = build(topology)
+        if profile.sections:  # a compute-only profile (benchmarks/gpu_calibration.py) leaves collectives at the prior
+            params = calibrated_params(profile, topology.gpu, topology.intra_node, comm_view(cluster), force)
+        source.append(str(calibration))
+        if profile.compute is not None:
+            precision = "bf16" if training.precision == "fp8" else training.precision
+            peak = cluster.gpu.peak_tflops("fp16" if cluster.gpu.bf16_tflops is None else precision)
+            gemm = profile.compute.gemm_efficiency(peak)
+    scale = 1.0
+    if measured_tokens_per_s is not None:
+        scale = compute_scale_for(measured_tokens_per_s, topology, training, model, gemm)
+        source.append(f"measured {measured_tokens_per_s:g} tokens/s/GPU (compute x {scale:.3f})")
+    return predict_step(topology, training, model, params, scale, gemm, "; ".join(source) or None, pace, env)

@@ -1,0 +1,99 @@
+"""`Scenario`: built from keyword arguments, data or a file, presets by name, immutable, overrides by `replace`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from simulator import ConfigError, Scenario
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_the_default_is_the_embedded_scenario():
+    """`Scenario()`: Llama-2-7B, FSDP, 4 x DGX H100, global batch 256 (simulator.scenario.DEFAULT_SCENARIO)."""
+    s = Scenario()
+    assert (s.model.name, s.topology.name, s.nodes, s.n_gpus) == ("llama2-7b", "dgx-h100", 4, 32)
+    assert (s.training.strategy.kind, s.training.global_batch) == ("fsdp", 256)
+
+
+def test_a_model_alone_keeps_only_the_cluster():
+    """With a model and no file, the job's fields come from the model: its sequence, micro-batch 1, no
+    accumulation (docs/scenarios.md); with TP the strategy is ddp."""
+    s = Scenario(model="llama2-13b", tp=2)
+    assert s.training.seq_len == 4096 and s.training.micro_batch == 1
+    assert s.training.global_batch == 16  # 32 GPUs / TP 2, one sequence each
+    assert s.training.strategy.kind == "ddp"
+
+
+def test_presets_by_name_and_with_fields_replaced():
+    """A topology preset with some fields replaced, another GPU preset, a model preset."""
+    s = Scenario(model="llama3-8b", topology={"preset": "dgx-h100", "inter_node": {"nic_gbps": 200}}, nodes=2,
+                 gpu="H200-SXM-141GB")
+    assert s.topology.inter_node is not None and s.topology.inter_node.nic_gbps == 200
+    assert s.topology.gpu == "H200-SXM-141GB" and s.nodes == 2
+    assert s.model.name == "llama3-8b"
+
+
+def test_replace_returns_a_new_scenario_and_leaves_the_old_one():
+    """`replace(nodes=16)` changes the copy only; nested mappings merge key by key."""
+    base = Scenario(model="llama2-7b", training={"precision": "bf16", "strategy": {"kind": "ddp"}})
+    bigger = base.replace(nodes=16, training={"strategy": {"bucket_bytes": 5 * 2**20}})
+    assert (base.nodes, bigger.nodes) == (4, 16)
+    assert bigger.training.strategy.kind == "ddp" and bigger.training.strategy.bucket_bytes == 5 * 2**20
+
+
+def test_a_scenario_is_immutable():
+    """Setting an attribute raises; `replace` is the way to change one."""
+    with pytest.raises(AttributeError, match="replace"):
+        Scenario().nodes = 8  # type: ignore[misc]
+
+
+def test_from_yaml_and_from_dict_agree(tmp_path):
+    """A scenario file and its data give the same scenario; its echo is itself a scenario that resolves the same."""
+    path = EXAMPLES / "base.yaml"
+    from_file = Scenario.from_yaml(path)
+    assert from_file == Scenario.from_dict(yaml.safe_load(path.read_text()))
+    echo = tmp_path / "echo.yaml"
+    echo.write_text(yaml.safe_dump(from_file.to_dict()))
+    assert Scenario.from_yaml(echo).to_dict() == from_file.to_dict()
+
+
+def test_replace_on_a_file_is_the_cli_option_on_the_file():
+    """`from_yaml(...).replace(strategy="zero2")` keeps the file's job and changes only the strategy's kind."""
+    s = Scenario.from_yaml(EXAMPLES / "base.yaml").replace(strategy="zero2")
+    assert s.training.strategy.kind == "zero2" and s.training.global_batch == 512 and s.nodes == 8
+
+
+@pytest.mark.parametrize(("options", "needle"), [
+    ({"nodes": 0}, "nodes"),
+    ({"model": "no-such-model"}, "no-such-model"),
+    ({"topology": "no-such-cluster"}, "no-such-cluster"),
+    ({"micro_batch": -1}, "micro_batch"),
+    ({"stragglers": [{"slowdown": 0.5}]}, "slowdown"),
+    ({"strategy": "zero9"}, "strategy"),
+])
+def test_a_bad_option_is_one_line_naming_it(options, needle):
+    """A bad value raises ConfigError when the scenario is resolved: one line naming the field."""
+    with pytest.raises(ConfigError) as caught:
+        Scenario(**options).resolve()
+    assert needle in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_bad_file_is_one_line_naming_it(tmp_path):
+    """A missing file and a wrong field: ConfigError naming the file (and the field)."""
+    with pytest.raises(ConfigError, match="missing.yaml"):
+        Scenario.from_yaml(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("topology: dgx-h100\ntraining: {model: llama2-7b, micro_bach: 2}\n")
+    with pytest.raises(ConfigError) as caught:
+        Scenario.from_yaml(bad)
+    assert "micro_bach" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_an_unknown_option_to_replace_is_a_type_error():
+    """`replace` takes the keyword arguments of Scenario, as the constructor does."""
+    with pytest.raises(TypeError, match="nodez"):
+        Scenario().replace(nodez=2)

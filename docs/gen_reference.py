@@ -1,6 +1,7 @@
 """Write the generated reference pages of the docs site from the installed app itself:
-docs/cli.md (every command's --help text, walked from the typer app) and docs/schema.md (the fields of
-each input file, from the JSON Schema that `clustersim schema` prints).
+docs/cli.md (every command's --help text, walked from the typer app), docs/schema.md (the fields of
+each input file, from the JSON Schema that `clustersim schema` prints) and docs/frameworks.md (each
+framework's defaults with their sources, from workloads.frameworks).
 
 Run from the repository root before `mkdocs build`: `python3 docs/gen_reference.py`.
 """
@@ -17,6 +18,7 @@ from typer.testing import CliRunner
 
 from simulator.cli.app import app
 from simulator.cli.schema import SPECS
+from workloads.frameworks import FRAMEWORKS
 
 DOCS = Path(__file__).resolve().parent
 HELP_COLUMNS = 100
@@ -110,11 +112,84 @@ def schema_reference() -> str:
     return "\n".join(parts)
 
 
+FRAMEWORKS_INTRO = """# Frameworks
+
+The same job runs differently under different frameworks: PyTorch DDP reduces fp32 gradients under
+AMP, DeepSpeed reduces ZeRO-1/2 gradients on the compute stream unless `overlap_comm` is set,
+Megatron keeps an fp32 gradient buffer for bf16 models, torchtitan runs PyTorch eager element-wise
+operations unless compiled. Name the framework and every field the job leaves unstated takes that
+framework's default; a field you state always wins.
+
+```yaml
+training:
+  model: llama2-13b
+  framework: deepspeed      # or --framework deepspeed on the command line
+  strategy: {kind: zero2}   # DeepSpeed's default overlap_comm is off below stage 3
+```
+
+```bash
+clustersim predict --model llama2-7b --nodes 4 --strategy zero2 --framework deepspeed --json
+```
+
+`predict --json` echoes every resolved field under `scenario.training`, so you can see what the framework set.
+A job that names no framework keeps clustersim's generic defaults (overlapped bucketed reduction in
+16-bit, the FSDP-like memory of the ZeRO paper). A strategy the framework does not run is refused
+(`pytorch-ddp` runs only `ddp`).
+
+Aliases: `torchtitan` is `fsdp2`, `megatron` and `megatron-lm` are `megatron-core`, `composer` is
+`llm-foundry`, `ddp` is `pytorch-ddp`, `fsdp` is `pytorch-fsdp`.
+
+**Performance recipes differ from training defaults.** NVIDIA's published performance runs (NeMo's
+performance scripts, Megatron-Bridge's performance configs) set `grad_reduce_in_fp32 = False`, where
+Megatron-LM's and NeMo's defaults reduce a bf16 job's gradients in fp32. To predict such a recipe, state
+`strategy.grad_reduce_bytes: 2`.
+
+## What each default does in the step
+
+- `strategy.overlap_grad_reduce: false` puts the gradient reduction on the compute stream: the next
+  micro-step (ZeRO-2 reduces in every one) or the optimizer step waits for it.
+- `strategy.reduce_per_rank` reduces each ZeRO-1/2 bucket with one `reduce` per data-parallel rank (the
+  slice that rank owns), as DeepSpeed's `average_tensor` does: the same bytes as a reduce-scatter, with as
+  many launches, and latencies, as ranks.
+- `parallel.sp_backward_regather` adds the two all-gathers per layer backward with which Megatron and
+  Transformer Engine rebuild a column-parallel layer's input from its saved shard; they run beside the
+  data-gradient GEMM.
+- `strategy.fp32_params`, `strategy.grad_bucket_copy` and `strategy.grad_reduce_bytes` set the memory:
+  PyTorch DDP with AMP holds 4 + 4 + 8 bytes a parameter plus its buckets' copy of the gradients (20), a
+  Megatron bf16 job 2 + 4 + 12 (18).
+- Buckets always go to the network in the order backward fills them: an untied output layer's gradients
+  first, the embedding's last, a mixture of experts' expert buckets as their layers finish.
+
+## The defaults, with their sources
+
+Generated from `workloads/frameworks.py` by `docs/gen_reference.py`.
+
+| framework | field | value | source |
+|---|---|---|---|
+"""
+
+_WHEN = {"_tp": " (tp > 1)", "_pp": " (pp > 1)", "_fp16": " (fp16)", "_zero12": " (zero1, zero2)"}
+
+
+def frameworks_reference() -> str:
+    """The frameworks page: what naming a framework does, then every default with its source."""
+    rows = []
+    for name, conventions in FRAMEWORKS.items():
+        rows.append(f"| `{name}` | strategy.kind | {' / '.join(conventions.kinds)} (the first is the default) | "
+                    f"{_cell(conventions.title)} |")
+        for default in conventions.defaults:
+            value = "depends on the job" if callable(default.value) else f"`{default.value}`"
+            when = _WHEN.get(getattr(default.when, "__name__", ""), "")
+            rows.append(f"| `{name}` | {default.path} | {value}{when} | {_cell(default.source)} |")
+    return FRAMEWORKS_INTRO + "\n".join(rows)
+
+
 def main() -> None:
     os.environ.setdefault("COLUMNS", str(HELP_COLUMNS))
     (DOCS / "cli.md").write_text(cli_reference() + "\n", encoding="utf-8")
     (DOCS / "schema.md").write_text(schema_reference() + "\n", encoding="utf-8")
-    print(f"wrote {DOCS / 'cli.md'} and {DOCS / 'schema.md'}")
+    (DOCS / "frameworks.md").write_text(frameworks_reference() + "\n", encoding="utf-8")
+    print(f"wrote {DOCS / 'cli.md'}, {DOCS / 'schema.md'} and {DOCS / 'frameworks.md'}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ scenario (docs/scenarios.md):
   Megatron-LM's default (its distributed optimizer, zero1 here, is an opt-in flag,
   --use-distributed-optimizer).
 - activation_checkpointing none, precision bf16, optimizer adamw: TrainingSpec's defaults.
+- With `training.framework`, every field the job leaves unstated takes that framework's default first
+  (workloads.frameworks: its strategy, overlap, gradient reduction dtype, buckets, placement, memory).
 """
 
 from __future__ import annotations

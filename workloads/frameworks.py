@@ -163,7 +163,7 @@ FRAMEWORKS: dict[str, Conventions] = {
         Default("strategy.overlap_param_gather", False, _MEGATRON_OVERLAP),
     )),
     "nemo": Conventions("NVIDIA NeMo (Megatron-Core) recipes", ("zero1", "ddp"), (
-        *_MEGATRON_COMMON,
+        *(default for default in _MEGATRON_COMMON if default.path != "strategy.grad_reduce_bytes"),
         Default("strategy.overlap_grad_reduce", True, "nemo/collections/llm/recipes: DistributedDataParallelConfig"
                 "(overlap_grad_reduce=True, overlap_param_gather=True) with the distributed optimizer"),
         Default("strategy.overlap_param_gather", True, "nemo/collections/llm/recipes (as above)"),

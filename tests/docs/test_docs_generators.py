@@ -12,6 +12,7 @@ import typer
 
 from simulator.cli.schema import SPECS
 from simulator.scenario import ScenarioSpec
+from workloads.frameworks import FRAMEWORKS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,3 +91,12 @@ def test_schema_reference_lists_every_scenario_field():
         assert f"## {kind}\n" in page
     for field in ScenarioSpec.model_fields:
         assert f"| `{field}` |" in page
+
+
+def test_frameworks_reference_lists_every_default_with_its_source():
+    """docs/frameworks.md has a row for each framework default, its source in the row."""
+    page = _module("docs/gen_reference.py").frameworks_reference()
+    for name, conventions in FRAMEWORKS.items():
+        for default in conventions.defaults:
+            row = next(line for line in page.splitlines() if line.startswith(f"| `{name}` | {default.path} |"))
+            assert " ".join(default.source.split())[:40] in row

@@ -39,6 +39,8 @@ def resolved(framework: str, **fields: object) -> TrainingSpec:
 @pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
 def test_every_default_names_a_field_and_cites_a_source(framework):
     conventions = FRAMEWORKS[framework]
+    paths = [default.path for default in conventions.defaults]
+    assert len(paths) == len(set(paths)), "one default a field"
     for default in conventions.defaults:
         section, _, name = default.path.rpartition(".")
         assert name in SECTIONS[section].model_fields, default.path

@@ -152,6 +152,9 @@ FRAMEWORKS: dict[str, Conventions] = {
                 "on the compute stream (stage_1_and_2.py average_tensor)"),
         Default("strategy.reduce_per_rank", True, "deepspeed/runtime/zero/stage_1_and_2.py average_tensor: "
                 "one dist.reduce per destination rank's slice of the bucket", _zero12),
+        Default("strategy.gather_per_module", True, "deepspeed/runtime/zero/partitioned_param_coordinator.py "
+                "fetch_sub_module: each submodule's parameters are all-gathered when it runs (prefetched ahead)",
+                lambda job: job.kind == "zero3"),
         Default("strategy.fp32_grad_copy", True, "deepspeed/runtime/zero/stage_1_and_2.py: the optimizer "
                 "steps fp32 copies of its partition's gradients"),
         Default("strategy.grad_reduce_bytes", 2, "deepspeed/runtime/config.py: communication_data_type None "

@@ -186,6 +186,9 @@ class StrategySpec(BaseModel):
     grad_bucket_copy: bool = Field(
         default=False, description="DDP's buckets hold a second copy of every gradient at grad_reduce_bytes "
         "(PyTorch DDP's gradient_as_bucket_view=False, its default); false: two buckets' worth of buffers.")
+    gather_per_module: bool = Field(
+        default=False, description="ZeRO-3 gathers each weight matrix with an all-gather of its own (DeepSpeed "
+        "stage 3 fetches submodule by submodule) instead of one per block (PyTorch FSDP's unit).")
     reduce_per_rank: bool = Field(
         default=False, description="ZeRO-1/2 reduce each gradient bucket with one reduce per data-parallel rank "
         "(to the rank owning that slice: DeepSpeed's average_tensor) instead of one reduce-scatter: the same "

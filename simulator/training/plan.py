@@ -150,10 +150,14 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
         return ("dense", "experts") if layers[i].param_bytes["experts"] else ("dense",)
 
     def gather(name: str, i: int, deps: tuple[str, ...]) -> tuple[str, ...]:
-        """All-gather layer i's parameters (each part over its group); the names to wait for."""
+        """All-gather layer i's parameters (each part over its group); the names to wait for. With
+        gather_per_module, one all-gather per weight matrix (DeepSpeed ZeRO-3 fetches submodule by submodule;
+        the norms, under stage3_param_persistence_threshold, stay resident)."""
         for part in layer_parts(i):
+            matrices = sum(1 for _, owner in layers[i].tensors if owner == part) - (part == "dense")
+            calls = max(1, matrices) if s.gather_per_module else 1
             tasks.append(Task(name + suffix[part], "ag", "all_gather", collective=CollectiveCall(
-                "all_gather", layers[i].param_bytes[part], group_of[part]), deps=deps))
+                "all_gather", layers[i].param_bytes[part] // calls, group_of[part], calls), deps=deps))
         return tuple(name + suffix[part] for part in layer_parts(i))
     reshard = s.reshard_after_forward if s.reshard_after_forward is not None else sharding != "SHARD_GRAD_OP"
     # Megatron --overlap-param-gather: the parameters the last step's optimizer updated are gathered

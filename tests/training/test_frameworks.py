@@ -191,3 +191,14 @@ def test_megatron_bf16_holds_18_bytes_a_parameter():
     distributed-optimizer documentation's 18 bytes without the distributed optimizer."""
     spec = TrainingSpec(model=SMALL, framework="megatron-core", strategy=StrategySpec(kind="ddp"))
     assert per_param(spec, buffers=False) == pytest.approx(18.0, rel=1e-9)
+
+
+def test_deepspeed_zero3_gathers_each_matrix_on_its_own():
+    """DeepSpeed stage 3 fetches submodule by submodule: a Llama-style block's 4 matrices (qkv, attention out,
+    MLP up, MLP down here) in 4 all-gathers of a quarter each; FSDP in one."""
+    per_module = plan_of(resolved("deepspeed", strategy=StrategySpec(kind="zero3")), 1)
+    unit = plan_of(TrainingSpec(model=SMALL, seq_len=1024, strategy=StrategySpec(kind="zero3")), 1)
+    first = {t.name: t.collective for t in per_module.tasks}["m0.ag_fwd0"]
+    whole = {t.name: t.collective for t in unit.tasks}["m0.ag_fwd0"]
+    assert first.count == 4 and whole.count == 1
+    assert first.size_bytes * first.count == pytest.approx(whole.size_bytes, abs=4)

@@ -65,6 +65,7 @@ from simulator.training.shards import blocks_params_on_gpu, owned_params
 from simulator.training.tasks import PARAM_BYTES, pass_collectives
 from topologies.build import build
 from topologies.spec import TopologySpec
+from workloads.frameworks import FRAMEWORKS
 from workloads.model import ACTIVATION_BYTES, TransformerModel, transformer
 from workloads.spec import Checkpointing, ModelSpec, PipelineSplit, StrategyKind, TrainingSpec
 
@@ -420,6 +421,11 @@ def search_layouts(topology: TopologySpec, base: TrainingSpec, model_spec: Model
         raise ConfigError(f"--keep must be >= 1, got {keep}")
     if not slack >= 1.0:  # NaN too
         raise ConfigError(f"--slack must be >= 1, got {slack}")
+    if base.framework is not None:  # only the strategies the job's framework runs
+        runs = FRAMEWORKS[base.framework].kinds
+        space = replace(space, strategies=tuple(kind for kind in space.strategies if kind in runs))
+        if not space.strategies:
+            raise ConfigError(f"--strategies: {base.framework} runs none of those asked; it runs {', '.join(runs)}")
     layouts, ruled_out, fitting, candidates = _candidates(topology, base, model_spec, space, slack)
     kept = _broad(candidates, keep)
     if on_start is not None:

@@ -189,6 +189,17 @@ class StrategySpec(BaseModel):
     gather_per_module: bool = Field(
         default=False, description="ZeRO-3 gathers each weight matrix with an all-gather of its own (DeepSpeed "
         "stage 3 fetches submodule by submodule) instead of one per block (PyTorch FSDP's unit).")
+    zeropp_quantized_weights: bool = Field(
+        default=False, description="ZeRO++ qwZ (Wang et al. 2023, section 3.1): ZeRO-3's parameter all-gathers "
+        "move int8 weights, half the bf16 bytes (DeepSpeed zero_quantized_weights).")
+    zeropp_hierarchical_partition: bool = Field(
+        default=False, description="ZeRO++ hpZ (section 3.2): each node keeps a secondary shard of the bf16 "
+        "weights, so backward's all-gathers stay inside the node (DeepSpeed zero_hpz_partition_size = GPUs per "
+        "node); it costs 2 bytes per parameter over the node's GPUs.")
+    zeropp_quantized_gradients: bool = Field(
+        default=False, description="ZeRO++ qgZ (section 3.3): gradients reduce-scattered as int4 (a quarter of "
+        "the bf16 bytes) through hierarchical all-to-alls (DeepSpeed zero_quantized_gradients); priced here as "
+        "a reduce-scatter of those bytes.")
     reduce_per_rank: bool = Field(
         default=False, description="ZeRO-1/2 reduce each gradient bucket with one reduce per data-parallel rank "
         "(to the rank owning that slice: DeepSpeed's average_tensor) instead of one reduce-scatter: the same "
@@ -198,6 +209,10 @@ class StrategySpec(BaseModel):
     def _check(self) -> StrategySpec:
         if self.zero_grad_all_reduce and self.kind != "zero1":
             raise ValueError(f"zero_grad_all_reduce is a ZeRO-1 variant; kind is {self.kind}")
+        zeropp = [name for name in ("zeropp_quantized_weights", "zeropp_hierarchical_partition",
+                                    "zeropp_quantized_gradients") if getattr(self, name)]
+        if zeropp and self.kind != "zero3":
+            raise ValueError(f"{zeropp[0]} is a ZeRO++ option of ZeRO-3; kind is {self.kind}")
         return self
 
 

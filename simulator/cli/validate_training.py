@@ -34,7 +34,7 @@ HELP = """Predict each published training case that the tool can express and com
 Cases (e.g. ../shared/data/training/cases.yaml) are lowered onto a topology preset, a model shape, a
 data-parallel strategy (FSDP, ZeRO-1/2/3, DDP) and tensor, pipeline and context parallelism with the
 conventions of the framework that ran them (rank placement, sequence parallelism, pipeline schedule,
-ring attention). ZeRO++, ZeRO-Offload, LoRA, packed sequences, models without a stated shape and layouts
+ring attention). ZeRO-Offload, LoRA, packed sequences, models without a stated shape and layouts
 whose tp x pp x cp x dp is not the GPU count are skipped with the reason. Fields a case does not state
 are filled with stated defaults (listed per case; such cases are flagged).
 

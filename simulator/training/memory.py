@@ -127,6 +127,8 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
     if copy > activations + gathered:
         activations, gathered = 0.0, 0.0
         o_bytes += FP32_GRAD_COPY_BYTES
+    if s.zeropp_hierarchical_partition:  # hpZ's secondary bf16 shard over the node's data-parallel GPUs
+        gathered += n * PARAM_BYTES / max(1, shard_group)
     live = per_gpu(p_bytes, 0) + per_gpu(g_bytes, 1) + per_gpu(o_bytes, 2) + gathered + activations + buffers
     return MemoryBreakdown(
         parameters_bytes=per_gpu(p_bytes, 0) + gathered,

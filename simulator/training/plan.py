@@ -22,6 +22,8 @@ do (DESIGN.md section 7; PyTorch DDP and FSDP, DeepSpeed ZeRO):
   backward. HYBRID_SHARD shards within a group (a node) and all-reduces the shards across groups
   on a stream of their own (FSDP's _all_reduce_stream; FSDP2's all_reduce_stream), after each
   reduce-scatter.
+- ZeRO++ (Wang et al. 2023): qwZ gathers int8 weights (half the bytes); hpZ gathers backward's
+  weights (bf16) from a secondary shard inside the node; qgZ reduce-scatters int4 gradients.
 - Expert parallelism: a mixture of experts' routed experts are gathered and reduced over the expert
   data-parallel group ("edp", the ranks holding the same experts) in buckets of their own
   (Megatron-Core's expert gradient buffers), the rest of the model over the data-parallel group.
@@ -153,11 +155,15 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
         """All-gather layer i's parameters (each part over its group); the names to wait for. With
         gather_per_module, one all-gather per weight matrix (DeepSpeed ZeRO-3 fetches submodule by submodule;
         the norms, under stage3_param_persistence_threshold, stay resident)."""
+        backward = ".ag_bwd" in name
         for part in layer_parts(i):
             matrices = sum(1 for _, owner in layers[i].tensors if owner == part) - (part == "dense")
             calls = max(1, matrices) if s.gather_per_module else 1
+            secondary = backward and s.zeropp_hierarchical_partition  # hpZ: bf16 weights from inside the node
+            size = layers[i].param_bytes[part] // (2 if s.zeropp_quantized_weights and not secondary else 1)
+            group = "shard" if secondary else group_of[part]
             tasks.append(Task(name + suffix[part], "ag", "all_gather", collective=CollectiveCall(
-                "all_gather", layers[i].param_bytes[part] // calls, group_of[part], calls), deps=deps))
+                "all_gather", size // calls, group, calls), deps=deps))
         return tuple(name + suffix[part] for part in layer_parts(i))
     reshard = s.reshard_after_forward if s.reshard_after_forward is not None else sharding != "SHARD_GRAD_OP"
     # Megatron --overlap-param-gather: the parameters the last step's optimizer updated are gathered
@@ -165,7 +171,10 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     early_gather = kind in ("zero1", "zero2") and s.overlap_param_gather and dp > 1
 
     def sharded_reduction(name: str, size: int, after: str, group: str = grad_group) -> None:
-        """FSDP: reduce-scatter a unit's gradients; HSDP then all-reduces the shard across groups."""
+        """FSDP: reduce-scatter a unit's gradients; HSDP then all-reduces the shard across groups. ZeRO++ qgZ
+        sends them as int4 (half a byte an element)."""
+        if s.zeropp_quantized_gradients:
+            size = int(size * 0.5 / s.grad_reduce_bytes)
         tasks.append(Task(name, "rs", "reduce_scatter", collective=CollectiveCall("reduce_scatter", size, group),
                           deps=(after,)))
         reductions.append(name)
@@ -220,8 +229,9 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
         # kept until its gradients are reduced after the whole backward
         emb_deps: tuple[str, ...] = ((previous,) if previous else ()) + blocking
         if kind == "fsdp" or (early_gather and m == 0):
+            root_gathered = root_param_bytes // (2 if s.zeropp_quantized_weights else 1)
             tasks.append(Task(f"m{m}.ag_root", "ag", "all_gather",
-                              collective=CollectiveCall("all_gather", root_param_bytes, grad_group)))
+                              collective=CollectiveCall("all_gather", root_gathered, grad_group)))
             emb_deps = (*emb_deps, f"m{m}.ag_root")
         tasks.append(Task(f"m{m}.emb_fwd", "compute", "forward", head_f * 0.05, deps=emb_deps))
         ready: tuple[str, ...] = ()  # what the next pass waits for: the last pass and its TP collectives

@@ -53,7 +53,7 @@ from simulator.validation.training_strategy import (
 )
 from topologies.hardware import gpu_spec
 from topologies.spec import TopologySpec
-from workloads.frameworks import Framework
+from workloads.frameworks import FRAMEWORKS, Framework
 from workloads.presets import load_model
 from workloads.spec import Checkpointing, ModelSpec, Precision, TrainingSpec, checkpointing_of
 
@@ -411,15 +411,16 @@ _FRAMEWORKS: dict[str, Framework] = {
     "megatron-core": "megatron-core", "nemo": "nemo", "torchtitan": "fsdp2", "megatron-deepspeed": "megatron-deepspeed"}
 
 
-def _framework(training: Mapping[str, Any]) -> Framework | None:
-    """The framework a case ran under, where its conventions are known (see _FRAMEWORKS)."""
-    known = _FRAMEWORKS.get(framework_of(training))
-    if known is not None:
-        return known
+def _framework(training: Mapping[str, Any], kind: str) -> Framework | None:
+    """The framework a case ran under, where its conventions are known (see _FRAMEWORKS) and it runs the
+    case's strategy `kind`."""
     text = str(training.get("framework") or "").lower()
-    if "foundry" in text or "composer" in text:
-        return "llm-foundry"
-    return "deepspeed" if text.strip() == "deepspeed" else None
+    known = _FRAMEWORKS.get(framework_of(training))
+    if known is None and ("foundry" in text or "composer" in text):
+        known = "llm-foundry"
+    if known is None and text.strip() == "deepspeed":
+        known = "deepspeed"
+    return known if known is not None and kind in FRAMEWORKS[known].kinds else None
 
 
 def map_case(case: TrainingCase) -> MappedCase:
@@ -466,7 +467,8 @@ def map_case(case: TrainingCase) -> MappedCase:
                            launch_blocking=_launch_blocking(case, defaults),
                            attention_kernel="cudnn" if framework_of(training) in _CUDNN_ATTENTION_FRAMEWORKS
                            else "flash2",
-                           strategy=strategy, parallel=layout.parallel, framework=_framework(training),
+                           strategy=strategy, parallel=layout.parallel,
+                           framework=_framework(training, strategy.kind),
                            **_batch(layout.training, layout.dp, n_gpus, layout.parallel.pp, defaults))
         job = with_framework(job)
     except Unexpressible as exc:

@@ -1,6 +1,7 @@
 """The data-parallel strategy of a published training case: the names in its strategy list, its family
 (fsdp / zero / ddp), and the StrategySpec it lowers to (ZeRO stage, FSDP sharding, HSDP shard group,
-gradient-reduction precision), or why it cannot be expressed (ZeRO++, ZeRO-Offload, unknown settings).
+gradient-reduction precision; ZeRO++ as its three techniques together, as the ZeRO++ blog ran it), or why it
+cannot be expressed (ZeRO-Offload, unknown settings).
 """
 
 from __future__ import annotations
@@ -86,16 +87,18 @@ def _named_strategy(training: Mapping[str, Any], names: list[str], family: Famil
     if family == "ddp":
         return StrategySpec(kind=kind or "ddp")
     if family == "zero":
-        if "zeropp" in names or training.get("zeropp") is True:
-            raise Unexpressible("ZeRO++ (quantized weight/gradient collectives, hpZ secondary partition) "
-                                 "is not expressible")
         if training.get("offload"):
             raise Unexpressible(f"ZeRO-Offload ({training['offload']}) is not expressible")
         stages = [int(n[4]) for n in names if n in ("zero1", "zero2", "zero3")]
         stage = stages[0] if stages else _leading_int(training.get("zero_stage"))
         if stage not in _ZERO_KINDS:
             raise Unexpressible(f"ZeRO stage {training.get('zero_stage')!r} not understood")
-        return StrategySpec(kind=_ZERO_KINDS[stage], fp32_grad_copy=True)  # DeepSpeed's ZeRO optimizer
+        zeropp = "zeropp" in names or training.get("zeropp") is True
+        if zeropp and stage != 3:
+            raise Unexpressible(f"ZeRO++ with ZeRO stage {stage}: ZeRO++ is a ZeRO-3 extension")
+        knobs = dict.fromkeys(("zeropp_quantized_weights", "zeropp_hierarchical_partition",
+                               "zeropp_quantized_gradients"), True) if zeropp else {}
+        return StrategySpec(kind=_ZERO_KINDS[stage], fp32_grad_copy=True, **knobs)  # DeepSpeed's ZeRO optimizer
     stated = training.get("fsdp_sharding_strategy")
     if stated is None:
         defaults.append("fsdp_sharding_strategy not stated: FULL_SHARD")

@@ -303,7 +303,8 @@ def test_seq_len_in_k_and_missing_fields_use_flagged_defaults():
         ({"strategy": ["fsdp"], "fsdp_sharding_strategy": "SHARD_GRAD_OP"}, "fsdp", None),
         ({"strategy": ["fsdp"], "fsdp_sharding_strategy": None, "fsdp": 8}, "hsdp", None),
         ({"strategy": ["fsdp"], "fsdp_mixed_precision_mode": "HALF"}, None, "fsdp_mixed_precision_mode 'HALF'"),
-        ({"strategy": ["zeropp"], "zero_stage": 3, "zeropp": True}, None, "ZeRO++"),
+        ({"strategy": ["zeropp"], "zero_stage": 3, "zeropp": True}, "zero3", None),
+        ({"strategy": ["zeropp"], "zero_stage": 2, "zeropp": True}, None, "ZeRO++ is a ZeRO-3 extension"),
         ({"strategy": ["zero3"], "zero_stage": 3, "offload": "CPU"}, None, "ZeRO-Offload"),
         ({"strategy": ["fsdp", "cp"], "cp": 4}, "fsdp", None),
         ({"strategy": ["tp", "pp", "dp"], "model_parallel_size_tp_x_pp": 2}, None,
@@ -312,7 +313,7 @@ def test_seq_len_in_k_and_missing_fields_use_flagged_defaults():
     ],
 )
 def test_strategies(training, kind, reason):
-    """fsdp / hsdp / zero1-3 / ddp (dp), with context parallelism too, are expressed; ZeRO++, offload, a
+    """fsdp / hsdp / zero1-3 / ddp (dp), ZeRO++ (ZeRO-3), with context parallelism too, are expressed; offload, a
     tp x pp product without its split and unknown settings are skipped with the reason."""
     m = mapped(case(training={"fsdp_sharding_strategy": None, "grad_accum": None, **training},
                     cluster={"num_gpus": 16}))

@@ -130,7 +130,7 @@ FRAMEWORKS: dict[str, Conventions] = {
                 "None takes param_dtype (bf16 in the usual policy)"),
         Default("strategy.fp32_params", True, _AMP_PARAMS),
     )),
-    "fsdp2": Conventions("PyTorch FSDP2 (fully_shard) as torchtitan runs it", ("fsdp", "hsdp"), (
+    "fsdp2": Conventions("PyTorch FSDP2 (fully_shard) as torchtitan runs it", ("fsdp", "hsdp", "ddp"), (
         Default("strategy.grad_reduce_bytes", 4, "torchtitan/config/job_config.py: training.mixed_precision_reduce "
                 "defaults to float32"),
         Default("strategy.fp32_params", True, _AMP_PARAMS),

@@ -76,7 +76,8 @@ def import_deepspeed(text: str, source: str, gpus: int, model: ModelSpec | None)
     _refuse_offload(s)
     precision = _precision(s)
     notes: list[str] = [f"every one of the {gpus} GPUs data parallel (a DeepSpeed config has no model parallelism)"]
-    training: dict[str, Any] = {"precision": precision, **_batches(s, gpus), "activation_checkpointing": "none"}
+    training: dict[str, Any] = {"precision": precision, **_batches(s, gpus), "activation_checkpointing": "none",
+                                "framework": "deepspeed"}
     notes.append("activation checkpointing is the model code's choice, not the config's: none (--recompute sets it)")
     optimizer = s.text("optimizer.type", "AdamW").lower()
     training["optimizer"] = _OPTIMIZERS.get(optimizer, "adamw")
@@ -173,6 +174,14 @@ def _strategy(s: Settings, precision: str, notes: list[str]) -> dict[str, Any]:
             strategy["backward_prefetch"] = False
         s.integer("zero_optimization.stage3_param_persistence_threshold", 100_000, least=0)
         s.integer("zero_optimization.stage3_max_live_parameters", 1_000_000_000, least=0)
-        notes.append("ZeRO-3: each block's parameters gathered before its forward and its backward, the next block's "
-                     "ahead; stage3_param_persistence_threshold and stage3_max_live_parameters not modelled")
+        notes.append("ZeRO-3: each weight matrix gathered before its forward and its backward (submodule by "
+                     "submodule), the next ahead; stage3_param_persistence_threshold and stage3_max_live_parameters "
+                     "not modelled")
+        # ZeRO++ (Wang et al. 2023): zero_quantized_weights (qwZ), zero_hpz_partition_size > 1 (hpZ),
+        # zero_quantized_gradients (qgZ); hpZ's partition is modelled as the node
+        zeropp = {"zeropp_quantized_weights": s.boolean("zero_optimization.zero_quantized_weights", False),
+                  "zeropp_hierarchical_partition": s.integer("zero_optimization.zero_hpz_partition_size", 1,
+                                                             least=1) > 1,
+                  "zeropp_quantized_gradients": s.boolean("zero_optimization.zero_quantized_gradients", False)}
+        strategy.update({name: True for name, on in zeropp.items() if on})
     return strategy

@@ -96,7 +96,9 @@ def import_megatron(text: str, source: str, gpus: int, model: ModelSpec | None) 
     if s.boolean("overlap-p2p-communication") and pp > 1:
         parallel["overlap_p2p"] = True
     parallel.update(_interleaving(s, pp, layers))
-    training: dict[str, Any] = {"precision": _precision(s), "micro_batch": s.integer("micro-batch-size", 1)}
+    nemo = any(key.startswith("nemo-") for key in s.data)
+    training: dict[str, Any] = {"precision": _precision(s), "micro_batch": s.integer("micro-batch-size", 1),
+                                "framework": "nemo" if nemo else "megatron-core"}
     if not s.has("micro-batch-size"):
         notes.append("--micro-batch-size not given: 1")
     if s.has("global-batch-size"):
@@ -231,7 +233,10 @@ def _strategy(s: Settings, precision: str) -> dict[str, Any]:
     overlap_gather = s.boolean("overlap-param-gather")
     if overlap_gather and not distributed:
         raise ConfigError(f"{s.source}: --overlap-param-gather needs --use-distributed-optimizer (as in Megatron)")
-    fp32_reduce = precision == "fp32" or s.boolean("accumulate-allreduce-grads-in-fp32")
+    # megatron/training/arguments.py: a bf16 job accumulates and reduces gradients in fp32 unless
+    # --grad-reduce-in-bf16; 16-bit gradients are copied to fp32 main gradients for the step
+    fp32_reduce = precision == "fp32" or s.boolean("accumulate-allreduce-grads-in-fp32") or (
+        precision == "bf16" and not s.boolean("grad-reduce-in-bf16"))
     return {"kind": "zero1" if distributed else "ddp", "overlap_grad_reduce": s.boolean("overlap-grad-reduce"),
             "overlap_param_gather": overlap_gather, "grad_reduce_bytes": 4 if fp32_reduce else 2,
-            "fp32_grad_copy": precision != "fp32"}
+            "fp32_grad_copy": precision != "fp32" and not fp32_reduce}

@@ -95,7 +95,7 @@ def import_torchtitan(text: str, source: str, gpus: int, model: ModelSpec | None
     compiled = s.boolean("compile.enable", s.boolean("training.compile"))
     training: dict[str, Any] = {
         "seq_len": s.integer("training.seq_len", 2048), "precision": _precision(s), "fused_elementwise": compiled,
-        "optimizer": s.text("optimizer.name", "AdamW", ("AdamW", "Adam")).lower()}
+        "optimizer": s.text("optimizer.name", "AdamW", ("AdamW", "Adam")).lower(), "framework": "fsdp2"}
     if not compiled:
         notes.append("no compile: norms, rotary and activations run as eager PyTorch ops (fused_elementwise false)")
     training["micro_batch"], training["global_batch"] = _batches(s, pp, rep * shard, notes)

@@ -109,3 +109,13 @@ def test_not_json():
     """Text that is not JSON: the file and line."""
     with pytest.raises(ConfigError, match=r"ds.json: not valid JSON: .* \(line 2\)"):
         import_deepspeed('{\n"a": }', "ds.json", 32, MODEL)
+
+
+def test_zeropp_keys_become_the_zero3_options():
+    """DeepSpeed's ZeRO++ keys (zero_quantized_weights, zero_hpz_partition_size, zero_quantized_gradients)."""
+    imported = job({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
+                    "zero_optimization": {"stage": 3, "zero_quantized_weights": True, "zero_hpz_partition_size": 8,
+                                          "zero_quantized_gradients": True}}, gpus=16)
+    strategy = imported.training["strategy"]
+    assert strategy["zeropp_quantized_weights"] and strategy["zeropp_hierarchical_partition"]
+    assert strategy["zeropp_quantized_gradients"] and imported.training["framework"] == "deepspeed"

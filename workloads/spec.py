@@ -283,7 +283,8 @@ class ParallelSpec(BaseModel):
         "over NVLink (Megatron's scatter-gather, DeepSpeed's partitioned pipeline buffers); false: every TP rank "
         "sends it whole.")
     sp_backward_regather: bool = Field(
-        default=False, description="With sequence parallelism, backward all-gathers each column-parallel layer's "
+        default=False, description="With sequence parallelism (ignored without), backward all-gathers each "
+        "column-parallel layer's "
         "input again for its weight gradient (Megatron and Transformer Engine keep only the 1/tp shard), beside "
         "the data-gradient GEMM: 6 TP collectives per layer backward instead of 4.")
     overlap_p2p: bool = Field(
@@ -308,8 +309,6 @@ class ParallelSpec(BaseModel):
                              "dispatches its own share of the tokens)")
         if self.ep_comm_overlap and self.ep == 1:
             raise ValueError("ep_comm_overlap needs ep >= 2 (expert all-to-alls to overlap)")
-        if self.sp_backward_regather and not self.sequence_parallel:
-            raise ValueError("sp_backward_regather needs sequence_parallel")
         if not self.tp_comm_overlap_backward and not self.tp_comm_overlap:
             raise ValueError("tp_comm_overlap_backward: false needs tp_comm_overlap: true")
         return self

@@ -11,7 +11,9 @@ NCCL's kernels occupy SMs (8-32 channels of one SM each out of ~100-140) and HBM
 figure is a measurement: "Characterizing Compute-Communication Overlap in
 GPU-Accelerated Distributed Deep Learning" (arXiv 2507.03114, 2025) found compute 18.9% slower on
 average (up to 40%) while collectives overlapped it, over GPT and Llama training on 4 A100, H100,
-MI250 and MI210 GPUs.
+MI250 and MI210 GPUs. It applies to the collectives NCCL's kernels run beside the compute (data-parallel
+gathers and reductions, pipeline sends, context-parallel rings), not to a pass's TP collectives
+(PAIRED_STREAMS).
 
 What the compute stream waits for is booked under the label of the task it waited on, from that
 task's start on; before it started, under what that task was itself waiting for, and so on: a
@@ -40,6 +42,10 @@ from simulator.network.flows import FlowClass, Resource
 from simulator.training.tasks import StepPlan, Task
 
 OVERLAP_SLOWDOWN = 0.189  # arXiv 2507.03114: average compute slowdown under overlapped collectives
+# streams whose collectives do not slow the compute beside them: a pass's TP (and expert) collectives, which
+# either follow their GEMM or, overlapped, are decomposed with it (Transformer Engine's userbuffers on a few
+# SMs, torch's async TP on copy engines) and priced against that GEMM (tasks.PAIRED_GEMMS)
+PAIRED_STREAMS = frozenset({"tp"})
 
 
 @dataclass(frozen=True)
@@ -196,10 +202,13 @@ def simulate_plan(plan: StepPlan, stage_resources: list[Resource],
                     attribute(task.stage, asked, env.now, last_done(task))
             start = started[task.name] = env.now
             if task.collective is not None:
-                flight(task.stage, +1)
+                nccl = task.stream not in PAIRED_STREAMS
+                if nccl:
+                    flight(task.stage, +1)
                 fixed = alone_s(task) if alone_s is not None else None
                 yield env.timeout(fixed) if fixed is not None else engines[task.stage].transfer([flow_of(task)])
-                flight(task.stage, -1)
+                if nccl:
+                    flight(task.stage, -1)
             else:
                 yield from compute(task)
             end = env.now

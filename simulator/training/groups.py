@@ -25,7 +25,7 @@ replicas / ep ranks.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+import math
 from dataclasses import dataclass, replace
 
 from simulator.collectives.comm import CommView
@@ -69,19 +69,31 @@ class Layout:
         """The parallel dimensions a group spans ("grad", "ep" and "edp": the context- and data-parallel)."""
         return ("cp", "dp") if dim in ("grad", "ep", "edp") else (dim,)
 
-    def _origins(self, dims: tuple[str, ...]) -> Iterator[int]:
-        """The first rank of every group over `dims`: the ranks whose index in each of them is 0."""
-        fixed = [(self.stride(d), self.size(d)) for d in dims if d in self.order]
-        return (r for r in range(self.n_ranks) if all((r // stride) % size == 0 for stride, size in fixed))
+    def _origins(self, dims: tuple[str, ...], period: int) -> set[int]:
+        """The first ranks of the groups over `dims` (the ranks whose index in each of them is 0), modulo
+        `period`: a group's place relative to nodes and leaf groups of `period` ranks depends on nothing
+        else. Built one dimension at a time, each taking at most `period` steps, so the cost does not grow
+        with the ranks."""
+        residues = {0}
+        for d in self.order:
+            if d in dims:
+                continue
+            stride, size = self.stride(d), self.size(d)
+            steps = min(size, period // math.gcd(stride, period))
+            residues = {(r + i * stride) % period for r in residues for i in range(steps)}
+        return residues
 
-    def members(self, dim: str) -> list[int]:
+    @functools.cache  # noqa: B019 (layouts are few, small and frozen; a step asks for each group often)
+    def members(self, dim: str) -> tuple[int, ...]:
         """The ranks of rank 0's `dim` group ("grad": the data- and context-parallel ranks together; "ep" and
         "edp": the expert-parallel and expert data-parallel groups, see the module docstring)."""
         ranks = [0]
         for d in [d for d in self._dims(dim) if d in self.order]:
-            ranks = [r + i * self.stride(d) for i in range(self.size(d)) for r in ranks]  # cp ranks first
-        return {"ep": ranks[: self.ep], "edp": ranks[:: self.ep]}.get(dim, ranks)
+            stride = self.stride(d)
+            ranks = [r + i * stride for i in range(self.size(d)) for r in ranks]  # cp ranks first
+        return tuple({"ep": ranks[: self.ep], "edp": ranks[:: self.ep]}.get(dim, ranks))
 
+    @functools.cache  # noqa: B019 (as members)
     def members_per_node(self, dim: str) -> int:
         """How many members of rank 0's `dim` group share its node."""
         return sum(1 for r in self.members(dim) if r < self.gpus_per_node)
@@ -95,7 +107,8 @@ class Layout:
         taken at their place in each data-parallel group, as rank 0's are."""
         members = self.members(dim)
         per_leaf = self.gpus_per_node * leaf_nodes
-        return max(len({(origin + m) // per_leaf for m in members}) for origin in self._origins(self._dims(dim)))
+        return max(len({(origin + m) // per_leaf for m in members})
+                   for origin in self._origins(self._dims(dim), per_leaf))
 
     @functools.cache  # noqa: B019 (as leaf_groups)
     def pipeline_peer(self, a: int, b: int, leaf_nodes: int) -> str:
@@ -103,7 +116,8 @@ class Layout:
         step waits for the slowest): "pp:intra" on one node, "pp:inter" across nodes under one leaf group
         (`leaf_nodes` consecutive nodes), "pp:spine" across leaf groups (through the spines)."""
         stride, worst = self.stride("pp"), "pp:intra"
-        for origin in self._origins(("pp",)):
+        one_leaf = leaf_nodes * self.gpus_per_node >= self.n_ranks  # then only the nodes tell transfers apart
+        for origin in self._origins(("pp",), self.gpus_per_node * (1 if one_leaf else leaf_nodes)):
             node_a = (origin + a * stride) // self.gpus_per_node
             node_b = (origin + b * stride) // self.gpus_per_node
             if node_a // leaf_nodes != node_b // leaf_nodes:

@@ -52,7 +52,7 @@ from simulator.training.pace import NOMINAL, Pace
 from simulator.training.predict import compute_scale_for, micro_steps_of, predict_step
 from simulator.training.prediction import StepPrediction
 from simulator.training.routing import dropped_fraction, routed_loads
-from topologies.build import build
+from topologies.build import build_representative
 from topologies.presets import resolve_topology
 from topologies.spec import TopologySpec, validate_topology_spec
 from workloads.presets import resolve_model
@@ -243,7 +243,7 @@ def _run(topology: TopologySpec, training: TrainingSpec, model: ModelSpec, calib
     profile = load_profile(calibration)
     params, gemm, source = None, None, []
     if profile is not None:
-        cluster = build(topology)
+        cluster = build_representative(topology)
         if profile.sections:  # a compute-only profile (benchmarks/gpu_calibration.py) leaves collectives at the prior
             params = calibrated_params(profile, topology.gpu, topology.intra_node, comm_view(cluster), force)
         source.append(str(calibration))

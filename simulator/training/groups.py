@@ -25,6 +25,7 @@ replicas / ep ranks.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from dataclasses import dataclass, replace
 
@@ -83,20 +84,60 @@ class Layout:
             residues = {(r + i * stride) % period for r in residues for i in range(steps)}
         return residues
 
-    @functools.cache  # noqa: B019 (layouts are few, small and frozen; a step asks for each group often)
-    def members(self, dim: str) -> tuple[int, ...]:
-        """The ranks of rank 0's `dim` group ("grad": the data- and context-parallel ranks together; "ep" and
-        "edp": the expert-parallel and expert data-parallel groups, see the module docstring)."""
+    def _enumerated(self, dim: str) -> list[int]:
+        """The ranks of rank 0's `dim` group, listed ("grad": the data- and context-parallel ranks together,
+        context-parallel ranks first; "ep": the first ep of them, "edp": every ep-th, see the module docstring)."""
         ranks = [0]
         for d in [d for d in self._dims(dim) if d in self.order]:
             stride = self.stride(d)
-            ranks = [r + i * stride for i in range(self.size(d)) for r in ranks]  # cp ranks first
-        return tuple({"ep": ranks[: self.ep], "edp": ranks[:: self.ep]}.get(dim, ranks))
+            ranks = [r + i * stride for i in range(self.size(d)) for r in ranks]
+        return {"ep": ranks[: self.ep], "edp": ranks[:: self.ep]}.get(dim, ranks)
 
-    @functools.cache  # noqa: B019 (as members)
+    @functools.cache  # noqa: B019 (layouts are few, small and frozen; a step asks for each group often)
+    def _digits(self, dim: str) -> tuple[tuple[int, int], ...] | None:
+        """Rank 0's `dim` group as (stride, size) digits: its ranks are the sums of i x stride over the digits,
+        0 <= i < size; None for an expert group that takes part of a context-parallel digit (then listed)."""
+        digits = [(self.stride(d), self.size(d)) for d in self._dims(dim) if d in self.order]
+        if dim not in ("ep", "edp") or (dim == "edp" and self.ep == 1):
+            return tuple(digits) or ((1, 1),)
+        (cp_stride, cp), (dp_stride, dp) = digits if len(digits) == 2 else ((1, 1), digits[0])
+        if dim == "ep" and self.ep <= cp:
+            return ((cp_stride, self.ep),)
+        if dim == "ep" and self.ep % cp == 0:
+            return (cp_stride, cp), (dp_stride, self.ep // cp)
+        if dim == "edp" and cp % self.ep == 0:
+            return (cp_stride * self.ep, cp // self.ep), (dp_stride, dp)
+        if dim == "edp" and self.ep % cp == 0:
+            return ((dp_stride * (self.ep // cp), dp // (self.ep // cp)),)
+        return None
+
+    @functools.cache  # noqa: B019 (as _digits)
     def members_per_node(self, dim: str) -> int:
-        """How many members of rank 0's `dim` group share its node."""
-        return sum(1 for r in self.members(dim) if r < self.gpus_per_node)
+        """How many members of rank 0's `dim` group share its node: the sums of digits below the node size
+        (a digit of stride s contributes at most ceil(G / s) values), so the count costs at most G^2 steps."""
+        below = self.gpus_per_node
+        digits = self._digits(dim)
+        if digits is None:
+            return sum(1 for r in self._enumerated(dim) if r < below)
+        ranges = [range(0, min(size, -(-below // stride)) * stride, stride) for stride, size in digits]
+        return sum(1 for values in itertools.product(*ranges) if sum(values) < below)
+
+    def _blocks(self, dim: str, origin: int, period: int) -> int:
+        """How many blocks of `period` ranks the `dim` group starting at `origin` touches. The digit with the
+        most values is walked as a range: its ranks step by its stride, so with a stride up to `period` they
+        cover every block between the first and the last; the other digits' combinations are enumerated."""
+        digits = self._digits(dim)
+        if digits is None:
+            return len({(origin + m) // period for m in self._enumerated(dim)})
+        (stride, size), *others = sorted(digits, key=lambda digit: -digit[1])
+        blocks: set[int] = set()
+        for values in itertools.product(*(range(0, n * s, s) for s, n in others)):
+            first = origin + sum(values)
+            if stride <= period:
+                blocks.update(range(first // period, (first + (size - 1) * stride) // period + 1))
+            else:
+                blocks.update((first + i * stride) // period for i in range(size))
+        return len(blocks)
 
     @functools.cache  # noqa: B019 (layouts are few, small and frozen; a step's runs ask again)
     def leaf_groups(self, dim: str, leaf_nodes: int) -> int:
@@ -105,10 +146,8 @@ class Layout:
         nodes, and groups of the same dimension can differ (stage 0's on nodes {0, 3} under one leaf of 4,
         stage 1's on {1, 4} across two); a step runs at its slowest group's pace. The expert groups are
         taken at their place in each data-parallel group, as rank 0's are."""
-        members = self.members(dim)
         per_leaf = self.gpus_per_node * leaf_nodes
-        return max(len({(origin + m) // per_leaf for m in members})
-                   for origin in self._origins(self._dims(dim), per_leaf))
+        return max(self._blocks(dim, origin, per_leaf) for origin in self._origins(self._dims(dim), per_leaf))
 
     @functools.cache  # noqa: B019 (as leaf_groups)
     def pipeline_peer(self, a: int, b: int, leaf_nodes: int) -> str:

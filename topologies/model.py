@@ -1,5 +1,9 @@
 """The built topology: a frozen networkx graph of devices and directed links, plus lookups.
 
+The graph holds the whole cluster (topologies.build.build) or, for a prediction, one server of each group
+the faults leave alike with what their rates depend on (build_representative: `servers_built` names them);
+the cluster's sizes (`n_servers`, `n_gpus`) are the spec's either way.
+
 Graph nodes are device ids (strings). Every node has attributes:
   kind    one of `DEVICE_KINDS`
   server  index of the server (node) it sits in, or -1 for fabric switches

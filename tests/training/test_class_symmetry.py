@@ -4,7 +4,6 @@ since a prediction builds only one server of each class (topologies.build.build_
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -79,4 +78,4 @@ def test_a_straggler_beside_a_fault_is_the_same_anywhere() -> None:
     here = step([("s63/nic0", 0.25)], Pace(slow_ranks=((0, 1.3),)))
     there = step([("s30/nic0", 0.25)], Pace(slow_ranks=((8 * 33 + 5, 1.3),)))
     assert numbers(here) == numbers(there)
-    assert here.step_time_s > pytest.approx(step().step_time_s)
+    assert here.step_time_s > step().step_time_s

@@ -168,6 +168,17 @@ def spec_leaves(spec: TopologySpec) -> Leaves | None:
     return fabric_leaves(fabric.kind, spec.nodes, net.nics_per_node, fabric.nodes_per_leaf)
 
 
+def fabric_counts(spec: TopologySpec) -> tuple[int, int, int]:
+    """(NICs, cables, switches) of `spec`'s fabric, counted without building it: every NIC port cabled to its
+    leaf, every leaf to every spine (zeros without an inter_node network)."""
+    leaves = spec_leaves(spec)
+    if leaves is None:
+        return 0, 0, 0
+    spines = spine_count(leaves, spec.fabric.oversubscription, spec.fabric.spines)
+    ports = leaves.servers * leaves.nics
+    return ports, ports + leaves.count * spines, leaves.count + spines
+
+
 def build_fabric(spec: TopologySpec, only: Collection[int] | None = None) -> nx.DiGraph:
     """The inter-node fabric of `spec` (empty when it has no inter_node network); with `only` (servers), the
     part of it those servers' NICs reach (see _two_tier)."""

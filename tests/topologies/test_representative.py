@@ -15,6 +15,7 @@ from simulator.cli.app import app
 from simulator.collectives.comm import comm_view, server_classes
 from simulator.core.errors import ConfigError
 from topologies.build import build, build_representative
+from topologies.fabric import build_fabric, fabric_counts
 from topologies.presets import load_preset
 from topologies.spec import TopologySpec, validate_topology_spec
 from topologies.summary import summarize
@@ -125,3 +126,15 @@ def test_the_topology_command_shows_the_whole_cluster_after_a_prediction() -> No
     assert summary.links_by_kind["ib"].count == 2 * (512 + 16 * 32)  # NIC uplinks and leaf-spine links
     result = CliRunner().invoke(app, ["topology", "show", "dgx-h100", "--nodes", "64", "--json"], terminal_width=200)
     assert result.exit_code == 0 and '"gpu": 512' in result.stdout
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 40), st.sampled_from(FABRICS), st.sampled_from([IB, ROCE_4]))
+def test_fabric_counts_without_building_are_the_built_fabrics(nodes: int, fabric: dict[str, Any],
+                                                              net: dict[str, Any]) -> None:
+    """NICs, cables and switches counted from the spec equal those of the built fabric."""
+    spec = _spec(nodes, fabric, [], net)
+    graph = build_fabric(spec)
+    kinds = [kind for _, kind in graph.nodes(data="kind")]
+    assert fabric_counts(spec) == (kinds.count("nic"), graph.number_of_edges() // 2,
+                                   kinds.count("leaf") + kinds.count("spine"))

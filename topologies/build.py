@@ -38,7 +38,8 @@ def build(spec: TopologySpec) -> Topology:
 def build_representative(spec: TopologySpec) -> Topology:
     """The cluster of `spec` as a prediction prices it: one server of each group the faults leave alike
     (topologies.faults.server_groups) stands for the group, so only those servers are built, with servers 0
-    and 1 (a server whose NICs all failed is routed to one of them), the NVL72 domains that hold them, the
+    and 1 (the topology's per-GPU figures are read on server 0; a peer to route to), the NVL72 domains that
+    hold them, the
     leaves their NICs sit on with every port of each (a leaf's share of its uplinks counts its servers),
     every spine and those leaves' links to them. Every link built has the figures and faults it has in the
     whole cluster (`build`), so what a prediction reads of these servers is the same; the cost grows with

@@ -11,8 +11,15 @@ import re
 import networkx as nx
 
 from simulator.core.errors import ConfigError, TopologyError
+from topologies.connectivity import stays_connected
 from topologies.fabric import build_fabric, nvlink_domains
-from topologies.faults import fault_devices, server_groups, servers_touched_by_spec, servers_touched_in_graph
+from topologies.faults import (
+    device_factors,
+    fault_devices,
+    server_groups,
+    servers_touched_by_spec,
+    servers_touched_in_graph,
+)
 from topologies.hardware import gpu_spec, intra_node_platform
 from topologies.model import Topology
 from topologies.node import build_server, replicate_server
@@ -43,14 +50,17 @@ def build_representative(spec: TopologySpec) -> Topology:
     leaves their NICs sit on with every port of each (a leaf's share of its uplinks counts its servers),
     every spine and those leaves' links to them. Every link built has the figures and faults it has in the
     whole cluster (`build`), so what a prediction reads of these servers is the same; the cost grows with
-    the server groups, not the servers. A spec with a failed device (factor 0) is built whole: whether the
-    failure cuts GPUs off needs every route. Cached by spec: a sweep's scenarios on one cluster share it."""
+    the server groups, not the servers. A failed device (factor 0) loses its links here as there; whether the
+    failures cut GPUs off is worked out without the whole graph (topologies.connectivity), which is built only
+    to report a cut (or a fault naming no device). Cached by spec: a sweep's scenarios on one cluster share
+    it."""
     gpu = gpu_spec(spec.gpu)
     server = build_server(spec, gpu)
     roles = frozenset(str(role) for _, role in server.nodes(data="role"))
-    touched = servers_touched_by_spec(spec, roles)
-    if touched is None or any(fault.factor == 0.0 for fault in spec.link_faults):
-        return build(spec)  # an unknown device's message lists the cluster's roles; see above for failures
+    factors = device_factors(spec, roles)
+    if factors is None or (0.0 in factors.values() and not stays_connected(spec, server, factors)):
+        return build(spec)  # the whole cluster's error: an unknown device (listing what exists), or the cut
+    touched = servers_touched_by_spec(spec, roles, factors)
     servers = {*range(min(spec.nodes, 2)), *(group.example for group in server_groups(touched, spec.nodes))}
     nvl72 = intra_node_platform(spec.intra_node).layout == "nvl72"
     domains = nvlink_domains(spec.nodes, spec.gpus_per_node, spec.gpus_per_nvlink_domain, gpu, servers) if nvl72 \
@@ -59,11 +69,11 @@ def build_representative(spec: TopologySpec) -> Topology:
     graph = replicate_server(server, sorted(servers))
     graph.update(domains)
     graph.update(build_fabric(spec, servers))
-    factors: dict[str, float] = {}
     for fault, devices in zip(spec.link_faults, fault_devices(spec, roles) or [], strict=True):
         for device in devices:
-            factors[device] = factors.get(device, 1.0) * fault.factor
-            if device in graph:
+            if device in graph and fault.factor == 0.0:
+                graph.remove_edges_from(list(graph.in_edges(device)) + list(graph.out_edges(device)))
+            elif device in graph:
                 _scale_links(graph, device, fault.factor)
     return Topology(spec=spec, gpu=gpu, graph=nx.freeze(graph), fault_factors=factors, servers_touched=touched,
                     servers_built=frozenset(servers))

@@ -64,6 +64,11 @@ class Leaves:
             return [(s, leaf % self.nics) for s in self.servers_of(leaf)]
         return [(s, k) for s in self.servers_of(leaf) for k in range(self.nics)]
 
+    def leaf_of(self, server: int, nic: int) -> int:
+        """The leaf NIC `nic` of `server` sits on."""
+        group = server // self.per_group
+        return group * self.nics + nic if self.rails else group
+
     def leaves_of(self, server: int) -> list[int]:
         """The leaves `server`'s NICs sit on."""
         group = server // self.per_group

@@ -100,22 +100,32 @@ def fault_devices(spec: TopologySpec, server_roles: frozenset[str]) -> list[list
     return named
 
 
-def servers_touched_by_spec(spec: TopologySpec, server_roles: frozenset[str]) -> Touched | None:
-    """The faulty devices (role or fabric id, factor: the product of the faults naming it) in or next to each
-    server, from the spec alone; None when a fault names nothing the spec places."""
+def device_factors(spec: TopologySpec, server_roles: frozenset[str]) -> dict[str, float] | None:
+    """Each device `spec.link_faults` names with the product of their factors (0: failed), from the spec
+    alone; None when a fault names nothing the spec places."""
     named = fault_devices(spec, server_roles)
     if named is None:
         return None
-    cluster = _cluster(spec, server_roles)
     factors: dict[str, float] = {}
     for fault, devices in zip(spec.link_faults, named, strict=True):
         for device in devices:
             factors[device] = factors.get(device, 1.0) * fault.factor
+    return factors
+
+
+def servers_touched_by_spec(spec: TopologySpec, server_roles: frozenset[str],
+                            factors: dict[str, float]) -> Touched:
+    """The faulty devices (role or fabric id, factor) in or next to each server, from the spec and the
+    `factors` of device_factors: as in a built graph, a failed fabric device has no links left and touches
+    no server."""
+    cluster = _cluster(spec, server_roles)
     touched: Touched = {}
     for device, factor in factors.items():
         place = cluster.servers_at(device)
-        assert place is not None  # every named device was placed
+        assert place is not None  # device_factors placed every device
         label, servers = place
+        if factor == 0.0 and label == device:  # a failed fabric device
+            continue
         for s in servers:
             touched.setdefault(s, []).append((label, factor))
     return touched

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from simulator.cli.app import app
 from simulator.collectives.comm import comm_view, server_classes
-from simulator.core.errors import ConfigError
+from simulator.core.errors import ConfigError, TopologyError
 from topologies.build import build, build_representative
 from topologies.fabric import build_fabric, fabric_counts
 from topologies.presets import load_preset
@@ -38,40 +38,65 @@ FABRICS = [{"kind": "rail_optimized", "nodes_per_leaf": 4}, {"kind": "rail_optim
 
 @st.composite
 def faulty_specs(draw: st.DrawFn) -> TopologySpec:
-    """A small cluster on one of several fabrics with up to three degraded devices or roles."""
+    """A small cluster on one of several fabrics with up to three degraded or failed devices or roles."""
     nodes = draw(st.integers(1, 12))
     fabric = draw(st.sampled_from(FABRICS))
     net = draw(st.sampled_from([IB, ROCE_4]))
     whole = build(_spec(nodes, fabric, [], net))
     devices = sorted(str(n) for n in whole.graph) + ["nic1", "gpu3", "leaf", "spine", "nvswitch", "pcie2", "cpu1"]
     devices = [d for d in devices if d in whole.graph or d in {r for _, r in whole.graph.nodes(data="role")}]
-    faults = draw(st.lists(st.tuples(st.sampled_from(devices), st.sampled_from([0.1, 0.25, 0.5, 0.9])), max_size=3))
+    faults = draw(st.lists(st.tuples(st.sampled_from(devices), st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.9])),
+                           max_size=3))
     return _spec(nodes, fabric, faults, net)
 
 
-def _routes(topology: Any) -> list[list[tuple[str, str]]]:
-    """The routes a prediction asks for: each class's GPUs to their NICs and to server 0 or 1."""
+def _outcome(function: Any, topology: Any) -> object:
+    """What `function(topology)` returns, or the message of the TopologyError it raises (a failed PCIe switch
+    can leave a GPU no route to its NIC: the prediction's error, which must be the same)."""
+    try:
+        return function(topology)
+    except TopologyError as error:
+        return str(error)
+
+
+def _routes(topology: Any) -> list[object]:
+    """The routes a prediction asks for: each class's GPUs to their NICs and to server 0 or 1 (or the error a
+    route raises: a failed NIC or leaf leaves some unroutable)."""
+    def route(src: str, dst: str) -> object:
+        try:
+            return topology.path(src, dst)
+        except TopologyError as error:
+            return str(error)
+
     routes = []
     for group in topology.server_groups:
         peer = 1 if group.example == 0 else 0
         for local in range(topology.gpus_per_server):
             gpu = topology.gpu_id(group.example, local)
-            routes += [topology.path(gpu, nic) for nic in topology.nics_of_gpu(group.example, local)]
+            routes += [route(gpu, nic) for nic in topology.nics_of_gpu(group.example, local)]
             if topology.n_servers > 1:
-                routes.append(topology.path(gpu, topology.gpu_id(peer, local)))
+                routes.append(route(gpu, topology.gpu_id(peer, local)))
     return routes
 
 
 @settings(max_examples=60, deadline=None)
 @given(faulty_specs())
 def test_the_representative_cluster_prices_as_the_whole_one(spec: TopologySpec) -> None:
-    """Degraded devices anywhere, by id or role, on any fabric: the faults placed from the spec touch the servers
-    they touch in the built graph, and the server classes, the communicator and the routes are identical."""
-    whole, part = build(spec), build_representative(spec)
+    """Degraded or failed devices anywhere, by id or role, on any fabric: the faults placed from the spec touch
+    the servers they touch in the built graph, and the server classes, the communicator and the routes are
+    identical; failures that cut GPUs off are the same error."""
+    try:
+        whole = build(spec)
+    except TopologyError as cut:
+        with pytest.raises(TopologyError) as same:
+            build_representative(spec)
+        assert str(same.value) == str(cut)
+        return
+    part = build_representative(spec)
     assert {s: sorted(f) for s, f in part.servers_touched.items()} == {
         s: sorted(f) for s, f in whole.servers_touched.items()}
-    assert server_classes(part) == server_classes(whole)
-    assert comm_view(part) == comm_view(whole)
+    assert _outcome(server_classes, part) == _outcome(server_classes, whole)
+    assert _outcome(comm_view, part) == _outcome(comm_view, whole)
     assert _routes(part) == _routes(whole)
     for device, factor in part.fault_factors.items():
         assert whole.fault_factors[device] == factor
@@ -99,11 +124,16 @@ def test_the_representative_cluster_does_not_grow_with_the_servers() -> None:
     assert part.n_gpus == 16384 and [c.count for c in server_classes(part)] == [2047, 1]
 
 
-def test_a_failed_device_builds_the_whole_cluster() -> None:
-    """A failed NIC (factor 0): whether it cuts GPUs off needs every route, so the whole cluster is built."""
-    spec = _spec(4, {"kind": "rail_optimized"}, [("s2/nic1", 0.0)])
-    assert build_representative(spec).servers_built is None and build_representative(spec).graph.number_of_nodes() \
-        == build(spec).graph.number_of_nodes()
+def test_a_failed_device_is_checked_without_the_whole_cluster() -> None:
+    """2,048 servers with NIC 1 of s700 failed: the rest of the cluster still reaches it (through its other NICs),
+    found without building every server; failing the only spine group's every spine cuts the units apart."""
+    spec = load_preset("dgx-h100", nodes=2048, link_faults=[{"device": "s700/nic1", "factor": 0.0}])
+    part = build_representative(spec)
+    assert part.servers_built == {0, 1, 700} and [c.count for c in server_classes(part)] == [2047, 1]
+    small = _spec(64, {"kind": "rail_optimized"}, [("spine", 0.0)])
+    with pytest.raises(TopologyError, match=r"failing spine0, spine1, spine2, spine3 \.\.\. partitions the cluster: "
+                                            r"256 of 512 GPUs \(e\.g\. s32/gpu0\)"):
+        build_representative(small)
 
 
 def test_an_unknown_device_is_the_whole_clusters_error() -> None:

@@ -2,7 +2,7 @@
 NICs, GPUs, NVSwitches, leaves and spines, by device and by role; stragglers on a GPU, a server and a rank),
 oversubscribed, rail-optimised and multi-leaf fabrics, NVL72 domains and PCIe servers. Each case's `--json`
 output must equal the recorded one exactly: how the cluster is represented to price a job (one server per
-class, see topologies.representative) must not move a number.
+class, see topologies.build.build_representative) must not move a number.
 
 Regenerate deliberately, after a change meant to move predictions: python tests/training/test_identical_predictions.py
 """

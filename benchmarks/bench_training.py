@@ -6,7 +6,8 @@ EP 64 on 2,048 H100s.
 Run: python benchmarks/bench_training.py
 Targets: 1,024 GPUs < 1 s, 16,384 GPUs < 3 s, memory < 2 GiB, scale 1..1024 nodes < 20 s.
 The per-step cost does not grow with the GPU count (one representative GPU's streams are simulated;
-collectives are priced on the whole communicator in closed form); building the device graph does.
+collectives are priced on the whole communicator in closed form), nor does the device graph (one server of each
+class is built; benchmarks/bench_scale_cost.py).
 With pipeline parallelism one GPU per stage is simulated over pp + 2 micro-batches, so the cost
 grows as pp^2 x layers / pp.
 """

@@ -1,5 +1,9 @@
 """The built topology: a frozen networkx graph of devices and directed links, plus lookups.
 
+The graph holds the whole cluster (topologies.build.build) or, for a prediction, one server of each group
+the faults leave alike with what their rates depend on (build_representative: `servers_built` names them);
+the cluster's sizes (`n_servers`, `n_gpus`) are the spec's either way.
+
 Graph nodes are device ids (strings). Every node has attributes:
   kind    one of `DEVICE_KINDS`
   server  index of the server (node) it sits in, or -1 for fabric switches
@@ -29,6 +33,7 @@ import networkx as nx
 
 from simulator.core.errors import TopologyError
 from simulator.core.units import gbps_to_Bps
+from topologies.faults import ServerGroup, server_groups
 from topologies.hardware import GpuSpec, IntraNodePlatform, intra_node_platform
 from topologies.layout import device_id, nics_of_gpu
 from topologies.routing import Edge, Router
@@ -50,6 +55,15 @@ class Topology:
     # each faulty device (spec.link_faults, a role expanded to its devices) and the factor its links run
     # at: the product of the faults naming it, 0 for a failed device
     fault_factors: dict[str, float] = field(default_factory=dict, repr=False)
+    # the faulty devices (role or fabric id, factor) in or next to each server they touch (topologies.faults)
+    servers_touched: dict[int, list[tuple[str, float]]] = field(default_factory=dict, repr=False)
+    # the servers whose devices the graph holds (None: all of them; see topologies.build.build_representative)
+    servers_built: frozenset[int] | None = field(default=None, repr=False)
+
+    @cached_property
+    def server_groups(self) -> tuple[ServerGroup, ...]:
+        """The servers grouped by the faults that touch them, the untouched ones first (topologies.faults)."""
+        return server_groups(self.servers_touched, self.n_servers)
 
     @property
     def n_servers(self) -> int:

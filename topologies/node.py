@@ -9,6 +9,8 @@ rack-wide domain is built by topologies.fabric.nvlink_domains.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import networkx as nx
 
 from simulator.core.units import GBps_to_Bps
@@ -87,13 +89,14 @@ def build_server(spec: TopologySpec, gpu: GpuSpec) -> nx.DiGraph:
     return graph
 
 
-def replicate_server(server: nx.DiGraph, servers: int) -> nx.DiGraph:
-    """`servers` copies of a server-0 graph, device ids and `server` attributes renumbered."""
+def replicate_server(server: nx.DiGraph, servers: Iterable[int]) -> nx.DiGraph:
+    """Copies of a server-0 graph as the given servers (range(n): all n), device ids and `server` attributes
+    renumbered."""
     prefix = device_id(0, "")
     nodes = [(n.removeprefix(prefix), attrs) for n, attrs in server.nodes(data=True)]
     edges = [(u.removeprefix(prefix), v.removeprefix(prefix), attrs) for u, v, attrs in server.edges(data=True)]
     graph = nx.DiGraph()
-    for s in range(servers):
+    for s in servers:
         graph.add_nodes_from((device_id(s, role), {**attrs, "server": s}) for role, attrs in nodes)
         graph.add_edges_from((device_id(s, u), device_id(s, v), attrs) for u, v, attrs in edges)
     return graph

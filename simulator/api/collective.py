@@ -16,7 +16,7 @@ from simulator.collectives.predict import CollectiveRow, collective_table, size_
 from simulator.core.errors import ConfigError
 from simulator.core.units import parse_size
 from simulator.scenario_overrides import merged, topology_of
-from topologies.build import build
+from topologies.build import build_representative
 from topologies.spec import TopologySpec, validate_topology_spec
 
 
@@ -72,7 +72,7 @@ def collective(topology: str | Mapping[str, Any] | TopologySpec = "dgx-h100", no
                                                               _size(max_bytes, "max_bytes"), factor)
     if not walked or min(walked) < 1:
         raise ConfigError(f"collective sizes: expected sizes >= 1 byte, got {walked}")
-    view = comm_view(build(spec))
+    view = comm_view(build_representative(spec))
     params = calibrated_params(load_profile(None if calibration is None else Path(calibration)), spec.gpu,
                                spec.intra_node, view, force_calibration)
     rows = collective_table(view, op, walked, algo, proto, dict(env or {}), dtype, use_engine=engine, params=params)

@@ -14,7 +14,7 @@ from simulator.measurements.dataset import HardwareKey
 from simulator.training.pace import NOMINAL, Pace
 from simulator.training.predict import compute_scale_for, predict_step
 from simulator.training.prediction import StepPrediction
-from topologies.build import build
+from topologies.build import build_representative
 from topologies.spec import TopologySpec
 from workloads.spec import ModelSpec, TrainingSpec
 
@@ -43,7 +43,7 @@ def predict_calibrated(topology: TopologySpec, training: TrainingSpec, model: Mo
     profile = load_profile(calibration)
     params, gemm, source = None, None, []
     if profile is not None:
-        cluster = build(topology)
+        cluster = build_representative(topology)
         if profile.sections:  # a compute-only profile (benchmarks/gpu_calibration.py) leaves collectives at the prior
             params = calibrated_params(profile, topology.gpu, topology.intra_node, comm_view(cluster), force)
         source.append(str(calibration))

@@ -19,7 +19,7 @@ from simulator.collectives.select import ALGO_CHOICES, PROTO_CHOICES
 from simulator.core.errors import ConfigError
 from simulator.measurements.nccl_tests import NcclRow
 from simulator.measurements.nccl_tests_format import format_nccl_tests_table
-from topologies.build import build
+from topologies.build import build_representative
 
 REDOP = {"all_reduce": "sum", "reduce_scatter": "sum", "reduce": "sum"}
 ROOT = {"broadcast": 0, "reduce": 0}
@@ -83,7 +83,7 @@ def collective(
     sizes = size_sweep(size_option(min_bytes, "-b"), size_option(max_bytes, "-e"), factor)
     spec = resolve_cluster(topology, nodes, gpu, gpus_per_node, intra_node, transport, nics_per_node, nic_gbps)
     spec = with_link_faults(spec, link_fault)
-    view = comm_view(build(spec))
+    view = comm_view(build_representative(spec))
     params = calibrated_params(load_profile(calibration), spec.gpu, spec.intra_node, view, force_calibration)
     rows = collective_table(view, op, sizes, algo, proto, parse_env(env), dtype, use_engine=engine, params=params)
     if as_json:

@@ -9,6 +9,7 @@ A "node" here is what the network joins: a server, or a multi-server NVLink doma
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -146,47 +147,20 @@ class ServerClass:
         return not self.faults
 
 
-def _servers_touched(topology: Topology) -> dict[int, list[tuple[str, float]]]:
-    """The faulty devices (role or fabric id, factor) in or next to each server: a server's own devices
-    (a NIC, a GPU, an NVSwitch) and the fabric devices its NICs or GPUs attach to (a leaf, an NVL72
-    switch tray). A device every server reaches alike (a spine) is in the graph all servers see, so the
-    untouched servers are priced on it too."""
-    graph = topology.graph
-    touched: dict[int, list[tuple[str, float]]] = {}
-    for device, factor in topology.fault_factors.items():
-        server = int(graph.nodes[device]["server"])
-        if server >= 0:
-            servers, label = {server}, str(graph.nodes[device]["role"])
-        else:
-            servers = {int(graph.nodes[n]["server"]) for n in (*graph.pred[device], *graph.succ[device])
-                       if graph.nodes[n]["kind"] in ("nic", "gpu")}
-            label = device
-        for s in servers:
-            touched.setdefault(s, []).append((label, factor))
-    return touched
-
-
+@functools.lru_cache(maxsize=16)
 def server_classes(topology: Topology) -> tuple[ServerClass, ...]:
     """The servers grouped by the faults that touch them (the untouched ones first), each class priced
-    once on one of its servers: servers with the same faulty roles at the same factors (NIC 3 at 0.1 on
-    s0 or on s5) see the same rates, so the cost grows with the distinct faults, not with the servers,
-    and a faulty server is priced on its own links, wherever it is."""
-    touched = _servers_touched(topology)
-    by_faults: dict[tuple[tuple[str, float], ...], list[int]] = {}
-    for server in sorted(touched):
-        by_faults.setdefault(tuple(sorted(touched[server])), []).append(server)
-    healthy = topology.n_servers - len(touched)
-    members: list[tuple[int, int, tuple[int, ...], tuple[tuple[str, float], ...]]] = []
-    if healthy:
-        members.append((healthy, next(s for s in range(topology.n_servers) if s not in touched), (), ()))
-    members += [(len(servers), servers[0], tuple(servers), faults) for faults, servers in by_faults.items()]
+    once on one of its servers (topologies.faults.server_groups): servers with the same faulty roles at the
+    same factors (NIC 3 at 0.1 on s0 or on s5) see the same rates, so the cost grows with the distinct faults,
+    not with the servers, and a faulty server is priced on its own links, wherever it is. Kept for the last
+    few topologies (a prediction asks for them more than once)."""
     networked = topology.n_servers > 1 and topology.nics_per_server > 0
     line_Bps = topology.nic_bandwidth_Bps * topology.nics_per_server
     return tuple(
-        ServerClass(count, example, servers, faults, gpu_intra_Bps(topology, example),
-                    min(line_Bps, gpu_to_network_Bps(topology, example)) if networked else 0.0,
-                    leaf_uplinks(topology, example)[0] if networked else math.inf)
-        for count, example, servers, faults in members)
+        ServerClass(group.count, group.example, group.servers, group.faults, gpu_intra_Bps(topology, group.example),
+                    min(line_Bps, gpu_to_network_Bps(topology, group.example)) if networked else 0.0,
+                    leaf_uplinks(topology, group.example)[0] if networked else math.inf)
+        for group in topology.server_groups)
 
 
 def comm_view(topology: Topology) -> CommView:

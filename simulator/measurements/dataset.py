@@ -15,7 +15,7 @@ from simulator.collectives.comm import CommView, comm_view
 from simulator.core.errors import ConfigError
 from simulator.measurements.manifest import ManifestEntry
 from simulator.measurements.nccl_tests import NcclLog, NcclRow, parse_log
-from topologies.build import build
+from topologies.build import build_representative
 from topologies.spec import topology_spec_from_fields
 
 
@@ -95,4 +95,4 @@ def measured_log(entry: ManifestEntry, log: NcclLog) -> MeasuredLog:
     rows = tuple(row for row in log.rows if row.size_bytes > 0)
     if not rows:
         raise ConfigError(f"{entry.file}: no rows with a size above 0 to compare with")
-    return MeasuredLog(entry, comm_view(build(spec)), rows)
+    return MeasuredLog(entry, comm_view(build_representative(spec)), rows)

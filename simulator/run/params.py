@@ -17,20 +17,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cache
 
 from simulator.core.errors import ConfigError
 from simulator.run.presets import load_failures
 from simulator.run.spec import RunSpec
 from simulator.training.memory import STATE_BYTES
 from simulator.training.prediction import IDLE_POWER_FRACTION, StepPrediction
-from topologies.fabric import build_fabric
+from topologies.fabric import fabric_counts
 from topologies.spec import TopologySpec
 from workloads.model import transformer
 from workloads.spec import ModelSpec, TrainingSpec
 
 SPARE_CLASSES = ("gpu", "node", "nic")  # failures that take a server out until repaired
-SWITCH_KINDS = ("leaf", "spine", "core")
 
 
 @dataclass(frozen=True)
@@ -62,17 +60,9 @@ class RunParams:
         return 1.0 / self.rate_per_s if self.rate_per_s > 0 else math.inf
 
 
-@cache
-def _fabric_counts(topology_json: str) -> tuple[int, int, int]:
-    """(NICs, cables, switches) of the fabric built for the topology (cached: large fabrics take a second)."""
-    graph = build_fabric(TopologySpec.model_validate_json(topology_json))
-    kinds = [kind for _, kind in graph.nodes(data="kind")]
-    return kinds.count("nic"), graph.number_of_edges() // 2, sum(kinds.count(k) for k in SWITCH_KINDS)
-
-
 def component_counts(topology: TopologySpec) -> dict[str, int]:
     """Components of the job per failure class."""
-    nics, cables, switches = _fabric_counts(topology.model_dump_json()) if topology.nodes > 1 else (0, 0, 0)
+    nics, cables, switches = fabric_counts(topology) if topology.nodes > 1 else (0, 0, 0)
     return {"gpu": topology.nodes * topology.gpus_per_node, "node": topology.nodes, "nic": nics, "link": cables,
             "switch": switches, "software": topology.nodes}
 

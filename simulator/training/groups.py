@@ -25,7 +25,8 @@ replicas / ep ranks.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+import itertools
+import math
 from dataclasses import dataclass, replace
 
 from simulator.collectives.comm import CommView
@@ -69,22 +70,74 @@ class Layout:
         """The parallel dimensions a group spans ("grad", "ep" and "edp": the context- and data-parallel)."""
         return ("cp", "dp") if dim in ("grad", "ep", "edp") else (dim,)
 
-    def _origins(self, dims: tuple[str, ...]) -> Iterator[int]:
-        """The first rank of every group over `dims`: the ranks whose index in each of them is 0."""
-        fixed = [(self.stride(d), self.size(d)) for d in dims if d in self.order]
-        return (r for r in range(self.n_ranks) if all((r // stride) % size == 0 for stride, size in fixed))
+    def _origins(self, dims: tuple[str, ...], period: int) -> set[int]:
+        """The first ranks of the groups over `dims` (the ranks whose index in each of them is 0), modulo
+        `period`: a group's place relative to nodes and leaf groups of `period` ranks depends on nothing
+        else. Built one dimension at a time, each taking at most `period` steps, so the cost does not grow
+        with the ranks."""
+        residues = {0}
+        for d in self.order:
+            if d in dims:
+                continue
+            stride, size = self.stride(d), self.size(d)
+            steps = min(size, period // math.gcd(stride, period))
+            residues = {(r + i * stride) % period for r in residues for i in range(steps)}
+        return residues
 
-    def members(self, dim: str) -> list[int]:
-        """The ranks of rank 0's `dim` group ("grad": the data- and context-parallel ranks together; "ep" and
-        "edp": the expert-parallel and expert data-parallel groups, see the module docstring)."""
+    def _enumerated(self, dim: str) -> list[int]:
+        """The ranks of rank 0's `dim` group, listed ("grad": the data- and context-parallel ranks together,
+        context-parallel ranks first; "ep": the first ep of them, "edp": every ep-th, see the module docstring)."""
         ranks = [0]
         for d in [d for d in self._dims(dim) if d in self.order]:
-            ranks = [r + i * self.stride(d) for i in range(self.size(d)) for r in ranks]  # cp ranks first
+            stride = self.stride(d)
+            ranks = [r + i * stride for i in range(self.size(d)) for r in ranks]
         return {"ep": ranks[: self.ep], "edp": ranks[:: self.ep]}.get(dim, ranks)
 
+    @functools.cache  # noqa: B019 (layouts are few, small and frozen; a step asks for each group often)
+    def _digits(self, dim: str) -> tuple[tuple[int, int], ...] | None:
+        """Rank 0's `dim` group as (stride, size) digits: its ranks are the sums of i x stride over the digits,
+        0 <= i < size; None for an expert group that takes part of a context-parallel digit (then listed)."""
+        digits = [(self.stride(d), self.size(d)) for d in self._dims(dim) if d in self.order]
+        if dim not in ("ep", "edp") or (dim == "edp" and self.ep == 1):
+            return tuple(digits) or ((1, 1),)
+        (cp_stride, cp), (dp_stride, dp) = digits if len(digits) == 2 else ((1, 1), digits[0])
+        if dim == "ep" and self.ep <= cp:
+            return ((cp_stride, self.ep),)
+        if dim == "ep" and self.ep % cp == 0:
+            return (cp_stride, cp), (dp_stride, self.ep // cp)
+        if dim == "edp" and cp % self.ep == 0:
+            return (cp_stride * self.ep, cp // self.ep), (dp_stride, dp)
+        if dim == "edp" and self.ep % cp == 0:
+            return ((dp_stride * (self.ep // cp), dp // (self.ep // cp)),)
+        return None
+
+    @functools.cache  # noqa: B019 (as _digits)
     def members_per_node(self, dim: str) -> int:
-        """How many members of rank 0's `dim` group share its node."""
-        return sum(1 for r in self.members(dim) if r < self.gpus_per_node)
+        """How many members of rank 0's `dim` group share its node: the sums of digits below the node size
+        (a digit of stride s contributes at most ceil(G / s) values), so the count costs at most G^2 steps."""
+        below = self.gpus_per_node
+        digits = self._digits(dim)
+        if digits is None:
+            return sum(1 for r in self._enumerated(dim) if r < below)
+        ranges = [range(0, min(size, -(-below // stride)) * stride, stride) for stride, size in digits]
+        return sum(1 for values in itertools.product(*ranges) if sum(values) < below)
+
+    def _blocks(self, dim: str, origin: int, period: int) -> int:
+        """How many blocks of `period` ranks the `dim` group starting at `origin` touches. The digit with the
+        most values is walked as a range: its ranks step by its stride, so with a stride up to `period` they
+        cover every block between the first and the last; the other digits' combinations are enumerated."""
+        digits = self._digits(dim)
+        if digits is None:
+            return len({(origin + m) // period for m in self._enumerated(dim)})
+        (stride, size), *others = sorted(digits, key=lambda digit: -digit[1])
+        blocks: set[int] = set()
+        for values in itertools.product(*(range(0, n * s, s) for s, n in others)):
+            first = origin + sum(values)
+            if stride <= period:
+                blocks.update(range(first // period, (first + (size - 1) * stride) // period + 1))
+            else:
+                blocks.update((first + i * stride) // period for i in range(size))
+        return len(blocks)
 
     @functools.cache  # noqa: B019 (layouts are few, small and frozen; a step's runs ask again)
     def leaf_groups(self, dim: str, leaf_nodes: int) -> int:
@@ -93,9 +146,8 @@ class Layout:
         nodes, and groups of the same dimension can differ (stage 0's on nodes {0, 3} under one leaf of 4,
         stage 1's on {1, 4} across two); a step runs at its slowest group's pace. The expert groups are
         taken at their place in each data-parallel group, as rank 0's are."""
-        members = self.members(dim)
         per_leaf = self.gpus_per_node * leaf_nodes
-        return max(len({(origin + m) // per_leaf for m in members}) for origin in self._origins(self._dims(dim)))
+        return max(self._blocks(dim, origin, per_leaf) for origin in self._origins(self._dims(dim), per_leaf))
 
     @functools.cache  # noqa: B019 (as leaf_groups)
     def pipeline_peer(self, a: int, b: int, leaf_nodes: int) -> str:
@@ -103,7 +155,8 @@ class Layout:
         step waits for the slowest): "pp:intra" on one node, "pp:inter" across nodes under one leaf group
         (`leaf_nodes` consecutive nodes), "pp:spine" across leaf groups (through the spines)."""
         stride, worst = self.stride("pp"), "pp:intra"
-        for origin in self._origins(("pp",)):
+        one_leaf = leaf_nodes * self.gpus_per_node >= self.n_ranks  # then only the nodes tell transfers apart
+        for origin in self._origins(("pp",), self.gpus_per_node * (1 if one_leaf else leaf_nodes)):
             node_a = (origin + a * stride) // self.gpus_per_node
             node_b = (origin + b * stride) // self.gpus_per_node
             if node_a // leaf_nodes != node_b // leaf_nodes:

@@ -35,7 +35,7 @@ from simulator.training.routing import wait_s as routing_wait_s
 from simulator.training.shards import blocks_params_on_gpu, owned_params
 from simulator.training.tasks import CollectiveCall, StepPlan, Task
 from simulator.training.timeline import RepeatedMicroSteps, Timeline, simulate_plan
-from topologies.build import build
+from topologies.build import build_representative
 from topologies.spec import TopologySpec
 from workloads.model import TransformerModel, transformer
 from workloads.spec import ModelSpec, TrainingSpec
@@ -328,7 +328,7 @@ def compute_scale_for(measured_tokens_per_s: float, topology: TopologySpec, trai
         raise ConfigError(f"measured tokens/s per GPU must be a finite number > 0, got {measured_tokens_per_s}")
     model = transformer(model_spec)
     seq_len = training.seq_len or model_spec.training_context
-    gpu = build(topology).gpu
+    gpu = build_representative(topology).gpu
     compute = ComputeModel.for_job(gpu, training, topology.gpu_power_limit_w, gemm_efficiency=gemm_efficiency)
     modelled = training.micro_batch * seq_len / compute.micro_step_s(
         model, training.micro_batch, seq_len, training.activation_checkpointing)
@@ -356,7 +356,7 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     # a job whose GPUs or batch do not divide is refused before the cluster's graph is built (seconds at 32k nodes)
     micro_steps_of(training, layout_of(training.parallel, topology.nodes * topology.gpus_per_node,
                                        topology.gpus_per_node).dp)
-    cluster = build(topology)
+    cluster = build_representative(topology)
     v = comm_view(cluster)
     model = transformer(model_spec)
     seq_len = training.seq_len or model_spec.training_context

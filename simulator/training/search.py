@@ -63,7 +63,7 @@ from simulator.training.prediction import StepPrediction
 from simulator.training.routing import routed_load
 from simulator.training.shards import blocks_params_on_gpu, owned_params
 from simulator.training.tasks import PARAM_BYTES, pass_collectives
-from topologies.build import build
+from topologies.build import build_representative
 from topologies.spec import TopologySpec
 from workloads.frameworks import FRAMEWORKS
 from workloads.model import ACTIVATION_BYTES, TransformerModel, transformer
@@ -372,7 +372,7 @@ def _candidates(topology: TopologySpec, base: TrainingSpec, model_spec: ModelSpe
     ConfigError when none fits."""
     if base.global_batch is None:
         raise ConfigError("--global-batch is required: the layouts divide it")
-    cluster = build(topology)
+    cluster = build_representative(topology)
     v = comm_view(cluster)
     model = transformer(model_spec)
     seq_len = base.seq_len or model_spec.training_context

@@ -57,7 +57,7 @@ def test_a_batch_that_does_not_divide_is_refused_before_the_cluster_is_built(mon
     def never(*_: object) -> None:
         raise AssertionError("the cluster graph was built")
 
-    monkeypatch.setattr(predict_module, "build", never)
+    monkeypatch.setattr(predict_module, "build_representative", never)
     training = TrainingSpec(model="uniform", seq_len=2048, micro_batch=2, global_batch=1_000_001)
     with pytest.raises(ConfigError, match="not a multiple of micro_batch 2 x 262144"):
         predict_step(load_preset("dgx-h100", nodes=32768), training, UNIFORM)

@@ -26,7 +26,7 @@ from simulator.importers.result import ImportedJob
 from simulator.importers.torchtitan import import_torchtitan
 from simulator.scenario import ScenarioSpec, resolve_scenario, scenario_from_data
 from simulator.training.predict import job_layout, micro_steps_of
-from topologies.build import build
+from topologies.build import build_representative
 from topologies.presets import resolve_topology
 from workloads.model import transformer
 from workloads.presets import resolve_model
@@ -119,7 +119,7 @@ def _check_layout(scenario: ScenarioSpec) -> None:
     """ConfigError for a job `predict` would refuse before simulating: a layout that does not fit the cluster or
     the model, a batch that does not split into micro-batches (the checks predict makes first)."""
     topology, training, model = resolve_scenario(scenario)
-    layout = job_layout(training, transformer(model), comm_view(build(topology)))
+    layout = job_layout(training, transformer(model), comm_view(build_representative(topology)))
     micro_steps_of(training, layout.dp)
 
 

@@ -140,13 +140,14 @@ def per_channel_Bps(op: str, shape: AlgoShape, proto: str, v: CommView) -> float
 
 
 def channel_count(shape: AlgoShape, proto: str, size_bytes: float, bus_Bps: float, per_channel: float,
-                  v: CommView) -> float:
+                  v: CommView, limits: tuple[int, int] = (1, C.MAX_CHANNELS)) -> float:
     """Channels NCCL runs: enough for the bus rate (at most MAX_CHANNELS), but fewer for small
     operations: NCCL drops channels while one would get fewer than threads x threshold bytes, and
     at one channel halves its threads, down to one warp in eight (enqueue.cc). The count is
     returned as the continuous parallelism that rule approaches (NCCL's whole-channel steps would
-    make a slightly larger operation finish sooner; the smooth form keeps time monotone in size)."""
-    wanted = max(1, min(C.MAX_CHANNELS, math.ceil(bus_Bps / per_channel)))
+    make a slightly larger operation finish sooner; the smooth form keeps time monotone in size).
+    `limits` are NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS (simulator.collectives.tuner.channel_limits)."""
+    wanted = max(limits[0], min(limits[1], math.ceil(bus_Bps / per_channel)))
     threshold = C.THREADS_PER_CHANNEL[proto] * C.THREAD_THRESHOLD_BYTES[proto]
     if proto == "ll" and shape.algo == "ring":
         threshold *= v.n_ranks
@@ -176,14 +177,15 @@ def hop_latencies_us(proto: str, v: CommView, p: ModelParams) -> tuple[float, fl
 
 
 def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView,
-             p: ModelParams) -> CollectiveEstimate:
-    """Predict the time of `op` on `size_bytes` with this algorithm shape, protocol and parameters."""
+             p: ModelParams, limits: tuple[int, int] = (1, C.MAX_CHANNELS)) -> CollectiveEstimate:
+    """Predict the time of `op` on `size_bytes` with this algorithm shape, protocol and parameters,
+    on at least / at most `limits` channels."""
     demands = resource_demands(op, shape, proto, v, p)
     bottleneck = max(demands, key=lambda k: demands[k])
     seconds_per_byte = demands[bottleneck]
     per_channel = per_channel_Bps(op, shape, proto, v)
     busiest = max(shape.intra_volume, shape.net_volume, shape.net_volume_per_nic)
-    channels = channel_count(shape, proto, size_bytes, busiest / seconds_per_byte, per_channel, v)
+    channels = channel_count(shape, proto, size_bytes, busiest / seconds_per_byte, per_channel, v, limits)
     channel_limit = busiest / (channels * per_channel)
     if proto == "ll":
         channel_limit = max(channel_limit, busiest / (C.LL_MAX_GBPS[v.arch] * 1e9))

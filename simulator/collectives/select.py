@@ -1,5 +1,9 @@
 """Choosing the algorithm and protocol as NCCL does: by its tuner's ranking, unless pinned.
 
+The ranking is the tuner of the NCCL release in use (simulator.collectives.tuner, with the constants
+of simulator.collectives.nccl_releases); the chosen pair is then priced by the physical model
+(simulator.collectives.cost).
+
 Pins follow NCCL's environment: NCCL_ALGO and NCCL_PROTO take comma-separated lists (case does
 not matter; a leading '^' excludes the listed ones), NCCL_NVLS_ENABLE=0 turns NVLink SHARP off,
 NCCL_COLLNET_ENABLE=0 turns SHARP off. The CLI's --algo/--proto pin one each.
@@ -7,6 +11,7 @@ NCCL_COLLNET_ENABLE=0 turns SHARP off. The CLI's --algo/--proto pin one each.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -14,7 +19,9 @@ from simulator.collectives.algorithms import AlgoShape, shapes_for
 from simulator.collectives.comm import CommView
 from simulator.collectives.cost import CollectiveEstimate, estimate, protocol_allowed
 from simulator.collectives.nccl_constants import PROTOCOLS
+from simulator.collectives.nccl_releases import TunerRelease, tuner_release
 from simulator.collectives.params import ModelParams
+from simulator.collectives.tuner import MAX_CHANNELS, enabled, tuner_channels, tuner_time_us
 from simulator.core.errors import ConfigError
 
 # NCCL_ALGO spellings -> our algorithm names (NVLS covers NVLS and NVLS-tree, CollNet both forms).
@@ -88,34 +95,38 @@ def candidate_shapes(op: str, v: CommView, algos: set[str] | None) -> list[AlgoS
     return [shape for shape in shapes if shape.algo in algos]
 
 
-def selection_time_s(est: CollectiveEstimate, ring: dict[str, CollectiveEstimate], v: CommView) -> float:
-    """The time NCCL's tuner ranks a candidate by. It models a tree's bandwidth as 0.9 x half the
-    channels' bus bandwidth, a ring's as n / 2(n-1) of it (tuning.cc), so for the same channels it
-    never credits a tree with more bandwidth than 0.9 (n-1)/n of the ring's: trees win on latency,
-    rings on bandwidth, whatever a tree could do on two nodes. The prediction itself keeps the
-    tree's own time; only the choice follows the tuner."""
-    if est.algo != "tree" or est.proto not in ring:
-        return est.time_s
-    ring_est = ring[est.proto]
-    ring_bw_s = ring_est.size_bytes * max(spb for _, spb in ring_est.demand_s_per_byte)
-    credited = max(est.bandwidth_s, ring_bw_s / (0.9 * (v.n_ranks - 1) / v.n_ranks))
-    return est.latency_s + est.fill_s + credited
+def _no_pair(op: str, shapes: list[AlgoShape], protos: set[str] | None, release: TunerRelease) -> ConfigError:
+    names = ", ".join(shape.algo for shape in shapes) or "none of those --algo / NCCL_ALGO allow"
+    allowed = ", ".join(sorted(protos)) if protos is not None else "any"
+    return ConfigError(
+        f"no allowed algorithm/protocol for {op} on this cluster with NCCL {release.first[0]}.{release.first[1]}+ "
+        f"(algorithms available: {names}; protocols allowed: {allowed})"
+    )
 
 
-def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView,
-                  protos: set[str] | None, params: ModelParams) -> CollectiveEstimate:
-    """The (algorithm, protocol) NCCL would pick among those allowed; ConfigError if none is."""
-    candidates = [
-        estimate(op, size_bytes, shape, proto, v, params)
-        for shape in shapes
-        for proto in PROTOCOLS
-        if (protos is None or proto in protos) and protocol_allowed(shape, proto, v)
-    ]
-    if not candidates:
-        names = ", ".join(shape.algo for shape in shapes) or "none of those --algo / NCCL_ALGO allow"
-        raise ConfigError(
-            f"no allowed algorithm/protocol for {op} on this cluster (algorithms available: {names}; "
-            f"protocols allowed: {', '.join(sorted(protos)) if protos is not None else 'any'})"
-        )
-    ring = {est.proto: est for est in candidates if est.algo == "ring"}
-    return min(candidates, key=lambda est: selection_time_s(est, ring, v))
+def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView, protos: set[str] | None,
+                  params: ModelParams, release: TunerRelease | None = None,
+                  limits: tuple[int, int] = (1, MAX_CHANNELS)) -> CollectiveEstimate:
+    """The (algorithm, protocol) NCCL `release` would pick among those allowed, priced by the physical
+    model; ConfigError if none is allowed.
+
+    The choice is the release's tuner's (simulator.collectives.tuner), whatever the physical model
+    thinks of it: NCCL runs what its model ranks first. Point-to-point operations (alltoall,
+    sendrecv) are not tuned by NCCL (LL for small per-channel sizes, Simple otherwise): the faster
+    of the two as priced is taken."""
+    rel = release or tuner_release(None)
+    pairs = [(shape, proto) for shape in shapes for proto in PROTOCOLS
+             if (protos is None or proto in protos) and protocol_allowed(shape, proto, v)]
+    if shapes and shapes[0].algo == "direct":
+        if not pairs:
+            raise _no_pair(op, shapes, protos, rel)
+        return min((estimate(op, size_bytes, shape, proto, v, params, limits) for shape, proto in pairs),
+                   key=lambda est: est.time_s)
+    channels = tuner_channels(v, rel, limits)
+    ranked = [(tuner_time_us(op, shape.algo, proto, size_bytes, v, rel, channels), shape, proto)
+              for shape, proto in pairs if enabled(op, shape.algo, proto, v, rel)]
+    ranked = [item for item in ranked if math.isfinite(item[0])]
+    if not ranked:
+        raise _no_pair(op, shapes, protos, rel)
+    _, shape, proto = min(ranked, key=lambda item: item[0])
+    return estimate(op, size_bytes, shape, proto, v, params, limits)

@@ -199,7 +199,7 @@ def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView
     chunks = busiest * size_bytes / (channels * chunk_bytes(size_bytes, shape, channels, v, proto))
     if shape.nvls_intra:  # each channel runs one operation per NVLS head (G of them) at once
         chunks /= v.ranks_per_node
-    sync_hop = net_handshake if shape.net_hops else intra_hop
+    sync_hop = net_handshake if shape.net_hops and (proto != "ll" or shape.algo == "direct") else intra_hop
     bandwidth_s = size_bytes * seconds_per_byte + chunks * p.sync_hops * sync_hop * US
 
     fill_s = 0.0

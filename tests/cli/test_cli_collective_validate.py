@@ -76,6 +76,9 @@ def test_collective_from_manifest_flags_and_engine_agree():
         (["collective", "--gpu", "H100-SXM5-80GB", "--gpus-per-node", "8", "--intra-node", "nvswitch-nvlink4",
           "--nodes", "2", "--transport", "ib", "--nics-per-node", "0"], "nics_per_node: Input should be greater"),
         (["validate", "--manifest", "does/not/exist.yaml"], "not found"),
+        (["collective", "--nccl-version", "latest"], "--nccl-version"),
+        (["validate", "--manifest", "does/not/exist.yaml", "--nccl-version", "3.0"], "--nccl-version"),
+        (["collective", "--env", "NCCL_MAX_NCHANNELS=many"], "NCCL_MAX_NCHANNELS"),
     ],
 )
 def test_bad_input_exits_2_with_one_clear_line(args, needle):

@@ -167,6 +167,13 @@ def chunk_bytes(size_bytes: float, shape: AlgoShape, channels: float, v: CommVie
     return max(C.THREADS_PER_CHANNEL[proto] * 8.0, min(per_step, CHUNK_SLOTS * slot))
 
 
+def nvls_heads(v: CommView) -> int:
+    """NVLS heads: every GPU of the NVLink domain, or one per NIC across domains, at most
+    NCCL_MAX_NVLS_ARITY = 32 (search.cc, device.h)."""
+    heads = v.ranks_per_node if not v.multi_node else min(v.ranks_per_node, max(1, v.nics_per_node))
+    return max(1, min(C.NVLS_MAX_HEADS, heads))
+
+
 def hop_latencies_us(proto: str, v: CommView, p: ModelParams) -> tuple[float, float, float]:
     """(intra-node hop, network hop, network handshake) latencies with this protocol, us."""
     intra = C.HOP_LATENCY_US["nvlink" if v.intra_kind == "nvlink" else "pcie"][proto] * p.latency_scale
@@ -197,8 +204,8 @@ def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView
     latency_s = (base + shape.intra_hops * intra_hop + shape.net_hops * net_hop) * US
 
     chunks = busiest * size_bytes / (channels * chunk_bytes(size_bytes, shape, channels, v, proto))
-    if shape.nvls_intra:  # each channel runs one operation per NVLS head (G of them) at once
-        chunks /= v.ranks_per_node
+    if shape.nvls_intra:  # each channel runs one operation per NVLS head at once (enqueue.cc concurrentOps)
+        chunks /= nvls_heads(v)
     sync_hop = net_handshake if shape.net_hops and (proto != "ll" or shape.algo == "direct") else intra_hop
     bandwidth_s = size_bytes * seconds_per_byte + chunks * p.sync_hops * sync_hop * US
 

@@ -18,7 +18,13 @@ For an algorithm shape (simulator.collectives.algorithms) run with a protocol on
   CHUNK_SLOTS buffer slots; at least one 8-byte word per thread), and each chunk ends with a
   handshake with its peer (ready flag, free slot) that does not overlap the copy. Through the
   network that handshake goes through the proxy thread (NCCL's network hop latency). This is why
-  mid-size operations (64 KiB - 64 MiB) are slower than the tuner's alpha-beta form says.
+  mid-size operations (64 KiB - 64 MiB) are slower than the tuner's alpha-beta form says. With
+  Simple over the network, two chunks are in flight (NCCL_STEPS = 8 buffer slots, a chunk takes
+  ALLREDUCE_CHUNKSTEPS = 4), so a chunk's handshake is hidden behind the next chunk's transfer as
+  far as that transfer lasts. LL rings and trees pay the intra-node handshake only: LL lines carry
+  their own flags, and the proxy forwards them without a per-chunk exchange with the remote peer.
+  NVLS runs one operation per head (up to 32) on each channel at once, so its chunks per channel
+  are that many times fewer (enqueue.cc, concurrentOps).
 - fill: a pipelined chain (tree, broadcast/reduce) streams slices of up to a buffer slot hop by
   hop; the last hop starts only after the first slice crossed the (depth - 1) hops before it.
 """
@@ -203,11 +209,15 @@ def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView
     base = C.BASE_LATENCY_US[shape.algo][proto] * p.latency_scale
     latency_s = (base + shape.intra_hops * intra_hop + shape.net_hops * net_hop) * US
 
-    chunks = busiest * size_bytes / (channels * chunk_bytes(size_bytes, shape, channels, v, proto))
+    chunk = chunk_bytes(size_bytes, shape, channels, v, proto)
+    chunks = busiest * size_bytes / (channels * chunk)
     if shape.nvls_intra:  # each channel runs one operation per NVLS head at once (enqueue.cc concurrentOps)
         chunks /= nvls_heads(v)
     sync_hop = net_handshake if shape.net_hops and (proto != "ll" or shape.algo == "direct") else intra_hop
-    bandwidth_s = size_bytes * seconds_per_byte + chunks * p.sync_hops * sync_hop * US
+    exposed_s = p.sync_hops * sync_hop * US
+    if proto == "simple" and shape.net_hops:
+        exposed_s = max(0.0, exposed_s - chunk * channels * seconds_per_byte / busiest)
+    bandwidth_s = size_bytes * seconds_per_byte + chunks * exposed_s
 
     fill_s = 0.0
     if shape.chain_depth > 1:

@@ -75,7 +75,7 @@ def nccl_intra_gbps(v: CommView) -> float:
 def bus_gbps(algo: str, op: str, v: CommView, rel: TunerRelease) -> float:
     """The bus bandwidth NCCL's search gives an algorithm's graph (channels x a channel's bandwidth)."""
     intra = nccl_intra_gbps(v)
-    net = v.net_Bps / 1e9 if v.multi_node else math.inf
+    net = v.net_Bps / 1e9 if v.multi_node and v.net_Bps > 0 else math.inf
     if algo == "nvls":
         if op != "all_reduce" and rel.nvls_gather_bw_2_27:
             bus = min(intra * (v.ranks_per_node - 1) / v.ranks_per_node, 0.9 * net)
@@ -87,7 +87,7 @@ def bus_gbps(algo: str, op: str, v: CommView, rel: TunerRelease) -> float:
         bus = min(intra, net)
     if rel.ampere_bus_cap_gbps is not None and family(rel, v.arch) == "ampere":
         bus = min(bus, rel.ampere_bus_cap_gbps)
-    return bus
+    return max(bus, 1e-6)  # a link a fault took down still ranks (the physical model prices it)
 
 
 def tuner_channels(v: CommView, rel: TunerRelease, limits: tuple[int, int]) -> int:

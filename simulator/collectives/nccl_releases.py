@@ -66,7 +66,8 @@ class TunerRelease:
     nvls: bool = False  # NVLS all_reduce on one NVLink domain
     nvls_tree: bool = False
     nvls_gather: bool = False  # NVLS all_gather / reduce_scatter
-    nvls_tree_ratio_2_18: bool = False  # NVLS-tree algbw = 0.70 N / 2(N-1) of its bus bandwidth
+    # NVLS-tree as 2.18 models it: algbw 0.70 N / 2(N-1) of its bus bandwidth, latency base + 2(N-1) network hops
+    nvls_tree_ratio_2_18: bool = False
     pat_share: float | None = None  # PAT (one GPU per node, all_gather / reduce_scatter)
     ppn1_tree_net_lat: bool = False  # at one GPU per node every algorithm pays the tree's network hop
     non_ring_gather_no_ratio: bool = False  # no bus -> algbw ratio for non-ring all_gather / reduce_scatter

@@ -18,13 +18,17 @@ For an algorithm shape (simulator.collectives.algorithms) run with a protocol on
   CHUNK_SLOTS buffer slots; at least one 8-byte word per thread), and each chunk ends with a
   handshake with its peer (ready flag, free slot) that does not overlap the copy. Through the
   network that handshake goes through the proxy thread (NCCL's network hop latency). This is why
-  mid-size operations (64 KiB - 64 MiB) are slower than the tuner's alpha-beta form says. With
-  Simple over the network, two chunks are in flight (NCCL_STEPS = 8 buffer slots, a chunk takes
+  mid-size operations (64 KiB - 64 MiB) are slower than the tuner's alpha-beta form says. NVLS
+  runs one operation per head (up to 32) on each channel at once, so its chunks per channel are
+  that many times fewer (enqueue.cc, concurrentOps).
+- overlapped handshakes (`overlap`, used when NCCL's tuner chooses the pair): with Simple over the
+  network two chunks are in flight (NCCL_STEPS = 8 buffer slots, a chunk takes
   ALLREDUCE_CHUNKSTEPS = 4), so a chunk's handshake is hidden behind the next chunk's transfer as
-  far as that transfer lasts. LL rings and trees pay the intra-node handshake only: LL lines carry
-  their own flags, and the proxy forwards them without a per-chunk exchange with the remote peer.
-  NVLS runs one operation per head (up to 32) on each channel at once, so its chunks per channel
-  are that many times fewer (enqueue.cc, concurrentOps).
+  far as that transfer lasts; LL rings and trees pay the intra-node handshake only (LL lines carry
+  their own flags, and the proxy forwards them without a per-chunk exchange with the remote peer).
+  When the model chooses the pair itself they are off: they make it choose LL and network Simple
+  pairs where NCCL runs others, and its measured error (uncalibrated, and fitted on 1-2 nodes and
+  predicting 4-8) gets worse (docs/collectives.md, "NCCL's choice per release").
 - fill: a pipelined chain (tree, broadcast/reduce) streams slices of up to a buffer slot hop by
   hop; the last hop starts only after the first slice crossed the (depth - 1) hops before it.
 """
@@ -190,9 +194,10 @@ def hop_latencies_us(proto: str, v: CommView, p: ModelParams) -> tuple[float, fl
 
 
 def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView,
-             p: ModelParams, limits: tuple[int, int] = (1, C.MAX_CHANNELS)) -> CollectiveEstimate:
+             p: ModelParams, limits: tuple[int, int] = (1, C.MAX_CHANNELS),
+             overlap: bool = False) -> CollectiveEstimate:
     """Predict the time of `op` on `size_bytes` with this algorithm shape, protocol and parameters,
-    on at least / at most `limits` channels."""
+    on at least / at most `limits` channels; `overlap`: the overlapped handshakes (module docstring)."""
     demands = resource_demands(op, shape, proto, v, p)
     bottleneck = max(demands, key=lambda k: demands[k])
     seconds_per_byte = demands[bottleneck]
@@ -213,9 +218,10 @@ def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView
     chunks = busiest * size_bytes / (channels * chunk)
     if shape.nvls_intra:  # each channel runs one operation per NVLS head at once (enqueue.cc concurrentOps)
         chunks /= nvls_heads(v)
-    sync_hop = net_handshake if shape.net_hops and (proto != "ll" or shape.algo == "direct") else intra_hop
+    ll_intra = overlap and proto == "ll" and shape.algo != "direct"
+    sync_hop = net_handshake if shape.net_hops and not ll_intra else intra_hop
     exposed_s = p.sync_hops * sync_hop * US
-    if proto == "simple" and shape.net_hops:
+    if overlap and proto == "simple" and shape.net_hops:
         exposed_s = max(0.0, exposed_s - chunk * channels * seconds_per_byte / busiest)
     bandwidth_s = size_bytes * seconds_per_byte + chunks * exposed_s
 

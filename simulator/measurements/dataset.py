@@ -45,6 +45,7 @@ class MeasuredLog:
     view: CommView
     rows: tuple[NcclRow, ...]
     nccl_version: str | None = None  # the entry's `nccl`, else the version the log prints
+    selection: str = "model"  # where its predictions' algorithm and protocol come from (collectives.select)
 
     @property
     def file(self) -> str:

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import pytest
 
+from simulator.collectives.algorithms import shapes_for
 from simulator.collectives.comm import CommView
+from simulator.collectives.cost import estimate, protocol_allowed
+from simulator.collectives.nccl_constants import PROTOCOLS
 from simulator.collectives.nccl_releases import (
     NEWEST,
     family,
@@ -17,7 +20,9 @@ from simulator.collectives.nccl_releases import (
     release_option,
     tuner_release,
 )
+from simulator.collectives.params import prior_params
 from simulator.collectives.predict import predict_collective
+from simulator.collectives.select import SELECTIONS, selection_option
 from simulator.collectives.tuner import channel_limits, enabled, tuner_channels, tuner_time_us
 from simulator.core.errors import ConfigError
 
@@ -112,8 +117,8 @@ def test_pat_from_2_23_at_one_gpu_per_node():
     27.2 us + 1 MiB at 0.85 x 50 GB/s = 51.9 us) and prefers it to ring LL128 (now 39.5 us latency
     with the tree's network hops at one GPU per node, 56.6 us)."""
     v = h100(nodes=4, gpus=1, nics=1)
-    assert pair(predict_collective(v, "all_gather", 1 << 20, nccl_release=(2, 22))) == ("ring", "ll128")
-    assert pair(predict_collective(v, "all_gather", 1 << 20, nccl_release=(2, 23))) == ("pat", "simple")
+    for release, chosen in (((2, 22), ("ring", "ll128")), ((2, 23), ("pat", "simple"))):
+        assert pair(predict_collective(v, "all_gather", 1 << 20, nccl_release=release, selection="nccl")) == chosen
     rel = tuner_release((2, 23))
     assert tuner_time_us("all_gather", "pat", "simple", 1 << 20, v, rel, 6) == pytest.approx(
         27.2 + (1 << 20) / (1000 * 42.5))
@@ -134,8 +139,8 @@ def test_large_all_reduce_on_one_h100_node_by_release():
     """1 GiB all_reduce on 8 H100s: ring Simple before NVLS (2.16), NVLS from 2.17 (370.8 x 5/6 =
     309 GB/s of algorithm bandwidth against the ring's 370.8 x 8/14 = 212)."""
     v = h100(nvls=True)
-    assert pair(predict_collective(v, "all_reduce", 1 << 30, nccl_release=(2, 16))) == ("ring", "simple")
-    assert pair(predict_collective(v, "all_reduce", 1 << 30, nccl_release=(2, 27))) == ("nvls", "simple")
+    for release, chosen in (((2, 16), ("ring", "simple")), ((2, 27), ("nvls", "simple"))):
+        assert pair(predict_collective(v, "all_reduce", 1 << 30, nccl_release=release, selection="nccl")) == chosen
 
 
 def test_tree_hop_of_2_19_keeps_trees_off_mid_sizes():
@@ -144,7 +149,8 @@ def test_tree_hop_of_2_19_keeps_trees_off_mid_sizes():
     v = h100(nodes=2)
     rel = tuner_release((2, 20))
     assert tuner_time_us("all_reduce", "tree", "simple", 256 * 1024, v, rel, 16) > 448.0
-    assert pair(predict_collective(v, "all_reduce", 256 * 1024, nccl_release=(2, 20))) != ("tree", "simple")
+    chosen = predict_collective(v, "all_reduce", 256 * 1024, nccl_release=(2, 20), selection="nccl")
+    assert pair(chosen) != ("tree", "simple")
 
 
 def test_channel_limits_from_the_environment():
@@ -172,7 +178,76 @@ def test_the_choice_is_priced_by_the_physical_model():
     gives the same time."""
     v = h100(nodes=2)
     for release in ((2, 8), (2, 18), (2, 27)):
-        chosen = predict_collective(v, "all_reduce", 4 << 20, nccl_release=release)
+        chosen = predict_collective(v, "all_reduce", 4 << 20, nccl_release=release, selection="nccl")
         algo = "nvls" if chosen.algo == "nvls_tree" else chosen.algo
-        pinned = predict_collective(v, "all_reduce", 4 << 20, algo=algo, proto=chosen.proto, nccl_release=release)
+        pinned = predict_collective(v, "all_reduce", 4 << 20, algo=algo, proto=chosen.proto, nccl_release=release,
+                                    selection="nccl")
         assert pinned.time_s == pytest.approx(chosen.time_s)
+
+
+# Where the algorithm and protocol come from: the model's fastest pair (default) or NCCL's tuner.
+# Case: all_reduce of 4 MiB over 2 x 8 H100 with NCCL 2.8's tuner, which ranks tree LL128 first; the
+# physical model prices tree LL faster and, choosing for itself, takes it.
+SIZE = 4 << 20
+RELEASE = (2, 8)
+
+
+def test_the_default_is_the_model_choice():
+    v = h100(nodes=2)
+    default = predict_collective(v, "all_reduce", SIZE, nccl_release=RELEASE)
+    model = predict_collective(v, "all_reduce", SIZE, nccl_release=RELEASE, selection="model")
+    assert pair(default) == pair(model) == ("tree", "ll")
+    assert default.time_s == model.time_s
+
+
+def test_nccl_selection_runs_the_tuner_first_choice():
+    """The pair chosen is the argmin of the release's tuner estimates (tree LL128 here), priced by
+    the physical model as if pinned."""
+    v = h100(nodes=2)
+    rel = tuner_release(RELEASE)
+    channels = tuner_channels(v, rel, (1, 32))
+    ranked = {(s.algo, proto): tuner_time_us("all_reduce", s.algo, proto, SIZE, v, rel, channels)
+              for s in shapes_for("all_reduce", v) for proto in PROTOCOLS
+              if protocol_allowed(s, proto, v) and enabled("all_reduce", s.algo, proto, v, rel)}
+    assert min(ranked, key=lambda key: ranked[key]) == ("tree", "ll128")
+    chosen = predict_collective(v, "all_reduce", SIZE, nccl_release=RELEASE, selection="nccl")
+    assert pair(chosen) == ("tree", "ll128")
+    pinned = predict_collective(v, "all_reduce", SIZE, algo="tree", proto="ll128", nccl_release=RELEASE,
+                                selection="nccl")
+    assert chosen.time_s == pytest.approx(pinned.time_s)
+
+
+def test_model_selection_takes_the_fastest_priced_pair():
+    """No allowed pair the release offers is priced faster than the model's choice (trees are
+    ranked with the tuner's bandwidth credit, which here does not bind)."""
+    v = h100(nodes=2)
+    chosen = predict_collective(v, "all_reduce", SIZE, nccl_release=RELEASE)
+    rel = tuner_release(RELEASE)
+    times = [estimate("all_reduce", SIZE, s, proto, v, prior_params(v)).time_s
+             for s in shapes_for("all_reduce", v) for proto in PROTOCOLS
+             if protocol_allowed(s, proto, v) and enabled("all_reduce", s.algo, proto, v, rel)]
+    assert chosen.time_s == pytest.approx(min(times))
+
+
+@pytest.mark.parametrize("selection", SELECTIONS)
+def test_nccl_algo_and_proto_pin_the_choice_in_both_modes(selection):
+    v = h100(nodes=2)
+    env = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"}
+    est = predict_collective(v, "all_reduce", SIZE, env=env, nccl_release=RELEASE, selection=selection)
+    assert pair(est) == ("ring", "simple")
+
+
+def test_the_overlapped_handshakes_price_only_nccl_choices():
+    """With NCCL's choice a Simple ring over the network hides its chunk handshakes behind the next
+    chunk: the same pinned pair is cheaper than with the model's choice, never dearer."""
+    v = h100(nodes=2)
+    model = predict_collective(v, "all_reduce", 64 << 20, algo="ring", proto="simple")
+    nccl = predict_collective(v, "all_reduce", 64 << 20, algo="ring", proto="simple", selection="nccl")
+    assert nccl.time_s < model.time_s
+    assert nccl.latency_s == model.latency_s
+
+
+@pytest.mark.parametrize("text", ["tuner", "NCCL", ""])
+def test_an_unknown_selection_is_an_error(text):
+    with pytest.raises(ConfigError, match="--selection: unknown selection .*valid: model, nccl"):
+        selection_option(text)

@@ -139,12 +139,11 @@ def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView
 
     Both choose among the pairs NCCL `release` offers (tuner.enabled: NVLS, NVLS-tree and PAT from
     their releases, with Simple only). 'model': the fastest as priced (trees ranked by
-    selection_time_s). 'nccl': what the tuner of
-    NCCL `release` ranks first (simulator.collectives.tuner), whatever the physical model thinks of
-    it (NCCL runs what its model ranks first), priced with the overlapped handshakes
-    (simulator.collectives.cost). Point-to-point operations (alltoall, sendrecv) are not
-    tuned by NCCL (LL for small per-channel sizes, Simple otherwise): the faster of the two as
-    priced is taken in both."""
+    selection_time_s). 'nccl': what the tuner of NCCL `release` ranks first
+    (simulator.collectives.tuner), whatever the physical model thinks of it (NCCL runs what its
+    model ranks first), priced with the overlapped handshakes (simulator.collectives.cost).
+    Point-to-point operations (alltoall, sendrecv) are not tuned by NCCL (LL for small per-channel
+    sizes, Simple otherwise): the faster of the two as priced is taken in both."""
     rel = release or tuner_release(None)
     pairs = [(shape, proto) for shape in shapes for proto in PROTOCOLS
              if (protos is None or proto in protos) and protocol_allowed(shape, proto, v)

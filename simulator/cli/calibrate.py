@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -19,6 +20,7 @@ from simulator.calibration.fit import FitOptions, fit_hardware, free_parameters,
 from simulator.calibration.profile import CalibrationProfile, HardwareCalibration, profile_to_dict
 from simulator.cli.common import check_writable, reflowed, write_text
 from simulator.cli.measured import load_measured
+from simulator.collectives.select import SELECTION_HELP, selection_option
 from simulator.core.errors import ConfigError
 from simulator.validation.accuracy import ErrorSummary
 
@@ -131,13 +133,15 @@ def crossval_command(
     train_max_nodes: Annotated[int, typer.Option(help="With --group-by nodes: fit on runs up to this size.")] = 2,
     only: Annotated[list[str] | None, typer.Option(help="Use these manifest files only (repeatable).")] = None,
     max_nfev: Annotated[int, typer.Option(help="Model evaluations per fit, at most (x parameters).")] = 40,
+    selection: Annotated[str, typer.Option(help=SELECTION_HELP)] = "model",
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     if group_by not in GROUP_BY:
         raise ConfigError(f"--group-by: {group_by!r} is not one of {', '.join(GROUP_BY)}")
     if max_nfev < 1:
         raise ConfigError(f"--max-nfev must be >= 1, got {max_nfev}")
-    logs = load_measured(manifest, only)
+    chosen = selection_option(selection)
+    logs = [replace(log, selection=chosen) for log in load_measured(manifest, only)]
     plan = splits(logs, group_by, train_max_nodes)
     if not plan:
         raise ConfigError(f"--group-by {group_by}: no cluster has logs to fit on and logs to predict")

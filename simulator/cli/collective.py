@@ -14,8 +14,9 @@ from simulator.cli.fault_args import LinkFaultOpt, with_link_faults
 from simulator.cli.topology_args import resolve_cluster
 from simulator.collectives.busbw import COLLECTIVES
 from simulator.collectives.comm import comm_view
+from simulator.collectives.nccl_releases import NCCL_VERSION_HELP, release_option
 from simulator.collectives.predict import collective_table, size_sweep
-from simulator.collectives.select import ALGO_CHOICES, PROTO_CHOICES
+from simulator.collectives.select import ALGO_CHOICES, PROTO_CHOICES, SELECTION_HELP, selection_option
 from simulator.core.errors import ConfigError
 from simulator.measurements.nccl_tests import NcclRow
 from simulator.measurements.nccl_tests_format import format_nccl_tests_table
@@ -28,7 +29,9 @@ HELP = """Predict an NCCL collective over a size sweep, printed like nccl-tests.
 
 Columns: time is one collective's time; algbw = size / time; busbw = algbw x the nccl-tests
 factor (all_reduce 2(n-1)/n; all_gather, reduce_scatter, alltoall (n-1)/n; others 1).
-The algorithm and protocol are NCCL-like choices: the fastest predicted, unless pinned.
+The algorithm and protocol are the pair the model prices fastest (--selection model, the
+default) or those NCCL's tuner would choose (--selection nccl, of the release given by
+--nccl-version, default the newest), unless pinned; the time is the physical model's.
 
 Examples:
 
@@ -40,6 +43,8 @@ Examples:
       --intra-node nvswitch-nvlink4 --transport efa --nics-per-node 32 --nic-gbps 100
 
   clustersim collective --topology dgx-h100 --algo ring --proto simple --json
+
+  clustersim collective --topology dgx-a100 --nodes 4 --selection nccl --nccl-version 2.8.4
 
   clustersim collective --topology abci-a --nodes 8 --calibration abci-profile.yaml
 """
@@ -64,6 +69,8 @@ def collective(
     engine: Annotated[bool, typer.Option(help="Run each size through the SimPy flow engine.")] = False,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
+    nccl_version: Annotated[str | None, typer.Option(help=NCCL_VERSION_HELP)] = None,
+    selection: Annotated[str, typer.Option(help=SELECTION_HELP)] = "model",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows instead of a table.")] = False,
     gpu: Annotated[str | None, typer.Option(help="Cluster as flags: GPU model (e.g. H100-SXM5-80GB).")] = None,
     gpus_per_node: Annotated[int | None, typer.Option(help="Cluster as flags: GPUs per node.")] = None,
@@ -85,7 +92,9 @@ def collective(
     spec = with_link_faults(spec, link_fault)
     view = comm_view(build_representative(spec))
     params = calibrated_params(load_profile(calibration), spec.gpu, spec.intra_node, view, force_calibration)
-    rows = collective_table(view, op, sizes, algo, proto, parse_env(env), dtype, use_engine=engine, params=params)
+    release = release_option(nccl_version)
+    rows = collective_table(view, op, sizes, algo, proto, parse_env(env), dtype, use_engine=engine, params=params,
+                            nccl_release=release, selection=selection_option(selection))
     if as_json:
         payload = {"topology": spec.name, "nodes": spec.nodes, "ranks": view.n_ranks, "op": op,
                    "rows": [{"size_bytes": r.size_bytes, "time_us": round(r.time_us, 3),

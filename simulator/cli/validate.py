@@ -13,6 +13,8 @@ from rich.table import Table
 from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibrated_params, load_profile
 from simulator.cli.common import plain, reflowed
 from simulator.cli.measured import load_measured
+from simulator.collectives.nccl_releases import release_option
+from simulator.collectives.select import SELECTION_HELP, selection_option
 from simulator.validation.accuracy import ErrorSummary, ValidationReport, report_to_json
 from simulator.validation.known_gaps import gap_notes
 from simulator.validation.run import predict_log
@@ -24,7 +26,10 @@ set are summarised by median and p90, separately for sizes >= 1 MiB and < 1 MiB.
 are left out. Rows in a known error band of the model (single-node V100/A100 NVLink at 256 KiB -
 4 MiB) are counted in a note under the table. Each prediction uses only the entry's cluster
 description and the published-facts prior, or the parameters a calibration profile fitted for
-that hardware (--calibration).
+that hardware (--calibration). The algorithm and protocol of each row are the pair the model
+prices fastest (--selection model, the default) or those the log's NCCL release would choose
+(--selection nccl: the manifest's `nccl`, else the version the log prints, else the newest;
+--nccl-version sets one release for every log).
 
 Example:
 
@@ -33,7 +38,15 @@ Example:
   clustersim validate --manifest manifest.yaml --json > accuracy.json
 
   clustersim validate --manifest manifest.yaml --calibration profile.yaml
+
+  clustersim validate --manifest manifest.yaml --selection nccl --nccl-version 2.18
 """
+
+
+NCCL_VERSION_HELP_VALIDATE = ("NCCL release of every log: the algorithms it offers, and with --selection nccl "
+                              "the tuner that chooses the algorithm and protocol "
+                              "(e.g. 2.18); default: each log's own (manifest `nccl`, the log's "
+                              "'NCCL version' line), else the newest.")
 
 
 def register(app: typer.Typer) -> None:
@@ -53,12 +66,17 @@ def validate(
     manifest: Annotated[Path, typer.Option(help="Manifest YAML listing the logs and their clusters.")],
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
+    nccl_version: Annotated[str | None, typer.Option(help=NCCL_VERSION_HELP_VALIDATE)] = None,
+    selection: Annotated[str, typer.Option(help=SELECTION_HELP)] = "model",
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
+    release = release_option(nccl_version)
+    chosen = selection_option(selection)
     profile = load_profile(calibration)
     measured = load_measured(manifest)
     reports = [
-        predict_log(m, calibrated_params(profile, m.entry.gpu, m.entry.intra_node, m.view, force_calibration))
+        predict_log(m, calibrated_params(profile, m.entry.gpu, m.entry.intra_node, m.view, force_calibration),
+                    release, chosen)
         for m in measured
     ]
     report = ValidationReport(tuple(reports))

@@ -13,6 +13,7 @@ Volumes are the textbook ones:
 - tree: NCCL's intra-node chain plus inter-node double binary tree (Sanders et al. 2009), S/2 per
   tree; a node sends S into the network for 2 nodes and approaches 2S for many (interior in one
   tree, leaf in the other): up to 2S (`tree_net_volume`).
+- nvls (all_gather / reduce_scatter, one NVLink domain): (G-1)/G S through the switch.
 - nvls: NVLink SHARP reduces in the switch: a GPU sends S (its contributions, pulled by the
   switch) plus S/G (its reduced shard, multicast back) — NVIDIA NVLS whitepaper, NCCL 2.17 notes.
 - collnet (SHARP): the network reduces, each node sends S once.
@@ -97,6 +98,14 @@ def nvls_shape(v: CommView) -> AlgoShape:
     return AlgoShape("nvls_tree", 2, tree_net_hops(depth), intra, net, 2 * (1 + depth), nvls_intra=True)
 
 
+def nvls_gather_shape(v: CommView) -> AlgoShape:
+    """NVLS all_gather / reduce_scatter in one NVLink domain (NCCL 2.19+): each GPU's shard goes to
+    the switch once and is multicast (all_gather) or reduced there (reduce_scatter): (G-1)/G S
+    crosses a GPU's links in the busier direction."""
+    g = v.ranks_per_node
+    return AlgoShape("nvls", 2, 0, (g - 1) / g, 0.0, 0, nvls_intra=True)
+
+
 def collnet_shape(v: CommView) -> AlgoShape:
     """SHARP in-network reduction (CollNet), with NVLS inside the node where available."""
     g = v.ranks_per_node
@@ -136,4 +145,6 @@ def shapes_for(op: str, v: CommView) -> list[AlgoShape]:
             out.append(collnet_shape(v))
     if op in ("all_gather", "reduce_scatter") and v.ranks_per_node == 1 and v.n_ranks > 1:
         out.append(pat_shape(op, v))
+    if op in ("all_gather", "reduce_scatter") and v.nvls and not v.multi_node and v.ranks_per_node > 1:
+        out.append(nvls_gather_shape(v))
     return out

@@ -18,7 +18,17 @@ For an algorithm shape (simulator.collectives.algorithms) run with a protocol on
   CHUNK_SLOTS buffer slots; at least one 8-byte word per thread), and each chunk ends with a
   handshake with its peer (ready flag, free slot) that does not overlap the copy. Through the
   network that handshake goes through the proxy thread (NCCL's network hop latency). This is why
-  mid-size operations (64 KiB - 64 MiB) are slower than the tuner's alpha-beta form says.
+  mid-size operations (64 KiB - 64 MiB) are slower than the tuner's alpha-beta form says. NVLS
+  runs one operation per head (up to 32) on each channel at once, so its chunks per channel are
+  that many times fewer (enqueue.cc, concurrentOps).
+- overlapped handshakes (`overlap`, used when NCCL's tuner chooses the pair): with Simple over the
+  network two chunks are in flight (NCCL_STEPS = 8 buffer slots, a chunk takes
+  ALLREDUCE_CHUNKSTEPS = 4), so a chunk's handshake is hidden behind the next chunk's transfer as
+  far as that transfer lasts; LL rings and trees pay the intra-node handshake only (LL lines carry
+  their own flags, and the proxy forwards them without a per-chunk exchange with the remote peer).
+  When the model chooses the pair itself they are off: they make it choose LL and network Simple
+  pairs where NCCL runs others, and its measured error (uncalibrated, and fitted on 1-2 nodes and
+  predicting 4-8) gets worse (docs/collectives.md, "NCCL's choice per release").
 - fill: a pipelined chain (tree, broadcast/reduce) streams slices of up to a buffer slot hop by
   hop; the last hop starts only after the first slice crossed the (depth - 1) hops before it.
 """
@@ -140,13 +150,14 @@ def per_channel_Bps(op: str, shape: AlgoShape, proto: str, v: CommView) -> float
 
 
 def channel_count(shape: AlgoShape, proto: str, size_bytes: float, bus_Bps: float, per_channel: float,
-                  v: CommView) -> float:
+                  v: CommView, limits: tuple[int, int] = (1, C.MAX_CHANNELS)) -> float:
     """Channels NCCL runs: enough for the bus rate (at most MAX_CHANNELS), but fewer for small
     operations: NCCL drops channels while one would get fewer than threads x threshold bytes, and
     at one channel halves its threads, down to one warp in eight (enqueue.cc). The count is
     returned as the continuous parallelism that rule approaches (NCCL's whole-channel steps would
-    make a slightly larger operation finish sooner; the smooth form keeps time monotone in size)."""
-    wanted = max(1, min(C.MAX_CHANNELS, math.ceil(bus_Bps / per_channel)))
+    make a slightly larger operation finish sooner; the smooth form keeps time monotone in size).
+    `limits` are NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS (simulator.collectives.tuner.channel_limits)."""
+    wanted = max(limits[0], min(limits[1], math.ceil(bus_Bps / per_channel)))
     threshold = C.THREADS_PER_CHANNEL[proto] * C.THREAD_THRESHOLD_BYTES[proto]
     if proto == "ll" and shape.algo == "ring":
         threshold *= v.n_ranks
@@ -166,6 +177,13 @@ def chunk_bytes(size_bytes: float, shape: AlgoShape, channels: float, v: CommVie
     return max(C.THREADS_PER_CHANNEL[proto] * 8.0, min(per_step, CHUNK_SLOTS * slot))
 
 
+def nvls_heads(v: CommView) -> int:
+    """NVLS heads: every GPU of the NVLink domain, or one per NIC across domains, at most
+    NCCL_MAX_NVLS_ARITY = 32 (search.cc, device.h)."""
+    heads = v.ranks_per_node if not v.multi_node else min(v.ranks_per_node, max(1, v.nics_per_node))
+    return max(1, min(C.NVLS_MAX_HEADS, heads))
+
+
 def hop_latencies_us(proto: str, v: CommView, p: ModelParams) -> tuple[float, float, float]:
     """(intra-node hop, network hop, network handshake) latencies with this protocol, us."""
     intra = C.HOP_LATENCY_US["nvlink" if v.intra_kind == "nvlink" else "pcie"][proto] * p.latency_scale
@@ -176,14 +194,16 @@ def hop_latencies_us(proto: str, v: CommView, p: ModelParams) -> tuple[float, fl
 
 
 def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView,
-             p: ModelParams) -> CollectiveEstimate:
-    """Predict the time of `op` on `size_bytes` with this algorithm shape, protocol and parameters."""
+             p: ModelParams, limits: tuple[int, int] = (1, C.MAX_CHANNELS),
+             overlap: bool = False) -> CollectiveEstimate:
+    """Predict the time of `op` on `size_bytes` with this algorithm shape, protocol and parameters,
+    on at least / at most `limits` channels; `overlap`: the overlapped handshakes (module docstring)."""
     demands = resource_demands(op, shape, proto, v, p)
     bottleneck = max(demands, key=lambda k: demands[k])
     seconds_per_byte = demands[bottleneck]
     per_channel = per_channel_Bps(op, shape, proto, v)
     busiest = max(shape.intra_volume, shape.net_volume, shape.net_volume_per_nic)
-    channels = channel_count(shape, proto, size_bytes, busiest / seconds_per_byte, per_channel, v)
+    channels = channel_count(shape, proto, size_bytes, busiest / seconds_per_byte, per_channel, v, limits)
     channel_limit = busiest / (channels * per_channel)
     if proto == "ll":
         channel_limit = max(channel_limit, busiest / (C.LL_MAX_GBPS[v.arch] * 1e9))
@@ -194,9 +214,16 @@ def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView
     base = C.BASE_LATENCY_US[shape.algo][proto] * p.latency_scale
     latency_s = (base + shape.intra_hops * intra_hop + shape.net_hops * net_hop) * US
 
-    chunks = busiest * size_bytes / (channels * chunk_bytes(size_bytes, shape, channels, v, proto))
-    sync_hop = net_handshake if shape.net_hops else intra_hop
-    bandwidth_s = size_bytes * seconds_per_byte + chunks * p.sync_hops * sync_hop * US
+    chunk = chunk_bytes(size_bytes, shape, channels, v, proto)
+    chunks = busiest * size_bytes / (channels * chunk)
+    if shape.nvls_intra:  # each channel runs one operation per NVLS head at once (enqueue.cc concurrentOps)
+        chunks /= nvls_heads(v)
+    ll_intra = overlap and proto == "ll" and shape.algo != "direct"
+    sync_hop = net_handshake if shape.net_hops and not ll_intra else intra_hop
+    exposed_s = p.sync_hops * sync_hop * US
+    if overlap and proto == "simple" and shape.net_hops:
+        exposed_s = max(0.0, exposed_s - chunk * channels * seconds_per_byte / busiest)
+    bandwidth_s = size_bytes * seconds_per_byte + chunks * exposed_s
 
     fill_s = 0.0
     if shape.chain_depth > 1:

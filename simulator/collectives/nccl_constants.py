@@ -89,6 +89,9 @@ PER_CHANNEL_GBPS: Final = {
     "blackwell": (38.7, 41.4, 36.0),
 }
 
+# NVLS heads at most (device.h NCCL_MAX_NVLS_ARITY).
+NVLS_MAX_HEADS: Final = 32
+
 # NCCL_MAX_NCHANNELS (device.h MAXCHANNELS = 32 up to 2.22, 64 later for NVLS/PAT).
 MAX_CHANNELS: Final = 32
 

@@ -9,8 +9,10 @@ from simulator.collectives.busbw import busbw_factor
 from simulator.collectives.comm import CommView
 from simulator.collectives.cost import CollectiveEstimate
 from simulator.collectives.flows import collective_flow, collective_resources, resource_capacities
+from simulator.collectives.nccl_releases import tuner_release
 from simulator.collectives.params import ModelParams, prior_params
 from simulator.collectives.select import allowed_sets, best_estimate, candidate_shapes, view_for_env
+from simulator.collectives.tuner import channel_limits
 from simulator.core.errors import ConfigError
 from simulator.network.engine import FlowEngine
 
@@ -47,9 +49,13 @@ def size_sweep(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
 
 
 def predict_collective(v: CommView, op: str, size_bytes: int, algo: str = "auto", proto: str = "auto",
-                       env: Mapping[str, str] | None = None, params: ModelParams | None = None) -> CollectiveEstimate:
+                       env: Mapping[str, str] | None = None, params: ModelParams | None = None,
+                       nccl_release: tuple[int, int] | None = None,
+                       selection: str = "model") -> CollectiveEstimate:
     """Predicted time of one collective on an idle cluster (closed form). `params` defaults to the
-    published-facts prior for the cluster; a calibration profile supplies fitted ones."""
+    published-facts prior for the cluster; a calibration profile supplies fitted ones. The algorithm
+    and protocol are the fastest the model prices (`selection` 'model') or those NCCL `nccl_release`
+    (major, minor; None: the newest) would choose ('nccl'); simulator.collectives.select."""
     if size_bytes < 0:
         raise ConfigError(f"size must not be negative, got {size_bytes}")
     algos, protos = allowed_sets(algo, proto, env)
@@ -57,7 +63,8 @@ def predict_collective(v: CommView, op: str, size_bytes: int, algo: str = "auto"
         return CollectiveEstimate(op, size_bytes, "none", "none", 0.0, 0.0, 0.0, 0.0, "none", 0)
     view = view_for_env(v, env)
     chosen = params if params is not None else prior_params(view)
-    return best_estimate(op, size_bytes, candidate_shapes(op, view, algos), view, protos, chosen)
+    return best_estimate(op, size_bytes, candidate_shapes(op, view, algos), view, protos, chosen,
+                         tuner_release(nccl_release), channel_limits(env), selection)
 
 
 def simulate_alone(est: CollectiveEstimate, v: CommView) -> float:
@@ -74,7 +81,9 @@ PER_RANK_COUNT = ("all_gather", "reduce_scatter", "alltoall")  # nccl-tests prin
 
 def collective_table(v: CommView, op: str, sizes: list[int], algo: str = "auto", proto: str = "auto",
                      env: Mapping[str, str] | None = None, dtype: str = "float",
-                     use_engine: bool = False, params: ModelParams | None = None) -> list[CollectiveRow]:
+                     use_engine: bool = False, params: ModelParams | None = None,
+                     nccl_release: tuple[int, int] | None = None,
+                     selection: str = "model") -> list[CollectiveRow]:
     """Predict a sweep; busbw uses nccl-tests' factor for the operation, and the count column its
     convention: elements per rank (size / n) for all_gather, reduce_scatter and alltoall, all of the
     size's otherwise."""
@@ -84,7 +93,7 @@ def collective_table(v: CommView, op: str, sizes: list[int], algo: str = "auto",
     factor = busbw_factor(op, v.n_ranks)
     rows = []
     for size in sizes:
-        est = predict_collective(v, op, size, algo, proto, env, params)
+        est = predict_collective(v, op, size, algo, proto, env, params, nccl_release, selection)
         time_s = simulate_alone(est, v) if use_engine else est.time_s
         algbw = size / time_s / 1e9 if time_s > 0 else 0.0
         count = size // elem // (v.n_ranks if op in PER_RANK_COUNT else 1)

@@ -1,4 +1,11 @@
-"""Choosing the algorithm and protocol as NCCL does: by its tuner's ranking, unless pinned.
+"""Choosing the algorithm and protocol of a collective, unless pinned; the physical model
+(simulator.collectives.cost) prices the pair chosen.
+
+Two selections (SELECTIONS):
+- model (the default): the pair the physical model prices fastest, ranking a tree's bandwidth as
+  NCCL's tuner credits it (selection_time_s), among the pairs the NCCL release offers;
+- nccl: the pair the tuner of the NCCL release in use ranks first (simulator.collectives.tuner,
+  with the constants of simulator.collectives.nccl_releases), whatever the model thinks of it.
 
 Pins follow NCCL's environment: NCCL_ALGO and NCCL_PROTO take comma-separated lists (case does
 not matter; a leading '^' excludes the listed ones), NCCL_NVLS_ENABLE=0 turns NVLink SHARP off,
@@ -7,6 +14,7 @@ NCCL_COLLNET_ENABLE=0 turns SHARP off. The CLI's --algo/--proto pin one each.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -14,7 +22,9 @@ from simulator.collectives.algorithms import AlgoShape, shapes_for
 from simulator.collectives.comm import CommView
 from simulator.collectives.cost import CollectiveEstimate, estimate, protocol_allowed
 from simulator.collectives.nccl_constants import PROTOCOLS
+from simulator.collectives.nccl_releases import TunerRelease, tuner_release
 from simulator.collectives.params import ModelParams
+from simulator.collectives.tuner import MAX_CHANNELS, enabled, tuner_channels, tuner_time_us
 from simulator.core.errors import ConfigError
 
 # NCCL_ALGO spellings -> our algorithm names (NVLS covers NVLS and NVLS-tree, CollNet both forms).
@@ -29,6 +39,9 @@ _ALGO_ALIASES = {
     "collnetchain": ("collnet",),
     "pat": ("pat",),
 }
+SELECTIONS = ("model", "nccl")
+SELECTION_HELP = ("Where the algorithm and protocol come from: 'model' (the pair the cost model prices "
+                  "fastest; default) or 'nccl' (the pair NCCL's tuner of the release ranks first).")
 ALGO_CHOICES = ("auto", "ring", "tree", "nvls", "collnet", "pat")
 PROTO_CHOICES = ("auto", "ll", "ll128", "simple")
 
@@ -88,12 +101,19 @@ def candidate_shapes(op: str, v: CommView, algos: set[str] | None) -> list[AlgoS
     return [shape for shape in shapes if shape.algo in algos]
 
 
+def selection_option(text: str, option: str = "--selection") -> str:
+    """A user-given selection (CLI option); ConfigError unless it is one of SELECTIONS."""
+    if text not in SELECTIONS:
+        raise ConfigError(f"{option}: unknown selection {text!r} (valid: {', '.join(SELECTIONS)})")
+    return text
+
+
 def selection_time_s(est: CollectiveEstimate, ring: dict[str, CollectiveEstimate], v: CommView) -> float:
-    """The time NCCL's tuner ranks a candidate by. It models a tree's bandwidth as 0.9 x half the
-    channels' bus bandwidth, a ring's as n / 2(n-1) of it (tuning.cc), so for the same channels it
-    never credits a tree with more bandwidth than 0.9 (n-1)/n of the ring's: trees win on latency,
-    rings on bandwidth, whatever a tree could do on two nodes. The prediction itself keeps the
-    tree's own time; only the choice follows the tuner."""
+    """The time the model's own selection ranks a candidate by. NCCL's tuner models a tree's
+    bandwidth as 0.9 x half the channels' bus bandwidth, a ring's as n / 2(n-1) of it (tuning.cc), so
+    for the same channels it never credits a tree with more bandwidth than 0.9 (n-1)/n of the ring's:
+    trees win on latency, rings on bandwidth, whatever a tree could do on two nodes. The prediction
+    itself keeps the tree's own time; only the choice follows the tuner."""
     if est.algo != "tree" or est.proto not in ring:
         return est.time_s
     ring_est = ring[est.proto]
@@ -102,20 +122,44 @@ def selection_time_s(est: CollectiveEstimate, ring: dict[str, CollectiveEstimate
     return est.latency_s + est.fill_s + credited
 
 
-def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView,
-                  protos: set[str] | None, params: ModelParams) -> CollectiveEstimate:
-    """The (algorithm, protocol) NCCL would pick among those allowed; ConfigError if none is."""
-    candidates = [
-        estimate(op, size_bytes, shape, proto, v, params)
-        for shape in shapes
-        for proto in PROTOCOLS
-        if (protos is None or proto in protos) and protocol_allowed(shape, proto, v)
-    ]
-    if not candidates:
-        names = ", ".join(shape.algo for shape in shapes) or "none of those --algo / NCCL_ALGO allow"
-        raise ConfigError(
-            f"no allowed algorithm/protocol for {op} on this cluster (algorithms available: {names}; "
-            f"protocols allowed: {', '.join(sorted(protos)) if protos is not None else 'any'})"
-        )
-    ring = {est.proto: est for est in candidates if est.algo == "ring"}
-    return min(candidates, key=lambda est: selection_time_s(est, ring, v))
+def _no_pair(op: str, shapes: list[AlgoShape], protos: set[str] | None, release: TunerRelease) -> ConfigError:
+    names = ", ".join(shape.algo for shape in shapes) or "none of those --algo / NCCL_ALGO allow"
+    allowed = ", ".join(sorted(protos)) if protos is not None else "any"
+    return ConfigError(
+        f"no allowed algorithm/protocol for {op} on this cluster with NCCL {release.first[0]}.{release.first[1]}+ "
+        f"(algorithms available: {names}; protocols allowed: {allowed})"
+    )
+
+
+def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView, protos: set[str] | None,
+                  params: ModelParams, release: TunerRelease | None = None,
+                  limits: tuple[int, int] = (1, MAX_CHANNELS), selection: str = "model") -> CollectiveEstimate:
+    """The (algorithm, protocol) chosen among those allowed by `selection`, priced by the physical
+    model; ConfigError if none is allowed.
+
+    Both choose among the pairs NCCL `release` offers (tuner.enabled: NVLS, NVLS-tree and PAT from
+    their releases, with Simple only). 'model': the fastest as priced (trees ranked by
+    selection_time_s). 'nccl': what the tuner of NCCL `release` ranks first
+    (simulator.collectives.tuner), whatever the physical model thinks of it (NCCL runs what its
+    model ranks first), priced with the overlapped handshakes (simulator.collectives.cost).
+    Point-to-point operations (alltoall, sendrecv) are not tuned by NCCL (LL for small per-channel
+    sizes, Simple otherwise): the faster of the two as priced is taken in both."""
+    rel = release or tuner_release(None)
+    pairs = [(shape, proto) for shape in shapes for proto in PROTOCOLS
+             if (protos is None or proto in protos) and protocol_allowed(shape, proto, v)
+             and (shape.algo == "direct" or enabled(op, shape.algo, proto, v, rel))]
+    if selection == "model" or (shapes and shapes[0].algo == "direct"):
+        if not pairs:
+            raise _no_pair(op, shapes, protos, rel)
+        candidates = [estimate(op, size_bytes, shape, proto, v, params, limits, overlap=selection == "nccl")
+                      for shape, proto in pairs]
+        ring = {est.proto: est for est in candidates if est.algo == "ring"}
+        return min(candidates, key=lambda est: selection_time_s(est, ring, v))
+    channels = tuner_channels(v, rel, limits)
+    ranked = [(tuner_time_us(op, shape.algo, proto, size_bytes, v, rel, channels), shape, proto)
+              for shape, proto in pairs]
+    ranked = [item for item in ranked if math.isfinite(item[0])]
+    if not ranked:
+        raise _no_pair(op, shapes, protos, rel)
+    _, shape, proto = min(ranked, key=lambda item: item[0])
+    return estimate(op, size_bytes, shape, proto, v, params, limits, overlap=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from simulator.collectives.busbw import busbw_factor
 from simulator.collectives.comm import CommView, comm_view
+from simulator.collectives.nccl_releases import parse_release
 from simulator.core.errors import ConfigError
 from simulator.measurements.manifest import ManifestEntry
 from simulator.measurements.nccl_tests import NcclLog, NcclRow, parse_log
@@ -43,6 +44,8 @@ class MeasuredLog:
     entry: ManifestEntry
     view: CommView
     rows: tuple[NcclRow, ...]
+    nccl_version: str | None = None  # the entry's `nccl`, else the version the log prints
+    selection: str = "model"  # where its predictions' algorithm and protocol come from (collectives.select)
 
     @property
     def file(self) -> str:
@@ -95,4 +98,5 @@ def measured_log(entry: ManifestEntry, log: NcclLog) -> MeasuredLog:
     rows = tuple(row for row in log.rows if row.size_bytes > 0)
     if not rows:
         raise ConfigError(f"{entry.file}: no rows with a size above 0 to compare with")
-    return MeasuredLog(entry, comm_view(build_representative(spec)), rows)
+    stated = entry.nccl if parse_release(entry.nccl) is not None else None
+    return MeasuredLog(entry, comm_view(build_representative(spec)), rows, stated or log.nccl_version)

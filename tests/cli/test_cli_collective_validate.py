@@ -50,6 +50,18 @@ def test_collective_json_contract():
         assert r["busbw_GBps"] == pytest.approx(r["algbw_GBps"] * 15 / 16, abs=2e-3)
 
 
+@pytest.mark.parametrize(("selection", "chosen"), [(None, ["tree", "ll"]), ("model", ["tree", "ll"]),
+                                                  ("nccl", ["tree", "ll128"])])
+def test_collective_selection(selection, chosen):
+    """4 MiB all_reduce on 2 DGX H100 with NCCL 2.8: the model prices tree LL fastest (the default);
+    NCCL 2.8's tuner ranks tree LL128 first (--selection nccl)."""
+    args = ["collective", "--nodes", "2", "-b", "4M", "-e", "4M", "--nccl-version", "2.8", "--json"]
+    out = run(*args, *(["--selection", selection] if selection else []))
+    assert out.returncode == 0, out.stderr
+    row = json.loads(out.stdout)["rows"][0]
+    assert [row["algo"], row["proto"]] == chosen
+
+
 def test_collective_from_manifest_flags_and_engine_agree():
     """The cluster given as manifest-style flags; the flow engine gives the closed form's times."""
     flags = ["--gpu", "H100-SXM5-80GB", "--gpus-per-node", "8", "--nodes", "2", "--intra-node",
@@ -76,6 +88,12 @@ def test_collective_from_manifest_flags_and_engine_agree():
         (["collective", "--gpu", "H100-SXM5-80GB", "--gpus-per-node", "8", "--intra-node", "nvswitch-nvlink4",
           "--nodes", "2", "--transport", "ib", "--nics-per-node", "0"], "nics_per_node: Input should be greater"),
         (["validate", "--manifest", "does/not/exist.yaml"], "not found"),
+        (["collective", "--nccl-version", "latest"], "--nccl-version"),
+        (["validate", "--manifest", "does/not/exist.yaml", "--nccl-version", "3.0"], "--nccl-version"),
+        (["collective", "--env", "NCCL_MAX_NCHANNELS=many"], "NCCL_MAX_NCHANNELS"),
+        (["collective", "--selection", "tuner"], "--selection: unknown selection 'tuner' (valid: model, nccl)"),
+        (["validate", "--manifest", "does/not/exist.yaml", "--selection", "fastest"], "--selection"),
+        (["crossval", "--manifest", "does/not/exist.yaml", "--selection", "NCCL"], "--selection"),
     ],
 )
 def test_bad_input_exits_2_with_one_clear_line(args, needle):
@@ -128,3 +146,18 @@ def test_validate_json_over_the_shared_data():
             assert row["size_bytes"] > 0 and row["predicted_time_us"] > 0
     assert report["points"] == sum(log["points"] for log in report["logs"])
     assert isinstance(report["median_abs_pct_error"], float)
+
+
+@pytest.mark.skipif(not (SHARED / "manifest.yaml").exists(), reason="shared measured data not present")
+def test_validate_selection_over_the_shared_data():
+    """Both selections predict every shared row; the default is the model's, and NCCL's choice differs
+    from it somewhere."""
+    reports = {}
+    for selection in (None, "model", "nccl"):
+        out = run("validate", "--manifest", str(SHARED / "manifest.yaml"), "--json",
+                  *(["--selection", selection] if selection else []))
+        assert out.returncode == 0, out.stderr
+        reports[selection] = json.loads(out.stdout)
+    assert reports[None] == reports["model"]
+    assert reports["nccl"]["points"] == reports["model"]["points"]
+    assert reports["nccl"]["logs"] != reports["model"]["logs"]

@@ -8,7 +8,8 @@ The public Python API (docs/api.md), semver-stable:
     p = cs.predict(scenario)               # one step, the numbers of `clustersim predict --json`
     p.step_time_s, p.mfu, p.to_dict(), p.figure()
 
-Functions: predict, scale, plan, compare, sweep, collective, validate, calibrate, crossval. Every name is
+Functions: predict, scale, plan, compare, sweep, collective, validate, calibrate, crossval, and
+use_notebook_renderers (figures that survive a notebook's HTML export). Every name is
 loaded on first use (PEP 562), so `import simulator` stays light.
 """
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from simulator.api.scenario import Scenario
     from simulator.api.sweeping import SweepResult, sweep
     from simulator.core.errors import ClusterSimError, ConfigError
+    from simulator.report.notebook import use_notebook_renderers
 
 _HOMES = {
     "Scenario": "simulator.api.scenario",
@@ -42,12 +44,13 @@ _HOMES = {
     "calibrate": "simulator.api.measured", "Calibration": "simulator.api.measured",
     "crossval": "simulator.api.measured", "CrossValidation": "simulator.api.measured",
     "ClusterSimError": "simulator.core.errors", "ConfigError": "simulator.core.errors",
+    "use_notebook_renderers": "simulator.report.notebook",
 }
 
 __all__ = [
     "Calibration", "ClusterSimError", "CollectivePrediction", "Comparison", "ConfigError", "CrossValidation", "Plan",
     "PlannedLayout", "Prediction", "Scaling", "ScalingRow", "Scenario", "SweepResult", "Validation", "calibrate",
-    "collective", "compare", "crossval", "plan", "predict", "scale", "sweep", "validate",
+    "collective", "compare", "crossval", "plan", "predict", "scale", "sweep", "use_notebook_renderers", "validate",
 ]
 
 

@@ -15,7 +15,6 @@ from simulator.cli.common import check_writable, plain, reflowed, write_text
 from simulator.cli.fault_args import LinkFaultOpt, StragglerOpt, with_link_faults, with_stragglers
 from simulator.cli.predict import _load_scenario, _override, _run, prediction_json
 from simulator.core.errors import ConfigError
-from simulator.report.html import compare_report_html
 from simulator.run.summary import RunPrediction, predict_run
 from simulator.scenario import ScenarioSpec, pace_of, scenario_echo, stragglers_of
 from simulator.training.prediction import StepPrediction
@@ -191,6 +190,8 @@ def compare(
     changes = [_differences(resolved[0], other) for other in resolved]
     rows = _rows([p for _, _, p in predictions], changes, runs)
     if report is not None:
+        from simulator.report.html import compare_report_html  # plotly: imported only when a report is asked for
+
         named = [(label, p) for label, (_, _, p) in zip(labels, predictions, strict=True)]
         write_text(report, compare_report_html(f"Compared with {scenarios[0].name}", named, rows), "report")
     if as_json:

@@ -35,7 +35,6 @@ from simulator.cli.run_args import (
 )
 from simulator.collectives.comm import comm_view
 from simulator.core.errors import ConfigError, config_error_from
-from simulator.report.html import scale_report_html, step_report_html
 from simulator.report.trace import trace_events
 from simulator.run.summary import RunPrediction
 from simulator.scenario import (
@@ -425,6 +424,8 @@ def predict(
                       f"{p.step_time_s:.3f} s)")
         write_text(trace, json.dumps(trace_events(p.spans, label, ranks, topo.gpus_per_node)), "trace")
     if report is not None:
+        from simulator.report.html import step_report_html  # plotly: imported only when a report is asked for
+
         try:
             write_text(report, step_report_html(title, p, outcome, job, (tokens, usd_per_gpu_hour)), "report")
         except ConfigError:
@@ -485,6 +486,8 @@ def scale(
     if report is not None:
         title = (f"{model_spec.name}, {training.strategy.kind}, {nodes} nodes x {topo.gpus_per_node} {topo.gpu} "
                  f"({topo.name or 'cluster'}): scaling")
+        from simulator.report.html import scale_report_html  # plotly: imported only when a report is asked for
+
         write_text(report, scale_report_html(title, rows), "report")
     if as_json:
         typer.echo(json.dumps({"rows": [

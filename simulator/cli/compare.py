@@ -13,7 +13,8 @@ from rich.table import Column, Table
 
 from simulator.cli.common import check_writable, plain, reflowed, write_text
 from simulator.cli.fault_args import LinkFaultOpt, StragglerOpt, with_link_faults, with_stragglers
-from simulator.cli.predict import _load_scenario, _override, _run, prediction_json
+from simulator.cli.job_args import job_options, load_scenario, override
+from simulator.cli.predict import _run, prediction_json
 from simulator.core.errors import ConfigError
 from simulator.run.summary import RunPrediction, predict_run
 from simulator.scenario import ScenarioSpec, pace_of, scenario_echo, stragglers_of
@@ -173,9 +174,7 @@ def compare(
     resolved: list[dict[str, object]] = []  # each scenario as predicted: presets expanded, overrides applied
     echoes: list[dict[str, object]] = []  # the same, as predict --json echoes it
     for path in scenarios:
-        spec, topology, training, model = _override(_load_scenario(path), dict(
-            topology=None, nodes=None, gpus_per_node=None, model=None, strategy=None,
-            micro_batch=None, global_batch=None, seq_len=None))
+        spec, topology, training, model = override(load_scenario(path), job_options({}))
         spec = with_stragglers(spec, straggler)
         topology = with_link_faults(topology, link_fault)
         pace = pace_of(spec, topology.nodes, topology.gpus_per_node)

@@ -19,11 +19,39 @@ from simulator.cli.common import (
     check_writable,
     plain,
     print_message,
-    read_yaml,
     reflowed,
     write_text,
 )
 from simulator.cli.fault_args import LinkFaultOpt, StragglerOpt, with_link_faults, with_stragglers
+from simulator.cli.job_args import (
+    CpCommOpt,
+    CpOpt,
+    EpOpt,
+    EpOverlapOpt,
+    GlobalBatchOpt,
+    GlobalBatchTokensOpt,
+    GpusOpt,
+    MicroBatchOpt,
+    ModelOpt,
+    NodesOpt,
+    PadToCapacityOpt,
+    PipelineSplitOpt,
+    PlacementOpt,
+    PpOpt,
+    PrecisionOpt,
+    RecomputeOpt,
+    ScenarioArg,
+    ScheduleOpt,
+    SeqLenOpt,
+    SequenceParallelOpt,
+    StrategyOpt,
+    TopologyOpt,
+    TpOpt,
+    VirtualStagesOpt,
+    job_options,
+    load_scenario,
+    override,
+)
 from simulator.cli.run_args import (
     FailuresOpt,
     IntervalOpt,
@@ -39,12 +67,8 @@ from simulator.report.trace import trace_events
 from simulator.run.summary import RunPrediction
 from simulator.scenario import (
     DEFAULT_SCENARIO,
-    ScenarioSpec,
-    complete_training,
     pace_of,
     scenario_echo,
-    scenario_from_data,
-    scenario_specs,
 )
 from simulator.training.job_warnings import job_warnings
 from simulator.training.pace import NOMINAL, Pace
@@ -52,9 +76,7 @@ from simulator.training.predict import compute_scale_for, micro_steps_of, predic
 from simulator.training.prediction import StepPrediction
 from simulator.training.routing import dropped_fraction, routed_loads
 from topologies.build import build
-from topologies.presets import resolve_topology
-from topologies.spec import TopologySpec, validate_topology_spec
-from workloads.presets import resolve_model
+from topologies.spec import TopologySpec
 from workloads.spec import ModelSpec, RoutingSpec, TrainingSpec
 
 GIB = 1024**3
@@ -118,57 +140,6 @@ def register(app: typer.Typer) -> None:
     """Add `predict` and `scale` to the app."""
     app.command("predict", help=reflowed(PREDICT_HELP))(predict)
     app.command("scale", help=reflowed(SCALE_HELP))(scale)
-
-
-def _load_scenario(path: Path | None) -> ScenarioSpec | None:
-    """The scenario file's spec; None for no file (the embedded scenario)."""
-    if path is None:
-        return None
-    return scenario_from_data(read_yaml(path, "scenario"), str(path))
-
-
-PARALLEL_OPTIONS = ("tp", "pp", "cp", "cp_comm", "ep", "ep_comm_overlap", "sequence_parallel", "pipeline_schedule",
-                    "virtual_stages", "pipeline_split", "placement")
-ROUTING_OPTIONS = ("load_imbalance", "capacity_factor", "pad_to_capacity")
-
-
-def _override(scenario: ScenarioSpec | None, options: dict[str, Any]) -> tuple[ScenarioSpec, TopologySpec,
-                                                                              TrainingSpec, ModelSpec]:
-    """Apply the command line to the scenario (None: the embedded one), validating every changed field,
-    and fill what the job leaves unstated (complete_training). With --model and no scenario file the
-    embedded scenario gives only the cluster: its job's fields (sequence, batch, recomputation,
-    strategy) were chosen for its model."""
-    spec = scenario or DEFAULT_SCENARIO
-    topology, training, model = scenario_specs(spec)
-    if scenario is None and any(value is not None for value in options.values()):
-        spec = spec.model_copy(update={"name": None})  # no longer the embedded scenario's job
-    if options["topology"] is not None:  # another cluster (a preset or a YAML file): its own node count unless given
-        topology = resolve_topology(options["topology"], options["nodes"])
-    updates = {key: options[key] for key in ("nodes", "gpus_per_node") if options[key] is not None}
-    if updates:
-        topology = validate_topology_spec({**topology.model_dump(), **updates}, "command line")
-    if options["model"] is not None:
-        model = resolve_model(options["model"])
-        if scenario is None:
-            training = TrainingSpec(model=model.name)
-    train = {key: options[key] for key in ("micro_batch", "global_batch", "seq_len") if options[key] is not None}
-    if options.get("recompute") is not None:
-        train["activation_checkpointing"] = options["recompute"]
-    if options["strategy"] is not None:
-        train["strategy"] = {**training.strategy.model_dump(exclude_unset=True), "kind": options["strategy"]}
-    parallel = {key: options.get(key) for key in PARALLEL_OPTIONS if options.get(key) is not None}
-    if parallel:
-        train["parallel"] = {**training.parallel.model_dump(exclude_unset=True), **parallel}
-    routing = {key: options.get(key) for key in ROUTING_OPTIONS if options.get(key) is not None}
-    if routing:
-        train["routing"] = {**training.routing.model_dump(exclude_unset=True), **routing}
-    if train:
-        try:
-            training = TrainingSpec.model_validate({**training.model_dump(exclude_unset=True), **train,
-                                                    "model": model.name})
-        except ValidationError as exc:
-            raise config_error_from(exc, "command line: training") from None
-    return spec, topology, complete_training(training, model, topology), model
 
 
 def _layout_text(training: TrainingSpec) -> str:
@@ -318,54 +289,20 @@ def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour:
     return table
 
 
-Scenario = Annotated[Path | None, typer.Argument(help="Scenario YAML (default: the embedded scenario).")]
-TopologyOpt = Annotated[str | None, typer.Option(help="Topology preset or YAML file.")]
-NodesOpt = Annotated[int | None, typer.Option(help="Nodes (servers).")]
-GpusOpt = Annotated[int | None, typer.Option(help="GPUs per node.")]
-ModelOpt = Annotated[str | None, typer.Option(help="Model preset, model YAML, or HuggingFace config.json.")]
-StrategyOpt = Annotated[str | None, typer.Option(help="ddp, zero1, zero2, zero3, fsdp or hsdp.")]
-IntOpt = Annotated[int | None, typer.Option()]
 ReportOpt = Annotated[Path | None, typer.Option(
     help="Write an HTML report (plotly charts, self-contained: opens offline in a browser).")]
 
 
 def predict(
-    scenario: Scenario = None, topology: TopologyOpt = None, nodes: NodesOpt = None, gpus_per_node: GpusOpt = None,
-    model: ModelOpt = None, strategy: StrategyOpt = None,
-    tp: Annotated[int | None, typer.Option(help="Tensor-parallel degree (GPUs sharing each layer).")] = None,
-    pp: Annotated[int | None, typer.Option(help="Pipeline-parallel degree (stages).")] = None,
-    cp: Annotated[int | None, typer.Option(
-        help="Context-parallel degree (GPUs splitting each sequence; ring attention).")] = None,
-    cp_comm: Annotated[str | None, typer.Option(
-        help="Context parallelism by p2p (a key/value ring behind attention) or a2a (DeepSpeed-Ulysses "
-        "all-to-alls).")] = None,
-    ep: Annotated[int | None, typer.Option(
-        help="Expert-parallel degree (GPUs of the data-parallel group splitting each MoE block's experts; "
-        "all-to-all token dispatch).")] = None,
-    ep_overlap: Annotated[bool | None, typer.Option(
-        "--ep-overlap/--no-ep-overlap", help="Hide each pass's expert all-to-alls behind another micro-batch's "
-        "compute (Megatron-Core --overlap-moe-expert-parallel-comm, DualPipe; needs --ep > 1).")] = None,
-    moe_imbalance: MoeImbalanceOpt = None,
-    capacity_factor: CapacityFactorOpt = None,
-    pad_to_capacity: Annotated[bool | None, typer.Option(
-        "--pad-to-capacity/--no-pad-to-capacity", help="Every expert runs its full capacity, padded (needs "
-        "--capacity-factor).")] = None,
-    sequence_parallel: Annotated[bool | None, typer.Option(
-        "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (needs --tp > 1).")] = None,
-    schedule: Annotated[str | None, typer.Option(help="Pipeline schedule: 1f1b, gpipe or interleaved.")] = None,
-    virtual_stages: Annotated[int | None, typer.Option(help="Model chunks per stage (interleaved).")] = None,
-    pipeline_split: Annotated[str | None, typer.Option(
-        help="How layers divide among pipeline chunks: layers (default) or embedding_and_loss (the embedding and "
-        "the output layer each take a layer's place, Megatron-Core --account-for-embedding/loss-in-pipeline-split)."
-    )] = None,
-    placement: Annotated[str | None, typer.Option(
-        help="Order of tp/pp/dp over consecutive ranks, innermost first, e.g. tp-pp-dp (default) or tp-dp-pp.")] = None,
-    micro_batch: Annotated[int | None, typer.Option(help="Sequences per GPU per micro-step.")] = None,
-    global_batch: Annotated[int | None, typer.Option(help="Sequences per optimizer step.")] = None,
-    seq_len: Annotated[int | None, typer.Option(help="Tokens per sequence.")] = None,
-    recompute: Annotated[str | None, typer.Option(
-        help="Activation recomputation: none, selective or full (the scenario's activation_checkpointing); "
-        "Megatron's recompute-activations (selective) and recompute-granularity=full (full) too.")] = None,
+    scenario: ScenarioArg = None, topology: TopologyOpt = None, nodes: NodesOpt = None, gpus_per_node: GpusOpt = None,
+    model: ModelOpt = None, strategy: StrategyOpt = None, tp: TpOpt = None, pp: PpOpt = None, cp: CpOpt = None,
+    cp_comm: CpCommOpt = None, ep: EpOpt = None, ep_overlap: EpOverlapOpt = None,
+    moe_imbalance: MoeImbalanceOpt = None, capacity_factor: CapacityFactorOpt = None,
+    pad_to_capacity: PadToCapacityOpt = None, sequence_parallel: SequenceParallelOpt = None,
+    schedule: ScheduleOpt = None, virtual_stages: VirtualStagesOpt = None, pipeline_split: PipelineSplitOpt = None,
+    placement: PlacementOpt = None, micro_batch: MicroBatchOpt = None, global_batch: GlobalBatchOpt = None,
+    global_batch_tokens: GlobalBatchTokensOpt = None, seq_len: SeqLenOpt = None, recompute: RecomputeOpt = None,
+    precision: PrecisionOpt = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     measured_tokens_per_s_per_gpu: Annotated[float | None, typer.Option(
@@ -381,21 +318,14 @@ def predict(
     straggler: StragglerOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the metrics.")] = False,
 ) -> None:
-    options = dict(topology=topology, nodes=nodes, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
-                   tp=tp, pp=pp, cp=cp, cp_comm=cp_comm, ep=ep, ep_comm_overlap=ep_overlap,
-                   sequence_parallel=sequence_parallel,
-                   load_imbalance=moe_imbalance, capacity_factor=capacity_factor, pad_to_capacity=pad_to_capacity,
-                   pipeline_schedule=schedule,
-                   virtual_stages=virtual_stages, pipeline_split=pipeline_split, placement=placement,
-                   micro_batch=micro_batch,
-                   global_batch=global_batch, seq_len=seq_len, recompute=recompute)
+    options = job_options(locals())
     if usd_per_gpu_hour is not None and not 0 <= usd_per_gpu_hour < math.inf:
         raise ConfigError(f"--usd-per-gpu-hour must be a finite number >= 0, got {usd_per_gpu_hour}")
     if trace_gpus is not None and trace is None:
         raise ConfigError("--trace-gpus picks the GPUs of --trace: give --trace FILE too")
     check_writable(trace, "trace")
     check_writable(report, "report")
-    spec, topo, training, model_spec = _override(_load_scenario(scenario), options)
+    spec, topo, training, model_spec = override(load_scenario(scenario), options, global_batch, global_batch_tokens)
     spec = with_stragglers(spec, straggler)
     topo = with_link_faults(topo, link_fault)
     for warning in job_warnings(training, model_spec):
@@ -442,14 +372,22 @@ def predict(
 
 
 def scale(
-    scenario: Scenario = None, topology: TopologyOpt = None,
+    scenario: ScenarioArg = None, topology: TopologyOpt = None,
     nodes: Annotated[str, typer.Option(help="Comma-separated node counts, e.g. 1,2,4,8.")] = "1,2,4,8",
-    gpus_per_node: GpusOpt = None, model: ModelOpt = None, strategy: StrategyOpt = None,
-    micro_batch: Annotated[int | None, typer.Option(help="Sequences per GPU per micro-step.")] = None,
+    gpus_per_node: GpusOpt = None, model: ModelOpt = None, strategy: StrategyOpt = None, tp: TpOpt = None,
+    pp: PpOpt = None, cp: CpOpt = None, cp_comm: CpCommOpt = None, ep: EpOpt = None, ep_overlap: EpOverlapOpt = None,
+    moe_imbalance: MoeImbalanceOpt = None, capacity_factor: CapacityFactorOpt = None,
+    pad_to_capacity: PadToCapacityOpt = None, sequence_parallel: SequenceParallelOpt = None,
+    schedule: ScheduleOpt = None, virtual_stages: VirtualStagesOpt = None, pipeline_split: PipelineSplitOpt = None,
+    placement: PlacementOpt = None, micro_batch: MicroBatchOpt = None,
+    global_batch: Annotated[str | None, typer.Option(
+        metavar="COUNT", help="Sequences per optimizer step at the first node count (4K: powers of 1000): it fixes "
+        "the accumulation the other counts keep.")] = None,
+    global_batch_tokens: GlobalBatchTokensOpt = None,
     grad_accum: Annotated[int | None, typer.Option(
         help="Micro-steps per optimizer step, at every node count. Default: the scenario's (its grad_accum, or "
         "its global batch over the first node count's data-parallel ranks), else 1.")] = None,
-    seq_len: Annotated[int | None, typer.Option(help="Tokens per sequence.")] = None,
+    seq_len: SeqLenOpt = None, recompute: RecomputeOpt = None, precision: PrecisionOpt = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     report: ReportOpt = None,
@@ -457,18 +395,23 @@ def scale(
     straggler: StragglerOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
 ) -> None:
+    options = job_options(locals())
     try:
         counts = [int(part) for part in nodes.split(",") if part.strip()]
     except ValueError:
         raise ConfigError(f"--nodes: expected comma-separated integers, got {nodes!r}") from None
     if not counts or min(counts) < 1:
         raise ConfigError(f"--nodes: node counts must be >= 1, got {nodes!r}")
-    loaded = _load_scenario(scenario)
+    if grad_accum is not None and (global_batch is not None or global_batch_tokens is not None):
+        raise ConfigError("--grad-accum and --global-batch (or --global-batch-tokens) both set the accumulation: "
+                          "give one of them")
+    loaded = load_scenario(scenario)
     rows = []
     for count in counts:
-        options = dict(topology=topology, nodes=count, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
-                       micro_batch=micro_batch, global_batch=None, seq_len=seq_len)
-        spec, topo, training, model_spec = _override(loaded, options)
+        first = not rows  # the global batch is the first count's; the others keep its accumulation
+        spec, topo, training, model_spec = override(loaded, {**options, "nodes": count},
+                                                    global_batch if first else None,
+                                                    global_batch_tokens if first else None)
         spec = with_stragglers(spec, straggler)
         topo = with_link_faults(topo, link_fault)
         if grad_accum is None:  # the first count fixes the accumulation; the others keep it (weak scaling)

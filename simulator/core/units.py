@@ -50,9 +50,11 @@ def us_to_s(us: float) -> float:
 # CLI and the specs put the flag or field name in front).
 _QUANTITY = re.compile(r"\s*([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z/]*)\s*")
 
-# counts (sequences, tokens): decimal, as token counts are quoted ("15T tokens", "300B"); B = billion
-COUNT_SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "B": 10**9, "T": 10**12, "P": 10**15}
-COUNT_FORMS = "a whole number such as 512, 4K, 4M, 15T or 1.5e6 (K, M, G or B, T, P: powers of 1000)"
+# counts (sequences, tokens): decimal, as token counts are quoted ("15T tokens", "300B"); B = billion; Ki, Mi,
+# Gi for the powers of two a batch in tokens often is (4Mi = 1,024 sequences of 4,096 tokens)
+COUNT_SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "B": 10**9, "T": 10**12, "P": 10**15,
+                  "KI": 2**10, "MI": 2**20, "GI": 2**30}
+COUNT_FORMS = "a whole number such as 512, 4K, 4M, 15T, 1.5e6 (powers of 1000) or 4Mi (powers of 1024)"
 
 # bytes: KB/MB/GB/TB are powers of 1000 and KiB/MiB/GiB/TiB powers of 1024; a bare K/M/G/T is a power of
 # 1024, as nccl-tests reads -b/-e and as PyTorch reads DDP's bucket_cap_mb=25 (25 * 1024 * 1024 bytes,

@@ -1,0 +1,163 @@
+"""The flags that describe a training job, defined once for every command that takes them (predict, scale,
+plan): the same name, help text and units everywhere, and how they override a scenario.
+
+Counts take decimal suffixes (`--global-batch 4K` is 4,000 sequences, `--global-batch-tokens 16M` is
+16,000,000 tokens: simulator.core.units.parse_count).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+
+from simulator.cli.common import read_yaml
+from simulator.core.errors import ConfigError, config_error_from
+from simulator.core.units import parse_count
+from simulator.scenario import DEFAULT_SCENARIO, ScenarioSpec, complete_training, scenario_from_data, scenario_specs
+from topologies.presets import resolve_topology
+from topologies.spec import TopologySpec, validate_topology_spec
+from workloads.presets import resolve_model
+from workloads.spec import ModelSpec, TrainingSpec
+
+ScenarioArg = Annotated[Path | None, typer.Argument(help="Scenario YAML (default: the embedded scenario).")]
+TopologyOpt = Annotated[str | None, typer.Option(help="Topology preset or YAML file.")]
+NodesOpt = Annotated[int | None, typer.Option(help="Nodes (servers); default: the topology's.")]
+GpusOpt = Annotated[int | None, typer.Option(help="GPUs per node.")]
+ModelOpt = Annotated[str | None, typer.Option(help="Model preset, model YAML, or HuggingFace config.json.")]
+StrategyOpt = Annotated[str | None, typer.Option(
+    help="Data-parallel strategy: ddp, zero1, zero2, zero3, fsdp or hsdp.")]
+TpOpt = Annotated[int | None, typer.Option(help="Tensor-parallel degree (GPUs sharing each layer).")]
+PpOpt = Annotated[int | None, typer.Option(help="Pipeline-parallel degree (stages).")]
+CpOpt = Annotated[int | None, typer.Option(
+    help="Context-parallel degree (GPUs splitting each sequence; ring attention).")]
+CpCommOpt = Annotated[str | None, typer.Option(
+    help="Context parallelism by p2p (a key/value ring behind attention) or a2a (DeepSpeed-Ulysses all-to-alls).")]
+EpOpt = Annotated[int | None, typer.Option(
+    help="Expert-parallel degree (GPUs of the data-parallel group splitting each MoE block's experts; all-to-all "
+    "token dispatch).")]
+EpOverlapOpt = Annotated[bool | None, typer.Option(
+    "--ep-overlap/--no-ep-overlap", help="Hide each pass's expert all-to-alls behind another micro-batch's compute "
+    "(Megatron-Core --overlap-moe-expert-parallel-comm, DualPipe; needs --ep > 1).")]
+PadToCapacityOpt = Annotated[bool | None, typer.Option(
+    "--pad-to-capacity/--no-pad-to-capacity", help="Every expert runs its full capacity, padded (needs "
+    "--capacity-factor).")]
+SequenceParallelOpt = Annotated[bool | None, typer.Option(
+    "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (needs --tp > 1).")]
+ScheduleOpt = Annotated[str | None, typer.Option(help="Pipeline schedule: 1f1b, gpipe or interleaved.")]
+VirtualStagesOpt = Annotated[int | None, typer.Option(help="Model chunks per stage (interleaved).")]
+PipelineSplitOpt = Annotated[str | None, typer.Option(
+    help="How layers divide among pipeline chunks: layers (default) or embedding_and_loss (the embedding and the "
+    "output layer each take a layer's place, Megatron-Core --account-for-embedding/loss-in-pipeline-split).")]
+PlacementOpt = Annotated[str | None, typer.Option(
+    help="Order of tp/pp/dp over consecutive ranks, innermost first, e.g. tp-pp-dp (default) or tp-dp-pp.")]
+MicroBatchOpt = Annotated[int | None, typer.Option(help="Sequences per GPU per micro-step.")]
+GlobalBatchOpt = Annotated[str | None, typer.Option(
+    metavar="COUNT", help="Sequences per optimizer step: 1536, 4K (K, M: powers of 1000).")]
+GlobalBatchTokensOpt = Annotated[str | None, typer.Option(
+    metavar="TOKENS", help="The global batch in tokens instead (sequences x sequence length): 16M (powers of 1000) "
+    "or 4Mi (powers of 1024); divided by the sequence length, which must divide it.")]
+SeqLenOpt = Annotated[int | None, typer.Option(help="Tokens per sequence (default: the model's training context).")]
+RecomputeOpt = Annotated[str | None, typer.Option(
+    help="Activation recomputation: none, selective or full (the scenario's activation_checkpointing); Megatron's "
+    "recompute-activations (selective) and recompute-granularity=full (full) too.")]
+PrecisionOpt = Annotated[str | None, typer.Option(help="Compute precision: bf16 (default), fp16, fp8 or fp32.")]
+
+# flag (the command function's parameter) -> the training field it sets, where the names differ
+FIELD_OF = {"ep_overlap": "ep_comm_overlap", "schedule": "pipeline_schedule", "moe_imbalance": "load_imbalance"}
+JOB_OPTIONS = ("topology", "nodes", "gpus_per_node", "model", "strategy", "micro_batch", "seq_len", "recompute",
+               "precision")
+PARALLEL_OPTIONS = ("tp", "pp", "cp", "cp_comm", "ep", "ep_comm_overlap", "sequence_parallel", "pipeline_schedule",
+                    "virtual_stages", "pipeline_split", "placement")
+ROUTING_OPTIONS = ("load_imbalance", "capacity_factor", "pad_to_capacity")
+
+
+def job_options(flags: dict[str, Any]) -> dict[str, Any]:
+    """The job's flags of a command (its parameters by name) keyed by the fields they override."""
+    named = {FIELD_OF.get(flag, flag): value for flag, value in flags.items()}
+    return {key: named.get(key) for key in (*JOB_OPTIONS, *PARALLEL_OPTIONS, *ROUTING_OPTIONS)}
+
+
+def count_option(text: str | None, flag: str) -> int | None:
+    """A count flag (4K, 16M: parse_count); None stays None; ConfigError naming the flag otherwise."""
+    if text is None:
+        return None
+    try:
+        return parse_count(text)
+    except ValueError as exc:
+        raise ConfigError(f"{flag}: {exc}") from None
+
+
+def global_batch_of(global_batch: str | None, global_batch_tokens: str | None, seq_len: int) -> int | None:
+    """Sequences per step from --global-batch, or from --global-batch-tokens over the job's sequence length
+    (which must divide it); None when neither is given. ConfigError names the flags."""
+    if global_batch is not None and global_batch_tokens is not None:
+        raise ConfigError("--global-batch and --global-batch-tokens give the same thing: give one of them")
+    if global_batch_tokens is None:
+        return count_option(global_batch, "--global-batch")
+    tokens = count_option(global_batch_tokens, "--global-batch-tokens") or 0
+    if tokens <= 0 or tokens % seq_len:
+        nearest = max(1, round(tokens / seq_len))
+        raise ConfigError(f"--global-batch-tokens {global_batch_tokens}: {tokens:,} tokens is not a whole number of "
+                          f"{seq_len:,}-token sequences (--seq-len); give a multiple of {seq_len:,} (the nearest: "
+                          f"{nearest * seq_len:,}, {nearest:,} sequences) or --global-batch")
+    return tokens // seq_len
+
+
+def load_scenario(path: Path | None) -> ScenarioSpec | None:
+    """The scenario file's spec; None for no file (the embedded scenario)."""
+    if path is None:
+        return None
+    return scenario_from_data(read_yaml(path, "scenario"), str(path))
+
+
+def override(scenario: ScenarioSpec | None, options: dict[str, Any], global_batch: str | None = None,
+             global_batch_tokens: str | None = None) -> tuple[ScenarioSpec, TopologySpec, TrainingSpec, ModelSpec]:
+    """Apply the command line to the scenario (None: the embedded one), validating every changed field,
+    and fill what the job leaves unstated (complete_training). With --model and no scenario file the
+    embedded scenario gives only the cluster: its job's fields (sequence, batch, recomputation,
+    strategy) were chosen for its model. --global-batch-tokens is divided by the sequence length the
+    job resolves to."""
+    spec, topology, training, model = _apply(scenario, options)
+    batch = global_batch_of(global_batch, global_batch_tokens, training.seq_len or model.training_context)
+    if batch is None:
+        return spec, topology, training, model
+    return _apply(scenario, {**options, "global_batch": batch})
+
+
+def _apply(scenario: ScenarioSpec | None, options: dict[str, Any]) -> tuple[ScenarioSpec, TopologySpec,
+                                                                           TrainingSpec, ModelSpec]:
+    spec = scenario or DEFAULT_SCENARIO
+    topology, training, model = scenario_specs(spec)
+    if scenario is None and any(value is not None for value in options.values()):
+        spec = spec.model_copy(update={"name": None})  # no longer the embedded scenario's job
+    if options["topology"] is not None:  # another cluster (a preset or a YAML file): its own node count unless given
+        topology = resolve_topology(options["topology"], options["nodes"])
+    updates = {key: options[key] for key in ("nodes", "gpus_per_node") if options[key] is not None}
+    if updates:
+        topology = validate_topology_spec({**topology.model_dump(), **updates}, "command line")
+    if options["model"] is not None:
+        model = resolve_model(options["model"])
+        if scenario is None:
+            training = TrainingSpec(model=model.name)
+    train = {key: options.get(key) for key in ("micro_batch", "global_batch", "seq_len", "precision")
+             if options.get(key) is not None}
+    if options.get("recompute") is not None:
+        train["activation_checkpointing"] = options["recompute"]
+    if options["strategy"] is not None:
+        train["strategy"] = {**training.strategy.model_dump(exclude_unset=True), "kind": options["strategy"]}
+    parallel = {key: options.get(key) for key in PARALLEL_OPTIONS if options.get(key) is not None}
+    if parallel:
+        train["parallel"] = {**training.parallel.model_dump(exclude_unset=True), **parallel}
+    routing = {key: options.get(key) for key in ROUTING_OPTIONS if options.get(key) is not None}
+    if routing:
+        train["routing"] = {**training.routing.model_dump(exclude_unset=True), **routing}
+    if train:
+        try:
+            training = TrainingSpec.model_validate({**training.model_dump(exclude_unset=True), **train,
+                                                    "model": model.name})
+        except ValidationError as exc:
+            raise config_error_from(exc, "command line: training") from None
+    return spec, topology, complete_training(training, model, topology), model

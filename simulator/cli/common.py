@@ -33,6 +33,20 @@ def plain(text: object, style: str = "") -> Text:
     return Text(printable(text), style=style)
 
 
+# stdout's width when it is a file or a pipe: rich would wrap tables at 80 columns there, splitting words
+# ("InfiniBan / d"); no table the commands print is wider than this, so none of their cells is wrapped
+PIPED_WIDTH = 1000
+
+
+def table_console(min_width: int = 0) -> Console:
+    """Standard output for tables: a terminal's own width (at least `min_width`); a file or a pipe, where
+    nothing is there to fit, PIPED_WIDTH, so every row stays on one line and can be read by a script."""
+    console = Console()
+    if not console.is_terminal:
+        return Console(width=PIPED_WIDTH)
+    return console if console.width >= min_width else Console(width=min_width)
+
+
 def print_message(console: Console, label: str, style: str, message: object) -> None:
     """One line `label: message` on `console` (stderr for errors and warnings), the label styled, the
     message shown as plain text."""

@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Column, Table
 
-from simulator.cli.common import check_writable, plain, reflowed, write_text
+from simulator.cli.common import check_writable, plain, reflowed, table_console, write_text
 from simulator.cli.fault_args import LinkFaultOpt, StragglerOpt, with_link_faults, with_stragglers
 from simulator.cli.job_args import job_options, load_scenario, override
 from simulator.cli.predict import _run, prediction_json
@@ -204,4 +203,4 @@ def compare(
                   title=plain(f"Compared with {scenarios[0].name}"))
     for label, cells in rows:  # user text (names, values) as text, never console markup
         table.add_row(plain(label), *map(plain, cells))
-    Console(width=max(120, Console().width)).print(table)
+    table_console(120).print(table)

@@ -14,7 +14,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from simulator.cli.common import CapacityFactorOpt, MoeImbalanceOpt, plain, print_message, read_yaml, reflowed
+from simulator.cli.common import (
+    CapacityFactorOpt,
+    MoeImbalanceOpt,
+    plain,
+    print_message,
+    read_yaml,
+    reflowed,
+    table_console,
+)
 from simulator.cli.deadline import node_counts, show_deadline
 from simulator.cli.job_args import (
     GlobalBatchOpt,
@@ -339,7 +347,5 @@ def plan(
                f"estimated within {slack:g}x of the best, {result.predicted} simulated ({len(result.ranked)} fit), "
                f"{seconds:.1f} s. Micro-batch: sequences x micro-batches per step; PP 8v2: 8 stages of 2 virtual "
                "stages (interleaved); 16e: the embedding and the loss counted as layers (pipeline_split).")
-    console = Console()
-    if not console.is_terminal:  # a file or a pipe: no terminal to wrap the rows for
-        console = Console(width=max(console.width, 132))
+    console = table_console()
     console.print(_table(title, result, top, caption))

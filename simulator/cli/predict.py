@@ -20,6 +20,7 @@ from simulator.cli.common import (
     plain,
     print_message,
     reflowed,
+    table_console,
     write_text,
 )
 from simulator.cli.fault_args import LinkFaultOpt, StragglerOpt, with_link_faults, with_stragglers
@@ -368,7 +369,7 @@ def predict(
             out["run"] = outcome.to_json(usd_per_gpu_hour)
         typer.echo(json.dumps(out, indent=2))
         return
-    Console().print(_table(header, p, tokens, usd_per_gpu_hour, outcome))
+    table_console().print(_table(header, p, tokens, usd_per_gpu_hour, outcome))
 
 
 def scale(
@@ -445,4 +446,4 @@ def scale(
         table.add_row(str(n), str(p.n_gpus), f"{p.step_time_s:.3f}", f"{p.tokens_per_s:,.0f}",
                       f"{p.tokens_per_s_per_gpu:,.0f}", f"{100 * p.mfu:.1f}%", f"{100 * p.gpu_idle_fraction:.1f}%",
                       f"{100 * p.tokens_per_s_per_gpu / base:.1f}%")
-    Console().print(table)
+    table_console().print(table)

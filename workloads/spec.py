@@ -331,9 +331,9 @@ class TrainingSpec(BaseModel):
     seq_len: int | None = Field(
         strict=True, default=None, ge=1, description="Tokens per sequence (default: the model's).")
     micro_batch: int = Field(strict=True, default=1, ge=1, description="Sequences per GPU per micro-step.")
-    global_batch: int | None = Field(
-        strict=True,
-        default=None, ge=1, description="Sequences per optimizer step over all GPUs (default: no accumulation).")
+    global_batch: Count | None = Field(
+        strict=True, default=None, ge=1,
+        description="Sequences per optimizer step over all GPUs: 1536, 4K (default: no accumulation).")
     grad_accum: int | None = Field(strict=True, default=None, ge=1, description="Micro-steps per optimizer step.")
     precision: Precision = Field(default="bf16", description="Compute precision (mixed with fp32 master weights).")
     activation_checkpointing: Checkpointing = Field(

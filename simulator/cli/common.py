@@ -13,7 +13,7 @@ from rich.text import Text
 
 from simulator.core.errors import ConfigError
 from simulator.core.input_file import read_input_text
-from simulator.core.units import parse_size
+from simulator.core.units import parse_count, parse_gbps, parse_size
 from simulator.core.yaml_text import load_yaml_text
 
 
@@ -98,6 +98,27 @@ def size_option(text: str, flag: str) -> int:
     """A byte size flag (-b/-e) as nccl-tests takes it; ConfigError names the flag."""
     try:
         return parse_size(text)
+    except ValueError as exc:
+        raise ConfigError(f"{flag}: {exc}") from None
+
+
+def count_option(text: str | None, flag: str) -> int | None:
+    """A count flag (4K, 16M, 4Mi: parse_count); None stays None; ConfigError naming the flag otherwise."""
+    if text is None:
+        return None
+    try:
+        return parse_count(text)
+    except ValueError as exc:
+        raise ConfigError(f"{flag}: {exc}") from None
+
+
+def gbps_option(text: str | None, flag: str) -> float | None:
+    """A link-speed flag in Gbit/s (400, 400G, 400Gbps, 50GB/s: parse_gbps); None stays None; ConfigError
+    naming the flag otherwise."""
+    if text is None:
+        return None
+    try:
+        return parse_gbps(text)
     except ValueError as exc:
         raise ConfigError(f"{flag}: {exc}") from None
 

@@ -1,8 +1,8 @@
 """The flags that describe a training job, defined once for every command that takes them (predict, scale,
 plan): the same name, help text and units everywhere, and how they override a scenario.
 
-Counts take decimal suffixes (`--global-batch 4K` is 4,000 sequences, `--global-batch-tokens 16M` is
-16,000,000 tokens: simulator.core.units.parse_count).
+Counts take suffixes (`--global-batch 4K` is 4,000 sequences, `--global-batch-tokens 16M` is 16,000,000
+tokens and 4Mi 4,194,304: simulator.core.units.parse_count).
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from simulator.cli.common import read_yaml
+from simulator.cli.common import count_option, read_yaml
 from simulator.core.errors import ConfigError, config_error_from
-from simulator.core.units import parse_count
 from simulator.scenario import DEFAULT_SCENARIO, ScenarioSpec, complete_training, scenario_from_data, scenario_specs
 from topologies.presets import resolve_topology
 from topologies.spec import TopologySpec, validate_topology_spec
@@ -78,16 +77,6 @@ def job_options(flags: dict[str, Any]) -> dict[str, Any]:
     """The job's flags of a command (its parameters by name) keyed by the fields they override."""
     named = {FIELD_OF.get(flag, flag): value for flag, value in flags.items()}
     return {key: named.get(key) for key in (*JOB_OPTIONS, *PARALLEL_OPTIONS, *ROUTING_OPTIONS)}
-
-
-def count_option(text: str | None, flag: str) -> int | None:
-    """A count flag (4K, 16M: parse_count); None stays None; ConfigError naming the flag otherwise."""
-    if text is None:
-        return None
-    try:
-        return parse_count(text)
-    except ValueError as exc:
-        raise ConfigError(f"{flag}: {exc}") from None
 
 
 def global_batch_of(global_batch: str | None, global_batch_tokens: str | None, seq_len: int) -> int | None:

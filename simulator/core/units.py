@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from fractions import Fraction
 
 from simulator.core.input_file import MAX_INT
 
@@ -69,24 +70,30 @@ _BANDWIDTH_GBPS = {"": 1.0, "G": 1.0, "M": 1e-3, "T": 1e3}
 BANDWIDTH_FORMS = "a link speed such as 400 (Gbit/s), 400G, 400Gbps, 400Gb/s or 50GB/s"
 
 
-def _quantity(value: object, forms: str) -> tuple[float, str]:
-    """(number, unit text) from a number or a string such as '4M' or '50 GB/s'; ValueError otherwise."""
+def _quantity(value: object, forms: str) -> tuple[Fraction | float, str]:
+    """(number, unit text) from a number or a string such as '4M' or '50 GB/s'; ValueError otherwise. The
+    number is exact (a Fraction: 576460752305MiB is every byte of it); 'inf' and 'nan' come back as floats,
+    for the callers to refuse as out of range."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ValueError(f"expected {forms}, got {value!r}")
     if not isinstance(value, str):
-        return float(value), ""
-    try:  # a bare number, 'inf' and 'nan' included (refused as out of range by the callers)
-        return float(value), ""
-    except ValueError:
-        pass
+        return (Fraction(value) if math.isfinite(value) else value), ""
     match = _QUANTITY.fullmatch(value)
-    if match is None:
-        raise ValueError(f"expected {forms}, got {value!r}")
-    return float(match.group(1)), match.group(2)
+    if match is not None:
+        return Fraction(match.group(1)), match.group(2)
+    try:
+        return float(value), ""  # 'inf', 'nan'
+    except ValueError:
+        raise ValueError(f"expected {forms}, got {value!r}") from None
 
 
-def _whole(amount: float, value: object, forms: str) -> int:
-    if not math.isfinite(amount) or abs(amount) > MAX_INT:
+def _in_range(amount: Fraction | float) -> bool:
+    """Finite and at most 2**63-1 in size."""
+    return not (isinstance(amount, float) and not math.isfinite(amount)) and abs(amount) <= MAX_INT
+
+
+def _whole(amount: Fraction | float, value: object, forms: str) -> int:
+    if not _in_range(amount):
         raise ValueError(f"out of range: {value!r} (expected {forms}, at most 2**63-1)")
     if amount != int(amount):
         raise ValueError(f"not a whole number: {value!r} (expected {forms})")
@@ -114,7 +121,7 @@ def parse_bytes(value: object) -> int:
     if number < 0:
         raise ValueError(f"size must not be negative: {value!r}")
     size = number * BYTE_UNITS[unit.upper()]
-    if not math.isfinite(size) or size > MAX_INT:  # float('inf'), float('1e400') and NaN parse
+    if not _in_range(size):  # inf, nan, 1e400
         raise ValueError(f"size out of range: {value!r} (at most 2**63-1 bytes, e.g. 8G)")
     return int(size)
 
@@ -127,7 +134,7 @@ def parse_gbps(value: object) -> float:
     per_byte = {"": 1.0, "b": 1.0, "bps": 1.0, "b/s": 1.0, "bit/s": 1.0, "B/s": 8.0, "Bps": 8.0}
     if (prefix == "" and rest != "") or rest not in per_byte:
         raise ValueError(f"unknown unit {unit!r} in {value!r} (expected {BANDWIDTH_FORMS})")
-    gbps = number * _BANDWIDTH_GBPS[prefix] * per_byte[rest]
+    gbps = float(number) * _BANDWIDTH_GBPS[prefix] * per_byte[rest] if _in_range(number) else math.nan
     if not 0 < gbps < math.inf:
         raise ValueError(f"expected {BANDWIDTH_FORMS} (more than 0), got {value!r}")
     return gbps

@@ -407,7 +407,7 @@ def scale(
         raise ConfigError("--grad-accum and --global-batch (or --global-batch-tokens) both set the accumulation: "
                           "give one of them")
     loaded = load_scenario(scenario)
-    rows = []
+    rows: list[tuple[int, StepPrediction]] = []
     for count in counts:
         first = not rows  # the global batch is the first count's; the others keep its accumulation
         spec, topo, training, model_spec = override(loaded, {**options, "nodes": count},

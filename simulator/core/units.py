@@ -89,7 +89,9 @@ def _quantity(value: object, forms: str) -> tuple[Fraction | float, str]:
 
 def _in_range(amount: Fraction | float) -> bool:
     """Finite and at most 2**63-1 in size."""
-    return not (isinstance(amount, float) and not math.isfinite(amount)) and abs(amount) <= MAX_INT
+    if isinstance(amount, float):
+        return math.isfinite(amount) and abs(amount) <= MAX_INT
+    return abs(amount) <= MAX_INT
 
 
 def _whole(amount: Fraction | float, value: object, forms: str) -> int:

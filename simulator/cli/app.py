@@ -17,8 +17,9 @@ from simulator.cli.common import print_message
 from simulator.cli.lazy_group import LazyCommand, lazy_group
 from simulator.core.errors import ClusterSimError
 
-# Each command's module is imported when the command runs (or shows its help), so `clustersim --help`
-# and a plain `predict` do not pay for scipy, dask or plotly. Summary: the first line of its help.
+# Each command's module (which has `register(app)`) is imported when the command runs or shows its help, so
+# `clustersim --help` and a plain `predict` do not pay for scipy, dask or plotly. The summary is what the
+# listing shows: the start of the command's help (tests/cli/test_cli_conventions.py checks it).
 COMMANDS = {
     "collective": LazyCommand("simulator.cli.collective",
                               "Predict an NCCL collective over a size sweep, printed like nccl-tests."),

@@ -18,7 +18,7 @@ from simulator.cli import job_args
 from simulator.cli.app import COMMANDS, app
 from simulator.cli.lazy_group import load_group
 from simulator.core.errors import ConfigError
-from topologies.presets import list_presets
+from topologies.presets import list_presets, load_preset
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -195,3 +195,9 @@ def test_job_options_cover_every_training_override():
     options = job_args.job_options({"ep_overlap": True, "schedule": "1f1b", "moe_imbalance": 1.2, "tp": 2})
     assert options["ep_comm_overlap"] is True and options["pipeline_schedule"] == "1f1b"
     assert options["load_imbalance"] == 1.2 and options["tp"] == 2
+
+
+def test_topology_overrides_take_a_link_speed_with_units():
+    """A preset's NIC speed overridden as a sweep axis writes it ('50GB/s', '200G'): read in Gbit/s."""
+    assert load_preset("dgx-h100", nodes=2, inter_node={"nic_gbps": "50GB/s"}).inter_node.nic_gbps == 400.0
+    assert load_preset("dgx-h100", nodes=2, inter_node={"nic_gbps": "200G"}).inter_node.nic_gbps == 200.0

@@ -131,9 +131,12 @@ SCALE_HELP = """Scaling-efficiency curve: predict the same job (same per-GPU mic
 accumulation) at several node counts. scaling_efficiency(N) = per-GPU throughput at N / per-GPU
 throughput at the first node count given.
 
-Example:
+Examples:
 
   clustersim scale --model llama2-7b --nodes 1,2,4,8,16
+
+  clustersim scale --model llama2-70b --nodes 2,4,8 --tp 8 --pp 2 --sequence-parallel --strategy zero1
+      --global-batch-tokens 1Mi --recompute selective
 """
 
 

@@ -73,7 +73,7 @@ def test_imports_go_one_way(module, path):
 HEAVY = ("scipy", "distributed", "dask", "plotly", "pyarrow", "simulator.report.html")
 # what the app itself, and a plain `predict`, must not load
 NOT_AT_START = ("scipy", "dask", "distributed", "plotly", "networkx", "simpy", "pyarrow")
-NOT_FOR_PREDICT = ("scipy.optimize", "dask", "distributed", "plotly", "pyarrow")
+NOT_FOR_PREDICT = ("scipy", "dask", "distributed", "plotly", "pyarrow")
 
 
 def _is_heavy(name: str) -> bool:
@@ -122,8 +122,9 @@ def test_app_help_loads_no_command_module():
 
 
 def test_predict_command_imports_no_optional_heavy_dependency():
-    """The predict and scale commands' module loads neither the calibration fit (scipy.optimize), Dask,
-    plotly nor pyarrow: those come with --report, calibrate and sweep --scheduler."""
+    """The predict and scale commands' module loads neither scipy (the calibration fit, the topology
+    summary's max-flow), Dask, plotly nor pyarrow: those come with calibrate, topology show, sweep
+    --scheduler and --report."""
     assert _offenders(_loaded_after("import simulator.cli.predict"), NOT_FOR_PREDICT) == []
 
 

@@ -70,7 +70,8 @@ def test_imports_go_one_way(module, path):
 
 # the heavy dependencies (and the modules that import them at their top) that a function may import where
 # a command needs them; nothing else is imported inside a function
-HEAVY = ("scipy", "distributed", "dask", "plotly", "pyarrow", "simulator.report.html")
+HEAVY = ("scipy", "distributed", "dask", "plotly", "pyarrow", "simulator.report.html",
+         "importlib.metadata")  # the last: 50 ms at start, read only by --version
 # what the app itself, and a plain `predict`, must not load
 NOT_AT_START = ("scipy", "dask", "distributed", "plotly", "networkx", "simpy", "pyarrow")
 NOT_FOR_PREDICT = ("scipy", "dask", "distributed", "plotly", "pyarrow")

@@ -7,7 +7,6 @@ error (a bug: the traceback is shown).
 from __future__ import annotations
 
 import sys
-from importlib import metadata
 from typing import Annotated, Any
 
 import typer
@@ -61,9 +60,11 @@ app = typer.Typer(
 def _print_version(value: bool) -> None:
     """--version: the installed distribution's version, from its metadata."""
     if value:
+        import importlib.metadata  # a twentieth of a second at start: only --version reads it
+
         try:
-            version = metadata.version("clustersim")
-        except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+            version = importlib.metadata.version("clustersim")
+        except importlib.metadata.PackageNotFoundError:  # run from a checkout that was never installed
             version = "unknown (not installed)"
         print(f"clustersim {version}")
         raise typer.Exit()

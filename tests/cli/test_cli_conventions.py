@@ -201,3 +201,8 @@ def test_topology_overrides_take_a_link_speed_with_units():
     """A preset's NIC speed overridden as a sweep axis writes it ('50GB/s', '200G'): read in Gbit/s."""
     assert load_preset("dgx-h100", nodes=2, inter_node={"nic_gbps": "50GB/s"}).inter_node.nic_gbps == 400.0
     assert load_preset("dgx-h100", nodes=2, inter_node={"nic_gbps": "200G"}).inter_node.nic_gbps == 200.0
+
+
+def test_version_prints_the_package_version():
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.startswith("clustersim ")

@@ -53,7 +53,9 @@ def cli_reference() -> str:
     """The CLI reference page: the app's own help, then each command's."""
     root = typer.main.get_command(app)
     parts = ["# CLI reference", "",
-             "Generated from the app by `docs/gen_reference.py`: each command's `--help`, as printed.", "",
+             "Generated from the app by `docs/gen_reference.py`: each command's `--help`, as printed. Units, the "
+             "flags commands share, JSON output and exit codes: [Command-line conventions](usage/conventions.md).",
+             "",
              "```text", _help(()), "```", ""]
     for path in _commands(root, ()):
         parts += [f"## clustersim {' '.join(path)}", "", "```text", _help(path), "```", ""]

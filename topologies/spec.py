@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from simulator.core.errors import ConfigError
+from simulator.core.units import from_text, parse_gbps
 from topologies.hardware import gpu_spec, gpus_fitting, intra_node_platform
 
 Transport = Literal["ib", "roce", "efa", "tcpx", "tcpxo", "sockets", "ethernet"]
@@ -71,9 +72,10 @@ class InterNodeSpec(BaseModel):
         "(GCP GPUDirect-TCPX/TCPXO), sockets (NCCL socket transport), ethernet (plain Ethernet, sockets)."
     )
     nics_per_node: int = Field(strict=True, ge=1, description="Network interfaces per server used for GPU traffic.")
-    nic_gbps: float = Field(
+    nic_gbps: Annotated[float, BeforeValidator(from_text(parse_gbps))] = Field(
         gt=0,
-        description="Line rate of one NIC in Gbit/s (1e9 bit/s). Omitted or null: the transport's commonest "
+        description="Line rate of one NIC in Gbit/s (1e9 bit/s): 400, 400G, 400Gbps or 50GB/s (bytes, x 8). "
+        "Omitted or null: the transport's commonest "
         "speed (see DEFAULT_NIC_GBPS) and nic_gbps_presumed is set.",
     )
     nic_gbps_presumed: bool = Field(

@@ -6,9 +6,11 @@ or on the command line; everything inside works on the frozen values. Units are 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from simulator.core.units import from_text, parse_bytes, parse_count
 
 from workloads.frameworks import FRAMEWORKS, Framework, framework_name
 
@@ -34,6 +36,9 @@ CpMerge = Literal["fused", "eager"]
 Placement = Literal["tp-pp-dp", "tp-dp-pp", "pp-tp-dp", "pp-dp-tp", "dp-tp-pp", "dp-pp-tp"]
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # no field is infinite
+# sizes and counts written with units in YAML ("25MiB", "500M"): one parser each (simulator.core.units)
+ByteSize = Annotated[int, BeforeValidator(from_text(parse_bytes))]
+Count = Annotated[int, BeforeValidator(from_text(parse_count))]
 
 
 class MlaSpec(BaseModel):
@@ -145,11 +150,14 @@ class StrategySpec(BaseModel):
     kind: StrategyKind = Field(default="fsdp", description="ddp, zero1, zero2, zero3, fsdp or hsdp.")
     fsdp_sharding: FsdpSharding = Field(
         default="FULL_SHARD", description="FSDP sharding strategy (kind fsdp); hsdp means HYBRID_SHARD.")
-    bucket_bytes: int = Field(
-        strict=True, default=25 * 1024**2, ge=1, description="DDP gradient bucket (bucket_cap_mb 25).")
-    first_bucket_bytes: int = Field(strict=True, default=1024**2, ge=1, description="DDP first bucket (1 MiB).")
-    zero_bucket_elements: int = Field(
-        strict=True, default=500_000_000, ge=1, description="DeepSpeed reduce/allgather bucket size in elements (5e8).")
+    bucket_bytes: ByteSize = Field(
+        strict=True, default=25 * 1024**2, ge=1, description="DDP gradient bucket in bytes: 26214400, 25MiB, 25M "
+        "(powers of 1024) or 25MB (powers of 1000). PyTorch's bucket_cap_mb=25 is 25MiB, the default.")
+    first_bucket_bytes: ByteSize = Field(
+        strict=True, default=1024**2, ge=1, description="DDP first bucket in bytes (1MiB, as bucket_bytes).")
+    zero_bucket_elements: Count = Field(
+        strict=True, default=500_000_000, ge=1, description="DeepSpeed reduce/allgather bucket size in elements "
+        "(5e8, 500M).")
     backward_prefetch: bool = Field(
         default=True, description="FSDP backward_prefetch (BACKWARD_PRE): gather the next block during backward.")
     limit_all_gathers: int = Field(
@@ -363,9 +371,9 @@ class TrainingSpec(BaseModel):
     seq_len: int | None = Field(
         strict=True, default=None, ge=1, description="Tokens per sequence (default: the model's).")
     micro_batch: int = Field(strict=True, default=1, ge=1, description="Sequences per GPU per micro-step.")
-    global_batch: int | None = Field(
-        strict=True,
-        default=None, ge=1, description="Sequences per optimizer step over all GPUs (default: no accumulation).")
+    global_batch: Count | None = Field(
+        strict=True, default=None, ge=1,
+        description="Sequences per optimizer step over all GPUs: 1536, 4K (default: no accumulation).")
     grad_accum: int | None = Field(strict=True, default=None, ge=1, description="Micro-steps per optimizer step.")
     precision: Precision = Field(default="bf16", description="Compute precision (mixed with fp32 master weights).")
     activation_checkpointing: Checkpointing = Field(

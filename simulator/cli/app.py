@@ -7,21 +7,50 @@ error (a bug: the traceback is shown).
 from __future__ import annotations
 
 import sys
-from importlib import metadata
 from typing import Annotated, Any
 
-import click
 import typer
 from rich.console import Console
 
-from simulator.cli import calibrate, collective, compare, plan, predict, schema, validate, validate_training
-from simulator.cli import import_cmd as import_commands
-from simulator.cli import sweep as sweep_commands
-from simulator.cli import topology as topology_commands
 from simulator.cli.common import print_message
+from simulator.cli.lazy_group import LazyCommand, lazy_group
 from simulator.core.errors import ClusterSimError
 
+# Each command's module (which has `register(app)`) is imported when the command runs or shows its help, so
+# `clustersim --help` and a plain `predict` do not pay for scipy, dask or plotly. The summary is what the
+# listing shows: the start of the command's help (tests/cli/test_cli_conventions.py checks it).
+COMMANDS = {
+    "collective": LazyCommand("simulator.cli.collective",
+                              "Predict an NCCL collective over a size sweep, printed like nccl-tests."),
+    "validate": LazyCommand("simulator.cli.validate", "Predict every row of every log listed in a manifest "
+                            "and report the error on time."),
+    "calibrate": LazyCommand("simulator.cli.calibrate",
+                             "Fit the collective model's parameters to measured nccl-tests logs."),
+    "crossval": LazyCommand("simulator.cli.calibrate",
+                            "Fit on some logs of a cluster and report the error on the others."),
+    "predict": LazyCommand("simulator.cli.predict",
+                           "Predict one training step: time, throughput, MFU, GPU idle time, memory."),
+    "scale": LazyCommand("simulator.cli.predict", "Scaling-efficiency curve: predict the same job (same "
+                         "per-GPU micro-batch and accumulation) at several node counts."),
+    "plan": LazyCommand("simulator.cli.plan", "Find the fastest layouts of a training job."),
+    "schema": LazyCommand("simulator.cli.schema", "Print the JSON Schema of an input file: scenario, topology, "
+                          "training, model, sweep (default: scenario)."),
+    "validate-training": LazyCommand("simulator.cli.validate_training", "Predict each published training case "
+                                     "that the tool can express and compare with the source."),
+    "compare": LazyCommand("simulator.cli.compare", "Compare scenarios: predict each and print the differences "
+                           "that matter, relative to the first."),
+    "sweep": LazyCommand("simulator.cli.sweep", "Run a sweep: every scenario of SWEEP.yaml (a base scenario "
+                         "and axes to vary), one row each."),
+    "presets": LazyCommand("simulator.cli.topology", "List the topology presets: GPUs per node, GPU, intra-node "
+                           "link, network and description."),
+    "topology": LazyCommand("simulator.cli.topology", "Inspect cluster topologies."),
+    "import": LazyCommand("simulator.cli.import_cmd", "Turn another tool's training config (torchtitan, DeepSpeed, "
+                          "Megatron-LM / NeMo) into a scenario YAML for `clustersim predict`."),
+}
+
 app = typer.Typer(
+    cls=lazy_group(COMMANDS),
+    rich_markup_mode=None,
     name="clustersim",
     help="Cluster scaling simulator: NCCL collectives and training steps on GPU clusters.",
     no_args_is_help=True,
@@ -33,9 +62,11 @@ app = typer.Typer(
 def _print_version(value: bool) -> None:
     """--version: the installed distribution's version, from its metadata."""
     if value:
+        import importlib.metadata  # a twentieth of a second at start: only --version reads it
+
         try:
-            version = metadata.version("clustersim")
-        except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+            version = importlib.metadata.version("clustersim")
+        except importlib.metadata.PackageNotFoundError:  # run from a checkout that was never installed
             version = "unknown (not installed)"
         print(f"clustersim {version}")
         raise typer.Exit()
@@ -47,24 +78,11 @@ def _root(version: Annotated[bool, typer.Option(
     """Cluster scaling simulator: NCCL collectives and training steps on GPU clusters."""
 
 
-collective.register(app)
-validate.register(app)
-calibrate.register(app)
-predict.register(app)
-plan.register(app)
-schema.register(app)
-validate_training.register(app)
-compare.register(app)
-sweep_commands.register(app)
-topology_commands.register(app)
-import_commands.register(app)
-
 _err = Console(stderr=True)
-# Usage errors (missing option, bad integer): click's ClickException, and the one of the click copy
-# that typer >= 0.26 vendors (typer._click), reached through a public typer exception's bases.
-USAGE_ERRORS: tuple[type[Exception], ...] = (
-    click.exceptions.ClickException,
-    *(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException" and issubclass(c, Exception)))
+# Usage errors (missing option, bad integer): click's ClickException, or the one of the click copy that
+# typer >= 0.26 vendors (typer._click), reached through a public typer exception's bases.
+USAGE_ERRORS: tuple[type[Exception], ...] = tuple(
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException" and issubclass(c, Exception))
 
 
 def main() -> None:

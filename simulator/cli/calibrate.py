@@ -18,7 +18,7 @@ from rich.table import Table
 from simulator.calibration.crossval import GROUP_BY, crossval, crossval_to_json, splits
 from simulator.calibration.fit import FitOptions, fit_hardware, free_parameters, group_by_hardware
 from simulator.calibration.profile import CalibrationProfile, HardwareCalibration, profile_to_dict
-from simulator.cli.common import check_writable, reflowed, write_text
+from simulator.cli.common import check_writable, reflowed, table_console, write_text
 from simulator.cli.measured import load_measured
 from simulator.collectives.select import SELECTION_HELP, selection_option
 from simulator.core.errors import ConfigError
@@ -99,6 +99,8 @@ def calibrate(
     output: Annotated[Path, typer.Option("-o", "--output", help="Profile YAML to write.")],
     only: Annotated[list[str] | None, typer.Option(help="Fit on these manifest files only (repeatable).")] = None,
     max_nfev: Annotated[int, typer.Option(help="Model evaluations per fit, at most (x parameters).")] = 40,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the fitted profile as JSON (the YAML's fields and the file written).")] = False,
 ) -> None:
     if max_nfev < 1:
         raise ConfigError(f"--max-nfev must be >= 1, got {max_nfev}")
@@ -116,10 +118,13 @@ def calibrate(
             sections.append(fit_hardware(hardware, logs, options, lambda: progress.advance(task)))
     profile = CalibrationProfile(_clustersim_version(), datetime.now(UTC).isoformat(timespec="seconds"),
                                  tuple(sections))
-    console = Console(width=max(100, Console().width))
+    write_text(output, yaml.safe_dump(profile_to_dict(profile), sort_keys=False), "profile")
+    if as_json:
+        typer.echo(json.dumps({"written": str(output), **profile_to_dict(profile)}, indent=2))
+        return
+    console = table_console(100)
     for section in sections:
         console.print(_section_table(section))
-    write_text(output, yaml.safe_dump(profile_to_dict(profile), sort_keys=False), "profile")
     console.print(f"wrote {output} ({len(sections)} hardware section(s))")
 
 
@@ -163,4 +168,4 @@ def crossval_command(
     big = _row("", report.prior.large, report.calibrated.large)
     small = _row("", report.prior.small, report.calibrated.small)
     table.add_row("ALL", "", big[1], big[2], small[1], small[2])
-    Console(width=170).print(table)
+    table_console(170).print(table)

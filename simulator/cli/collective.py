@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibrated_params, load_profile
-from simulator.cli.common import parse_env, printable, reflowed, size_option
+from simulator.cli.common import gbps_option, parse_env, printable, reflowed, size_option
 from simulator.cli.fault_args import LinkFaultOpt, with_link_faults
 from simulator.cli.topology_args import resolve_cluster
 from simulator.collectives.busbw import COLLECTIVES
@@ -79,7 +79,9 @@ def collective(
         str | None, typer.Option(help="Cluster as flags: ib, roce, efa, tcpxo, tcpx, sockets, ethernet.")
     ] = None,
     nics_per_node: Annotated[int | None, typer.Option(help="Cluster as flags: NICs per node.")] = None,
-    nic_gbps: Annotated[float | None, typer.Option(help="Cluster as flags: Gbit/s per NIC.")] = None,
+    nic_gbps: Annotated[str | None, typer.Option(
+        metavar="SPEED", help="Cluster as flags: speed of one NIC, in Gbit/s (400, 400G, 400Gbps) or bytes "
+        "(50GB/s).")] = None,
     link_fault: LinkFaultOpt = None,
 ) -> None:
     if op not in COLLECTIVES:
@@ -88,7 +90,8 @@ def collective(
         raise ConfigError(f"--algo {algo}: {op} is point-to-point sends, with no algorithm to choose (NCCL ignores "
                           "NCCL_ALGO for it); leave --algo auto")
     sizes = size_sweep(size_option(min_bytes, "-b"), size_option(max_bytes, "-e"), factor)
-    spec = resolve_cluster(topology, nodes, gpu, gpus_per_node, intra_node, transport, nics_per_node, nic_gbps)
+    spec = resolve_cluster(topology, nodes, gpu, gpus_per_node, intra_node, transport, nics_per_node,
+                           gbps_option(nic_gbps, "--nic-gbps"))
     spec = with_link_faults(spec, link_fault)
     view = comm_view(build_representative(spec))
     params = calibrated_params(load_profile(calibration), spec.gpu, spec.intra_node, view, force_calibration)

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from simulator.core.errors import ConfigError
 from simulator.core.input_file import read_input_text
-from simulator.core.units import parse_size
+from simulator.core.units import parse_count, parse_gbps, parse_size
 from simulator.core.yaml_text import load_yaml_text
 
 
@@ -31,6 +31,20 @@ def plain(text: object, style: str = "") -> Text:
     """User text for rich (a table title or cell): printable() and never read as console markup, so a name
     holding `[/x]` or `[bold]` is shown as written."""
     return Text(printable(text), style=style)
+
+
+# stdout's width when it is a file or a pipe: rich would wrap tables at 80 columns there, splitting words
+# ("InfiniBan / d"); no table the commands print is wider than this, so none of their cells is wrapped
+PIPED_WIDTH = 1000
+
+
+def table_console(min_width: int = 0) -> Console:
+    """Standard output for tables: a terminal's own width (at least `min_width`); a file or a pipe, where
+    nothing is there to fit, PIPED_WIDTH, so every row stays on one line and can be read by a script."""
+    console = Console()
+    if not console.is_terminal:
+        return Console(width=PIPED_WIDTH)
+    return console if console.width >= min_width else Console(width=min_width)
 
 
 def print_message(console: Console, label: str, style: str, message: object) -> None:
@@ -84,6 +98,27 @@ def size_option(text: str, flag: str) -> int:
     """A byte size flag (-b/-e) as nccl-tests takes it; ConfigError names the flag."""
     try:
         return parse_size(text)
+    except ValueError as exc:
+        raise ConfigError(f"{flag}: {exc}") from None
+
+
+def count_option(text: str | None, flag: str) -> int | None:
+    """A count flag (4K, 16M, 4Mi: parse_count); None stays None; ConfigError naming the flag otherwise."""
+    if text is None:
+        return None
+    try:
+        return parse_count(text)
+    except ValueError as exc:
+        raise ConfigError(f"{flag}: {exc}") from None
+
+
+def gbps_option(text: str | None, flag: str) -> float | None:
+    """A link-speed flag in Gbit/s (400, 400G, 400Gbps, 50GB/s: parse_gbps); None stays None; ConfigError
+    naming the flag otherwise."""
+    if text is None:
+        return None
+    try:
+        return parse_gbps(text)
     except ValueError as exc:
         raise ConfigError(f"{flag}: {exc}") from None
 

@@ -8,15 +8,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Column, Table
 
-from simulator.cli.common import check_writable, plain, reflowed, write_text
+from simulator.cli.common import check_writable, plain, reflowed, table_console, write_text
 from simulator.cli.fault_args import LinkFaultOpt, StragglerOpt, with_link_faults, with_stragglers
-from simulator.cli.predict import _load_scenario, _override, _run, prediction_json
+from simulator.cli.job_args import job_options, load_scenario, override
+from simulator.cli.predict import _run, prediction_json
 from simulator.core.errors import ConfigError
 from simulator.report.differences import differences, resolved_view
-from simulator.report.html import compare_report_html
 from simulator.run.summary import RunPrediction, predict_run
 from simulator.scenario import pace_of, scenario_echo
 from simulator.training.prediction import StepPrediction
@@ -136,9 +135,7 @@ def compare(
     resolved: list[dict[str, object]] = []  # each scenario as predicted: presets expanded, overrides applied
     echoes: list[dict[str, object]] = []  # the same, as predict --json echoes it
     for path in scenarios:
-        spec, topology, training, model = _override(_load_scenario(path), dict(
-            topology=None, nodes=None, gpus_per_node=None, model=None, strategy=None,
-            micro_batch=None, global_batch=None, seq_len=None))
+        spec, topology, training, model = override(load_scenario(path), job_options({}))
         spec = with_stragglers(spec, straggler)
         topology = with_link_faults(topology, link_fault)
         pace = pace_of(spec, topology.nodes, topology.gpus_per_node)
@@ -150,6 +147,8 @@ def compare(
     changes = [differences(resolved[0], other) for other in resolved]
     rows = _rows([p for _, _, p in predictions], changes, runs)
     if report is not None:
+        from simulator.report.html import compare_report_html  # plotly: imported only when a report is asked for
+
         named = [(label, p) for label, (_, _, p) in zip(labels, predictions, strict=True)]
         write_text(report, compare_report_html(f"Compared with {scenarios[0].name}", named, rows), "report")
     if as_json:
@@ -163,4 +162,4 @@ def compare(
                   title=plain(f"Compared with {scenarios[0].name}"))
     for label, cells in rows:  # user text (names, values) as text, never console markup
         table.add_row(plain(label), *map(plain, cells))
-    Console(width=max(120, Console().width)).print(table)
+    table_console(120).print(table)

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from simulator.cli.common import table_console
 from simulator.core.errors import ConfigError
 from simulator.run.deadline import DeadlineRow, cheapest, fewest, plan_by_deadline
 from simulator.run.spec import RunSpec
@@ -86,9 +87,7 @@ def show_deadline(topology: TopologySpec, training: TrainingSpec, model: ModelSp
                       f"{100 * r.run.goodput_fraction:.1f}%", f"{r.run.gpu_hours:,.0f}",
                       *((f"${r.run.gpu_hours * usd:,.0f}",) if usd is not None else ()),
                       ("yes " + mark).strip() if r.p90_days() <= deadline_days else "no")
-    console = Console()
-    if not console.is_terminal:  # a file or a pipe: no terminal to wrap the rows for
-        console = Console(width=max(console.width, 150))
+    console = table_console(150)
     console.print(table)
     if few is None:
         console.print(f"No node count tried finishes by {deadline_days:g} days at P90: try more --node-counts.")

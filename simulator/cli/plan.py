@@ -14,8 +14,26 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from simulator.cli.common import CapacityFactorOpt, MoeImbalanceOpt, plain, print_message, read_yaml, reflowed
+from simulator.cli.common import (
+    CapacityFactorOpt,
+    MoeImbalanceOpt,
+    plain,
+    print_message,
+    read_yaml,
+    reflowed,
+    table_console,
+)
 from simulator.cli.deadline import node_counts, show_deadline
+from simulator.cli.job_args import (
+    GlobalBatchOpt,
+    GlobalBatchTokensOpt,
+    ModelOpt,
+    NodesOpt,
+    PrecisionOpt,
+    SeqLenOpt,
+    TopologyOpt,
+    global_batch_of,
+)
 from simulator.cli.run_args import FailuresOpt, IntervalOpt, TrainTokensOpt, run_spec
 from simulator.core.errors import ConfigError, config_error_from
 from simulator.report.json_out import layout_json
@@ -38,6 +56,7 @@ from workloads.spec import Checkpointing, ModelSpec, StrategyKind, TrainingSpec,
 
 GIB = 1024**3
 T = TypeVar("T")
+DEFAULT_STRATEGIES = ("ddp", "zero1", "fsdp")
 
 HELP = f"""Find the fastest layouts of a training job: enumerate (TP, PP, CP, DP, EP, micro-batch, strategy,
 recompute, sequence parallelism) layouts that fit in memory and rank them by predicted tokens/s.
@@ -74,15 +93,15 @@ Examples:
   clustersim plan --model gpt3-175b --topology dgx-a100 --nodes 128 --global-batch 1536
 
   clustersim plan --model llama2-70b --topology dgx-h100 --nodes 16 --global-batch 512 --seq-len 4096
-      --top 5 --strategies zero1,fsdp --recompute selective,full --json
+      --top 5 --strategy zero1 --strategy fsdp --recompute selective,full --json
 
   clustersim plan --model gpt3-175b --topology dgx-a100 --nodes 128 --global-batch 1536 --tp 8 --pp 4,8,16
       --interleaved --workers 8
 
-  clustersim plan megatron-2021.yaml --strategies ddp --sequence-parallel off --top 5
+  clustersim plan megatron-2021.yaml --strategy ddp --sequence-parallel off --top 5
 
   clustersim plan --model llama3-8b --topology dgx-h100 --nodes 1 --global-batch 2 --seq-len 131072
-      --cp 1,2,4,8 --strategies fsdp --recompute full
+      --cp 1,2,4,8 --strategy fsdp --recompute full
 
   clustersim plan --model mixtral-8x7b --topology dgx-h100 --nodes 8 --global-batch 256 --seq-len 4096
       --ep 1,2,4,8
@@ -138,7 +157,7 @@ def _space(tp: str | None, pp: str | None, micro_batch: str, strategies: str, re
         raise ConfigError(f"--sequence-parallel: expected on, off or both, got {sequence_parallel!r}")
     return SearchSpace(
         tp=_ints(tp, "--tp"), pp=_ints(pp, "--pp"), micro_batches=_ints(micro_batch, "--micro-batch") or (),
-        strategies=_choices(strategies, "--strategies", get_args(StrategyKind)),
+        strategies=_choices(strategies, "--strategy", get_args(StrategyKind)),
         recompute=_choices(",".join(str(checkpointing_of(part)) for part in recompute.split(",")), "--recompute",
                            get_args(Checkpointing)),
         sequence_parallel=sp[sequence_parallel], interleaved=interleaved, cp=_ints(cp, "--cp") or (1,),
@@ -146,7 +165,7 @@ def _space(tp: str | None, pp: str | None, micro_batch: str, strategies: str, re
 
 
 def _job(scenario: Path | None, model: str | None, topology: str | None, nodes: int | None,
-         global_batch: int | None, seq_len: int | None, precision: str | None,
+         batch: tuple[str | None, str | None], seq_len: int | None, precision: str | None,
          routing: dict[str, float | None] | None = None) -> tuple[TopologySpec, TrainingSpec, ModelSpec]:
     """The job to lay out: the scenario's (if given) with the options applied, as `predict` applies
     them (another --topology brings its own node count unless --nodes is given). Without a scenario,
@@ -169,14 +188,15 @@ def _job(scenario: Path | None, model: str | None, topology: str | None, nodes: 
     except ConfigError as exc:
         raise ConfigError(f"--topology/--nodes: {exc}") from None
     model_spec, topo = _required(model_spec, "--model"), _required(topo, "--topology")
+    global_batch = global_batch_of(*batch, seq_len or base.seq_len or model_spec.training_context)
     options = {"global_batch": global_batch, "seq_len": seq_len, "precision": precision}
     data = {**base.model_dump(exclude_unset=True), "model": model_spec.name, "grad_accum": None,
             **{key: value for key, value in options.items() if value is not None}}
     routing_options = {key: value for key, value in (routing or {}).items() if value is not None}
     if routing_options:
         data["routing"] = {**base.routing.model_dump(), **routing_options}
-    _required(data.get("global_batch"),
-              "--global-batch" + (" (or training.global_batch in the scenario)" * bool(scenario)))
+    _required(data.get("global_batch"), "--global-batch (or --global-batch-tokens"
+              + (", or training.global_batch in the scenario)" if scenario else ")"))
     try:
         training = TrainingSpec.model_validate(data)
     except ValidationError as exc:
@@ -216,13 +236,9 @@ def plan(
     scenario: Annotated[Path | None, typer.Argument(
         help="Scenario YAML: the job whose layout is searched (its precision, flash attention, strategy knobs, "
         "placement are kept); the options below override it.")] = None,
-    model: Annotated[str | None, typer.Option(help="Model preset, model YAML, or HuggingFace config.json.")] = None,
-    topology: Annotated[str | None, typer.Option(help="Topology preset or YAML file.")] = None,
-    global_batch: Annotated[int | None, typer.Option(
-        help="Sequences per optimizer step (what the layouts divide).")] = None,
-    nodes: Annotated[int | None, typer.Option(help="Nodes (servers); default: the topology's.")] = None,
-    seq_len: Annotated[int | None, typer.Option(help="Tokens per sequence (default: the model's).")] = None,
-    precision: Annotated[str | None, typer.Option(help="bf16 (default), fp16, fp8 or fp32.")] = None,
+    model: ModelOpt = None, topology: TopologyOpt = None, global_batch: GlobalBatchOpt = None,
+    global_batch_tokens: GlobalBatchTokensOpt = None, nodes: NodesOpt = None, seq_len: SeqLenOpt = None,
+    precision: PrecisionOpt = None,
     top: Annotated[int, typer.Option(help="Layouts to show.")] = 10,
     tp: Annotated[str | None, typer.Option(help="Tensor-parallel sizes to try, e.g. 4,8 (default: all valid).")]
     = None,
@@ -234,8 +250,9 @@ def plan(
     moe_imbalance: MoeImbalanceOpt = None,
     capacity_factor: CapacityFactorOpt = None,
     micro_batch: Annotated[str, typer.Option(help="Micro-batch sizes to try.")] = "1,2,4,8",
-    strategies: Annotated[str, typer.Option(help="Data-parallel strategies to try (ddp, zero1, zero2, zero3, "
-                                            "fsdp, hsdp); sharded ones only with PP 1.")] = "ddp,zero1,fsdp",
+    strategy: Annotated[list[str] | None, typer.Option(
+        "--strategy", "--strategies", help="Data-parallel strategies to try, repeatable or comma-separated (ddp, "
+        "zero1, zero2, zero3, fsdp, hsdp); sharded ones only with PP 1. Default: ddp,zero1,fsdp.")] = None,
     recompute: Annotated[str, typer.Option(help="Activation recomputation to try: none, selective, full (or "
                                            "Megatron's recompute-activations, recompute-granularity=full).")]
     = "none,selective,full",
@@ -263,8 +280,10 @@ def plan(
     workers = workers if workers is not None else os.cpu_count() or 1
     if workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
-    space = _space(tp, pp, micro_batch, strategies, recompute, sequence_parallel, interleaved, cp, ep)
-    topo, training, model_spec = _job(scenario, model, topology, nodes, global_batch, seq_len, precision,
+    space = _space(tp, pp, micro_batch, ",".join(strategy or DEFAULT_STRATEGIES), recompute, sequence_parallel,
+                   interleaved, cp, ep)
+    topo, training, model_spec = _job(scenario, model, topology, nodes, (global_batch, global_batch_tokens),
+                                      seq_len, precision,
                                       {"load_imbalance": moe_imbalance, "capacity_factor": capacity_factor})
     for warning in job_warnings(training, model_spec):
         print_message(Console(stderr=True), "warning", "yellow", warning)
@@ -314,7 +333,5 @@ def plan(
                f"estimated within {slack:g}x of the best, {result.predicted} simulated ({len(result.ranked)} fit), "
                f"{seconds:.1f} s. Micro-batch: sequences x micro-batches per step; PP 8v2: 8 stages of 2 virtual "
                "stages (interleaved); 16e: the embedding and the loss counted as layers (pipeline_split).")
-    console = Console()
-    if not console.is_terminal:  # a file or a pipe: no terminal to wrap the rows for
-        console = Console(width=max(console.width, 132))
+    console = table_console()
     console.print(_table(title, result, top, caption))

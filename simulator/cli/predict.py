@@ -19,11 +19,41 @@ from simulator.cli.common import (
     check_writable,
     plain,
     print_message,
-    read_yaml,
     reflowed,
+    table_console,
     write_text,
 )
 from simulator.cli.fault_args import LinkFaultOpt, StragglerOpt, with_link_faults, with_stragglers
+from simulator.cli.job_args import (
+    CpCommOpt,
+    CpOpt,
+    EpOpt,
+    EpOverlapOpt,
+    FrameworkOpt,
+    GlobalBatchOpt,
+    GlobalBatchTokensOpt,
+    GpusOpt,
+    MicroBatchOpt,
+    ModelOpt,
+    NodesOpt,
+    PadToCapacityOpt,
+    PipelineSplitOpt,
+    PlacementOpt,
+    PpOpt,
+    PrecisionOpt,
+    RecomputeOpt,
+    ScenarioArg,
+    ScheduleOpt,
+    SeqLenOpt,
+    SequenceParallelOpt,
+    StrategyOpt,
+    TopologyOpt,
+    TpOpt,
+    VirtualStagesOpt,
+    job_options,
+    load_scenario,
+    override,
+)
 from simulator.cli.run_args import (
     FailuresOpt,
     IntervalOpt,
@@ -34,19 +64,15 @@ from simulator.cli.run_args import (
     run_spec,
 )
 from simulator.core.errors import ConfigError
-from simulator.report.html import scale_report_html, step_report_html
 from simulator.report.json_out import prediction_json, scale_row_json
 from simulator.report.trace import trace_events
 from simulator.run.summary import RunPrediction
 from simulator.scaling import weak_scaling
 from simulator.scenario import (
     DEFAULT_SCENARIO,
-    ScenarioSpec,
     pace_of,
     scenario_echo,
-    scenario_from_data,
 )
-from simulator.scenario_overrides import apply_options as _override
 from simulator.training.job_warnings import job_warnings
 from simulator.training.predict import micro_steps_of
 from simulator.training.prediction import StepPrediction
@@ -104,29 +130,19 @@ SCALE_HELP = """Scaling-efficiency curve: predict the same job (same per-GPU mic
 accumulation) at several node counts. scaling_efficiency(N) = per-GPU throughput at N / per-GPU
 throughput at the first node count given.
 
-Example:
+Examples:
 
   clustersim scale --model llama2-7b --nodes 1,2,4,8,16
+
+  clustersim scale --model llama2-70b --nodes 2,4,8 --tp 8 --pp 2 --sequence-parallel --strategy zero1
+      --global-batch-tokens 1Mi --recompute selective
 """
-
-
-FrameworkOpt = Annotated[str | None, typer.Option(
-    help="The framework that runs the job: pytorch-ddp, pytorch-fsdp, fsdp2 (torchtitan), deepspeed, megatron-core, "
-    "nemo, megatron-deepspeed, llm-foundry or maxtext. What the job leaves unstated takes that framework's "
-    "defaults (overlap, gradient reduction dtype, buckets, placement, memory); see docs/frameworks.md.")]
 
 
 def register(app: typer.Typer) -> None:
     """Add `predict` and `scale` to the app."""
     app.command("predict", help=reflowed(PREDICT_HELP))(predict)
     app.command("scale", help=reflowed(SCALE_HELP))(scale)
-
-
-def _load_scenario(path: Path | None) -> ScenarioSpec | None:
-    """The scenario file's spec; None for no file (the embedded scenario)."""
-    if path is None:
-        return None
-    return scenario_from_data(read_yaml(path, "scenario"), str(path))
 
 
 def _layout_text(training: TrainingSpec) -> str:
@@ -227,55 +243,20 @@ def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour:
     return table
 
 
-Scenario = Annotated[Path | None, typer.Argument(help="Scenario YAML (default: the embedded scenario).")]
-TopologyOpt = Annotated[str | None, typer.Option(help="Topology preset or YAML file.")]
-NodesOpt = Annotated[int | None, typer.Option(help="Nodes (servers).")]
-GpusOpt = Annotated[int | None, typer.Option(help="GPUs per node.")]
-ModelOpt = Annotated[str | None, typer.Option(help="Model preset, model YAML, or HuggingFace config.json.")]
-StrategyOpt = Annotated[str | None, typer.Option(help="ddp, zero1, zero2, zero3, fsdp or hsdp.")]
-IntOpt = Annotated[int | None, typer.Option()]
 ReportOpt = Annotated[Path | None, typer.Option(
     help="Write an HTML report (plotly charts, self-contained: opens offline in a browser).")]
 
 
 def predict(
-    scenario: Scenario = None, topology: TopologyOpt = None, nodes: NodesOpt = None, gpus_per_node: GpusOpt = None,
-    model: ModelOpt = None, strategy: StrategyOpt = None,
-    tp: Annotated[int | None, typer.Option(help="Tensor-parallel degree (GPUs sharing each layer).")] = None,
-    pp: Annotated[int | None, typer.Option(help="Pipeline-parallel degree (stages).")] = None,
-    cp: Annotated[int | None, typer.Option(
-        help="Context-parallel degree (GPUs splitting each sequence; ring attention).")] = None,
-    cp_comm: Annotated[str | None, typer.Option(
-        help="Context parallelism by p2p (a key/value ring behind attention) or a2a (DeepSpeed-Ulysses "
-        "all-to-alls).")] = None,
-    ep: Annotated[int | None, typer.Option(
-        help="Expert-parallel degree (GPUs of the data-parallel group splitting each MoE block's experts; "
-        "all-to-all token dispatch).")] = None,
-    ep_overlap: Annotated[bool | None, typer.Option(
-        "--ep-overlap/--no-ep-overlap", help="Hide each pass's expert all-to-alls behind another micro-batch's "
-        "compute (Megatron-Core --overlap-moe-expert-parallel-comm, DualPipe; needs --ep > 1).")] = None,
-    moe_imbalance: MoeImbalanceOpt = None,
-    capacity_factor: CapacityFactorOpt = None,
-    pad_to_capacity: Annotated[bool | None, typer.Option(
-        "--pad-to-capacity/--no-pad-to-capacity", help="Every expert runs its full capacity, padded (needs "
-        "--capacity-factor).")] = None,
-    sequence_parallel: Annotated[bool | None, typer.Option(
-        "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (needs --tp > 1).")] = None,
-    schedule: Annotated[str | None, typer.Option(help="Pipeline schedule: 1f1b, gpipe or interleaved.")] = None,
-    virtual_stages: Annotated[int | None, typer.Option(help="Model chunks per stage (interleaved).")] = None,
-    pipeline_split: Annotated[str | None, typer.Option(
-        help="How layers divide among pipeline chunks: layers (default) or embedding_and_loss (the embedding and "
-        "the output layer each take a layer's place, Megatron-Core --account-for-embedding/loss-in-pipeline-split)."
-    )] = None,
-    placement: Annotated[str | None, typer.Option(
-        help="Order of tp/pp/dp over consecutive ranks, innermost first, e.g. tp-pp-dp (default) or tp-dp-pp.")] = None,
-    micro_batch: Annotated[int | None, typer.Option(help="Sequences per GPU per micro-step.")] = None,
-    global_batch: Annotated[int | None, typer.Option(help="Sequences per optimizer step.")] = None,
-    seq_len: Annotated[int | None, typer.Option(help="Tokens per sequence.")] = None,
-    recompute: Annotated[str | None, typer.Option(
-        help="Activation recomputation: none, selective or full (the scenario's activation_checkpointing); "
-        "Megatron's recompute-activations (selective) and recompute-granularity=full (full) too.")] = None,
-    framework: FrameworkOpt = None,
+    scenario: ScenarioArg = None, topology: TopologyOpt = None, nodes: NodesOpt = None, gpus_per_node: GpusOpt = None,
+    model: ModelOpt = None, strategy: StrategyOpt = None, tp: TpOpt = None, pp: PpOpt = None, cp: CpOpt = None,
+    cp_comm: CpCommOpt = None, ep: EpOpt = None, ep_overlap: EpOverlapOpt = None,
+    moe_imbalance: MoeImbalanceOpt = None, capacity_factor: CapacityFactorOpt = None,
+    pad_to_capacity: PadToCapacityOpt = None, sequence_parallel: SequenceParallelOpt = None,
+    schedule: ScheduleOpt = None, virtual_stages: VirtualStagesOpt = None, pipeline_split: PipelineSplitOpt = None,
+    placement: PlacementOpt = None, micro_batch: MicroBatchOpt = None, global_batch: GlobalBatchOpt = None,
+    global_batch_tokens: GlobalBatchTokensOpt = None, seq_len: SeqLenOpt = None, recompute: RecomputeOpt = None,
+    precision: PrecisionOpt = None, framework: FrameworkOpt = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     measured_tokens_per_s_per_gpu: Annotated[float | None, typer.Option(
@@ -291,21 +272,14 @@ def predict(
     straggler: StragglerOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object with the metrics.")] = False,
 ) -> None:
-    options = dict(topology=topology, nodes=nodes, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
-                   tp=tp, pp=pp, cp=cp, cp_comm=cp_comm, ep=ep, ep_comm_overlap=ep_overlap,
-                   sequence_parallel=sequence_parallel,
-                   load_imbalance=moe_imbalance, capacity_factor=capacity_factor, pad_to_capacity=pad_to_capacity,
-                   pipeline_schedule=schedule,
-                   virtual_stages=virtual_stages, pipeline_split=pipeline_split, placement=placement,
-                   micro_batch=micro_batch,
-                   global_batch=global_batch, seq_len=seq_len, recompute=recompute, framework=framework)
+    options = job_options(locals())
     if usd_per_gpu_hour is not None and not 0 <= usd_per_gpu_hour < math.inf:
         raise ConfigError(f"--usd-per-gpu-hour must be a finite number >= 0, got {usd_per_gpu_hour}")
     if trace_gpus is not None and trace is None:
         raise ConfigError("--trace-gpus picks the GPUs of --trace: give --trace FILE too")
     check_writable(trace, "trace")
     check_writable(report, "report")
-    spec, topo, training, model_spec = _override(_load_scenario(scenario), options)
+    spec, topo, training, model_spec = override(load_scenario(scenario), options, global_batch, global_batch_tokens)
     spec = with_stragglers(spec, straggler)
     topo = with_link_faults(topo, link_fault)
     for warning in job_warnings(training, model_spec):
@@ -334,6 +308,8 @@ def predict(
                       f"{p.step_time_s:.3f} s)")
         write_text(trace, json.dumps(trace_events(p.spans, label, ranks, topo.gpus_per_node)), "trace")
     if report is not None:
+        from simulator.report.html import step_report_html  # plotly: imported only when a report is asked for
+
         try:
             write_text(report, step_report_html(title, p, outcome, job, (tokens, usd_per_gpu_hour)), "report")
         except ConfigError:
@@ -346,18 +322,27 @@ def predict(
             out["run"] = outcome.to_json(usd_per_gpu_hour)
         typer.echo(json.dumps(out, indent=2))
         return
-    Console().print(_table(header, p, tokens, usd_per_gpu_hour, outcome))
+    table_console().print(_table(header, p, tokens, usd_per_gpu_hour, outcome))
 
 
 def scale(
-    scenario: Scenario = None, topology: TopologyOpt = None,
+    scenario: ScenarioArg = None, topology: TopologyOpt = None,
     nodes: Annotated[str, typer.Option(help="Comma-separated node counts, e.g. 1,2,4,8.")] = "1,2,4,8",
-    gpus_per_node: GpusOpt = None, model: ModelOpt = None, strategy: StrategyOpt = None,
-    micro_batch: Annotated[int | None, typer.Option(help="Sequences per GPU per micro-step.")] = None,
+    gpus_per_node: GpusOpt = None, model: ModelOpt = None, strategy: StrategyOpt = None, tp: TpOpt = None,
+    pp: PpOpt = None, cp: CpOpt = None, cp_comm: CpCommOpt = None, ep: EpOpt = None, ep_overlap: EpOverlapOpt = None,
+    moe_imbalance: MoeImbalanceOpt = None, capacity_factor: CapacityFactorOpt = None,
+    pad_to_capacity: PadToCapacityOpt = None, sequence_parallel: SequenceParallelOpt = None,
+    schedule: ScheduleOpt = None, virtual_stages: VirtualStagesOpt = None, pipeline_split: PipelineSplitOpt = None,
+    placement: PlacementOpt = None, micro_batch: MicroBatchOpt = None,
+    global_batch: Annotated[str | None, typer.Option(
+        metavar="COUNT", help="Sequences per optimizer step at the first node count (4K: powers of 1000): it fixes "
+        "the accumulation the other counts keep.")] = None,
+    global_batch_tokens: GlobalBatchTokensOpt = None,
     grad_accum: Annotated[int | None, typer.Option(
         help="Micro-steps per optimizer step, at every node count. Default: the scenario's (its grad_accum, or "
         "its global batch over the first node count's data-parallel ranks), else 1.")] = None,
-    seq_len: Annotated[int | None, typer.Option(help="Tokens per sequence.")] = None,
+    seq_len: SeqLenOpt = None, recompute: RecomputeOpt = None, precision: PrecisionOpt = None,
+    framework: FrameworkOpt = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     report: ReportOpt = None,
@@ -365,24 +350,31 @@ def scale(
     straggler: StragglerOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
 ) -> None:
+    options = job_options(locals())
     try:
         counts = [int(part) for part in nodes.split(",") if part.strip()]
     except ValueError:
         raise ConfigError(f"--nodes: expected comma-separated integers, got {nodes!r}") from None
     if not counts or min(counts) < 1:
         raise ConfigError(f"--nodes: node counts must be >= 1, got {nodes!r}")
-    loaded = _load_scenario(scenario)
+    if grad_accum is not None and (global_batch is not None or global_batch_tokens is not None):
+        raise ConfigError("--grad-accum and --global-batch (or --global-batch-tokens) both set the accumulation: "
+                          "give one of them")
+    loaded = load_scenario(scenario)
     jobs = []
     for count in counts:
-        options = dict(topology=topology, nodes=count, gpus_per_node=gpus_per_node, model=model, strategy=strategy,
-                       micro_batch=micro_batch, global_batch=None, seq_len=seq_len)
-        spec, topo, training, model_spec = _override(loaded, options)
+        first = not jobs  # the global batch is the first count's; the others keep its accumulation
+        spec, topo, training, model_spec = override(loaded, {**options, "nodes": count},
+                                                    global_batch if first else None,
+                                                    global_batch_tokens if first else None)
         jobs.append((count, with_stragglers(spec, straggler), with_link_faults(topo, link_fault), training, model_spec))
     rows = [(job[0], p) for job, p in weak_scaling(jobs, grad_accum, calibration, force_calibration)]
     base = rows[0][1].tokens_per_s_per_gpu
     if report is not None:
         title = (f"{model_spec.name}, {training.strategy.kind}, {nodes} nodes x {topo.gpus_per_node} {topo.gpu} "
                  f"({topo.name or 'cluster'}): scaling")
+        from simulator.report.html import scale_report_html  # plotly: imported only when a report is asked for
+
         write_text(report, scale_report_html(title, rows), "report")
     if as_json:
         typer.echo(json.dumps({"rows": [scale_row_json(n, p, rows[0][1]) for n, p in rows]}, indent=2))
@@ -393,4 +385,4 @@ def scale(
         table.add_row(str(n), str(p.n_gpus), f"{p.step_time_s:.3f}", f"{p.tokens_per_s:,.0f}",
                       f"{p.tokens_per_s_per_gpu:,.0f}", f"{100 * p.mfu:.1f}%", f"{100 * p.gpu_idle_fraction:.1f}%",
                       f"{100 * p.tokens_per_s_per_gpu / base:.1f}%")
-    Console().print(table)
+    table_console().print(table)

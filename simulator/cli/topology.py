@@ -10,10 +10,9 @@ import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from simulator.cli.common import plain
+from simulator.cli.common import plain, table_console
 from simulator.core.units import Bps_to_GBps
 from topologies.build import build
 from topologies.presets import list_presets, load_preset, resolve_topology
@@ -34,6 +33,7 @@ def presets(
     models: Annotated[bool, typer.Option(
         "--models", help="List the model presets instead: parameters (active ones for a mixture of experts) "
         "and shape.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the presets as a JSON list.")] = False,
 ) -> None:
     """List the topology presets: GPUs per node, GPU, intra-node link, network and description.
 
@@ -41,25 +41,32 @@ def presets(
 
       clustersim presets
 
-      clustersim presets --models
+      clustersim presets --models --json
     """
+    if models and as_json:
+        typer.echo(json.dumps([{"name": name, "summary": summary} for name, summary in list_models()], indent=2))
+        return
     if models:
         table = Table(title="model presets (--model NAME)")
         table.add_column("name", no_wrap=True)  # what to type: never cut, whatever the terminal's width
         table.add_column("parameters and shape")
         for name, summary in list_models():
             table.add_row(name, summary)
-        Console().print(table)
+        table_console().print(table)
         return
     table = Table(title="topology presets (--topology NAME)")
     table.add_column("name", no_wrap=True)
     table.add_column("GPUs/node")
     for header in ("GPU", "intra-node", "network", "description"):
         table.add_column(header, overflow="fold")  # wrapped, not cut to an ellipsis
-    for name, description in list_presets():
-        spec = load_preset(name)
+    specs = [(name, description, load_preset(name)) for name, description in list_presets()]
+    if as_json:
+        typer.echo(json.dumps([{"name": name, "description": description, **spec.model_dump(mode="json")}
+                               for name, description, spec in specs], indent=2))
+        return
+    for name, description, spec in specs:
         table.add_row(name, str(spec.gpus_per_node), spec.gpu, spec.intra_node, _network(spec), description)
-    Console().print(table)
+    table_console().print(table)
 
 
 def _summary_table(spec: TopologySpec, summary: TopologySummary) -> Table:
@@ -96,7 +103,7 @@ def show(
     if json_output:
         typer.echo(json.dumps({"spec": spec.model_dump(mode="json"), **summary.to_dict()}, indent=2))
     else:
-        Console().print(_summary_table(spec, summary))
+        table_console().print(_summary_table(spec, summary))
 
 
 def register(app: typer.Typer) -> None:

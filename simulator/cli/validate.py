@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibrated_params, load_profile
-from simulator.cli.common import plain, reflowed
+from simulator.cli.common import plain, reflowed, table_console
 from simulator.cli.measured import load_measured
 from simulator.collectives.nccl_releases import release_option
 from simulator.collectives.select import SELECTION_HELP, selection_option
@@ -93,7 +92,7 @@ def validate(
     table.add_section()
     table.add_row("ALL", "", str(report.overall.points), *_summary_cells(report.large),
                   *_summary_cells(report.small))
-    console = Console(width=160)
+    console = table_console(160)
     console.print(table)
     for note in gap_notes(list(zip(measured, reports, strict=True))):
         console.print(f"note: {note}", highlight=False, soft_wrap=True)

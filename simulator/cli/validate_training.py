@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from simulator.cli.common import plain, reflowed
+from simulator.cli.common import plain, reflowed, table_console
 from simulator.core.errors import ConfigError
 from simulator.core.input_file import read_input_text
 from simulator.training.predict import predict_step
@@ -186,7 +186,7 @@ def validate_training(
             payload["crossval"] = crossval_to_json(result)
         typer.echo(json.dumps(payload, indent=2))
         return
-    console = Console(width=200)
+    console = table_console(200)
     console.print(_case_table(report))
     console.print(_summary_table(report))
     if result is not None:

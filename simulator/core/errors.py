@@ -7,7 +7,10 @@ escapes is a bug (exit code 1).
 
 from __future__ import annotations
 
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pydantic costs a tenth of a second to import; `clustersim --help` does not need it
+    from pydantic import ValidationError
 
 
 class ClusterSimError(Exception):

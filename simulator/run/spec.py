@@ -9,13 +9,12 @@ model uses.
 
 from __future__ import annotations
 
-import math
-import re
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from simulator.core.errors import ConfigError
+from simulator.core.units import from_text, parse_count
 
 COMPONENT_CLASSES = ("gpu", "node", "nic", "link", "switch", "software")
 
@@ -96,7 +95,8 @@ class RunSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    train_tokens: float = Field(gt=0, description="Tokens to train on (e.g. 15e12).")
+    train_tokens: Annotated[float, BeforeValidator(from_text(parse_count))] = Field(
+        gt=0, description="Tokens to train on: 15e12, 15T, 300B (K, M, G or B, T, P: powers of 1000).")
     failures: str | FailureRates = Field(
         default="llama3", description="A failure preset (llama3, rsc1, rsc2, none) or MTBFs per component class.")
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec, description="Checkpoint interval and cost.")
@@ -105,16 +105,13 @@ class RunSpec(BaseModel):
     seed: int = Field(default=0, ge=0, description="Seed of the first run (run i uses seed, i).")
 
 
-_SUFFIXES = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "B": 1e9, "T": 1e12, "P": 1e15}
-
-
 def parse_tokens(text: str, flag: str = "--train-tokens") -> float:
-    """'15T', '1.5e12', '300B', '2G', '1000' -> tokens (decimal suffixes K, M, G or B, T, P); ConfigError otherwise."""
-    match = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([KMGBTP]?)\s*", text.upper())
+    """'15T', '1.5e12', '300B', '2G', '1000' -> tokens (decimal suffixes K, M, G or B, T, P: parse_count);
+    ConfigError naming the flag otherwise."""
     try:
-        value = float(match.group(1)) * _SUFFIXES[match.group(2)] if match else math.nan
-    except ValueError:
-        value = math.nan
-    if not 0 < value < math.inf:
+        tokens = parse_count(text)
+    except ValueError as exc:
+        raise ConfigError(f"{flag}: {exc}") from None
+    if tokens <= 0:
         raise ConfigError(f"{flag}: expected a token count > 0 such as 15T, 300B, 1.5e12, got {text!r}")
-    return value
+    return float(tokens)

@@ -24,11 +24,6 @@ from simulator.core.errors import ClusterSimError, ConfigError
 from simulator.sweep.spec import Scenario
 from simulator.training.predict import predict_step
 
-try:  # optional: `pip install 'clustersim[dask]'` for --scheduler
-    import distributed
-except ImportError:  # pragma: no cover - exercised only without the extra
-    distributed = None  # type: ignore[assignment, unused-ignore]
-
 METRICS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "gpu_idle_fraction",
            "exposed_comm_s", "memory_per_gpu_bytes", "fits_in_memory")
 SCHEDULER_CONNECT_TIMEOUT_S = 10
@@ -160,10 +155,19 @@ def _wait_first(pending: set[Future[dict[str, Any]]]) -> tuple[set[Any], set[Any
     return set(finished), set(waiting)
 
 
+def _distributed() -> Any:
+    """Dask's `distributed`, optional (`pip install 'clustersim[dask]'` for --scheduler) and slow to import
+    (~0.4 s): imported when a sweep asks for a scheduler."""
+    try:
+        import distributed
+    except ImportError:  # pragma: no cover - exercised only without the extra
+        raise ConfigError("--scheduler needs Dask: pip install 'clustersim[dask]' (or 'dask[distributed]')") from None
+    return distributed
+
+
 def check_scheduler_address(address: str) -> None:
     """ConfigError unless `address` reads as a Dask scheduler address (tcp://HOST:PORT)."""
-    if distributed is None:
-        raise ConfigError("--scheduler needs Dask: pip install 'clustersim[dask]' (or 'dask[distributed]')")
+    distributed = _distributed()
     try:
         scheme, location = distributed.comm.parse_address(address, strict=True)
         host, port = distributed.comm.parse_host_port(location)
@@ -175,6 +179,7 @@ def check_scheduler_address(address: str) -> None:
 
 def _dask(todo: Iterable[Scenario], scheduler: str) -> Iterator[dict[str, Any]]:
     check_scheduler_address(scheduler)
+    distributed = _distributed()
     try:
         client = distributed.Client(scheduler, timeout=SCHEDULER_CONNECT_TIMEOUT_S)
     except (OSError, TimeoutError) as exc:

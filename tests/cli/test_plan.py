@@ -59,7 +59,7 @@ def test_plan_prints_a_table(tiny):
          "--global-batch 12"),
         (["--model", "llama2-7b", "--topology", "dgx-a100", "--global-batch", "8", "--tp", "3"], "--tp 3"),
         (["--model", "llama2-7b", "--topology", "dgx-a100", "--global-batch", "8", "--strategies", "zero9"],
-         "--strategies"),
+         "--strategy"),
         (["--model", "llama2-7b", "--topology", "dgx-a100", "--global-batch", "8", "--micro-batch", "1,x"],
          "--micro-batch"),
         (["--model", "llama2-7b", "--topology", "dgx-a100"], "--global-batch"),

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
+from simulator.cli.job_args import override
 from simulator.cli.plan import _job
-from simulator.cli.predict import _override
 from simulator.scenario import complete_training, resolve_scenario, scenario_from_data
 from topologies.presets import load_preset
 from workloads.presets import load_model
@@ -34,7 +34,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_gpt3_megatron_command_resolves_its_own_context_and_micro_batch():
     """The GPT-3 175B command without --seq-len or --micro-batch: 2,048 tokens (Brown et al. 2020, n_ctx), one
     sequence per micro-batch (Megatron), 1536 / (16 DP x 1) = 96 micro-batches, Megatron's ddp, no recompute."""
-    _, topology, training, model = _override(None, options(model="gpt3-175b", topology="dgx-a100", nodes=128,
+    _, topology, training, model = override(None, options(model="gpt3-175b", topology="dgx-a100", nodes=128,
                                                            tp=8, pp=8, global_batch=1536))
     assert (training.seq_len, training.micro_batch, training.global_batch) == (2048, 1, 1536)
     assert (training.strategy.kind, training.activation_checkpointing, training.precision) == ("ddp", "none", "bf16")
@@ -46,13 +46,13 @@ def test_gpt3_megatron_command_resolves_its_own_context_and_micro_batch():
 def test_a_model_runs_at_its_pre_training_sequence_length(model: str, context: int):
     """--model X alone: X's pre-training context (the presets' train_seq_len where it differs from the
     context the model was extended to: Llama 3.1 405B 8,192 of 131,072, Qwen3 4,096 of 32,768)."""
-    _, _, training, _ = _override(None, options(model=model))
+    _, _, training, _ = override(None, options(model=model))
     assert training.seq_len == context
 
 
 def test_stated_sequence_length_wins():
     """--seq-len says otherwise: the model's context no longer applies."""
-    _, _, training, _ = _override(None, options(model="llama3-8b", seq_len=1024))
+    _, _, training, _ = override(None, options(model="llama3-8b", seq_len=1024))
     assert training.seq_len == 1024
 
 
@@ -60,7 +60,7 @@ def test_another_model_leaves_the_embedded_job_behind():
     """The embedded scenario's job (Llama-2-7B: micro-batch 2, global batch 256, selective recompute) is not
     carried to another model; with data parallelism alone the strategy is FSDP, and without a global batch
     there is no accumulation (micro-batch x 32 GPUs)."""
-    spec, topology, training, _ = _override(None, options(model="llama3-8b"))
+    spec, topology, training, _ = override(None, options(model="llama3-8b"))
     assert (training.micro_batch, training.global_batch, training.activation_checkpointing) == (1, 32, "none")
     assert training.strategy.kind == "fsdp"
     assert (topology.name, topology.nodes, spec.name) == ("dgx-h100", 4, None)
@@ -68,7 +68,7 @@ def test_another_model_leaves_the_embedded_job_behind():
 
 def test_embedded_scenario_unchanged_without_a_model():
     """No options at all: the embedded Llama-2-7B job as written, with its name."""
-    spec, _, training, _ = _override(None, options())
+    spec, _, training, _ = override(None, options())
     assert (training.seq_len, training.micro_batch, training.global_batch) == (4096, 2, 256)
     assert training.activation_checkpointing == "selective" and spec.name is not None
 
@@ -78,7 +78,7 @@ def test_scenario_file_fields_stay_stated(tmp_path: Path):
     its model's context where it states none."""
     stated = scenario_from_data({"topology": "dgx-h100", "nodes": 2, "training": {
         "model": "llama2-7b", "seq_len": 1024, "strategy": {"kind": "zero1"}, "parallel": {"tp": 2}}}, "s")
-    _, _, training, _ = _override(stated, options(model="gpt3-13b"))
+    _, _, training, _ = override(stated, options(model="gpt3-13b"))
     assert (training.seq_len, training.strategy.kind) == (1024, "zero1")
     bare = scenario_from_data({"topology": "dgx-h100", "training": {"model": "llama3-405b",
                                                                     "parallel": {"tp": 8}}}, "s")
@@ -105,13 +105,13 @@ def test_complete_training_is_idempotent_and_keeps_accumulation():
 def test_unstated_strategy_that_does_not_suit_the_layout_names_the_field():
     """Every default is validated with the layout, as a stated value is (a zero2 with PP is refused)."""
     with pytest.raises(Exception, match="zero2"):
-        _override(None, options(model="gpt3-13b", strategy="zero2", pp=2))
+        override(None, options(model="gpt3-13b", strategy="zero2", pp=2))
 
 
 def test_plan_resolves_the_job_as_predict_does():
     """plan without --seq-len: the model's context too (the shared complete_training)."""
-    topology, training, _ = _job(None, "gpt3-175b", "dgx-a100", 128, 1536, None, None)
-    _, _, predicted, _ = _override(None, options(model="gpt3-175b", topology="dgx-a100", nodes=128,
+    topology, training, _ = _job(None, "gpt3-175b", "dgx-a100", 128, ("1536", None), None, None)
+    _, _, predicted, _ = override(None, options(model="gpt3-175b", topology="dgx-a100", nodes=128,
                                                  global_batch=1536))
     assert training.seq_len == predicted.seq_len == 2048
     assert topology.nodes == 128

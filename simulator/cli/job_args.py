@@ -1,0 +1,115 @@
+"""The flags that describe a training job, defined once for every command that takes them (predict, scale,
+plan): the same name, help text and units everywhere, and how they override a scenario.
+
+Counts take suffixes (`--global-batch 4K` is 4,000 sequences, `--global-batch-tokens 16M` is 16,000,000
+tokens and 4Mi 4,194,304: simulator.core.units.parse_count).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from simulator.cli.common import count_option, read_yaml
+from simulator.core.errors import ConfigError
+from simulator.scenario import ScenarioSpec, scenario_from_data
+from simulator.scenario_overrides import PARALLEL_OPTIONS, ROUTING_OPTIONS, apply_options
+from topologies.spec import TopologySpec
+from workloads.spec import ModelSpec, TrainingSpec
+
+ScenarioArg = Annotated[Path | None, typer.Argument(help="Scenario YAML (default: the embedded scenario).")]
+TopologyOpt = Annotated[str | None, typer.Option(help="Topology preset or YAML file.")]
+NodesOpt = Annotated[int | None, typer.Option(help="Nodes (servers); default: the topology's.")]
+GpusOpt = Annotated[int | None, typer.Option(help="GPUs per node.")]
+ModelOpt = Annotated[str | None, typer.Option(help="Model preset, model YAML, or HuggingFace config.json.")]
+StrategyOpt = Annotated[str | None, typer.Option(
+    help="Data-parallel strategy: ddp, zero1, zero2, zero3, fsdp or hsdp.")]
+TpOpt = Annotated[int | None, typer.Option(help="Tensor-parallel degree (GPUs sharing each layer).")]
+PpOpt = Annotated[int | None, typer.Option(help="Pipeline-parallel degree (stages).")]
+CpOpt = Annotated[int | None, typer.Option(
+    help="Context-parallel degree (GPUs splitting each sequence; ring attention).")]
+CpCommOpt = Annotated[str | None, typer.Option(
+    help="Context parallelism by p2p (a key/value ring behind attention) or a2a (DeepSpeed-Ulysses all-to-alls).")]
+EpOpt = Annotated[int | None, typer.Option(
+    help="Expert-parallel degree (GPUs of the data-parallel group splitting each MoE block's experts; all-to-all "
+    "token dispatch).")]
+EpOverlapOpt = Annotated[bool | None, typer.Option(
+    "--ep-overlap/--no-ep-overlap", help="Hide each pass's expert all-to-alls behind another micro-batch's compute "
+    "(Megatron-Core --overlap-moe-expert-parallel-comm, DualPipe; needs --ep > 1).")]
+PadToCapacityOpt = Annotated[bool | None, typer.Option(
+    "--pad-to-capacity/--no-pad-to-capacity", help="Every expert runs its full capacity, padded (needs "
+    "--capacity-factor).")]
+SequenceParallelOpt = Annotated[bool | None, typer.Option(
+    "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (needs --tp > 1).")]
+ScheduleOpt = Annotated[str | None, typer.Option(help="Pipeline schedule: 1f1b, gpipe or interleaved.")]
+VirtualStagesOpt = Annotated[int | None, typer.Option(help="Model chunks per stage (interleaved).")]
+PipelineSplitOpt = Annotated[str | None, typer.Option(
+    help="How layers divide among pipeline chunks: layers (default) or embedding_and_loss (the embedding and the "
+    "output layer each take a layer's place, Megatron-Core --account-for-embedding/loss-in-pipeline-split).")]
+PlacementOpt = Annotated[str | None, typer.Option(
+    help="Order of tp/pp/dp over consecutive ranks, innermost first, e.g. tp-pp-dp (default) or tp-dp-pp.")]
+MicroBatchOpt = Annotated[int | None, typer.Option(help="Sequences per GPU per micro-step.")]
+GlobalBatchOpt = Annotated[str | None, typer.Option(
+    metavar="COUNT", help="Sequences per optimizer step: 1536, 4K (K, M: powers of 1000).")]
+GlobalBatchTokensOpt = Annotated[str | None, typer.Option(
+    metavar="TOKENS", help="The global batch in tokens instead (sequences x sequence length): 16M (powers of 1000) "
+    "or 4Mi (powers of 1024); divided by the sequence length, which must divide it.")]
+SeqLenOpt = Annotated[int | None, typer.Option(help="Tokens per sequence (default: the model's training context).")]
+RecomputeOpt = Annotated[str | None, typer.Option(
+    help="Activation recomputation: none, selective or full (the scenario's activation_checkpointing); Megatron's "
+    "recompute-activations (selective) and recompute-granularity=full (full) too.")]
+PrecisionOpt = Annotated[str | None, typer.Option(help="Compute precision: bf16 (default), fp16, fp8 or fp32.")]
+FrameworkOpt = Annotated[str | None, typer.Option(
+    help="The framework that runs the job: pytorch-ddp, pytorch-fsdp, fsdp2 (torchtitan), deepspeed, megatron-core, "
+    "nemo, megatron-deepspeed, llm-foundry or maxtext. What the job leaves unstated takes that framework's "
+    "defaults (overlap, gradient reduction dtype, buckets, placement, memory); see docs/frameworks.md.")]
+
+# flag (the command function's parameter) -> the training field it sets, where the names differ
+FIELD_OF = {"ep_overlap": "ep_comm_overlap", "schedule": "pipeline_schedule", "moe_imbalance": "load_imbalance"}
+JOB_OPTIONS = ("topology", "nodes", "gpus_per_node", "model", "strategy", "micro_batch", "seq_len", "recompute",
+               "precision", "framework")
+
+
+def job_options(flags: dict[str, Any]) -> dict[str, Any]:
+    """The job's flags of a command (its parameters by name) keyed by the fields they override."""
+    named = {FIELD_OF.get(flag, flag): value for flag, value in flags.items()}
+    return {key: named.get(key) for key in (*JOB_OPTIONS, *PARALLEL_OPTIONS, *ROUTING_OPTIONS)}
+
+
+def global_batch_of(global_batch: str | None, global_batch_tokens: str | None, seq_len: int) -> int | None:
+    """Sequences per step from --global-batch, or from --global-batch-tokens over the job's sequence length
+    (which must divide it); None when neither is given. ConfigError names the flags."""
+    if global_batch is not None and global_batch_tokens is not None:
+        raise ConfigError("--global-batch and --global-batch-tokens give the same thing: give one of them")
+    if global_batch_tokens is None:
+        return count_option(global_batch, "--global-batch")
+    tokens = count_option(global_batch_tokens, "--global-batch-tokens") or 0
+    if tokens <= 0 or tokens % seq_len:
+        nearest = max(1, round(tokens / seq_len))
+        raise ConfigError(f"--global-batch-tokens {global_batch_tokens}: {tokens:,} tokens is not a whole number of "
+                          f"{seq_len:,}-token sequences (--seq-len); give a multiple of {seq_len:,} (the nearest: "
+                          f"{nearest * seq_len:,}, {nearest:,} sequences) or --global-batch")
+    return tokens // seq_len
+
+
+def load_scenario(path: Path | None) -> ScenarioSpec | None:
+    """The scenario file's spec; None for no file (the embedded scenario)."""
+    if path is None:
+        return None
+    return scenario_from_data(read_yaml(path, "scenario"), str(path))
+
+
+def override(scenario: ScenarioSpec | None, options: dict[str, Any], global_batch: str | None = None,
+             global_batch_tokens: str | None = None) -> tuple[ScenarioSpec, TopologySpec, TrainingSpec, ModelSpec]:
+    """Apply the command line to the scenario (None: the embedded one), validating every changed field,
+    and fill what the job leaves unstated (complete_training). With --model and no scenario file the
+    embedded scenario gives only the cluster: its job's fields (sequence, batch, recomputation,
+    strategy) were chosen for its model. --global-batch-tokens is divided by the sequence length the
+    job resolves to."""
+    spec, topology, training, model = apply_options(scenario, options)
+    batch = global_batch_of(global_batch, global_batch_tokens, training.seq_len or model.training_context)
+    if batch is None:
+        return spec, topology, training, model
+    return apply_options(scenario, {**options, "global_batch": batch})

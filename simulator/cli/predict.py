@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from simulator.calibration.apply import predict_calibrated as _run
 from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP
@@ -193,7 +194,9 @@ def job_text(training: TrainingSpec, micro_steps: int) -> str:
 
 def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour: float | None,
            run: RunPrediction | None = None) -> Table:
-    table = Table("metric", "value", title=plain(title), title_justify="left")
+    # the title's lines (the job, then how it is resolved) each shown as plain text
+    table = Table("metric", "value", title=Text("\n").join(plain(line) for line in title.split("\n")),
+                  title_justify="left")
     verdict = "fits" if p.fits_in_memory else "[bold red]OUT OF MEMORY[/]"
     rows = [
         ("step time", f"{p.step_time_s:.3f} s"),

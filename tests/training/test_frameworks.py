@@ -233,3 +233,11 @@ def test_zeropp_is_a_zero3_option_and_hpz_costs_memory():
                                  1024, dp=64, shard_group=8, units_in_flight=2)
                   for knobs in ({}, {"zeropp_hierarchical_partition": True}))
     assert hpz.parameters_bytes - plain.parameters_bytes == pytest.approx(model.total_params * 2 / 8, rel=1e-6)
+
+
+def test_the_table_header_names_the_framework_on_the_job_line():
+    result = CliRunner().invoke(app, ["predict", "--model", "llama2-7b", "--nodes", "1", "--framework", "fsdp2"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("llama2-7b, fsdp") and "\\n" not in result.output
+    assert lines[1].strip().startswith("sequence 4,096") and lines[1].rstrip().endswith("bf16, fsdp2")

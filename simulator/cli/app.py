@@ -44,8 +44,8 @@ COMMANDS = {
     "presets": LazyCommand("simulator.cli.topology", "List the topology presets: GPUs per node, GPU, intra-node "
                            "link, network and description."),
     "topology": LazyCommand("simulator.cli.topology", "Inspect cluster topologies."),
-    "import": LazyCommand("simulator.cli.import_cmd", "Turn another tool's training config (torchtitan, DeepSpeed, "
-                          "Megatron-LM / NeMo) into a scenario YAML for `clustersim predict`."),
+    "import": LazyCommand("simulator.cli.import_cmd", "Turn another tool's training config into a scenario YAML for "
+                          "`clustersim predict`."),
 }
 
 app = typer.Typer(

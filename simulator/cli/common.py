@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -15,6 +16,8 @@ from simulator.core.errors import ConfigError
 from simulator.core.input_file import read_input_text
 from simulator.core.units import parse_count, parse_gbps, parse_size
 from simulator.core.yaml_text import load_yaml_text
+
+T = TypeVar("T")
 
 
 def printable(text: object) -> str:
@@ -94,33 +97,28 @@ def read_yaml(path: Path, what: str) -> Any:
     return load_yaml_text(read_input_text(path, what), str(path))
 
 
-def size_option(text: str, flag: str) -> int:
-    """A byte size flag (-b/-e) as nccl-tests takes it; ConfigError names the flag."""
+def _parsed(parse: Callable[[str], T], text: str, flag: str) -> T:
+    """`parse(text)`; its ValueError as a ConfigError naming the flag."""
     try:
-        return parse_size(text)
+        return parse(text)
     except ValueError as exc:
         raise ConfigError(f"{flag}: {exc}") from None
+
+
+def size_option(text: str, flag: str) -> int:
+    """A byte size flag (-b/-e) as nccl-tests takes it; ConfigError names the flag."""
+    return _parsed(parse_size, text, flag)
 
 
 def count_option(text: str | None, flag: str) -> int | None:
     """A count flag (4K, 16M, 4Mi: parse_count); None stays None; ConfigError naming the flag otherwise."""
-    if text is None:
-        return None
-    try:
-        return parse_count(text)
-    except ValueError as exc:
-        raise ConfigError(f"{flag}: {exc}") from None
+    return None if text is None else _parsed(parse_count, text, flag)
 
 
 def gbps_option(text: str | None, flag: str) -> float | None:
     """A link-speed flag in Gbit/s (400, 400G, 400Gbps, 50GB/s: parse_gbps); None stays None; ConfigError
     naming the flag otherwise."""
-    if text is None:
-        return None
-    try:
-        return parse_gbps(text)
-    except ValueError as exc:
-        raise ConfigError(f"{flag}: {exc}") from None
+    return None if text is None else _parsed(parse_gbps, text, flag)
 
 
 def parse_env(text: str | None) -> dict[str, str]:

@@ -11,7 +11,6 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from simulator.core.units import from_text, parse_bytes, parse_count
-
 from workloads.frameworks import FRAMEWORKS, Framework, framework_name
 
 Precision = Literal["bf16", "fp16", "fp8", "fp32"]

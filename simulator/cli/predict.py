@@ -68,7 +68,7 @@ from simulator.core.errors import ConfigError
 from simulator.report.json_out import prediction_json, scale_row_json
 from simulator.report.trace import trace_events
 from simulator.run.summary import RunPrediction
-from simulator.scaling import weak_scaling
+from simulator.scaling import ScaledJob, weak_scaling
 from simulator.scenario import (
     DEFAULT_SCENARIO,
     pace_of,
@@ -364,7 +364,7 @@ def scale(
         raise ConfigError("--grad-accum and --global-batch (or --global-batch-tokens) both set the accumulation: "
                           "give one of them")
     loaded = load_scenario(scenario)
-    jobs = []
+    jobs: list[ScaledJob] = []
     for count in counts:
         first = not jobs  # the global batch is the first count's; the others keep its accumulation
         spec, topo, training, model_spec = override(loaded, {**options, "nodes": count},

@@ -96,9 +96,9 @@ def _named_strategy(training: Mapping[str, Any], names: list[str], family: Famil
         zeropp = "zeropp" in names or training.get("zeropp") is True
         if zeropp and stage != 3:
             raise Unexpressible(f"ZeRO++ with ZeRO stage {stage}: ZeRO++ is a ZeRO-3 extension")
-        knobs = dict.fromkeys(("zeropp_quantized_weights", "zeropp_hierarchical_partition",
-                               "zeropp_quantized_gradients"), True) if zeropp else {}
-        return StrategySpec(kind=_ZERO_KINDS[stage], fp32_grad_copy=True, **knobs)  # DeepSpeed's ZeRO optimizer
+        zeropp_knobs = dict.fromkeys(("zeropp_quantized_weights", "zeropp_hierarchical_partition",
+                                      "zeropp_quantized_gradients"), True) if zeropp else {}
+        return StrategySpec(kind=_ZERO_KINDS[stage], fp32_grad_copy=True, **zeropp_knobs)  # DeepSpeed's ZeRO optimizer
     stated = training.get("fsdp_sharding_strategy")
     if stated is None:
         defaults.append("fsdp_sharding_strategy not stated: FULL_SHARD")

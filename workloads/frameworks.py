@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 Framework = Literal["pytorch-ddp", "pytorch-fsdp", "fsdp2", "deepspeed", "megatron-core", "nemo",
                     "megatron-deepspeed", "llm-foundry", "maxtext"]
-FRAMEWORK_NAMES: tuple[str, ...] = get_args(Framework)
 # other names users write for the same frameworks
 FRAMEWORK_ALIASES: dict[str, Framework] = {
     "ddp": "pytorch-ddp", "fsdp": "pytorch-fsdp", "fsdp1": "pytorch-fsdp", "torchtitan": "fsdp2",

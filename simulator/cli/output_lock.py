@@ -16,12 +16,14 @@ import fcntl
 import json
 import os
 import socket
+import time
 from pathlib import Path
 from types import TracebackType
 
 from simulator.core.errors import ConfigError
 
 TAKE_ATTEMPTS = 5  # a lock file replaced while being taken (its holder finishing) is tried again
+NAME_WAIT_S, NAME_POLL_S = 1.0, 0.02  # a holder that has the lock but has not yet written its name is waited for
 NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)  # flock not supported here
 
 
@@ -36,6 +38,16 @@ def _holder_text(text: str) -> str:
         return f"pid {int(holder['pid'])} on {holder['host']}, since {holder['started']}"
     except (ValueError, KeyError, TypeError):
         return "a writer that left no name"
+
+
+def _holder_name(fd: int) -> str:
+    """The lock file's text, waiting up to NAME_WAIT_S for a holder that took the lock an instant ago to write
+    its name (it locks first, then writes)."""
+    deadline = time.monotonic() + NAME_WAIT_S
+    while not (text := os.pread(fd, 4096, 0).decode(errors="replace")).endswith("\n") \
+            and time.monotonic() < deadline:
+        time.sleep(NAME_POLL_S)
+    return text
 
 
 def _alive_here(text: str) -> bool:
@@ -77,7 +89,7 @@ class OutputLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
-            text = os.pread(fd, 4096, 0).decode(errors="replace")
+            text = _holder_name(fd)
             if exc.errno not in NO_LOCKS or _alive_here(text):
                 os.close(fd)
                 raise self._refuse(text) from None

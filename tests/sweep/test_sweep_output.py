@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,6 +62,22 @@ def test_a_held_lock_refuses_naming_its_holder(tmp_path: Path) -> None:
                 OutputLock(out, "sweep"):
             pass
     assert lock_path(out).read_text() == holder
+
+
+def test_a_holder_that_has_not_yet_written_its_name_is_waited_for(tmp_path: Path) -> None:
+    """A writer locks first and writes its name after: one refused in between waits for the name instead of
+    reporting a writer with none."""
+    out = tmp_path / "results.csv"
+    holder = json.dumps({"pid": 4343, "host": "node8", "started": "2026-01-01 00:00:00 UTC"}) + "\n"
+    lock_path(out).write_text("")
+    with lock_path(out).open("r+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        late = threading.Timer(0.2, lambda: (held.write(holder), held.flush()))
+        late.start()
+        with pytest.raises(ConfigError, match=r"another sweep \(pid 4343 on node8, since 2026"), \
+                OutputLock(out, "sweep"):
+            pass
+        late.join()
 
 
 def test_a_stale_lock_is_taken_over_and_removed_after(tmp_path: Path) -> None:

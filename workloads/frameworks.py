@@ -113,7 +113,11 @@ _MEGATRON_COMMON = (
     Default("parallel.sp_backward_regather", True, _MEGATRON_SP_REGATHER, _tp),
     Default("parallel.tp_async_grad_reduce", True, _TE_ASYNC, _tp),
     Default("attention_kernel", "cudnn", _TE_ATTENTION),
+    Default("parallel.tied_grad_sync", "after_dp", "megatron/core/distributed/finalize_model_grads.py: "
+            "finish_grad_sync (the data-parallel reduction) first, then _allreduce_embedding_grads"),
 )
+_DEEPSPEED_TIED = ("deepspeed/runtime/pipe/schedule.py TrainSchedule: ReduceTiedGrads, then ReduceGrads, then "
+                   "OptimizerStep")
 
 FRAMEWORKS: dict[str, Conventions] = {
     "pytorch-ddp": Conventions("PyTorch DistributedDataParallel with AMP", ("ddp",), (
@@ -158,6 +162,7 @@ FRAMEWORKS: dict[str, Conventions] = {
                 "steps fp32 copies of its partition's gradients"),
         Default("strategy.grad_reduce_bytes", 2, "deepspeed/runtime/config.py: communication_data_type None "
                 "reduces in the gradients' dtype (bf16 / fp16)"),
+        Default("parallel.tied_grad_sync", "before_dp", _DEEPSPEED_TIED),
     )),
     "megatron-core": Conventions("Megatron-LM / Megatron-Core", ("ddp", "zero1"), (
         *_MEGATRON_COMMON,
@@ -181,6 +186,7 @@ FRAMEWORKS: dict[str, Conventions] = {
                 "gradients for the step"),
         Default("parallel.placement", "tp-dp-pp", "deepspeed/runtime/pipe/topology.py "
                 "PipeModelDataParallelTopology: axes pipe, data, model"),
+        Default("parallel.tied_grad_sync", "before_dp", _DEEPSPEED_TIED),
     )),
     "llm-foundry": Conventions("MosaicML LLM Foundry (Composer, PyTorch FSDP)", ("fsdp", "hsdp", "ddp"), (
         Default("strategy.grad_reduce_bytes", 2, "composer/distributed/mosaic_parallelism.py: "

@@ -27,8 +27,9 @@ StrategyKind = Literal["ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp"]
 FsdpSharding = Literal["FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD"]
 PipelineSchedule = Literal["1f1b", "gpipe", "interleaved"]
 PipelineSplit = Literal["layers", "embedding_and_loss"]
-AttentionKernel = Literal["flash2", "cudnn"]
+AttentionKernel = Literal["flash2", "cudnn", "triton"]
 CpComm = Literal["p2p", "a2a"]
+TiedGradSync = Literal["before_dp", "after_dp"]
 CpMerge = Literal["fused", "eager"]
 # Order of the parallel dimensions over consecutive GPU ranks, innermost first: "tp-pp-dp" puts a
 # tensor-parallel group on neighbouring GPUs (one node), pipeline stages next, data parallel outermost.
@@ -294,6 +295,10 @@ class ParallelSpec(BaseModel):
         "column-parallel layer's "
         "input again for its weight gradient (Megatron and Transformer Engine keep only the 1/tp shard), beside "
         "the data-gradient GEMM: 6 TP collectives per layer backward instead of 4.")
+    tied_grad_sync: TiedGradSync = Field(
+        default="before_dp", description="With pipeline parallelism and tied input/output embeddings, when the "
+        "first and last stages all-reduce the tied matrix's gradients: before_dp (before the data-parallel "
+        "reduction, DeepSpeed's pipeline schedule) or after_dp (after it, Megatron's finalize_model_grads).")
     overlap_p2p: bool = Field(
         default=False, description="Pipeline sends overlap the next chunk's compute (Megatron-Core "
         "--overlap-p2p-communication, torchtitan); false: a stage waits for its transfer (Megatron-LM, DeepSpeed).")
@@ -383,8 +388,9 @@ class TrainingSpec(BaseModel):
         default=True, description="Fused attention that keeps no seq x seq scores (FlashAttention, PyTorch SDPA).")
     attention_kernel: AttentionKernel = Field(
         default="flash2", description="The fused attention kernel: flash2 (FlashAttention-2, PyTorch SDPA's flash "
-        "backend) or cudnn (cuDNN's fused flash attention, Transformer Engine's choice on Hopper and later: "
-        "Megatron-Core, NeMo); they differ on Hopper.")
+        "backend), cudnn (cuDNN's fused flash attention, Transformer Engine's choice on Hopper and later: "
+        "Megatron-Core, NeMo) or triton (the Triton FlashAttention of MPT's attn_impl: triton, LLM Foundry's "
+        "default before v0.7); they differ on Hopper.")
     fused_elementwise: bool = Field(
         default=True, description="Norms, rotary and the MLP activation run as fused kernels (torch.compile, "
         "Megatron / Transformer Engine / apex fused kernels); false: PyTorch eager ops, each through HBM "

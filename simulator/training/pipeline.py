@@ -36,14 +36,16 @@ the strategy's gradient-accumulation pass over the chunk's parameters (compute.g
 With tied embeddings the first stage's input embedding and the last stage's output layer are one
 matrix: after both stages' last backward their gradients are all-reduced between the two (Megatron
 _allreduce_embedding_grads, DeepSpeed _exec_reduce_tied_grads), at the gradient reduction's
-precision, before either steps. Not modelled: Megatron's vocabulary-parallel embedding all-reduce.
+precision, before either steps: DeepSpeed's pipeline schedule does it before the data-parallel
+reduction (which then waits for it), Megatron's finalize_model_grads after both stages' reductions
+(ParallelSpec.tied_grad_sync). Not modelled: Megatron's vocabulary-parallel embedding all-reduce.
 With expert parallelism a chunk's routed experts are gathered and reduced over the expert
 data-parallel group ("edp"), beside its other parameters over the data-parallel group.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simulator.core.errors import ConfigError
 from simulator.training.compute import ComputeModel
@@ -182,7 +184,8 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
     grad_op = "all_reduce" if kind == "ddp" or (kind == "zero1" and s.zero_grad_all_reduce) else "reduce_scatter"
     # tied input and output embeddings live on the first and the last stage: their gradients are summed
     tied_bytes = int(output * s.grad_reduce_bytes) if model.spec.tied_embeddings and p > 1 else 0
-    first_ready: tuple[str, ...] = ()
+    first_ready: tuple[str, ...] = ()  # stage 0's last backward
+    first_reductions: tuple[str, ...] = ()  # stage 0's data-parallel reductions
     # a blocking send shares its stage's links with no other transfer: the stage's compute, and so its
     # next send and tensor-parallel collectives, waits for it; the gradient reduction comes after the
     # last send unless it overlaps the last micro-batch's backward (then, interleaved, other chunks'
@@ -288,12 +291,18 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
         stage_experts = sum(chunks[stage, c].experts for c in range(v))
         first_ready = ready if stage == 0 else first_ready
         tied: tuple[str, ...] = ("tied",) if tied_bytes and stage in (0, p - 1) else ()
-        if tied and stage == p - 1:  # both stages' last backward, then one 2-rank all-reduce per pair
-            tasks.append(Task("tied", "rs", "all_reduce", collective=CollectiveCall(
-                "all_reduce", tied_bytes, "pp:0"), deps=(*ready, *first_ready), stage=stage))
+        tied_first = par.tied_grad_sync == "before_dp"
+        # both stages' last backward (after_dp: and their reductions), then one 2-rank all-reduce per pair
+        tied_task = Task("tied", "rs", "all_reduce", collective=CollectiveCall("all_reduce", tied_bytes, "pp:0"),
+                         deps=(*ready, *first_ready), stage=stage)
+        if tied and stage == p - 1 and tied_first:
+            tasks.append(tied_task)
         if dp > 1 and not s.overlap_grad_reduce:
-            reductions += by_group(f"red{stage}", grad_op, stage_params, stage_experts, s.grad_reduce_bytes, ready,
-                                   stage)
+            reductions += by_group(f"red{stage}", grad_op, stage_params, stage_experts, s.grad_reduce_bytes,
+                                   (*ready, *(tied if tied_first else ())), stage)
+        first_reductions = tuple(reductions) if stage == 0 else first_reductions
+        if tied and stage == p - 1 and not tied_first:
+            tasks.append(replace(tied_task, deps=(*tied_task.deps, *first_reductions, *reductions)))
         owned = owned_params(training, stage_params - stage_experts, stage_experts, dp, shard_group)
         tasks.append(Task(f"optimizer{stage}", "compute", "optimizer", compute.optimizer(owned, training.optimizer),
                           deps=(*ready, *reductions, *tied), stage=stage))

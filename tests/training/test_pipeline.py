@@ -12,6 +12,7 @@ from simulator.collectives.comm import comm_view
 from simulator.collectives.predict import predict_collective
 from simulator.core.errors import ConfigError
 from simulator.network.flows import FlowClass, Resource
+from simulator.scenario import with_framework
 from simulator.training.compute import ComputeModel
 from simulator.training.groups import communicators, layout_of
 from simulator.training.memory import in_flight_micro_batches, memory_per_gpu
@@ -625,6 +626,35 @@ def test_tied_embeddings_all_reduce_between_first_and_last_stage(tied: bool, pp:
     assert {by_name[d].stage for d in task.deps} == {0, pp - 1}
     assert all("tied" in by_name[f"optimizer{s}"].deps for s in (0, pp - 1))
     assert all("tied" not in by_name[f"optimizer{s}"].deps for s in range(1, pp - 1))
+
+
+@pytest.mark.parametrize("order", ["before_dp", "after_dp"])
+def test_tied_embedding_sync_before_or_after_the_data_parallel_reduction(order: str) -> None:
+    """DeepSpeed's pipeline schedule all-reduces the tied embedding's gradients, then the data-parallel ones
+    (ReduceTiedGrads, ReduceGrads); Megatron's finalize_model_grads syncs data-parallel gradients first, then the
+    embedding's (the megatron-core framework's default). Simulated, each waits for the other: after_dp, the tied
+    all-reduce starts when both stages' reductions have ended; before_dp, theirs start when it has."""
+    spec = GPT.model_copy(update={"tied_embeddings": True})
+    model, pp = transformer(spec), 4
+    job = TrainingSpec(model=spec, micro_batch=1, grad_accum=pp,
+                       strategy=StrategySpec(kind="ddp", overlap_grad_reduce=False),
+                       parallel=ParallelSpec(tp=2, pp=pp, tied_grad_sync=order))
+    plan = plan_pipeline(model, job, H100, 2048, pp, 4, 1)
+    spans = {span.name: span for span in simulate_plan(plan, [Resource("link", 1e9)], free_flow).spans}
+    tied = spans["tied"]
+    ends = [span for span in spans.values() if span.name.startswith(("red0", f"red{pp - 1}"))]
+    assert ends and all(span.label == "all_reduce" for span in ends)
+    if order == "after_dp":
+        assert tied.start_s >= max(span.end_s for span in ends) - 1e-12
+    else:
+        assert min(span.start_s for span in ends) >= tied.end_s - 1e-12
+    assert TrainingSpec(model=spec, framework="megatron-core", strategy=StrategySpec(kind="ddp"),
+                        parallel=ParallelSpec(pp=2)).parallel.tied_grad_sync == "before_dp"  # until resolved
+    resolved = with_framework(TrainingSpec(model=spec, framework="megatron-core", strategy=StrategySpec(kind="ddp"),
+                                           parallel=ParallelSpec(pp=2)))
+    assert resolved.parallel.tied_grad_sync == "after_dp"
+    assert with_framework(resolved.model_copy(update={"framework": "megatron-deepspeed"})
+                          ).parallel.tied_grad_sync == "after_dp"  # a value already set is kept
 
 
 def test_only_blocking_sends_clear_of_reductions_and_gathers_are_alone() -> None:

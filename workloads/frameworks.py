@@ -163,6 +163,9 @@ FRAMEWORKS: dict[str, Conventions] = {
         Default("strategy.grad_reduce_bytes", 2, "deepspeed/runtime/config.py: communication_data_type None "
                 "reduces in the gradients' dtype (bf16 / fp16)"),
         Default("parallel.tied_grad_sync", "before_dp", _DEEPSPEED_TIED),
+        Default("strategy.contiguous_gradients", True, "deepspeed/runtime/zero/config.py: contiguous_gradients "
+                "True; stage_1_and_2.py backward allocates a reduce_bucket_size buffer (a second with overlap_comm), "
+                "stage3.py one at start-up", lambda job: job.kind != "ddp"),
     )),
     "megatron-core": Conventions("Megatron-LM / Megatron-Core", ("ddp", "zero1"), (
         *_MEGATRON_COMMON,

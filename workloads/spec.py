@@ -158,6 +158,10 @@ class StrategySpec(BaseModel):
     zero_bucket_elements: Count = Field(
         strict=True, default=500_000_000, ge=1, description="DeepSpeed reduce/allgather bucket size in elements "
         "(5e8, 500M).")
+    contiguous_gradients: bool = Field(
+        default=False, description="DeepSpeed ZeRO's contiguous_gradients: gradients are copied into a flat "
+        "bucket buffer of zero_bucket_elements (ZeRO-1/2: allocated for each backward, two with overlap; ZeRO-3: "
+        "one, held all along), counted among the buffers in memory. The deepspeed framework sets it.")
     backward_prefetch: bool = Field(
         default=True, description="FSDP backward_prefetch (BACKWARD_PRE): gather the next block during backward.")
     limit_all_gathers: int = Field(

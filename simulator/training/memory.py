@@ -15,7 +15,9 @@ Korthikanti et al. 2022 per layer (workloads.model, with the tensor-parallel deg
 times the layers a stage holds, times the micro-batches it has in flight: the peak of forwards done minus
 backwards done in its pipeline schedule (1F1B: p - s on stage s, so the first stage holds p micro-batches of L
 / p layers; GPipe: all m), plus the embedding's on the first stage and the logits on the last; with a fused
-(flash) attention kernel no s x s scores are stored, as with selective recomputation. Model states per GPU are
+(flash) attention kernel no s x s scores are stored, as with selective recomputation. Full recomputation keeps
+each block's input only, and the block being recomputed its whole activations again (one block at a time: the
+largest block's, on top). Model states per GPU are
 its stage's parameters over the tensor-parallel degree (the first stage also holds the embedding, the last the
 output layer), then sharded over the data-parallel group as above (with context parallelism, the data- and
 context-parallel ranks together; a context-parallel rank's activations are those of its seq_len / cp tokens,
@@ -23,7 +25,10 @@ the ring's two key/value blocks in flight being small beside them). A mixture of
 over tp x ep and their states shard over the replicas / ep ranks that hold the same experts (the expert data-
 parallel group); the figure is for the busiest expert-parallel rank, whose routed activations grow with its
 routed load (simulator.training.routing). The figure is the stage that needs the most. Buffers: DDP's gradient
-buckets (a copy of every gradient with grad_bucket_copy, PyTorch's default; else bucket_cap_mb x 2). Reserve:
+buckets (a copy of every gradient with grad_bucket_copy, PyTorch's default; else bucket_cap_mb x 2); DeepSpeed
+ZeRO's flat gradient bucket with contiguous_gradients (reduce_bucket_size elements of the model's dtype, 1 GB at
+the default 5e8; ZeRO-1/2 allocate it for each backward and a second one with overlap_comm, ZeRO-3 one at
+start-up: stage_1_and_2.py backward, stage3.py). Reserve:
 the CUDA context and allocator fragmentation (RESERVE_BYTES + FRAGMENTATION of the rest).
 """
 
@@ -119,9 +124,16 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
     activations = (in_flight * chunk
                    + (in_flight * model.embedding_activation_bytes(b, local_seq) if first else 0.0)
                    + (model.output_activation_bytes(b, local_seq, tp) if last else 0.0))
+    if stored == "full":  # the block being recomputed holds all its activations again until its backward ends
+        recomputed = "selective" if training.flash_attention else "none"
+        activations += max(block.activation_bytes_per_layer(b, local_seq, recomputed, tp, par.sequence_parallel, load)
+                           for block, _ in model.blocks)
     buffers = 0.0
     if s.kind == "ddp":  # the buckets: a copy of every gradient, or two buckets being reduced
         buffers = per_gpu(s.grad_reduce_bytes, 1) if s.grad_bucket_copy else 2.0 * s.bucket_bytes
+    elif s.contiguous_gradients and s.kind in ("zero1", "zero2", "zero3"):  # DeepSpeed's flat bucket buffers
+        double = s.kind != "zero3" and s.overlap_grad_reduce
+        buffers = s.zero_bucket_elements * (4 if training.precision == "fp32" else PARAM_BYTES) * (2 if double else 1)
     # the optimizer step's peak: activations are freed, the fp32 copy of the shard's gradients is made
     copy = per_gpu(FP32_GRAD_COPY_BYTES, 2) if s.fp32_grad_copy and regime == "mixed" else 0.0
     if copy > activations + gathered:

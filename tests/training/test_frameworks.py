@@ -193,6 +193,20 @@ def test_megatron_bf16_holds_18_bytes_a_parameter():
     assert per_param(spec, buffers=False) == pytest.approx(18.0, rel=1e-9)
 
 
+@pytest.mark.parametrize(("kind", "overlap", "buffers"), [("zero1", False, 1), ("zero2", False, 1), ("zero2", True, 2),
+                                                      ("zero3", True, 1)])
+def test_deepspeed_holds_its_flat_gradient_buckets(kind: str, overlap: bool, buffers: int):
+    """contiguous_gradients (DeepSpeed's default): ZeRO-1/2 allocate a reduce_bucket_size buffer of the model's
+    dtype for each backward, a second one with overlap_comm (stage_1_and_2.py backward); ZeRO-3 one (stage3.py).
+    At the default 5e8 elements of bf16: 1 GB each, on top of what the same job holds without the framework."""
+    model = transformer(SMALL)
+    strategy = StrategySpec(kind=kind, overlap_grad_reduce=overlap)
+    deepspeed, plain = (memory_per_gpu(model, job, 1024, dp=8, shard_group=8, units_in_flight=2)
+                        for job in (with_framework(TrainingSpec(model=SMALL, framework="deepspeed", strategy=strategy)),
+                                    TrainingSpec(model=SMALL, strategy=strategy)))
+    assert deepspeed.buffers_bytes - plain.buffers_bytes == buffers * 500_000_000 * 2
+
+
 def test_deepspeed_zero3_gathers_each_matrix_on_its_own():
     """DeepSpeed stage 3 fetches submodule by submodule: a Llama-style block's 4 matrices (qkv, attention out,
     MLP up, MLP down here) in 4 all-gathers of a quarter each; FSDP in one."""

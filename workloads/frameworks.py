@@ -155,6 +155,9 @@ FRAMEWORKS: dict[str, Conventions] = {
                 "on the compute stream (stage_1_and_2.py average_tensor)"),
         Default("strategy.reduce_per_rank", True, "deepspeed/runtime/zero/stage_1_and_2.py average_tensor: "
                 "one dist.reduce per destination rank's slice of the bucket", _zero12),
+        Default("strategy.prefetch_bucket_elements", 50_000_000, "deepspeed/runtime/zero/config.py: "
+                "stage3_prefetch_bucket_size default 5e7 (partitioned_param_coordinator.py prefetches up to it; "
+                "stage3_max_live_parameters, 1e9, is then never the bound)", lambda job: job.kind == "zero3"),
         Default("strategy.gather_per_module", True, "deepspeed/runtime/zero/partitioned_param_coordinator.py "
                 "fetch_sub_module: each submodule's parameters are all-gathered when it runs (prefetched ahead)",
                 lambda job: job.kind == "zero3"),

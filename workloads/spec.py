@@ -166,6 +166,11 @@ class StrategySpec(BaseModel):
         default=True, description="FSDP backward_prefetch (BACKWARD_PRE): gather the next block during backward.")
     limit_all_gathers: int = Field(
         strict=True, default=2, ge=1, description="All-gathers in flight at most (FSDP rate limiter).")
+    prefetch_bucket_elements: Count | None = Field(
+        strict=True, default=None, ge=1, description="DeepSpeed ZeRO-3's stage3_prefetch_bucket_size: parameters "
+        "are fetched at most this many elements ahead of the block computing, so the blocks whose gathers may be in "
+        "flight are this over a block's elements (at least 1) instead of limit_all_gathers; none: FSDP's limiter. "
+        "The deepspeed framework sets DeepSpeed's default, 5e7.")
     reshard_after_forward: bool | None = Field(
         default=None, description="Free gathered parameters after forward, gathering them again for backward "
         "(default: yes for FULL_SHARD/HYBRID_SHARD/ZeRO-3, no for SHARD_GRAD_OP).")

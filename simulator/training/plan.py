@@ -17,7 +17,8 @@ do (DESIGN.md section 7; PyTorch DDP and FSDP, DeepSpeed ZeRO):
   first micro-step's forward instead).
 - ZeRO-3 / FSDP FULL_SHARD: each block's parameters are all-gathered before its forward and again
   before its backward, with the next block's gather in flight (limit_all_gathers: a gather starts once
-  the block that many before it is resharded, after its pass and that pass's TP collectives), then the
+  the block that many before it is resharded, after its pass and that pass's TP collectives; DeepSpeed
+  counts its prefetch in elements, prefetch_bucket_elements over a block's: shards.gathers_ahead), then the
   block's gradients reduce-scattered. SHARD_GRAD_OP keeps gathered parameters from forward to
   backward. HYBRID_SHARD shards within a group (a node) and all-reduces the shards across groups
   on a stream of their own (FSDP's _all_reduce_stream; FSDP2's all_reduce_stream), after each
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 
 from simulator.core.errors import ConfigError
 from simulator.training.compute import ComputeModel, LayerTimes
-from simulator.training.shards import blocks_params_on_gpu, layer_params_on_gpu, owned_params
+from simulator.training.shards import blocks_params_on_gpu, gathers_ahead, layer_params_on_gpu, owned_params
 from simulator.training.tasks import (
     PARAM_BYTES,
     CollectiveCall,
@@ -222,6 +223,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
         return [task.name for _, _, task in ordered]
 
     blocking: tuple[str, ...] = ()
+    ahead = gathers_ahead(model, training)  # a block's gather starts once the block `ahead` earlier has passed
     for m in range(micro_steps):
         last = m == micro_steps - 1
         previous = f"m{m - 1}.head_bwd" if m else None
@@ -241,7 +243,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
         for i in range(L):
             deps: tuple[str, ...] = ()
             if kind == "fsdp" or (early_gather and m == 0):
-                gate = passed[i - s.limit_all_gathers] if i >= s.limit_all_gathers and not early_gather else ()
+                gate = passed[i - ahead] if i >= ahead and not early_gather else ()
                 deps = gather(f"m{m}.ag_fwd{i}", i, gate)
             layer = layers[i]
             ready = add_pass(tasks, f"m{m}.fwd{i}", "forward", layer.times.forward_s, ready + deps, layer.forward[0],
@@ -252,12 +254,12 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
         ready = ()
         # backward, last layer first; without backward prefetch a block's gather waits for the
         # previous block's backward to finish
-        ahead = s.limit_all_gathers if s.backward_prefetch else 1
+        back_ahead = ahead if s.backward_prefetch else 1
         passed = {}
         for i in reversed(range(L)):
             deps = ()
             if kind == "fsdp" and reshard:
-                deps = gather(f"m{m}.ag_bwd{i}", i, passed[i + ahead] if i + ahead < L else ())
+                deps = gather(f"m{m}.ag_bwd{i}", i, passed[i + back_ahead] if i + back_ahead < L else ())
             layer = layers[i]
             if layer.times.recompute_s:
                 ready = add_pass(tasks, f"m{m}.rec{i}", "recompute", layer.times.recompute_s, ready + deps,

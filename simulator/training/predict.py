@@ -32,7 +32,7 @@ from simulator.training.plan import plan_step
 from simulator.training.prediction import StepPrediction
 from simulator.training.routing import check_routing, kept_share
 from simulator.training.routing import wait_s as routing_wait_s
-from simulator.training.shards import blocks_params_on_gpu, owned_params
+from simulator.training.shards import blocks_params_on_gpu, gathers_ahead, owned_params
 from simulator.training.tasks import CollectiveCall, StepPlan, Task
 from simulator.training.timeline import RepeatedMicroSteps, Timeline, simulate_plan
 from topologies.build import build_representative
@@ -378,7 +378,7 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     waits = dict(timeline.compute_waits_s)
     by_collective = {label: t for label, t in waits.items() if label in COMMUNICATION_LABELS}
     memory = memory_per_gpu(model, training, seq_len, layout.replicas, layout.members_per_node("grad"),
-                            units_in_flight=training.strategy.limit_all_gathers + 1, micro_steps=micro_steps)
+                            units_in_flight=gathers_ahead(model, training) + 1, micro_steps=micro_steps)
     tokens = training.micro_batch * seq_len * micro_steps * layout.dp
     critical_pace = slowest * stages.get(timeline.critical_stage, 1.0)
     nominal_compute_s = timeline.compute_s / critical_pace

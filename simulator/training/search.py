@@ -61,7 +61,7 @@ from simulator.training.memory import memory_per_gpu
 from simulator.training.predict import job_layout, predict_step
 from simulator.training.prediction import StepPrediction
 from simulator.training.routing import routed_load
-from simulator.training.shards import blocks_params_on_gpu, owned_params
+from simulator.training.shards import blocks_params_on_gpu, gathers_ahead, owned_params
 from simulator.training.tasks import PARAM_BYTES, pass_collectives
 from topologies.build import build_representative
 from topologies.spec import TopologySpec
@@ -247,7 +247,7 @@ def layout_memory_bytes(layout: CandidateLayout, training: TrainingSpec, model: 
     """Bytes per GPU by the memory model alone (phase 2), with predict_step's arguments."""
     shard_group = job_layout(training, model, v).members_per_node("grad")
     return memory_per_gpu(model, training, seq_len, layout.replicas, shard_group,
-                          units_in_flight=training.strategy.limit_all_gathers + 1,
+                          units_in_flight=gathers_ahead(model, training) + 1,
                           micro_steps=layout.micro_steps).total_bytes
 
 

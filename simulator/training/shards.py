@@ -84,3 +84,14 @@ def owned_params(training: TrainingSpec, dense: float, experts: float, dp: int, 
     experts: dp / ep)."""
     return (dense / shard_degrees(training, dp, shard_group)[state]
             + experts / shard_degrees(training, dp // training.parallel.ep, shard_group)[state])
+
+
+def gathers_ahead(model: TransformerModel, training: TrainingSpec) -> int:
+    """Blocks whose parameter gathers may be in flight beyond the one computing: FSDP's limit_all_gathers, or
+    DeepSpeed ZeRO-3's prefetch bucket (prefetch_bucket_elements) over the largest block's elements on a GPU
+    (split over tensor and expert parallelism, before ZeRO partitions them), at least 1."""
+    s, par = training.strategy, training.parallel
+    if s.prefetch_bucket_elements is None:
+        return s.limit_all_gathers
+    block = max(sum(layer_params_on_gpu(block, par.tp, par.ep)) for block, _ in model.blocks)
+    return max(1, int(s.prefetch_bucket_elements // block))

@@ -19,6 +19,7 @@ from simulator.training.compute import ComputeModel
 from simulator.training.memory import memory_per_gpu
 from simulator.training.plan import plan_step
 from simulator.training.predict import predict_step
+from simulator.training.shards import gathers_ahead
 from simulator.training.tasks import pass_collectives
 from topologies.hardware import gpu_spec
 from topologies.presets import load_preset
@@ -216,6 +217,22 @@ def test_deepspeed_zero3_gathers_each_matrix_on_its_own():
     whole = {t.name: t.collective for t in unit.tasks}["m0.ag_fwd0"]
     assert first.count == 4 and whole.count == 1
     assert first.size_bytes * first.count == pytest.approx(whole.size_bytes, abs=4)
+
+
+@pytest.mark.parametrize(("hidden", "ahead"), [(2048, 1), (1024, 3), (512, 15)])
+def test_deepspeed_prefetches_a_bucket_of_elements_ahead(hidden: int, ahead: int):
+    """stage3_prefetch_bucket_size (5e7 elements) over a block's 12 h^2 + 4 h elements: blocks of 50M elements
+    (h 2048) are fetched one ahead at most, of 12.6M three, of 3.1M fifteen; FSDP's limiter says 2 whatever the
+    size. A forward gather waits for the pass that many blocks before it."""
+    spec = SMALL.model_copy(update={"hidden": hidden, "layers": 20})
+    deepspeed = with_framework(TrainingSpec(model=spec, seq_len=1024, framework="deepspeed",
+                                            strategy=StrategySpec(kind="zero3")))
+    fsdp = TrainingSpec(model=spec, seq_len=1024, strategy=StrategySpec(kind="zero3"))
+    model = transformer(spec)
+    assert (gathers_ahead(model, deepspeed), gathers_ahead(model, fsdp)) == (ahead, 2)
+    plan = plan_of(deepspeed, 1, model=spec)
+    deps = {t.name: t.deps for t in plan.tasks}["m0.ag_fwd19"]
+    assert deps and all(d.startswith(f"m0.fwd{19 - ahead}") for d in deps)
 
 
 ZEROPP = dict.fromkeys(("zeropp_quantized_weights", "zeropp_hierarchical_partition", "zeropp_quantized_gradients"),

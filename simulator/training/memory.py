@@ -40,7 +40,7 @@ from simulator.training.routing import routed_load
 from simulator.training.shards import blocks_params_on_gpu, layer_params_on_gpu, shard_degrees, virtual_stage_layers
 from simulator.training.tasks import PARAM_BYTES
 from workloads.model import TransformerModel
-from workloads.spec import TrainingSpec
+from workloads.spec import Checkpointing, TrainingSpec
 
 GIB = 1024**3
 RESERVE_BYTES = 1.5 * GIB  # CUDA context (~0.5-1 GiB) + NCCL buffers (~0.5 GiB at 8-16 channels)
@@ -125,7 +125,7 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
                    + (in_flight * model.embedding_activation_bytes(b, local_seq) if first else 0.0)
                    + (model.output_activation_bytes(b, local_seq, tp) if last else 0.0))
     if stored == "full":  # the block being recomputed holds all its activations again until its backward ends
-        recomputed = "selective" if training.flash_attention else "none"
+        recomputed: Checkpointing = "selective" if training.flash_attention else "none"
         activations += max(block.activation_bytes_per_layer(b, local_seq, recomputed, tp, par.sequence_parallel, load)
                            for block, _ in model.blocks)
     buffers = 0.0

@@ -183,18 +183,20 @@ def training_page(reports: dict[str, dict[str, Any]]) -> str:
     if crossval:
         lines += ["", "## Leave one source out", "",
                   "`validate-training CASES --crossval source` predicts every case at 0.6-1.6 times the shipped "
-                  "attention efficiency, then holds each source out in turn: the factor per GPU generation is "
-                  "fitted on the other sources (least median |error| over the cases it moves by 5% or more across "
-                  "the grid) and the held-out source predicted with it (a generation no such case informs stays at "
-                  "the shipped table). Pooled over every held-out "
+                  "attention efficiency, then holds each source out in turn: the factor per GPU generation and "
+                  "attention kernel (FlashAttention-2, cuDNN's fused attention, MPT's Triton kernel) is fitted on "
+                  "the other sources (least median |error| over the cases it moves by 5% or more across the grid) "
+                  "and the held-out source predicted with it (a group no such case informs stays at the shipped "
+                  "table, the kernel's benchmark). Pooled over every held-out "
                   f"case the median |error| is **{_pct(crossval['median_abs_pct_error'])}**, against "
                   f"{_pct(crossval['prior_median_abs_pct_error'])} with the shipped table and "
                   f"{_pct(crossval['in_sample_median_abs_pct_error'])} fitted on every source (factors "
-                  + ", ".join(f"{arch} x{f:.2f}" for arch, f in sorted(crossval["fitted_factors"].items())) + ").", "",
+                  + ", ".join(f"{group} x{f:.2f}" for group, f in sorted(crossval["fitted_factors"].items()))
+                  + ").", "",
                   "| held-out source | cases | median \\|error\\| | shipped table | factors fitted without it |",
                   "|---|---|---|---|---|"]
         for source, fold in sorted(crossval["sources"].items()):
-            factors = ", ".join(f"{arch} x{f:.2f}" for arch, f in sorted(fold["factors"].items()))
+            factors = ", ".join(f"{group} x{f:.2f}" for group, f in sorted(fold["factors"].items()))
             lines.append(f"| {source} | {fold['cases']} | {_pct(fold['median_abs_pct_error'])} | "
                          f"{_pct(fold['prior_median_abs_pct_error'])} | {factors} |")
     lines += ["", "Where the predictions are off, and why: [Limitations](../limitations.md#training-steps). "

@@ -49,8 +49,9 @@ of the predicted throughput ratio, and of the lookup table's ratio 1); coverage 
 in-scope cases (a data-parallel family understood), also apart for the cases with and without
 tensor, pipeline or context parallelism (rows "ALL tp/pp" and "ALL dp-only").
 
---crossval source: the attention kernels' efficiency per GPU generation is the one constant the
-published runs inform; each source is held out in turn, the factor fitted on the others (median
+--crossval source: the attention kernels' efficiency per GPU generation and kernel (FlashAttention-2,
+cuDNN, MPT's Triton kernel) is the one constant the published runs inform; each source is held out in
+turn, the factor fitted on the others (median
 |error|, over a grid of 0.6-1.6 times the shipped table) and the held-out source predicted with it.
 The pooled held-out error is the honest figure (JSON: crossval.median_abs_pct_error, and per source).
 
@@ -133,16 +134,16 @@ def _summary_table(report: TrainingReport) -> Table:
 
 
 def _crossval_table(result: TrainingCrossval) -> Table:
-    table = Table(title="Leave one source out: the attention efficiency factor per GPU generation fitted on the "
-                  "other sources")
+    table = Table(title="Leave one source out: the attention efficiency factor per GPU generation and kernel "
+                  "fitted on the other sources")
     for col in ("source", "cases", "held-out err", "prior err", "factors used"):
         table.add_column(col, justify="left" if col in ("source", "factors used") else "right")
     for fold in result.folds:
-        factors = ", ".join(f"{arch} x{f:.2f}" for arch, f in sorted(fold.factors.items()))
+        factors = ", ".join(f"{group} x{f:.2f}" for group, f in sorted(fold.factors.items()))
         table.add_row(fold.source, str(len(fold.errors)), _pct(fold.median_abs_pct_error),
                       _pct(fold.prior_median_abs_pct_error), factors)
     table.add_section()
-    fitted = ", ".join(f"{arch} x{f:.2f}" for arch, f in sorted(result.fitted.items()))
+    fitted = ", ".join(f"{group} x{f:.2f}" for group, f in sorted(result.fitted.items()))
     table.add_row("ALL (held out)", str(sum(len(f.errors) for f in result.folds)), _pct(result.median_abs_pct_error),
                   _pct(result.prior_median_abs_pct_error), f"in-sample fit: {fitted} "
                   f"({_pct(result.in_sample_median_abs_pct_error)})")

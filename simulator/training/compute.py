@@ -13,7 +13,8 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   (Dao 2023), and only ~35% of H100 peak (Shah et al. 2024, FlashAttention-3, section 1); Volta
   has no flash kernels (xformers/apex memory-efficient attention, ~25%). cuDNN's fused attention,
   which Transformer Engine picks on Hopper and later (Megatron-Core, NeMo), reaches ~50% of H100
-  peak (CUDNN_ATTENTION_EFFICIENCY); elsewhere the two are taken as equal. The efficiencies apply to
+  peak (CUDNN_ATTENTION_EFFICIENCY); elsewhere the two are taken as equal, and MPT's Triton kernel
+  (LLM Foundry) starts from FlashAttention-2's figures. The efficiencies apply to
   the full score FLOPs (attention_forward_flops, the MFU convention) with a backward of twice the
   forward; the kernels' own benchmarks count half of them under a causal mask and 2.5x the forward
   for the backward, so in the benchmarks' terms these rates are 55-65% of what the kernels reach
@@ -126,6 +127,11 @@ ATTENTION_EFFICIENCY = {"volta": 0.25, "turing": 0.30, "ampere": 0.55, "ada": 0.
 # and backward 499-516 TFLOP/s of 989 (Shah et al. 2024, FlashAttention-3, figures 5-6; FlashAttention-2
 # 319-335 and 310-322 there, the 0.35 above).
 CUDNN_ATTENTION_EFFICIENCY = {**ATTENTION_EFFICIENCY, "hopper": 0.50}
+# per TrainingSpec.attention_kernel; MPT's Triton FlashAttention (a port of FlashAttention's algorithm built
+# with a 2022 Triton compiler) has no published benchmark on these GPUs: FlashAttention-2's rates are its
+# prior, and the fit over the published runs (simulator.validation.training_fit) gives it its own factor
+ATTENTION_EFFICIENCY_BY_KERNEL = {"flash2": ATTENTION_EFFICIENCY, "cudnn": CUDNN_ATTENTION_EFFICIENCY,
+                                  "triton": ATTENTION_EFFICIENCY}
 MEMORY_EFFICIENCY = 0.85
 ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 40.0
 ELEMENTWISE_EAGER_BYTES_PER_TOKEN_HIDDEN = 145.0
@@ -166,7 +172,7 @@ class ComputeModel:
     scale: float = 1.0  # measured / modelled throughput (1.0 = uncalibrated)
     gemm_efficiency_asymptote: float | None = None  # measured (compute calibration) instead of the table
     clock_factor: float = 1.0  # sustained clock under a power cap over the uncapped one (power_capped_clock)
-    attention_kernel: str = "flash2"  # flash2 or cudnn (TrainingSpec.attention_kernel)
+    attention_kernel: str = "flash2"  # flash2, cudnn or triton (TrainingSpec.attention_kernel)
     fused_elementwise: bool = True  # TrainingSpec.fused_elementwise
     launch_blocking: bool = False  # TrainingSpec.launch_blocking
     ring_attention: bool = True  # context parallelism by a key/value ring (ParallelSpec.cp_comm p2p), not a2a
@@ -201,8 +207,7 @@ class ComputeModel:
     @property
     def attention_efficiency(self) -> float:
         """The fused attention kernel's share of the half-precision peak (see the module docstring)."""
-        table = CUDNN_ATTENTION_EFFICIENCY if self.attention_kernel == "cudnn" else ATTENTION_EFFICIENCY
-        return min(1.0, table[self.gpu.arch] * self.attention_scale)
+        return min(1.0, ATTENTION_EFFICIENCY_BY_KERNEL[self.attention_kernel][self.gpu.arch] * self.attention_scale)
 
     @property
     def half_precision_flops(self) -> float:

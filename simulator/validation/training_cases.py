@@ -55,7 +55,7 @@ from topologies.hardware import gpu_spec
 from topologies.spec import TopologySpec
 from workloads.frameworks import FRAMEWORKS, Framework
 from workloads.presets import load_model
-from workloads.spec import Checkpointing, ModelSpec, Precision, TrainingSpec, checkpointing_of
+from workloads.spec import AttentionKernel, Checkpointing, ModelSpec, Precision, TrainingSpec, checkpointing_of
 
 _SECTIONS = ("model", "training", "cluster", "metrics")
 # Field -> what parse_cases accepts besides null ("int", "str", "int|str", "bool|str", "str-list").
@@ -405,6 +405,19 @@ def _launch_blocking(case: TrainingCase, defaults: list[str]) -> bool:
 _CUDNN_ATTENTION_FRAMEWORKS = ("megatron-core", "nemo")
 
 
+def _attention_kernel(case: TrainingCase, defaults: list[str]) -> AttentionKernel:
+    """cudnn under Transformer Engine (_CUDNN_ATTENTION_FRAMEWORKS); triton for LLM Foundry's MPT benchmark
+    tables: their runs were launched by scripts/train/benchmarking/submit_benchmarks.py, whose `--attn_impl`
+    defaulted to 'triton' until v0.7.0 (llm-foundry 7f0fdae, 2024-03; every table was added before, the H100
+    ones in b2a43a1 and 5e85bd6 with sweep.sh never setting it); flash2 otherwise."""
+    if framework_of(case.training) in _CUDNN_ATTENTION_FRAMEWORKS:
+        return "cudnn"
+    if case.source == "llmfoundry":
+        defaults.append("attention: MPT's Triton FlashAttention (the benchmark script's attn_impl default)")
+        return "triton"
+    return "flash2"
+
+
 # The cases' framework names -> the framework whose conventions (workloads.frameworks) the job runs under.
 # Megatron-LM's 2019-2022 runs keep the conventions of their time (training_parallel), not today's defaults.
 _FRAMEWORKS: dict[str, Framework] = {
@@ -465,8 +478,7 @@ def map_case(case: TrainingCase) -> MappedCase:
                            flash_attention=_flash_attention(str(training.get("framework", ""))),
                            fused_elementwise=_fused_elementwise(training, defaults),
                            launch_blocking=_launch_blocking(case, defaults),
-                           attention_kernel="cudnn" if framework_of(training) in _CUDNN_ATTENTION_FRAMEWORKS
-                           else "flash2",
+                           attention_kernel=_attention_kernel(case, defaults),
                            strategy=strategy, parallel=layout.parallel,
                            framework=_framework(training, strategy.kind),
                            **_batch(layout.training, layout.dp, n_gpus, layout.parallel.pp, defaults))

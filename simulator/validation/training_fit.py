@@ -1,9 +1,13 @@
 """Fitting what published training runs inform, and the error on runs the fit did not see.
 
-The constant fitted is the attention kernels' efficiency, per GPU generation: a factor on the table of
-simulator.training.compute (ATTENTION_EFFICIENCY, CUDNN_ATTENTION_EFFICIENCY), the one figure of the
-compute model that the kernels' own benchmarks do not settle (they count a causal mask's work and the
-backward differently from training runs, see that module). GEMM rates come from cuBLAS benchmarks and the
+The constant fitted is the attention kernels' efficiency, per GPU generation and kernel (FlashAttention-2,
+cuDNN's fused attention, MPT's Triton kernel: TrainingSpec.attention_kernel): a factor on the table of
+simulator.training.compute (ATTENTION_EFFICIENCY_BY_KERNEL), the one figure of the compute model that the
+kernels' own benchmarks do not settle (they count a causal mask's work and the backward differently from
+training runs, see that module). One factor per generation across kernels would make a kernel's runs pay
+for another's: LLM Foundry's 49 H100 runs (Triton kernel, too fast at FlashAttention-2's rate as their
+sequences grow) pulled the shared Hopper factor to 0.78-0.90, and NeMo's and torchtitan's runs (cuDNN,
+FlashAttention-2) held out were then 15% and 9% off. GEMM rates come from cuBLAS benchmarks and the
 collective model from nccl-tests logs, so they are not refitted here.
 
 Procedure (rerunnable: `clustersim validate-training CASES --crossval source`):
@@ -11,11 +15,12 @@ Procedure (rerunnable: `clustersim validate-training CASES --crossval source`):
 2. A case's prediction between grid points is interpolated linearly in log(prediction) over
    log(factor) (the step time is close to affine in the attention time, so this is smooth and exact at
    the grid points).
-3. Leave one source out: for each source, each GPU generation's factor is the one (on a fine grid
-   between the smallest and largest of ATTENTION_FACTORS) that minimises the median |error| over the
-   OTHER sources' expressed cases of that generation that the factor moves (MIN_SENSITIVITY: a run
-   whose attention is not a fused kernel does not inform it); a generation no such case has is left at
-   the prior (factor 1: not identified). The held-out source's cases are predicted with those factors.
+3. Leave one source out: for each source, each (GPU generation, kernel) group's factor is the one (on a
+   fine grid between the smallest and largest of ATTENTION_FACTORS) that minimises the median |error|
+   over the OTHER sources' expressed cases of that group that the factor moves (MIN_SENSITIVITY: a run
+   whose attention is not a fused kernel does not inform it); a group no such case has is left at the
+   prior (factor 1, the kernel's benchmark: not identified). The held-out source's cases are predicted
+   with those factors.
 4. The leave-one-source-out error is the median |error| over all held-out predictions pooled, and per
    source; the in-sample fit (every source) gives the factors a user would adopt.
 """
@@ -43,13 +48,20 @@ MIN_SENSITIVITY = 0.05
 
 @dataclass(frozen=True)
 class CaseCurve:
-    """One expressed case: its source, GPU generation, published metric and predictions at the grid."""
+    """One expressed case: its source, GPU generation, published metric, predictions at the grid and the
+    attention kernel it ran."""
 
     id: str
     source: str
     arch: str
     published: float
     predicted: tuple[float, ...]  # at ATTENTION_FACTORS (or the grid it was swept on)
+    kernel: str = "flash2"
+
+    @property
+    def group(self) -> str:
+        """What one factor is fitted for: "generation/kernel" (e.g. hopper/cudnn)."""
+        return f"{self.arch}/{self.kernel}"
 
     def at(self, factor: float, grid: Sequence[float]) -> float:
         """The prediction at `factor`, log-log interpolated between grid points."""
@@ -69,7 +81,7 @@ class Fold:
     """One source held out: the factors fitted without it and its cases' errors with them."""
 
     source: str
-    factors: dict[str, float]  # per GPU generation; a generation only this source has stays at 1.0
+    factors: dict[str, float]  # per group (CaseCurve.group); a group only this source has stays at 1.0
     errors: dict[str, float]  # case id -> |error| %
     prior_errors: dict[str, float]  # case id -> |error| % with the prior table (factor 1)
 
@@ -88,7 +100,7 @@ class TrainingCrossval:
 
     grid: tuple[float, ...]
     folds: tuple[Fold, ...]
-    fitted: dict[str, float]  # per GPU generation, fitted on every source
+    fitted: dict[str, float]  # per group (CaseCurve.group), fitted on every source
     in_sample_median_abs_pct_error: float
     prior_median_abs_pct_error: float
     cases: tuple[CaseCurve, ...] = ()
@@ -105,26 +117,26 @@ def curves(reports: Mapping[float, TrainingReport]) -> list[CaseCurve]:
     by_factor = [{r.id: r for r in reports[f].cases} for f in grid]
     out = []
     for r in reports[grid[0]].cases:
-        points = [by_factor[i][r.id].predicted for i in range(len(grid))]
-        if r.published and r.gpu and all(p is not None and p > 0 for p in points):
-            out.append(CaseCurve(r.id, r.source, gpu_spec(r.gpu).arch, r.published,
-                                 tuple(float(p) for p in points)))  # type: ignore[arg-type]
+        points = [p for i in range(len(grid)) if (p := by_factor[i][r.id].predicted) is not None and p > 0]
+        if r.published and r.gpu and len(points) == len(grid):
+            out.append(CaseCurve(r.id, r.source, gpu_spec(r.gpu).arch, r.published, tuple(points),
+                                 r.attention_kernel or "flash2"))
     return out
 
 
 def fit_factors(cases: Sequence[CaseCurve], grid: Sequence[float]) -> dict[str, float]:
-    """Per GPU generation, the factor minimising the median |error| of the `cases` it moves (at least
-    MIN_SENSITIVITY across the grid; ties: the nearest to 1); a generation none of them informs stays at 1."""
+    """Per group (GPU generation and kernel), the factor minimising the median |error| of the `cases` it moves
+    (at least MIN_SENSITIVITY across the grid; ties: the nearest to 1); a group none of them informs stays at 1."""
     candidates = np.exp(np.linspace(math.log(min(grid)), math.log(max(grid)), FINE_STEPS))
     fitted = {}
-    for arch in sorted({c.arch for c in cases}):
-        mine = [c for c in cases if c.arch == arch and c.sensitivity >= MIN_SENSITIVITY]
+    for group in sorted({c.group for c in cases}):
+        mine = [c for c in cases if c.group == group and c.sensitivity >= MIN_SENSITIVITY]
         if not mine:
-            fitted[arch] = 1.0
+            fitted[group] = 1.0
             continue
         scored = [(float(np.median([c.abs_pct_error(f, grid) for c in mine])), abs(math.log(f)), float(f))
                   for f in candidates]
-        fitted[arch] = min(scored)[2]
+        fitted[group] = min(scored)[2]
     return fitted
 
 
@@ -134,13 +146,13 @@ def crossval_by_source(cases: Sequence[CaseCurve], grid: Sequence[float]) -> Tra
     for source in sorted({c.source for c in cases}):
         held = [c for c in cases if c.source == source]
         factors = fit_factors([c for c in cases if c.source != source], grid)
-        factors = {c.arch: factors.get(c.arch, 1.0) for c in held}
-        folds.append(Fold(source, factors, {c.id: c.abs_pct_error(factors[c.arch], grid) for c in held},
+        factors = {c.group: factors.get(c.group, 1.0) for c in held}
+        folds.append(Fold(source, factors, {c.id: c.abs_pct_error(factors[c.group], grid) for c in held},
                           {c.id: c.abs_pct_error(1.0, grid) for c in held}))
     fitted = fit_factors(cases, grid)
     return TrainingCrossval(
         tuple(grid), tuple(folds), fitted,
-        float(np.median([c.abs_pct_error(fitted[c.arch], grid) for c in cases])),
+        float(np.median([c.abs_pct_error(fitted[c.group], grid) for c in cases])),
         float(np.median([c.abs_pct_error(1.0, grid) for c in cases])), tuple(cases))
 
 
@@ -155,7 +167,7 @@ def crossval_to_json(result: TrainingCrossval) -> dict[str, object]:
     def r(x: float) -> float:
         return round(x, 2)
     return {
-        "constant": "attention efficiency factor per GPU generation", "grid": list(result.grid),
+        "constant": "attention efficiency factor per GPU generation and kernel", "grid": list(result.grid),
         "median_abs_pct_error": r(result.median_abs_pct_error),
         "prior_median_abs_pct_error": r(result.prior_median_abs_pct_error),
         "in_sample_median_abs_pct_error": r(result.in_sample_median_abs_pct_error),
@@ -165,5 +177,6 @@ def crossval_to_json(result: TrainingCrossval) -> dict[str, object]:
                                   "factors": {arch: round(f, 3) for arch, f in fold.factors.items()}}
                     for fold in result.folds},
         "cases": {c.id: {"source": c.source, "arch": c.arch, "published": c.published,
-                         "predicted_at_grid": [round(x, 4) for x in c.predicted]} for c in result.cases},
+                         "kernel": c.kernel, "predicted_at_grid": [round(x, 4) for x in c.predicted]}
+                  for c in result.cases},
     }

@@ -174,6 +174,7 @@ class CaseResult:
     fits_in_memory: bool | None = None
     lookup_predicted: float | None = None
     model_parallel: bool = False
+    attention_kernel: str | None = None  # the fused attention kernel it ran (TrainingSpec.attention_kernel)
 
     @property
     def published(self) -> float | None:
@@ -200,7 +201,8 @@ def _predict(mapped: MappedCase, predictor: Predictor) -> CaseResult:
         prediction = predictor(mapped.topology, mapped.training, mapped.model)
     except ClusterSimError as exc:
         return replace(result, skipped=f"predictor: {exc}")
-    return replace(result, predicted=predicted_metric(mapped, prediction), fits_in_memory=prediction.fits_in_memory)
+    return replace(result, predicted=predicted_metric(mapped, prediction), fits_in_memory=prediction.fits_in_memory,
+                   attention_kernel=mapped.training.attention_kernel)
 
 
 def lookup_table_predictions(entries: Sequence[tuple[Hashable, float] | None]) -> list[float | None]:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from simulator.training.compute import ATTENTION_EFFICIENCY_BY_KERNEL
+from simulator.validation.training_cases import map_case, parse_cases
 from simulator.validation.training_fit import ATTENTION_FACTORS, CaseCurve, crossval_by_source, fit_factors
 
 GRID = ATTENTION_FACTORS
@@ -33,7 +36,8 @@ def test_the_fit_recovers_each_generations_factor():
     cases = [curve(f"h{i}", "s1", "hopper", 100.0 + i, 0.8) for i in range(5)]
     cases += [curve(f"a{i}", "s2", "ampere", 50.0 + i, 1.25) for i in range(5)]
     fitted = fit_factors(cases, GRID)
-    assert fitted["hopper"] == pytest.approx(0.8, rel=0.03) and fitted["ampere"] == pytest.approx(1.25, rel=0.03)
+    assert fitted["hopper/flash2"] == pytest.approx(0.8, rel=0.03)
+    assert fitted["ampere/flash2"] == pytest.approx(1.25, rel=0.03)
 
 
 def test_a_source_is_predicted_with_factors_fitted_without_it():
@@ -44,10 +48,10 @@ def test_a_source_is_predicted_with_factors_fitted_without_it():
     cases += [curve("v0", "d", "volta", 10.0, 0.6)]
     result = crossval_by_source(cases, GRID)
     folds = {f.source: f for f in result.folds}
-    assert folds["c"].factors["hopper"] == pytest.approx(0.8, rel=0.03)
+    assert folds["c"].factors["hopper/flash2"] == pytest.approx(0.8, rel=0.03)
     assert folds["c"].median_abs_pct_error == pytest.approx(100 * (1 - (0.8 / 1.6) ** 0.3), rel=0.05)
-    assert folds["a"].median_abs_pct_error < 1.0 and folds["d"].factors == {"volta": 1.0}
-    assert result.fitted["volta"] == pytest.approx(0.6, rel=0.03)  # in-sample it is fitted
+    assert folds["a"].median_abs_pct_error < 1.0 and folds["d"].factors == {"volta/flash2": 1.0}
+    assert result.fitted["volta/flash2"] == pytest.approx(0.6, rel=0.03)  # in-sample it is fitted
     assert result.median_abs_pct_error >= result.in_sample_median_abs_pct_error
 
 
@@ -68,6 +72,35 @@ def test_cases_the_factor_does_not_move_do_not_fit_it():
     """Cases whose prediction does not move across the grid (no fused attention kernel) are left out of the fit:
     a generation with only such cases keeps the prior factor 1, and they cannot outvote the cases it moves."""
     flat = [CaseCurve(f"f{i}", "s", "ampere", 100.0, tuple(100.0 * (1.2 + 0.001 * i) for _ in GRID)) for i in range(9)]
-    assert fit_factors(flat, GRID) == {"ampere": 1.0}
+    assert fit_factors(flat, GRID) == {"ampere/flash2": 1.0}
     moving = [curve(f"m{i}", "t", "ampere", 100.0, 0.8) for i in range(3)]
-    assert fit_factors(flat + moving, GRID)["ampere"] == pytest.approx(0.8, rel=0.03)
+    assert fit_factors(flat + moving, GRID)["ampere/flash2"] == pytest.approx(0.8, rel=0.03)
+
+
+def test_each_kernel_of_a_generation_has_its_own_factor():
+    """Hopper runs on two kernels, FlashAttention-2 true at x1.0 and Triton at x0.8: each group is fitted to its
+    own, and a source held out whose kernel no other source ran is predicted with that kernel's prior (factor 1),
+    not with the other kernel's factor."""
+    cases = [replace(curve(f"f{s}{i}", s, "hopper", 100.0, 1.0), kernel="flash2") for s in "ab" for i in range(3)]
+    cases += [replace(curve(f"t{i}", "c", "hopper", 100.0, 0.8), kernel="triton") for i in range(9)]
+    fitted = fit_factors(cases, GRID)
+    assert fitted["hopper/flash2"] == pytest.approx(1.0, rel=0.03)
+    assert fitted["hopper/triton"] == pytest.approx(0.8, rel=0.03)
+    folds = {f.source: f for f in crossval_by_source(cases, GRID).folds}
+    assert folds["a"].factors == {"hopper/flash2": pytest.approx(1.0, rel=0.03)}  # b informs it, c does not
+    assert folds["c"].factors == {"hopper/triton": 1.0}
+
+
+def test_llm_foundry_benchmark_runs_are_lowered_with_the_triton_kernel():
+    """LLM Foundry's MPT benchmark tables ran MPT's Triton attention (the benchmark script's attn_impl default),
+    Megatron-Core and NeMo cuDNN's, the rest FlashAttention-2; on Hopper the kernels are priced apart."""
+    if not CASES.exists():
+        pytest.skip("the shared training cases are not beside the checkout")
+    kernels: dict[str, set[str]] = {}
+    for case in parse_cases(CASES.read_text(), str(CASES)):
+        mapped = map_case(case)
+        if mapped.training is not None:
+            kernels.setdefault(case.source, set()).add(mapped.training.attention_kernel)
+    assert kernels["llmfoundry"] == {"triton"} and kernels["nemo"] == {"cudnn"} and kernels["torchtitan"] == {"flash2"}
+    assert set(ATTENTION_EFFICIENCY_BY_KERNEL) == {"flash2", "cudnn", "triton"}
+    assert ATTENTION_EFFICIENCY_BY_KERNEL["cudnn"]["hopper"] > ATTENTION_EFFICIENCY_BY_KERNEL["flash2"]["hopper"]

@@ -88,9 +88,15 @@ def global_batch_of(global_batch: str | None, global_batch_tokens: str | None, s
     tokens = count_option(global_batch_tokens, "--global-batch-tokens") or 0
     if tokens <= 0 or tokens % seq_len:
         nearest = max(1, round(tokens / seq_len))
+        # "4M tokens" in a paper is usually 4 x 2^20: say so when the binary reading would have been whole
+        text = global_batch_tokens.strip()
+        binary = f"{text[:-1]}{text[-1].upper()}i" if text[-1:].upper() in ("K", "M", "G", "T") else ""
+        hint = ""
+        if binary and (whole := count_option(binary, "--global-batch-tokens") or 0) % seq_len == 0:
+            hint = f"; {binary} is {whole:,} tokens, {whole // seq_len:,} sequences"
         raise ConfigError(f"--global-batch-tokens {global_batch_tokens}: {tokens:,} tokens is not a whole number of "
                           f"{seq_len:,}-token sequences (--seq-len); give a multiple of {seq_len:,} (the nearest: "
-                          f"{nearest * seq_len:,}, {nearest:,} sequences) or --global-batch")
+                          f"{nearest * seq_len:,}, {nearest:,} sequences{hint}) or --global-batch")
     return tokens // seq_len
 
 

@@ -156,6 +156,7 @@ def test_bad_global_batch_raises_config_error_naming_the_flag():
 @pytest.mark.parametrize(("args", "needle"), [
     (("predict", "--global-batch", "4X"), "--global-batch: unknown suffix 'X'"),
     (("predict", "--model", "llama2-7b", "--global-batch-tokens", "5M"), "--global-batch-tokens 5M"),
+    (("predict", "--model", "llama2-7b", "--global-batch-tokens", "4M"), "4Mi is 4,194,304 tokens, 1,024 sequences"),
     (("predict", "--global-batch", "64", "--global-batch-tokens", "4Mi"), "give one of them"),
     (("scale", "--global-batch", "1.5"), "--global-batch: not a whole number"),
     (("plan", "--model", "llama2-7b", "--topology", "dgx-a100", "--global-batch", "8Q"), "--global-batch"),

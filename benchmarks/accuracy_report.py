@@ -115,6 +115,24 @@ def _class_rows(cases: list[dict[str, Any]], model_parallel: bool | None) -> lis
     return [c for c in cases if model_parallel is None or c["model_parallel"] == model_parallel]
 
 
+def _memory_lines(t: dict[str, Any]) -> list[str]:
+    """The memory check: predicted memory per GPU against the cases that publish it."""
+    rows = [c for c in t["cases"] if c.get("memory_pct_error") is not None]
+    if not rows:
+        return []
+    memory = t["memory"]
+    lines = ["## Memory per GPU", "",
+             f"{memory['cases']} cases publish the memory a GPU used (torchtitan: PyTorch's peak reserved memory; "
+             "BigScience: the peak its logs print). The predicted memory per GPU (the stage that needs the most, "
+             f"with the reserve) is off by a median of **{_pct(memory['median_abs_pct_error'])}** (signed "
+             f"{memory['median_pct_error']:+.1f}%).", "",
+             "| case | published GiB | predicted GiB | error |", "|---|---|---|---|"]
+    for c in sorted(rows, key=lambda c: c["id"]):
+        lines.append(f"| {c['id']} | {c['memory_published_gib']:.1f} | {c['memory_predicted_gib']:.1f} | "
+                     f"{c['memory_pct_error']:+.1f}% |")
+    return [*lines, ""]
+
+
 def _summary_line(label: str, cases: list[dict[str, Any]]) -> str:
     in_scope = [c for c in cases if c["in_scope"]]
     expressed = [c for c in in_scope if c["abs_pct_error"] is not None]
@@ -171,7 +189,7 @@ def training_page(reports: dict[str, dict[str, Any]]) -> str:
               "(predicted ratio of throughputs against the published ratio) has a median of "
               f"**{_pct(pair_err)}** (lookup table {_pct(lookup_pair_err)}). The published changes are small (a few "
               "percent), so a table predicting no change scores about the same.", "",
-              "## Cases not expressed", "", "| reason | cases |", "|---|---|"]
+              *_memory_lines(t), "## Cases not expressed", "", "| reason | cases |", "|---|---|"]
     reasons: dict[str, int] = {}
     for c in cases:
         if c["skipped"]:

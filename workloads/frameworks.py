@@ -141,6 +141,8 @@ FRAMEWORKS: dict[str, Conventions] = {
                 "parallelism parameters stay gathered after forward", _pp),
         Default("fused_elementwise", False, "torchtitan/config/job_config.py: compile is off by default (PyTorch "
                 "eager element-wise ops)"),
+        Default("cross_entropy", "eager", "torchtitan train.py / components/loss.py: the loss is "
+                "torch.nn.functional.cross_entropy(pred.flatten(0, 1).float(), labels), not compiled"),
         Default("parallel.sequence_parallel", True, "torchtitan parallelize_llama: the TP plan shards the norms "
                 "(SequenceParallel)", _tp),
         Default("parallel.placement", "tp-dp-pp", "torchtitan ParallelDims: device mesh (pp, dp_replicate, "

@@ -239,6 +239,28 @@ class TransformerModel:
                 ("kv_up", tokens, heads * (mla.qk_nope_head_dim + mla.v_head_dim), mla.kv_lora_rank),
                 ("attn_out", tokens, h, self.out_dim)]
 
+    def unfused_gemms(self) -> list[tuple[str, float, int]]:
+        """A dense block's weight matmuls one by one in forward order, as separate Linear layers run them
+        (torchtitan's Llama: wq, wk, wv, wo, then w1, w3, w2, or up and down without a gate): (the layer_gemms
+        entry it belongs to, its share of that entry's FLOPs, its output width before tensor parallelism).
+        ConfigError for a mixture of experts or MLA, whose matmuls are not laid out so."""
+        if self.spec.moe or self.spec.mla:
+            raise ConfigError("activation_checkpointing 'op' (torchtitan's per-op policy) is modelled for dense "
+                              "blocks without MLA; use selective or full for this model")
+        h, f, q, kv = self.spec.hidden, self.ffn_hidden, self.q_dim, self.kv_dim
+        width = q + 2 * kv
+        mlp = ([("mlp_up", 0.5, f), ("mlp_up", 0.5, f)] if self.spec.gated_mlp else [("mlp_up", 1.0, f)])
+        return [("qkv", q / width, q), ("qkv", kv / width, kv), ("qkv", kv / width, kv), ("attn_out", 1.0, h),
+                *mlp, ("mlp_down", 1.0, h)]
+
+    def op_recomputed_gemms(self) -> list[tuple[str, float, int]]:
+        """The matmuls torchtitan's per-op policy recomputes (activation_checkpointing 'op'): every second one
+        (torchtitan/models/llama/parallelize_llama.py: "save every other mm", with SDPA and reduce-scatter
+        outputs saved), up to the last output backward needs; the block's last matmul is never re-run (the
+        recomputation stops once every tensor backward needs is back: torch.utils.checkpoint's early stop)."""
+        gemms = self.unfused_gemms()
+        return [gemm for i, gemm in enumerate(gemms) if i % 2 == 1 and i < len(gemms) - 1]
+
     def gemm_experts(self, name: str) -> int:
         """Into how many expert GEMMs the rows of layer_gemms' `name` split: E for a mixture of experts'
         routed mlp_up and mlp_down, 1 otherwise."""
@@ -299,7 +321,10 @@ class TransformerModel:
         none: s b h (34 + 5 a s / h); with TP s b h (10 + 24/t + 5 a s / (h t)); with TP and
         sequence parallelism s b h / t (34 + 5 a s / h). selective: the 5 a s / h term (attention
         scores, softmax, dropout) is recomputed, leaving s b h 34 (10 + 24/t with TP, 34/t with SP).
-        full: only the block's input, 2 s b h (sharded over t with SP, as Megatron stores it).
+        full: only the block's input, 2 s b h (sharded over t with SP, as Megatron stores it). op
+        (torchtitan's per-op policy): the block's input, the outputs of every first, third, ... matmul
+        (unfused_gemms: a column-parallel one's split over t, a row-parallel one's partial sums whole), the
+        attention output with its fp32 log-sum-exp, and, with SP, the two reduce-scatters' outputs.
         The 34 assumes a GPT block (MHA, 4h GeLU MLP, dropout); for GQA/SwiGLU models it is an
         approximation. FlashAttention keeps no s x s tensors, so with it `none` is closer to
         `selective`. A mixture of experts keeps its MLP's two 16-bit intermediates (16 s b h at the
@@ -316,6 +341,13 @@ class TransformerModel:
         mode = _checked(checkpointing)
         if mode == "full":
             return ACTIVATION_BYTES * sbh / (t if sequence_parallel else 1)
+        if mode == "op":
+            row_parallel = ("attn_out", "mlp_down")
+            kept = sum(width if name in row_parallel else width / t
+                       for i, (name, _, width) in enumerate(self.unfused_gemms()) if i % 2 == 0)
+            shard = t if sequence_parallel else 1
+            kept += h / shard + self.out_dim / t + (2 * h / t if sequence_parallel and t > 1 else 0.0)
+            return float(s * b) * (ACTIVATION_BYTES * kept + 4.0 * a / t)
         scores = 5.0 * a * s / h if mode == "none" else 0.0
         extra = 0.0  # beyond the 34: a mixture's wider MLP and routed copies, MLA's widths and latents
         if self.spec.moe:
@@ -351,8 +383,8 @@ class TransformerModel:
 
 
 def _checked(checkpointing: str) -> str:
-    if checkpointing not in ("none", "selective", "full"):
-        raise ConfigError(f"activation_checkpointing must be none, selective or full (got {checkpointing!r})")
+    if checkpointing not in ("none", "selective", "full", "op"):
+        raise ConfigError(f"activation_checkpointing must be none, selective, full or op (got {checkpointing!r})")
     return checkpointing
 
 

@@ -14,7 +14,7 @@ from simulator.core.units import from_text, parse_bytes, parse_count
 from workloads.frameworks import FRAMEWORKS, Framework, framework_name
 
 Precision = Literal["bf16", "fp16", "fp8", "fp32"]
-Checkpointing = Literal["none", "selective", "full"]
+Checkpointing = Literal["none", "selective", "full", "op"]
 # Megatron-LM's recomputation flags as activation_checkpointing values (megatron/training/arguments.py):
 # --recompute-activations sets --recompute-granularity selective (attention's softmax and dropout recomputed,
 # Korthikanti et al. 2022); --recompute-granularity full recomputes whole layers; --checkpoint-activations, its
@@ -30,6 +30,7 @@ PipelineSplit = Literal["layers", "embedding_and_loss"]
 AttentionKernel = Literal["flash2", "cudnn", "triton"]
 CpComm = Literal["p2p", "a2a"]
 TiedGradSync = Literal["before_dp", "after_dp"]
+CrossEntropy = Literal["fused", "eager"]
 CpMerge = Literal["fused", "eager"]
 # Order of the parallel dimensions over consecutive GPU ranks, innermost first: "tp-pp-dp" puts a
 # tensor-parallel group on neighbouring GPUs (one node), pipeline stages next, data parallel outermost.
@@ -390,8 +391,10 @@ class TrainingSpec(BaseModel):
     grad_accum: int | None = Field(strict=True, default=None, ge=1, description="Micro-steps per optimizer step.")
     precision: Precision = Field(default="bf16", description="Compute precision (mixed with fp32 master weights).")
     activation_checkpointing: Checkpointing = Field(
-        default="none", description="none, selective or full; Megatron-LM's flags are accepted too: "
-        "recompute-activations (selective), recompute-granularity full (full), checkpoint-activations (full).")
+        default="none", description="none, selective (Megatron's: attention's core recomputed), full, or op "
+        "(torchtitan's per-op selective checkpointing: every other matmul's output and attention's kept, the rest "
+        "recomputed); Megatron-LM's flags are accepted too: recompute-activations (selective), "
+        "recompute-granularity full (full), checkpoint-activations (full).")
     optimizer: Optimizer = Field(default="adamw", description="Optimizer (Adam keeps two fp32 moments).")
     flash_attention: bool = Field(
         default=True, description="Fused attention that keeps no seq x seq scores (FlashAttention, PyTorch SDPA).")
@@ -404,6 +407,11 @@ class TrainingSpec(BaseModel):
         default=True, description="Norms, rotary and the MLP activation run as fused kernels (torch.compile, "
         "Megatron / Transformer Engine / apex fused kernels); false: PyTorch eager ops, each through HBM "
         "(torchtitan without compile: about 3.6x the element-wise bytes).")
+    cross_entropy: CrossEntropy = Field(
+        default="fused", description="The loss over the logits: fused (Megatron's vocabulary-parallel cross "
+        "entropy, its gradient written over the saved softmax: 4 bytes a logit) or eager (PyTorch's "
+        "F.cross_entropy on fp32 logits: the log-softmax output it saves, then in backward that output's "
+        "gradient and the input gradient, 12 bytes a logit at the start of backward).")
     launch_blocking: bool = Field(
         default=False, description="CUDA_LAUNCH_BLOCKING=1: every kernel launch waits for the kernel to finish, so "
         "the host's per-operation time lies between kernels instead of behind them (a workaround for NCCL hangs; "

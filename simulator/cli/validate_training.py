@@ -25,7 +25,14 @@ from simulator.validation.training_fit import (
     crossval_to_json,
     curves,
 )
-from simulator.validation.training_report import CaseResult, Summary, TrainingReport, evaluate, report_to_json
+from simulator.validation.training_report import (
+    CaseResult,
+    Summary,
+    TrainingReport,
+    evaluate,
+    memory_summary,
+    report_to_json,
+)
 from topologies.spec import TopologySpec
 from workloads.spec import ModelSpec, TrainingSpec
 
@@ -190,5 +197,9 @@ def validate_training(
     console = table_console(200)
     console.print(_case_table(report))
     console.print(_summary_table(report))
+    memory = memory_summary(report)
+    if memory["cases"]:
+        console.print(f"Memory per GPU against the {memory['cases']} cases that publish it: median |error| "
+                      f"{memory['median_abs_pct_error']:.1f}% (signed median {memory['median_pct_error']:+.1f}%)")
     if result is not None:
         console.print(_crossval_table(result))

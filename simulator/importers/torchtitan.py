@@ -233,7 +233,7 @@ def _checkpointing(s: Settings) -> str:
         return mode
     option = str(s.value("activation_checkpoint.selective_ac_option") or "2").strip()
     if option == "op":
-        return "selective"
+        return "op"
     if not option.isdigit() or int(option) < 1:
         raise s.error("activation_checkpoint.selective_ac_option", "'op' or a positive integer", option)
     if int(option) == 1:

@@ -79,6 +79,10 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   averaged) and ["kv"] per key or value element (the torch.cat of K and V it rotates), backward
   ["q_grad"] per query element (the fp32 += of dq, or half of it and a cat) and ["kv_grad"] per key
   or value element (the fp32 += of dk and dv, the cat it rotates), all at HBM speed.
+- Recomputation: full re-runs the layer's forward, selective (Megatron's) the attention core, op
+  (torchtitan's per-op policy, TransformerModel.op_recomputed_gemms) every second weight matmul up to the
+  last one backward needs (wk, wo, w3 of a Llama block) with their fp8 casts, and the element-wise work;
+  attention's output is kept, so attention is not re-run.
 - The optimizer is memory-bound: Adam reads and writes fp32 master weights, two moments and the
   gradient (OPTIMIZER_BYTES_PER_PARAM per locally owned parameter).
 - Gradient accumulation outside the GEMMs (DeepSpeed's bf16 optimizer adds each micro-batch's
@@ -237,7 +241,8 @@ class ComputeModel:
         fp8 = self.precision == "fp8"
         hbm = self.hbm_Bps
         gemms = _sharded(model.layer_gemms(tokens), tp)
-        gemm_s = sum(self._gemms_s(gemms, model, ep).values())
+        each_gemm_s = self._gemms_s(gemms, model, ep)
+        gemm_s = sum(each_gemm_s.values())
         cast_forward_s = sum(m * k + k * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
         cast_backward_s = sum(m * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
         attention_s = self._attention_s(model, tokens, seq_len, tp, cp)
@@ -254,7 +259,12 @@ class ComputeModel:
         backward = (2.0 * (gemm_s + attention_s) + merge_backward_s + cast_backward_s + 2.0 * elementwise_s
                     + scores * UNFUSED_SCORE_BYTES_BACKWARD / hbm + KERNEL_LAUNCH_S + LAYER_KERNELS["backward"] * gap)
         core = attention_s + merge_forward_s + scores * UNFUSED_SCORE_BYTES / hbm + LAYER_KERNELS["attention"] * gap
-        recompute = {"none": 0.0, "selective": core, "full": forward}[checkpointing]
+        if checkpointing == "op":  # the matmuls torchtitan's policy re-runs (with their fp8 casts) and the
+            # element-wise work, not attention (its output is kept)
+            recomputed_s = sum(each_gemm_s[name] * part for name, part, _ in model.op_recomputed_gemms())
+            recompute = recomputed_s * (1.0 + cast_forward_s / gemm_s) + elementwise_s + KERNEL_LAUNCH_S
+        else:
+            recompute = {"none": 0.0, "selective": core, "full": forward}[checkpointing]
         return LayerTimes(forward / self.scale, backward / self.scale, recompute / self.scale)
 
     def _eager_merge_s(self, model: TransformerModel, tokens: int, tp: int, cp: int) -> tuple[float, float]:

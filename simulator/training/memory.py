@@ -14,22 +14,23 @@ flight (the current one plus the prefetched ones) and their gradients before red
 Korthikanti et al. 2022 per layer (workloads.model, with the tensor-parallel degree and sequence parallelism),
 times the layers a stage holds, times the micro-batches it has in flight: the peak of forwards done minus
 backwards done in its pipeline schedule (1F1B: p - s on stage s, so the first stage holds p micro-batches of L
-/ p layers; GPipe: all m), plus the embedding's on the first stage and the logits on the last; with a fused
+/ p layers; GPipe: all m), plus the embedding's on the first stage and the logits on the last (with an eager
+cross entropy, EAGER_LOSS_BYTES more a logit at the start of backward); with a fused
 (flash) attention kernel no s x s scores are stored, as with selective recomputation. Full recomputation keeps
-each block's input only, and the block being recomputed its whole activations again (one block at a time: the
-largest block's, on top). Model states per GPU are
-its stage's parameters over the tensor-parallel degree (the first stage also holds the embedding, the last the
-output layer), then sharded over the data-parallel group as above (with context parallelism, the data- and
-context-parallel ranks together; a context-parallel rank's activations are those of its seq_len / cp tokens,
-the ring's two key/value blocks in flight being small beside them). A mixture of experts' routed experts split
-over tp x ep and their states shard over the replicas / ep ranks that hold the same experts (the expert data-
-parallel group); the figure is for the busiest expert-parallel rank, whose routed activations grow with its
-routed load (simulator.training.routing). The figure is the stage that needs the most. Buffers: DDP's gradient
-buckets (a copy of every gradient with grad_bucket_copy, PyTorch's default; else bucket_cap_mb x 2); DeepSpeed
-ZeRO's flat gradient bucket with contiguous_gradients (reduce_bucket_size elements of the model's dtype, 1 GB at
-the default 5e8; ZeRO-1/2 allocate it for each backward and a second one with overlap_comm, ZeRO-3 one at
-start-up: stage_1_and_2.py backward, stage3.py). Reserve:
-the CUDA context and allocator fragmentation (RESERVE_BYTES + FRAGMENTATION of the rest).
+each block's input only (torchtitan's op policy: every other matmul's output and attention's), and the block
+being recomputed holds the rest of its activations again (one block at a time: the largest block's, on top).
+Model states per GPU are its stage's parameters over the tensor-parallel degree (the first stage also holds the
+embedding, the last the output layer), then sharded over the data-parallel group as above (with context
+parallelism, the data- and context-parallel ranks together; a context-parallel rank's activations are those of its
+seq_len / cp tokens, the ring's two key/value blocks in flight being small beside them). A mixture of experts'
+routed experts split over tp x ep and their states shard over the replicas / ep ranks that hold the same experts
+(the expert data-parallel group); the figure is for the busiest expert-parallel rank, whose routed activations
+grow with its routed load (simulator.training.routing). The figure is the stage that needs the most. Buffers:
+DDP's gradient buckets (a copy of every gradient with grad_bucket_copy, PyTorch's default; else bucket_cap_mb x
+2); DeepSpeed ZeRO's flat gradient bucket with contiguous_gradients (reduce_bucket_size elements of the model's
+dtype, 1 GB at the default 5e8; ZeRO-1/2 allocate it for each backward and a second one with overlap_comm, ZeRO-3
+one at start-up: stage_1_and_2.py backward, stage3.py). Reserve: the CUDA context and allocator fragmentation
+(RESERVE_BYTES + FRAGMENTATION of the rest).
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ GIB = 1024**3
 RESERVE_BYTES = 1.5 * GIB  # CUDA context (~0.5-1 GiB) + NCCL buffers (~0.5 GiB at 8-16 channels)
 FRAGMENTATION = 0.05
 FP32_GRAD_COPY_BYTES = 4.0  # caching-allocator slack over the live tensors
+# PyTorch's eager cross entropy on fp32 logits (TrainingSpec.cross_entropy "eager"): at the start of backward,
+# beside the fp32 log-softmax output it saved (the 4 bytes a logit of output_activation_bytes), the gradient of
+# that output (nll_loss's backward) and the input gradient (log_softmax's backward), fp32 each
+EAGER_LOSS_BYTES = 8.0
 
 STATE_BYTES = {  # (parameters, gradients, optimizer) per parameter
     ("mixed", "adam"): (2.0, 2.0, 12.0),
@@ -123,10 +128,14 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
                 for start, stop in chunks for block, n in model.block_counts(start, stop)) / len(chunks)
     activations = (in_flight * chunk
                    + (in_flight * model.embedding_activation_bytes(b, local_seq) if first else 0.0)
-                   + (model.output_activation_bytes(b, local_seq, tp) if last else 0.0))
-    if stored == "full":  # the block being recomputed holds all its activations again until its backward ends
+                   + (model.output_activation_bytes(b, local_seq, tp) if last else 0.0)
+                   + (EAGER_LOSS_BYTES * b * local_seq * model.spec.vocab / tp
+                      if last and training.cross_entropy == "eager" else 0.0))
+    if stored in ("full", "op"):  # the block being recomputed holds all its activations again until its
+        # backward ends: on top of what it keeps, the rest of what it would keep without recomputation
         recomputed: Checkpointing = "selective" if training.flash_attention else "none"
         activations += max(block.activation_bytes_per_layer(b, local_seq, recomputed, tp, par.sequence_parallel, load)
+                           - block.activation_bytes_per_layer(b, local_seq, stored, tp, par.sequence_parallel, load)
                            for block, _ in model.blocks)
     buffers = 0.0
     if s.kind == "ddp":  # the buckets: a copy of every gradient, or two buckets being reduced

@@ -134,8 +134,10 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
     head_f, head_b = compute.head(model, b, seq_len, tp, cp)
     full = training.activation_checkpointing == "full"
     kinds = ("forward", "backward") if full else ("backward",)  # a backward task's passes of each layer
-    # a backward task's passes of each layer for context parallelism: selective recomputation re-runs attention
-    recomputed = ("forward", "backward") if training.activation_checkpointing != "none" else ("backward",)
+    # a backward task's passes of each layer for context parallelism: selective recomputation re-runs attention,
+    # torchtitan's op policy keeps its output (and its re-run TP all-gathers are not counted here)
+    recomputed = ("forward", "backward") if training.activation_checkpointing in ("selective", "full") else (
+        "backward",)
     attention_s = compute.attention_forward_s(model, b, seq_len, tp, cp)
 
     def collectives(kind: str, block: TransformerModel, layers: int) -> tuple[list[CollectiveCall], Rings]:

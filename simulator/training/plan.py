@@ -32,7 +32,7 @@ do (DESIGN.md section 7; PyTorch DDP and FSDP, DeepSpeed ZeRO):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simulator.core.errors import ConfigError
 from simulator.training.compute import ComputeModel, LayerTimes
@@ -94,9 +94,15 @@ def _block(block: TransformerModel, training: TrainingSpec, compute: ComputeMode
     load = compute.routed_load
     forward = pass_collectives(block, b, seq_len, par, attention_s, ("forward",), routed_load=load)
     backward = pass_collectives(block, b, seq_len, par, attention_s, ("backward",), routed_load=load)
-    # selective recomputation re-runs the attention core only: no TP collectives, but its context-parallel ones
-    recompute = forward[0] if training.activation_checkpointing == "full" else pass_collectives(
+    # selective recomputation re-runs the attention core only: no TP collectives, but its context-parallel ones;
+    # torchtitan's op policy keeps the reduce-scatters' outputs and re-runs the rest (sequence parallelism: the
+    # two all-gathers; without it, the attention's all-reduce: the recomputation stops before the MLP's)
+    checkpointing = training.activation_checkpointing
+    recompute = forward[0] if checkpointing == "full" else pass_collectives(
         block, b, seq_len, par, attention_s, ("forward",), tp_passes=0, routed_load=load)[0]
+    if checkpointing == "op":
+        recompute = [replace(call, count=call.count // 2) if call.op == "all_reduce" else call
+                     for call in forward[0] if call.group == "tp" and call.op in ("all_gather", "all_reduce")]
     tp_overlap, expert_s = par.tp_comm_overlap, expert_budgets(times, par) if block.spec.moe else None
     overlap = tp_overlap or expert_s is not None
     budgets = {"forward": overlap_budgets(forward[0], gemm_s, ("forward",), tp=tp_overlap, expert_s=expert_s)
@@ -263,7 +269,8 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
             layer = layers[i]
             if layer.times.recompute_s:
                 ready = add_pass(tasks, f"m{m}.rec{i}", "recompute", layer.times.recompute_s, ready + deps,
-                                 layer.recompute_calls, layer.budgets["recompute"], rings=layer.forward[1])
+                                 layer.recompute_calls, layer.budgets["recompute"],
+                                 rings=layer.forward[1] if training.activation_checkpointing != "op" else ())
                 deps = ()
             ready = add_pass(tasks, f"m{m}.bwd{i}", "backward", layer.times.backward_s, ready + deps,
                              layer.backward[0], layer.budgets["backward"], rings=layer.backward[1])

@@ -303,13 +303,18 @@ def _precision(text: str | None, gpu: str, defaults: list[str]) -> Precision:
     return precision
 
 
-def _checkpointing(value: bool | str | None, defaults: list[str]) -> Checkpointing:
+def _checkpointing(value: bool | str | None, defaults: list[str], framework: str = "") -> Checkpointing:
     """true/false (full recompute or none), a Megatron-LM flag (recompute-activations: selective;
-    recompute-granularity full: full), or text naming selective / full / none."""
+    recompute-granularity full: full), or text naming selective / full / none. torchtitan's selective is its
+    per-op policy ("op"): selective_ac_option 'op' in its Llama 3 train configs (llama3_8b.toml) since 2024."""
     if value is None:
         defaults.append("activation_checkpointing not stated: none")
         return "none"
     low = str(checkpointing_of(value)).lower()
+    if "selective" in low and framework == "torchtitan":
+        defaults.append("torchtitan's selective activation checkpointing: its per-op policy (selective_ac_option "
+                        "'op', the llama3 train configs' setting)")
+        return "op"
     if "selective" in low:
         return "selective"
     if "full" in low or low == "true":
@@ -474,7 +479,7 @@ def map_case(case: TrainingCase) -> MappedCase:
                            precision=_precision(layout.training.get("precision") or training.get("quantization"),
                                                 gpu, defaults),
                            activation_checkpointing=_checkpointing(layout.training.get("activation_checkpointing"),
-                                                                   defaults),
+                                                                   defaults, framework_of(training)),
                            flash_attention=_flash_attention(str(training.get("framework", ""))),
                            fused_elementwise=_fused_elementwise(training, defaults),
                            launch_blocking=_launch_blocking(case, defaults),

@@ -21,6 +21,10 @@ two baselines the simulator must beat, and the summaries per source and overall.
 - Coverage: expressed cases / in-scope cases (a data-parallel family understood), overall and
   separately for the cases with tensor, pipeline or context parallelism (model_parallel) and those
   without.
+- Memory: where a case publishes the memory a GPU used (MEMORY_KEYS), the predicted memory per GPU (the
+  stage that needs the most, with the reserve) against it, signed and absolute. Sources report different
+  things (torchtitan: PyTorch's peak reserved memory; BigScience: the peak its logs print), so this is a
+  check of the memory model's scale, not of the allocator.
 """
 
 from __future__ import annotations
@@ -80,6 +84,21 @@ _MAPPED_TRAINING_KEYS = frozenset({
     "global_batch", "global_batch_tokens", "grad_accum", "precision", "activation_checkpointing",
     "fsdp_sharding_strategy", "fsdp_mixed_precision_mode", "zero_stage", "zeropp", "pp_schedule", "async_tp",
     "comm_overlap", "quantization"})
+
+
+# published memory per GPU: the key, and its unit in bytes. torchtitan's `memory_GiB` is its logged peak
+# reserved memory (torch.cuda.max_memory_reserved, GiB); BigScience's chronicles write "47GB", PyTorch's
+# figures in units of 2^30 as Megatron-DeepSpeed's logs print them. A value without a number ("GB") is not stated.
+MEMORY_KEYS = (("memory_GiB", 2**30), ("max_memory", 2**30))
+
+
+def published_memory_bytes(case: TrainingCase) -> float | None:
+    """The memory per GPU the case's source published, in bytes; None when it states none."""
+    for key, unit in MEMORY_KEYS:
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(?:GiB|GB)?\s*", str(case.metrics.get(key, "")))
+        if match:
+            return float(match.group(1)) * unit
+    return None
 
 
 @dataclass(frozen=True)
@@ -175,6 +194,15 @@ class CaseResult:
     lookup_predicted: float | None = None
     model_parallel: bool = False
     attention_kernel: str | None = None  # the fused attention kernel it ran (TrainingSpec.attention_kernel)
+    memory_published_bytes: float | None = None  # the source's memory per GPU (published_memory_bytes)
+    memory_predicted_bytes: float | None = None
+
+    @property
+    def memory_pct_error(self) -> float | None:
+        """Signed: (predicted - published) / published, in %."""
+        if self.memory_published_bytes is None or self.memory_predicted_bytes is None:
+            return None
+        return (self.memory_predicted_bytes - self.memory_published_bytes) / self.memory_published_bytes * 100.0
 
     @property
     def published(self) -> float | None:
@@ -202,7 +230,9 @@ def _predict(mapped: MappedCase, predictor: Predictor) -> CaseResult:
     except ClusterSimError as exc:
         return replace(result, skipped=f"predictor: {exc}")
     return replace(result, predicted=predicted_metric(mapped, prediction), fits_in_memory=prediction.fits_in_memory,
-                   attention_kernel=mapped.training.attention_kernel)
+                   attention_kernel=mapped.training.attention_kernel,
+                   memory_published_bytes=published_memory_bytes(case),
+                   memory_predicted_bytes=float(prediction.memory_per_gpu_bytes))
 
 
 def lookup_table_predictions(entries: Sequence[tuple[Hashable, float] | None]) -> list[float | None]:
@@ -368,6 +398,13 @@ def _summary_json(s: Summary) -> dict[str, Any]:
     }
 
 
+def memory_summary(report: TrainingReport) -> dict[str, Any]:
+    """The memory check over the cases that publish memory per GPU: count, median |error| and signed median."""
+    errors = [e for r in report.cases if (e := r.memory_pct_error) is not None]
+    return {"cases": len(errors), "median_abs_pct_error": _r(_median([abs(e) for e in errors])),
+            "median_pct_error": _r(_median(errors))}
+
+
 def report_to_json(report: TrainingReport) -> dict[str, Any]:
     """The `validate-training --json` contract (DESIGN.md section 11), plus baselines and summaries: per
     source, and for the cases with tensor/pipeline parallelism (`model_parallel`) and without
@@ -380,6 +417,9 @@ def report_to_json(report: TrainingReport) -> dict[str, Any]:
         "skipped": r.skipped, "defaults": list(r.defaults), "family": r.family, "in_scope": r.in_scope,
         "fits_in_memory": r.fits_in_memory, "lookup_predicted": _r(r.lookup_predicted),
         "lookup_abs_pct_error": _r(r.lookup_abs_pct_error), "model_parallel": r.model_parallel,
+        "memory_published_gib": _r(None if r.memory_published_bytes is None else r.memory_published_bytes / 2**30),
+        "memory_predicted_gib": _r(None if r.memory_predicted_bytes is None else r.memory_predicted_bytes / 2**30),
+        "memory_pct_error": _r(r.memory_pct_error),
     } for r in report.cases]
     pairs = [{"first": p.first, "second": p.second, "change": p.change, "published_ratio": round(p.published_ratio, 4),
               "predicted_ratio": round(p.predicted_ratio, 4), "abs_pct_error": _r(p.abs_pct_error),
@@ -387,4 +427,5 @@ def report_to_json(report: TrainingReport) -> dict[str, Any]:
     overall = _summary_json(report.summary())
     return {"cases": cases, **overall, "sources": {s: _summary_json(report.summary(s)) for s in report.sources},
             "model_parallel": _summary_json(report.summary(model_parallel=True)),
-            "data_parallel_only": _summary_json(report.summary(model_parallel=False)), "pairs": pairs}
+            "data_parallel_only": _summary_json(report.summary(model_parallel=False)), "pairs": pairs,
+            "memory": memory_summary(report)}

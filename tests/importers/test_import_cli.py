@@ -16,7 +16,7 @@ from simulator.cli.app import app, main
 DATA = Path(__file__).parent / "data"
 # kind, file, flags, and what predict must see: (tp, pp, sequence_parallel, strategy, micro_batch, recompute)
 EXAMPLES = [
-    ("torchtitan", "llama3_8b.toml", ["--nodes", "8"], (2, 1, True, "fsdp", 2, "selective")),
+    ("torchtitan", "llama3_8b.toml", ["--nodes", "8"], (2, 1, True, "fsdp", 2, "op")),
     ("deepspeed", "ds_zero3.json", ["--model", "llama2-13b", "--nodes", "4"], (1, 1, False, "zero3", 2, "none")),
     ("megatron", "gpt3_175b.sh", ["--nodes", "128"], (8, 8, True, "zero1", 1, "selective")),
     ("nemo", "nemo_llama3_8b.txt", ["--nodes", "4"], (2, 1, True, "zero1", 1, "selective")),

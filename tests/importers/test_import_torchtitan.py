@@ -30,7 +30,7 @@ def test_llama3_8b_example():
                              "tp_comm_overlap": True, "tp_comm_overlap_backward": False}
     assert t["strategy"] == {"kind": "fsdp", "grad_reduce_bytes": 4}  # mixed_precision_reduce float32
     assert (t["micro_batch"], t["global_batch"], t["seq_len"]) == (2, 64, 8192)
-    assert (t["activation_checkpointing"], t["precision"], t["fused_elementwise"]) == ("selective", "bf16", True)
+    assert (t["activation_checkpointing"], t["precision"], t["fused_elementwise"]) == ("op", "bf16", True)
     assert imported.unknown == [] and imported.warnings == []
 
 

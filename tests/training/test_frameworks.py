@@ -272,3 +272,51 @@ def test_the_table_header_names_the_framework_on_the_job_line():
     lines = result.output.splitlines()
     assert lines[0].startswith("llama2-7b, fsdp") and "\\n" not in result.output
     assert lines[1].strip().startswith("sequence 4,096") and lines[1].rstrip().endswith("bf16, fsdp2")
+
+
+LLAMA3_8B = ModelSpec(name="llama3-8b-shape", layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336,
+                      gated_mlp=True, vocab=128256, max_seq_len=8192)
+
+
+def test_torchtitan_op_checkpointing_keeps_every_other_matmul():
+    """torchtitan's per-op policy on a Llama 3 8B block (wq, wk, wv, wo, w1, w3, w2): it keeps the outputs of wq
+    (h), wv (h/4), w1 (3.5 h) and w2 (h), attention's output (h) and the block's input (h), 7.75 h a token, 15.5 s b h
+    bytes, plus attention's fp32 log-sum-exp (4 bytes a head); it re-runs wk, wo and w3, not w2 (nothing backward
+    needs comes after it)."""
+    block = transformer(LLAMA3_8B).blocks[0][0]
+    s, b, h = 8192, 2, 4096
+    assert block.activation_bytes_per_layer(b, s, "op") == pytest.approx(s * b * (15.5 * h + 4 * 32), rel=1e-12)
+    assert [(name, round(part, 3)) for name, part, _ in block.op_recomputed_gemms()] == [
+        ("qkv", round(1024 / 6144, 3)), ("attn_out", 1.0), ("mlp_up", 0.5)]
+    plain = transformer(SMALL).blocks[0][0]  # q, k, v, o, up, down: down is last, so only k and o
+    assert [name for name, _, _ in plain.op_recomputed_gemms()] == ["qkv", "attn_out"]
+
+
+def test_op_recompute_runs_the_matmuls_it_drops_and_no_attention():
+    """Recompute time under op = the recomputed matmuls' share of their GEMMs + the element-wise work; with TP and
+    sequence parallelism the recomputed forward re-runs the two all-gathers (the reduce-scatters' outputs are
+    kept); with context parallelism no ring is re-run (attention's output is kept)."""
+    block = transformer(LLAMA3_8B).blocks[0][0]
+    times = H100.layer(block, 1, 4096, "op")
+    gemm_s = H100.gemms_s(block, 1, 4096)
+    expected = sum(gemm_s[name] * part for name, part, _ in block.op_recomputed_gemms())
+    assert expected < times.recompute_s < expected + H100.layer(block, 1, 4096, "none").forward_s - sum(gemm_s.values())
+    job = TrainingSpec(model=LLAMA3_8B, seq_len=4096, activation_checkpointing="op", strategy=StrategySpec(kind="fsdp"),
+                       parallel=ParallelSpec(tp=2, cp=2, sequence_parallel=True))
+    plan = plan_of(job, 1, model=LLAMA3_8B)
+    recompute = next(t for t in plan.tasks if t.name.startswith("m0.rec0"))
+    calls = [t.collective for t in plan.tasks if t.collective and t.name.startswith("m0.rec0")]
+    assert recompute.label == "recompute"
+    assert {(c.op, c.group) for c in calls} <= {("all_gather", "tp")} and sum(c.count for c in calls) == 2
+
+
+def test_torchtitans_eager_loss_holds_three_fp32_copies_of_the_logits():
+    """torchtitan's loss is F.cross_entropy on fp32 logits: at the start of backward the saved log-softmax output,
+    its gradient and the input gradient, 12 bytes a logit against the fused loss's 4."""
+    model = transformer(LLAMA3_8B)
+    eager, fused = (memory_per_gpu(model, TrainingSpec(model=LLAMA3_8B, seq_len=4096, micro_batch=1,
+                                                       cross_entropy=loss, strategy=StrategySpec(kind="fsdp")),
+                                   4096, dp=8, shard_group=8, units_in_flight=3) for loss in ("eager", "fused"))
+    assert eager.activations_bytes - fused.activations_bytes == pytest.approx(8 * 4096 * 128256, rel=1e-12)
+    assert resolved("fsdp2", strategy=StrategySpec(kind="fsdp")).cross_entropy == "eager"
+    assert resolved("megatron-core", strategy=StrategySpec(kind="ddp")).cross_entropy == "fused"

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from simulator.core.errors import ConfigError, TopologyError
+from simulator.training.predict import predict_step
 from simulator.training.prediction import MemoryBreakdown, StepPrediction
 from simulator.validation.training_cases import map_case, parse_cases
 from simulator.validation.training_cluster import topology_of
@@ -22,7 +23,9 @@ from simulator.validation.training_report import (
     evaluate,
     find_change_pairs,
     lookup_table_predictions,
+    memory_summary,
     predicted_metric,
+    published_memory_bytes,
     report_to_json,
 )
 
@@ -466,3 +469,24 @@ def test_power_limit_in_the_gpu_text_caps_the_topology():
     assert topology.gpu_power_limit_w == 500.0
     plain, _ = topology_of({"gpu": "H100 80GB", "num_gpus": 8}, [])
     assert plain.gpu_power_limit_w is None
+
+
+@pytest.mark.parametrize(("metrics", "gib"), [({"memory_GiB": 82.4}, 82.4), ({"max_memory": "47GB"}, 47.0),
+                                              ({"max_memory": "GB"}, None), ({}, None)])
+def test_published_memory_is_read_in_gib(metrics, gib):
+    """torchtitan's memory_GiB and BigScience's '47GB' (PyTorch's units of 2^30) as bytes; a bare unit states none."""
+    entry = case(FOUNDRY_70B, metrics={"TFLOP_per_GPU": 408, **metrics})
+    got = published_memory_bytes(parse(entry)[0])
+    assert got == (None if gib is None else pytest.approx(gib * 2**30))
+
+
+@pytest.mark.skipif(not SHARED_CASES.exists(), reason="the shared cases are not beside the checkout")
+def test_memory_of_torchtitans_llama3_8b_runs_is_within_ten_percent():
+    """torchtitan's Llama 3.1 8B runs (FSDP, per-op selective checkpointing, eager fp32 cross entropy) publish
+    their peak reserved memory: the predicted memory per GPU is within 10% of each."""
+    cases = [c for c in parse_cases(SHARED_CASES.read_text(), str(SHARED_CASES))
+             if c.id.startswith(("torchtitan-t1-8b", "torchtitan-t3-8b", "torchtitan-t2-8b"))]
+    report = evaluate(cases, predict_step)
+    errors = {r.id: r.memory_pct_error for r in report.cases}
+    assert len(errors) == 7 and all(e is not None and abs(e) < 10.0 for e in errors.values()), errors
+    assert memory_summary(report)["cases"] == 7

@@ -69,12 +69,14 @@ def gpu_to_network_Bps(topology: Topology, server: int = 0) -> float:
     """What the GPUs of `server` can push into the network together. Each GPU spreads its traffic evenly
     over its NICs (NCCL's channels), along its route to each (a PCIe switch, or staged through a
     CPU without GPUDirect RDMA) and on up the NIC's link to its leaf; a GPU whose NICs all failed
-    falls back to the nearest NIC that works. A link loaded by k GPUs' shares gives each its part,
-    and the GPUs send in lockstep, so the most loaded link sets every GPU's pace."""
-    if topology.n_servers < 2:
+    falls back to the nearest NIC that works (the one its route to a GPU of another NVLink domain
+    leaves by). A link loaded by k GPUs' shares gives each its part, and the GPUs send in lockstep,
+    so the most loaded link sets every GPU's pace. With one NVLink domain nothing leaves it: inf."""
+    servers_per_domain = max(1, topology.gpus_per_nvlink_domain // topology.gpus_per_server)
+    if topology.n_servers <= servers_per_domain:
         return math.inf
     graph = topology.graph
-    peer = 1 if server == 0 else 0
+    peer = (server // servers_per_domain + 1) * servers_per_domain % topology.n_servers  # next domain's first
     load: dict[tuple[str, str], float] = {}
     for local in range(topology.gpus_per_server):
         gpu = topology.gpu_id(server, local)

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from simulator.collectives import nccl_constants as C
 from simulator.collectives.algorithms import AlgoShape
 from simulator.collectives.comm import CommView
+from simulator.collectives.nccl_search import nics_reached, nvls_heads
 from simulator.collectives.params import ModelParams
 
 US = 1e-6
@@ -112,7 +113,9 @@ def resource_demands(op: str, shape: AlgoShape, proto: str, v: CommView, p: Mode
         senders = (v.ranks_per_node - (1 if shape.chain_depth else 0)) if v.intra_kind == "shm" else 1
         demands["intra"] = shape.intra_volume * senders / (v.intra_Bps * intra_eff * share)
     if v.transport is not None and (shape.net_volume or shape.net_volume_per_nic):
-        net_Bps = v.net_Bps * p.net_efficiency * share
+        # only the NICs NCCL's graph reaches carry it (nccl_search: 15 of an NVL72 rack's 72)
+        reached = nics_reached(shape.algo, v) / max(1, v.nics_per_node)
+        net_Bps = v.net_Bps * reached * p.net_efficiency * share
         if shape.net_volume_per_nic:  # one GPU's traffic through its own NIC
             demands["net"] = shape.net_volume_per_nic / (net_Bps / max(1, v.nics_per_node))
         else:
@@ -175,13 +178,6 @@ def chunk_bytes(size_bytes: float, shape: AlgoShape, channels: float, v: CommVie
         per_step = size_bytes / channels
     # every thread of the channel moves at least one 8-byte word per step
     return max(C.THREADS_PER_CHANNEL[proto] * 8.0, min(per_step, CHUNK_SLOTS * slot))
-
-
-def nvls_heads(v: CommView) -> int:
-    """NVLS heads: every GPU of the NVLink domain, or one per NIC across domains, at most
-    NCCL_MAX_NVLS_ARITY = 32 (search.cc, device.h)."""
-    heads = v.ranks_per_node if not v.multi_node else min(v.ranks_per_node, max(1, v.nics_per_node))
-    return max(1, min(C.NVLS_MAX_HEADS, heads))
 
 
 def hop_latencies_us(proto: str, v: CommView, p: ModelParams) -> tuple[float, float, float]:

@@ -7,8 +7,13 @@ import math
 import pytest
 
 from simulator.collectives.comm import comm_view, gpu_to_network_Bps
+from simulator.collectives.nccl_search import inter_node_graph, nics_reached
+from simulator.collectives.params import prior_params
+from simulator.collectives.predict import predict_collective
 from topologies.build import build
 from topologies.presets import load_preset
+
+GIB = 1 << 30
 
 
 def nvl72(racks: int, **overrides: object):
@@ -39,3 +44,39 @@ def test_a_partial_last_rack_finds_its_route_out():
     rate = gpu_to_network_Bps(topology, 19)
     assert math.isfinite(rate)
     assert rate == pytest.approx(gpu_to_network_Bps(healthy, 19) / 2)
+
+
+def test_nccl_search_takes_15_nics_of_an_nvl72_rack():
+    """An NVL72 rack's GPU has 18 NVLinks rated 40 GB/s by NCCL (720 GB/s); the ring search's channels
+    of 48 GB/s (the top of its inter-node speeds, within a 400 Gb/s NIC) fill it with 720 / 48 = 15
+    channels, one NIC each: 15 of the rack's 72 NICs carry the ring and tree traffic; the NVLS-tree's
+    heads, at most 32, one NIC each (search.cc, nvls.cc)."""
+    view = nvl72(2)
+    assert inter_node_graph(view) == (15, 48.0)
+    assert (nics_reached("ring", view), nics_reached("tree", view), nics_reached("nvls_tree", view)) == (15, 15, 32)
+    assert nics_reached("direct", view) == 72
+
+
+def test_nccl_search_takes_every_nic_of_an_8_gpu_server():
+    """DGX H100 (8 NVLink4 GPUs rated 18 x 20.6 = 370.8 GB/s, 8 NICs of 400 Gb/s): 7 channels of 48 GB/s
+    (336) lose to 8 of 45 (360), one per NIC, so every NIC carries traffic (NCCL logs show 8 NICs)."""
+    view = comm_view(build(load_preset("dgx-h100", nodes=2)))
+    assert inter_node_graph(view) == (8, 45.0)
+    assert nics_reached("ring", view) == 8
+
+
+def test_one_rack_has_no_inter_node_graph():
+    """A single NVL72 rack is one node to NCCL (its 18 trays fused into one topology): no network."""
+    assert inter_node_graph(nvl72(1)) == (0, 0.0)
+
+
+def test_an_nvl72_ring_is_paced_by_the_nics_its_channels_reach():
+    """With 200 Gb/s NICs (25 GB/s) the search runs 30 channels of 24 GB/s, reaching 30 NICs: a ring
+    across racks is bound by 30 x 25 GB/s (at the network's efficiency), not by all 72 NICs (1.8 TB/s)."""
+    view = nvl72(2, inter_node={"transport": "ib", "nics_per_node": 4, "nic_gbps": 200})
+    assert inter_node_graph(view) == (30, 24.0)
+    est = predict_collective(view, "all_gather", 8 * GIB, algo="ring", proto="simple")
+    line_Bps = 30 * 25e9 * prior_params(view).net_efficiency
+    # a ring's all_gather sends (n-1)/n S out of each rack through its NICs
+    assert est.bottleneck == "net"
+    assert dict(est.demand_s_per_byte)["net"] == pytest.approx((143 / 144) / line_Bps)

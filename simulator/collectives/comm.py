@@ -49,6 +49,8 @@ class CommView:
     spine_Bps: float = math.inf
     nodes_per_leaf_group: int = 1 << 30
     leaf_groups: int = 0  # leaf groups the communicator's nodes span; 0: its nodes are consecutive
+    # a GPU reaches its NICs through its CPU (Grace over NVLink-C2C), as in NVLink domains of many servers
+    nic_via_cpu: bool = False
 
     @property
     def multi_node(self) -> bool:
@@ -198,4 +200,7 @@ def comm_view(topology: Topology) -> CommView:
         gpudirect_rdma=topology.gpudirect_rdma,
         spine_Bps=spine_Bps * servers_per_domain,
         nodes_per_leaf_group=max(1, group // servers_per_domain),
+        # NVLink domains spanning servers are Grace trays (GB200/GB300 NVL72, GH200 NVL32), whose NICs hang
+        # off the Grace CPU; NCCL reaches them over NVLink-C2C (paths.cc: NCCL_NET_GDR_C2C)
+        nic_via_cpu=servers_per_domain > 1,
     )

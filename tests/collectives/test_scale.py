@@ -7,9 +7,11 @@ import math
 import pytest
 
 from simulator.collectives.comm import comm_view, gpu_to_network_Bps
+from simulator.collectives.nccl_releases import tuner_release
 from simulator.collectives.nccl_search import inter_node_graph, nics_reached
 from simulator.collectives.params import prior_params
 from simulator.collectives.predict import predict_collective
+from simulator.collectives.tuner import enabled
 from topologies.build import build
 from topologies.presets import load_preset
 
@@ -104,17 +106,34 @@ def coreweave_busbw_gbps(racks: int, size: int) -> float:
 
 
 @pytest.mark.parametrize(("racks", "size"), [(1, 8 * GIB), (2, 8 * GIB), (2, 16 * GIB)])
-def test_coreweave_one_and_two_racks_within_25_percent(racks: int, size: int):
-    """One and two NVL72 racks, NVLS off: the prior is within 25% of CoreWeave's published busbw
-    (it predicts 17-23% slow: its NVLink efficiency, 0.80 from 8-GPU servers, is below the ~0.93 a
-    72-GPU ring reaches here)."""
-    assert coreweave_busbw_gbps(racks, size) == pytest.approx(COREWEAVE_BUSBW_GBPS[racks, size], rel=0.25)
+def test_coreweave_one_and_two_racks_predicted_slow_within_35_percent(racks: int, size: int):
+    """One and two NVL72 racks, NVLS off: the prior predicts 20-31% slow. Its NVLink efficiency (0.80,
+    from 8-GPU servers) is below the ~0.93 a 72-GPU ring reaches here, and across two racks NCCL 2.26
+    runs Simple (no LL128 with the NIC behind the Grace CPU), whose network chunk handshakes the
+    default selection prices without overlap."""
+    predicted, measured = coreweave_busbw_gbps(racks, size), COREWEAVE_BUSBW_GBPS[racks, size]
+    assert 0.65 * measured <= predicted < measured
 
 
 @pytest.mark.xfail(strict=True, reason="known gap: 20 racks measure ~430 GB/s of inter-rack traffic per "
-                   "rack where NCCL's graphs reach 15 NICs (720 GB/s); predicted ~47% fast "
+                   "rack where NCCL's graphs reach 15 NICs (720 GB/s); predicted 36-38% fast "
                    "(docs/collectives.md, 'At scale')")
 @pytest.mark.parametrize("size", [8 * GIB, 16 * GIB])
 def test_coreweave_twenty_racks_within_25_percent(size: int):
     """20 NVL72 racks (1,440 GPUs), NVLS off: busbw halves from 2 racks to 20 in the published runs."""
     assert coreweave_busbw_gbps(20, size) == pytest.approx(COREWEAVE_BUSBW_GBPS[20, size], rel=0.25)
+
+
+def test_ll128_across_grace_racks_from_nccl_2_27():
+    """Across NVL72 racks a GPU reaches its NIC through its Grace CPU: NCCL before 2.27 rates that path
+    PHB, beyond the PXN that LL128 needs, so it runs no LL128 between racks; 2.27 rates it P2C and
+    allows it (tuning.cc). One rack, and an 8-GPU server's NICs behind a PCIe switch, are unaffected."""
+    racks, rack, dgx = nvl72(2), nvl72(1), comm_view(build(load_preset("dgx-h100", nodes=2)))
+    assert racks.nic_via_cpu and not dgx.nic_via_cpu
+    old, new = tuner_release((2, 26)), tuner_release((2, 27))
+    assert not enabled("all_reduce", "tree", "ll128", racks, old)
+    assert enabled("all_reduce", "tree", "ll128", racks, new)
+    assert enabled("all_reduce", "ring", "ll128", rack, old)
+    assert enabled("all_reduce", "ring", "ll128", dgx, old)
+    chosen = predict_collective(racks, "all_reduce", 1 << 30, env=COREWEAVE_ENV, nccl_release=(2, 26))
+    assert chosen.proto != "ll128"

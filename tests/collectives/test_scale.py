@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
+from simulator.collectives.algorithms import tree_net_hops
 from simulator.collectives.comm import comm_view, gpu_to_network_Bps
 from simulator.collectives.nccl_releases import tuner_release
 from simulator.collectives.nccl_search import inter_node_graph, nics_reached
@@ -137,3 +139,38 @@ def test_ll128_across_grace_racks_from_nccl_2_27():
     assert enabled("all_reduce", "ring", "ll128", dgx, old)
     chosen = predict_collective(racks, "all_reduce", 1 << 30, env=COREWEAVE_ENV, nccl_release=(2, 26))
     assert chosen.proto != "ll128"
+
+
+def leaf_pair(transport: str, nodes_per_leaf: int):
+    """Two DGX H100 servers of one NIC each on a leaf-spine fabric, under one leaf or two."""
+    return comm_view(build(load_preset("dgx-h100", nodes=2, inter_node={"transport": transport, "nics_per_node": 1,
+                                                                        "nic_gbps": 400},
+                                       fabric={"kind": "leaf_spine", "nodes_per_leaf": nodes_per_leaf})))
+
+
+@pytest.mark.parametrize(("transport", "extra_us"), [("ib", 2 * (0.05 + 0.13)), ("roce", 2 * (0.05 + 0.5))])
+def test_crossing_leaves_adds_two_switch_links_to_a_hop(transport: str, extra_us: float):
+    """A send between servers under different leaves goes leaf -> spine -> leaf: two more links of
+    cable (50 ns) and switch port-to-port (InfiniBand 130 ns, Quantum HDR datasheet; Ethernet 500 ns)
+    than one under a shared leaf: 0.36 us on InfiniBand, 1.1 us on RoCE."""
+    same, apart = leaf_pair(transport, 2), leaf_pair(transport, 1)
+    assert (same.cross_leaf_hop_us, apart.cross_leaf_hop_us) == (0.0, pytest.approx(extra_us))
+    times = [predict_collective(v, "sendrecv", 8).latency_s for v in (same, apart)]
+    assert (times[1] - times[0]) * 1e6 == pytest.approx(extra_us)
+
+
+def test_a_fabric_of_more_leaves_than_spine_ports_has_a_third_tier():
+    """128 servers of one NIC, one leaf each: 128 leaves, more than a 64-port spine joins, so pods of 32
+    leaves under core switches; a tree over all of them crosses pods on 3/4 of its hops (4 pods) and
+    pays two more switch links there; 64 leaves stay in two tiers."""
+    def view(nodes: int):
+        return comm_view(build(load_preset("dgx-h100", nodes=nodes, inter_node={"transport": "ib", "nics_per_node": 1,
+                                                                                "nic_gbps": 400},
+                                           fabric={"kind": "leaf_spine", "nodes_per_leaf": 1})))
+    two, three = view(64), view(128)
+    assert (two.cross_pod_hop_us, three.cross_pod_hop_us) == (0.0, pytest.approx(0.36))
+    assert (three.leaf_groups_per_pod, three.spanned_pods) == (32, 4)
+    tree = predict_collective(three, "all_reduce", 8, algo="tree", proto="ll")
+    flat = predict_collective(replace(three, cross_pod_hop_us=0.0), "all_reduce", 8, algo="tree", proto="ll")
+    net_hops = tree_net_hops(7)  # 128 nodes: depth 7
+    assert (tree.latency_s - flat.latency_s) * 1e6 == pytest.approx(net_hops * 0.75 * 0.36)

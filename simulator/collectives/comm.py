@@ -13,6 +13,8 @@ import functools
 import math
 from dataclasses import dataclass, replace
 
+from topologies.fabric import LEAF_DOWNLINK_PORTS, spec_leaves
+from topologies.layout import nics_of_gpu
 from topologies.model import Topology
 
 # Achievable fraction of the raw intra-node link rate for NCCL's copy kernels. Facts from
@@ -26,6 +28,12 @@ INTRA_EFFICIENCY = {"nvlink": 0.80, "pcie": 0.78, "shm": 0.55}
 # than a ring (single-node H100: 480 GB/s busbw with NVLS vs 369 ring, issue #309), which with
 # NVLS' per-GPU traffic of (1 + 1/G) x S gives ~0.69 of the raw rate.
 NVLS_EFFICIENCY = 0.69
+
+# Ports of a spine switch: the 64-port switch whose half the fabric's leaves give their servers
+# (topologies.fabric: NVIDIA Quantum-2 QM9700, 64 x 400G). Two tiers of k-port switches join at most
+# k leaves (a spine port each); beyond, a third tier of core switches joins pods of k/2 leaves (the
+# k-ary fat tree: Al-Fares, Loukissas and Vahdat, SIGCOMM 2008).
+SPINE_PORTS = 2 * LEAF_DOWNLINK_PORTS
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,13 @@ class CommView:
     spine_Bps: float = math.inf
     nodes_per_leaf_group: int = 1 << 30
     leaf_groups: int = 0  # leaf groups the communicator's nodes span; 0: its nodes are consecutive
+    # one-way latency a network hop adds when it crosses leaf groups (leaf -> spine -> leaf) and, in a
+    # three-tier fabric, when it crosses pods (spine -> core -> spine), us; leaf groups a pod holds
+    cross_leaf_hop_us: float = 0.0
+    cross_pod_hop_us: float = 0.0
+    leaf_groups_per_pod: int = 1 << 30
+    # a GPU reaches its NICs through its CPU (Grace over NVLink-C2C), as in NVLink domains of many servers
+    nic_via_cpu: bool = False
 
     @property
     def multi_node(self) -> bool:
@@ -60,6 +75,11 @@ class CommView:
         nodes a group) for consecutive nodes."""
         return self.leaf_groups or math.ceil(self.n_nodes / self.nodes_per_leaf_group)
 
+    @property
+    def spanned_pods(self) -> int:
+        """Pods of a three-tier fabric the communicator's leaf groups span (1 in two tiers)."""
+        return math.ceil(self.spanned_leaf_groups / self.leaf_groups_per_pod)
+
     def with_nodes(self, n_nodes: int) -> CommView:
         """The same hardware with another node count (for scaling curves), its nodes consecutive."""
         return replace(self, n_nodes=n_nodes, n_ranks=n_nodes * self.ranks_per_node, leaf_groups=0)
@@ -69,18 +89,28 @@ def gpu_to_network_Bps(topology: Topology, server: int = 0) -> float:
     """What the GPUs of `server` can push into the network together. Each GPU spreads its traffic evenly
     over its NICs (NCCL's channels), along its route to each (a PCIe switch, or staged through a
     CPU without GPUDirect RDMA) and on up the NIC's link to its leaf; a GPU whose NICs all failed
-    falls back to the nearest NIC that works. A link loaded by k GPUs' shares gives each its part,
-    and the GPUs send in lockstep, so the most loaded link sets every GPU's pace."""
-    if topology.n_servers < 2:
+    falls back to the nearest NIC that works: the one its route leaves by, to the same GPU of the
+    first server built in another NVLink domain, or else to the leaf its own NIC sat on. A link loaded
+    by k GPUs' shares gives each its part, and the GPUs send in lockstep, so the most loaded link sets
+    every GPU's pace. With one NVLink domain nothing leaves it: inf."""
+    per_domain = max(1, topology.gpus_per_nvlink_domain // topology.gpus_per_server)
+    if topology.n_servers <= per_domain:
         return math.inf
     graph = topology.graph
-    peer = 1 if server == 0 else 0
+    built = sorted(topology.servers_built) if topology.servers_built is not None else range(topology.n_servers)
+    peer = next((s for s in built if s // per_domain != server // per_domain), None)
+    leaves = spec_leaves(topology.spec)
     load: dict[tuple[str, str], float] = {}
     for local in range(topology.gpus_per_server):
         gpu = topology.gpu_id(server, local)
         nics = [nic for nic in topology.nics_of_gpu(server, local) if graph.out_degree(nic) > 0]
         if not nics:
-            route = topology.path(gpu, topology.gpu_id(peer, local))
+            if peer is not None or leaves is None:
+                target = topology.gpu_id(server if peer is None else peer, local)
+            else:
+                own = nics_of_gpu(local, topology.gpus_per_server, topology.nics_per_server)[0]
+                target = f"leaf{leaves.leaf_of(server, own)}"
+            route = topology.path(gpu, target)
             nics = [next(v for _, v in route if graph.nodes[v]["kind"] == "nic")]
         for nic in nics:
             uplinks = [(nic, v) for v in graph.succ[nic] if graph.nodes[v]["kind"] not in ("gpu", "pcie_switch", "cpu")]
@@ -113,6 +143,24 @@ def leaf_uplinks(topology: Topology, server: int = 0) -> tuple[float, int]:
         share += uplinks / len(servers)
         group = min(group, len(servers))
     return share, group
+
+
+def fabric_tier_latencies(topology: Topology) -> tuple[float, float, int]:
+    """(us a hop adds crossing leaf groups, us it adds crossing pods, leaf groups a pod holds). Crossing
+    leaves takes a hop up to a spine and down again: the two leaf-spine links of the topology (cable
+    and switch port-to-port each, topologies.links). A fabric of more leaves than a spine has ports
+    is three-tier (SPINE_PORTS): pods of SPINE_PORTS / 2 leaves under core switches, and crossing pods
+    takes two more links of the same figure. No spines: (0, 0, all)."""
+    leaves = spec_leaves(topology.spec)
+    graph = topology.graph
+    uplink = next(((u, v) for u, v in graph.edges if graph.nodes[u]["kind"] == "leaf"
+                   and graph.nodes[v]["kind"] == "spine"), None)
+    if leaves is None or uplink is None:
+        return 0.0, 0.0, 1 << 30
+    hop_us = 2 * float(graph.edges[uplink]["latency_s"]) * 1e6
+    leaves_per_group = leaves.nics if leaves.rails else 1
+    groups_per_pod = max(1, SPINE_PORTS // 2 // leaves_per_group)
+    return hop_us, (hop_us if leaves.count > SPINE_PORTS else 0.0), groups_per_pod
 
 
 def gpu_intra_Bps(topology: Topology, server: int) -> float:
@@ -181,6 +229,7 @@ def comm_view(topology: Topology) -> CommView:
         spine_Bps = min(c.spine_Bps for c in classes)
         group = leaf_uplinks(topology, classes[0].example)[1]
     servers_per_domain = max(1, per_domain // topology.gpus_per_server)
+    leaf_hop_us, pod_hop_us, groups_per_pod = fabric_tier_latencies(topology) if n_nodes > 1 else (0.0, 0.0, 1)
     return CommView(
         n_ranks=topology.n_gpus,
         n_nodes=n_nodes,
@@ -196,4 +245,10 @@ def comm_view(topology: Topology) -> CommView:
         gpudirect_rdma=topology.gpudirect_rdma,
         spine_Bps=spine_Bps * servers_per_domain,
         nodes_per_leaf_group=max(1, group // servers_per_domain),
+        # NVLink domains spanning servers are Grace trays (GB200/GB300 NVL72, GH200 NVL32), whose NICs hang
+        # off the Grace CPU; NCCL reaches them over NVLink-C2C (paths.cc: NCCL_NET_GDR_C2C)
+        nic_via_cpu=servers_per_domain > 1,
+        cross_leaf_hop_us=leaf_hop_us,
+        cross_pod_hop_us=pod_hop_us,
+        leaf_groups_per_pod=groups_per_pod,
     )

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from simulator.collectives import nccl_constants as C
 from simulator.collectives.algorithms import AlgoShape
 from simulator.collectives.comm import CommView
+from simulator.collectives.nccl_search import nics_reached, nvls_heads
 from simulator.collectives.params import ModelParams
 
 US = 1e-6
@@ -112,7 +113,9 @@ def resource_demands(op: str, shape: AlgoShape, proto: str, v: CommView, p: Mode
         senders = (v.ranks_per_node - (1 if shape.chain_depth else 0)) if v.intra_kind == "shm" else 1
         demands["intra"] = shape.intra_volume * senders / (v.intra_Bps * intra_eff * share)
     if v.transport is not None and (shape.net_volume or shape.net_volume_per_nic):
-        net_Bps = v.net_Bps * p.net_efficiency * share
+        # only the NICs NCCL's graph reaches carry it (nccl_search: 15 of an NVL72 rack's 72)
+        reached = nics_reached(shape.algo, v) / max(1, v.nics_per_node)
+        net_Bps = v.net_Bps * reached * p.net_efficiency * share
         if shape.net_volume_per_nic:  # one GPU's traffic through its own NIC
             demands["net"] = shape.net_volume_per_nic / (net_Bps / max(1, v.nics_per_node))
         else:
@@ -131,14 +134,28 @@ def cross_leaf_fraction(shape: AlgoShape, v: CommView) -> float:
     per channel: groups / nodes of the traffic on average. A double binary tree's edges mostly
     join distant nodes: about 1 - 1/groups. Direct sends (alltoall, sendrecv) go to every other node
     alike: the share of those outside the leaf group (a pair of nodes under different leaves: all)."""
-    groups = v.spanned_leaf_groups
+    return crossing_fraction(shape.algo, v.n_nodes, v.spanned_leaf_groups)
+
+
+def crossing_fraction(algo: str, n_nodes: int, groups: int) -> float:
+    """Share of a node's network traffic (and of its network hops) that leaves its group, for nodes in
+    order spanning `groups` groups of a fabric tier (cross_leaf_fraction gives the reasoning)."""
     if groups <= 1:
         return 0.0
-    if shape.algo == "ring":
-        return min(1.0, groups / v.n_nodes)
-    if shape.algo == "direct":  # the other nodes outside a node's leaf group, n / groups nodes a group
-        return v.n_nodes * (1.0 - 1.0 / groups) / (v.n_nodes - 1)
+    if algo == "ring":
+        return min(1.0, groups / n_nodes)
+    if algo == "direct":  # the other nodes outside a node's group, n / groups nodes a group
+        return n_nodes * (1.0 - 1.0 / groups) / (n_nodes - 1)
     return 1.0 - 1.0 / groups
+
+
+def fabric_hop_us(shape: AlgoShape, v: CommView) -> float:
+    """What a network hop pays on average for the fabric tiers it crosses, us: the share of hops that
+    leave the leaf group times the latency of going up to a spine and down (two switch links), plus
+    the share that leave the pod of a three-tier fabric times two more (comm.fabric_tier_latencies).
+    NCCL's network hop constant is the cost of a hop under one leaf."""
+    return (crossing_fraction(shape.algo, v.n_nodes, v.spanned_leaf_groups) * v.cross_leaf_hop_us
+            + crossing_fraction(shape.algo, v.n_nodes, v.spanned_pods) * v.cross_pod_hop_us)
 
 
 def per_channel_Bps(op: str, shape: AlgoShape, proto: str, v: CommView) -> float:
@@ -177,19 +194,13 @@ def chunk_bytes(size_bytes: float, shape: AlgoShape, channels: float, v: CommVie
     return max(C.THREADS_PER_CHANNEL[proto] * 8.0, min(per_step, CHUNK_SLOTS * slot))
 
 
-def nvls_heads(v: CommView) -> int:
-    """NVLS heads: every GPU of the NVLink domain, or one per NIC across domains, at most
-    NCCL_MAX_NVLS_ARITY = 32 (search.cc, device.h)."""
-    heads = v.ranks_per_node if not v.multi_node else min(v.ranks_per_node, max(1, v.nics_per_node))
-    return max(1, min(C.NVLS_MAX_HEADS, heads))
-
-
-def hop_latencies_us(proto: str, v: CommView, p: ModelParams) -> tuple[float, float, float]:
-    """(intra-node hop, network hop, network handshake) latencies with this protocol, us."""
+def hop_latencies_us(proto: str, v: CommView, p: ModelParams, fabric_us: float = 0.0) -> tuple[float, float, float]:
+    """(intra-node hop, network hop, network handshake) latencies with this protocol, us; `fabric_us`
+    is what a network hop adds for the fabric tiers it crosses (fabric_hop_us)."""
     intra = C.HOP_LATENCY_US["nvlink" if v.intra_kind == "nvlink" else "pcie"][proto] * p.latency_scale
     if v.multi_node and proto == "ll":
         intra *= 1.8  # tuning.cc: LL intra-node latency under a multi-node communicator
-    handshake = C.HOP_LATENCY_US["net"][proto] * p.net_latency_scale
+    handshake = C.HOP_LATENCY_US["net"][proto] * p.net_latency_scale + fabric_us
     return intra, handshake + p.net_extra_latency_us, handshake
 
 
@@ -210,7 +221,7 @@ def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView
     if channel_limit > seconds_per_byte:
         seconds_per_byte, bottleneck = channel_limit, "channels"
 
-    intra_hop, net_hop, net_handshake = hop_latencies_us(proto, v, p)
+    intra_hop, net_hop, net_handshake = hop_latencies_us(proto, v, p, fabric_hop_us(shape, v))
     base = C.BASE_LATENCY_US[shape.algo][proto] * p.latency_scale
     latency_s = (base + shape.intra_hops * intra_hop + shape.net_hops * net_hop) * US
 

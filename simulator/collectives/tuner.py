@@ -187,7 +187,8 @@ def enabled(op: str, algo: str, proto: str, v: CommView, rel: TunerRelease) -> b
         return rel.pat_share is not None and proto == "simple"
     if algo == "collnet":
         return proto == "simple"
-    return True
+    # tuning.cc: LL128 across nodes needs the NIC within PXN of the GPU (behind the CPU: PHB before 2.27)
+    return not (proto == "ll128" and v.multi_node and v.nic_via_cpu and not rel.ll128_nic_via_cpu)
 
 
 def tuner_time_us(op: str, algo: str, proto: str, size_bytes: int, v: CommView, rel: TunerRelease,

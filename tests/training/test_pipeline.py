@@ -390,7 +390,8 @@ def test_every_group_and_pipeline_is_priced_where_it_crosses_leaves() -> None:
     (nodes 0-2) stays under a leaf, the second and third (nodes 3|4 and 7|8) cross, and the step waits for
     them; (2) a context-parallel ring over nodes under different leaves goes through the spines; (3) a
     TP group spread 3 + 3 + 2 over 3 nodes (dp-tp-pp) on a non-blocking leaf-spine costs what it does on
-    one switch (not 1.5x its traffic charged to the spines)."""
+    one switch (not 1.5x its traffic charged to the spines), but for the leaf -> spine -> leaf latency of
+    its network hops (about 1% of this step)."""
     layout = layout_of(ParallelSpec(tp=8, pp=3), 96, 8)
     assert layout.pipeline_peer(0, 1, 4) == "pp:spine" and layout.pipeline_peer(0, 1, 12) == "pp:inter"
     cp_layout = layout_of(ParallelSpec(tp=8, cp=4), 32, 8)
@@ -403,8 +404,8 @@ def test_every_group_and_pipeline_is_priced_where_it_crosses_leaves() -> None:
                                 strategy=StrategySpec(kind="ddp"), parallel=ParallelSpec(tp=8, placement="dp-tp-pp"))
         return predict_step(topology, training, GPT).step_time_s
 
-    assert step({"kind": "leaf_spine", "nodes_per_leaf": 1}) == pytest.approx(step({"kind": "single_switch"}),
-                                                                             rel=1e-9)
+    leaf_spine, one_switch = step({"kind": "leaf_spine", "nodes_per_leaf": 1}), step({"kind": "single_switch"})
+    assert one_switch < leaf_spine < 1.02 * one_switch
 
 
 def test_bad_placement_is_slower() -> None:

@@ -132,7 +132,7 @@ def yaml_documents(draw: st.DrawFn) -> str:
     if shape == "flow-deep":
         return "x: " + draw(st.sampled_from(["[", "{a: "])) * draw(st.integers(1, 200_000))
     if shape == "block-deep":
-        depth = draw(st.integers(1, 2_000))
+        depth = draw(st.integers(1, 1_400))  # 1,400 levels of indentation: ~0.98 MB
         return "".join(f"{' ' * level}k:\n" for level in range(depth)) + " " * depth + "k: 1\n"
     if shape == "wide-list":
         return "x: [" + ", ".join(["1.5e3"] * draw(st.integers(1, 150_000))) + "]\n"

@@ -54,7 +54,9 @@ baseline (each case predicted by the median of the other cases with the same GPU
 and metric); the change figure (pairs differing only in GPU count or inter-node bandwidth: error
 of the predicted throughput ratio, and of the lookup table's ratio 1); coverage = expressed /
 in-scope cases (a data-parallel family understood), also apart for the cases with and without
-tensor, pipeline or context parallelism (rows "ALL tp/pp" and "ALL dp-only").
+tensor, pipeline or context parallelism (rows "ALL tp/pp" and "ALL dp-only"). Memory: where a case
+publishes the memory a GPU used, the predicted memory per GPU against it (a line after the table; JSON:
+`memory` and, per case, `memory_pct_error`).
 
 --crossval source: the attention kernels' efficiency per GPU generation and kernel (FlashAttention-2,
 cuDNN, MPT's Triton kernel) is the one constant the published runs inform; each source is held out in
@@ -178,8 +180,8 @@ def validate_training(
     source: Annotated[str | None, typer.Option(help="Only cases whose id starts with this prefix (e.g. llmfoundry).")]
     = None,
     crossval: Annotated[str | None, typer.Option(
-        help="'source': refit the attention efficiency per GPU generation with each source left out and report the "
-        "error on the held-out source (predicts every case 5 times: minutes).")] = None,
+        help="'source': refit the attention efficiency per GPU generation and kernel with each source left out and "
+        "report the error on the held-out source (predicts every case 5 times: minutes).")] = None,
 ) -> None:
     if crossval not in (None, "source"):
         raise ConfigError(f"--crossval: only 'source' (leave one source out), got {crossval!r}")

@@ -81,8 +81,9 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   or value element (the fp32 += of dk and dv, the cat it rotates), all at HBM speed.
 - Recomputation: full re-runs the layer's forward, selective (Megatron's) the attention core, op
   (torchtitan's per-op policy, TransformerModel.op_recomputed_gemms) every second weight matmul up to the
-  last one backward needs (wk, wo, w3 of a Llama block) with their fp8 casts, and the element-wise work;
-  attention's output is kept, so attention is not re-run.
+  last one backward needs (wk, wo, w3 of a Llama block), and the element-wise work; attention's output is
+  kept, so attention is not re-run. Its save list names aten.mm (torchtitan parallelize_llama.py
+  _save_list), so under float8 training every matmul (torch._scaled_mm) is re-run, with its casts.
 - The optimizer is memory-bound: Adam reads and writes fp32 master weights, two moments and the
   gradient (OPTIMIZER_BYTES_PER_PARAM per locally owned parameter).
 - Gradient accumulation outside the GEMMs (DeepSpeed's bf16 optimizer adds each micro-batch's
@@ -260,8 +261,10 @@ class ComputeModel:
                     + scores * UNFUSED_SCORE_BYTES_BACKWARD / hbm + KERNEL_LAUNCH_S + LAYER_KERNELS["backward"] * gap)
         core = attention_s + merge_forward_s + scores * UNFUSED_SCORE_BYTES / hbm + LAYER_KERNELS["attention"] * gap
         if checkpointing == "op":  # the matmuls torchtitan's policy re-runs (with their fp8 casts) and the
-            # element-wise work, not attention (its output is kept)
-            recomputed_s = sum(each_gemm_s[name] * part for name, part, _ in model.op_recomputed_gemms())
+            # element-wise work, not attention (its output is kept); its save list names aten.mm, so float8
+            # matmuls (torch._scaled_mm) are all re-run
+            recomputed_s = gemm_s if fp8 else sum(each_gemm_s[name] * part
+                                                  for name, part, _ in model.op_recomputed_gemms())
             recompute = recomputed_s * (1.0 + cast_forward_s / gemm_s) + elementwise_s + KERNEL_LAUNCH_S
         else:
             recompute = {"none": 0.0, "selective": core, "full": forward}[checkpointing]

@@ -320,3 +320,14 @@ def test_torchtitans_eager_loss_holds_three_fp32_copies_of_the_logits():
     assert eager.activations_bytes - fused.activations_bytes == pytest.approx(8 * 4096 * 128256, rel=1e-12)
     assert resolved("fsdp2", strategy=StrategySpec(kind="fsdp")).cross_entropy == "eager"
     assert resolved("megatron-core", strategy=StrategySpec(kind="ddp")).cross_entropy == "fused"
+
+
+def test_float8_op_checkpointing_reruns_every_matmul():
+    """torchtitan's save list names aten.mm; float8 matmuls are torch._scaled_mm, so under float8 the per-op
+    policy re-runs all of a block's matmuls (with their casts), not every other one, and still not attention."""
+    block = transformer(LLAMA3_8B).blocks[0][0]
+    fp8 = ComputeModel(gpu_spec("H100-SXM5-80GB"), "fp8")
+    op, full = fp8.layer(block, 1, 4096, "op"), fp8.layer(block, 1, 4096, "full")
+    gemms = sum(fp8.gemms_s(block, 1, 4096).values())
+    attention = fp8.attention_forward_s(block, 1, 4096)
+    assert op.recompute_s > gemms and op.recompute_s == pytest.approx(full.recompute_s - attention, rel=1e-6)

@@ -98,11 +98,14 @@ def _block(block: TransformerModel, training: TrainingSpec, compute: ComputeMode
     # torchtitan's op policy keeps the reduce-scatters' outputs and re-runs the rest (sequence parallelism: the
     # two all-gathers; without it, the attention's all-reduce: the recomputation stops before the MLP's)
     checkpointing = training.activation_checkpointing
-    recompute = forward[0] if checkpointing == "full" else pass_collectives(
-        block, b, seq_len, par, attention_s, ("forward",), tp_passes=0, routed_load=load)[0]
-    if checkpointing == "op":
+    if checkpointing == "full":
+        recompute = forward[0]
+    elif checkpointing == "op":
         recompute = [replace(call, count=call.count // 2) if call.op == "all_reduce" else call
                      for call in forward[0] if call.group == "tp" and call.op in ("all_gather", "all_reduce")]
+    else:
+        recompute = pass_collectives(block, b, seq_len, par, attention_s, ("forward",), tp_passes=0,
+                                     routed_load=load)[0]
     tp_overlap, expert_s = par.tp_comm_overlap, expert_budgets(times, par) if block.spec.moe else None
     overlap = tp_overlap or expert_s is not None
     budgets = {"forward": overlap_budgets(forward[0], gemm_s, ("forward",), tp=tp_overlap, expert_s=expert_s)

@@ -7,7 +7,7 @@ kernels' own benchmarks do not settle (they count a causal mask's work and the b
 training runs, see that module). One factor per generation across kernels would make a kernel's runs pay
 for another's: LLM Foundry's 49 H100 runs (Triton kernel, too fast at FlashAttention-2's rate as their
 sequences grow) pulled the shared Hopper factor to 0.78-0.90, and NeMo's and torchtitan's runs (cuDNN,
-FlashAttention-2) held out were then 15% and 9% off. GEMM rates come from cuBLAS benchmarks and the
+FlashAttention-2) held out were then 15-17% and 8-9% off. GEMM rates come from cuBLAS benchmarks and the
 collective model from nccl-tests logs, so they are not refitted here.
 
 Procedure (rerunnable: `clustersim validate-training CASES --crossval source`):

@@ -92,3 +92,22 @@ def test_server_classes_price_each_fault_once():
     healthy, nic, gpu = classes
     assert nic.net_Bps == pytest.approx(healthy.net_Bps * 0.1)
     assert gpu.intra_Bps == pytest.approx(healthy.intra_Bps * 0.5) and nic.intra_Bps == healthy.intra_Bps
+
+
+@settings(max_examples=12, deadline=None)
+@given(server=st.integers(0, NODES - 1), gpu=st.integers(0, 7), factor=FACTORS.filter(lambda f: f > 0))
+def test_the_nics_nccls_channels_reach_follow_a_degraded_gpu_wherever_it_is(server: int, gpu: int, factor: float):
+    """NCCL's channel search is bounded by the slowest GPU's NVLink (simulator.collectives.nccl_search): a
+    degraded GPU link cuts the NICs the channels reach the same on any server and any GPU of it."""
+    moved = comm_view(cluster(faults=[(f"s{server}/gpu{gpu}", factor)]))
+    assert moved == comm_view(cluster(faults=[("s0/gpu0", factor)]))
+    assert predict_collective(moved, "all_reduce", GIB).time_s >= predict_collective(
+        comm_view(cluster()), "all_reduce", GIB).time_s * (1 - 1e-9)
+
+
+def test_a_degraded_gpu_in_either_nvl72_rack_prices_alike():
+    """Two GB200 NVL72 racks: the same degraded GPU link in the first or the second rack, the same all_reduce."""
+    def rack_pair(device: str) -> float:
+        topology = build(load_preset("gb200-nvl72", nodes=36, link_faults=[{"device": device, "factor": 0.5}]))
+        return predict_collective(comm_view(topology), "all_reduce", GIB).time_s
+    assert rack_pair("s2/gpu1") == pytest.approx(rack_pair("s20/gpu3"), rel=1e-9)

@@ -17,7 +17,9 @@ mapped case's `defaults` ("flagged" cases). The fillers, in one place:
 - A strategy list naming no data-parallel strategy ('tp', 'pp'): ddp, or the framework's (zero1 for
   Megatron-Core's distributed optimizer, NeMo, Megatron-DeepSpeed bf16). LoRA fine-tuning and
   packed sequences (attention per packed sample, lengths not stated): skipped. A released model
-  named without its shape ("LLAMA2-7B") takes its model preset's public config, flagged.
+  named without its shape ("LLAMA2-7B") takes its model preset's public config, flagged. Fields a source
+  states once for a table or document fill its rows (_STATED_ONCE), and a stated size gives the layer
+  count (_layers_from_size), flagged.
 - The optimizer is AdamW for every case (no source names another): not flagged.
 - Attention: fused (flash) except in Megatron-LM and Megatron-DeepSpeed runs, which predate their
   flash-attention support and pass the score matrix through memory (not flagged: a fact of the era);
@@ -86,6 +88,7 @@ class TrainingCase:
     cluster: Mapping[str, Any]
     metrics: Mapping[str, Any]
     note: str = ""
+    where: str = ""  # the source section's url and table, as written ("" when the case has none)
 
     @property
     def source(self) -> str:
@@ -139,8 +142,11 @@ def _parse_one(entry: Any, source: str, index: int) -> TrainingCase:
     note = entry.get("note") or ""
     if not isinstance(note, str):
         raise ConfigError(f"{where}: note: expected a string, got {type(note).__name__}")
+    reference = entry.get("source")
+    where_published = " | ".join(str(reference.get(key) or "") for key in ("url", "table")) \
+        if isinstance(reference, Mapping) else ""
     return TrainingCase(case_id, sections["model"], sections["training"], sections["cluster"],
-                        sections["metrics"], note)
+                        sections["metrics"], note, where_published)
 
 
 def parse_cases(text: str, source: str) -> list[TrainingCase]:
@@ -241,27 +247,81 @@ _MOE_FIELDS = {"experts": "experts", "experts_per_token": "experts_per_token", "
                "shared_experts": "shared_experts"}
 
 
-# Head counts a source states once for all its tables, where the rows leave them out (by case id prefix):
-# BigScience's tr11-176B-ml chronicles-prequel heads its final comparison "all NHEADS=64 (above too)",
-# covering the earlier tables.
-_SOURCE_STATED_HEADS = {"bloom-prequel-": (64, "all NHEADS=64 (above too)")}
+@dataclass(frozen=True)
+class _StatedOnce:
+    """A model field a source states once for a document or one of its tables, where the rows leave it out:
+    cases whose source url and table contain every string of `where` take it, flagged with the quote."""
+
+    where: tuple[str, ...]
+    field: str
+    value: int
+    quote: str
+
+
+_STATED_ONCE = (
+    # BigScience tr11-176B-ml chronicles-prequel.md heads its final comparison with this line, covering
+    # the tables above it.
+    _StatedOnce(("chronicles-prequel",), "heads", 64, "all NHEADS=64 (above too)"),
+    # Its section "Choosing the fastest 3D Topology" varies PP on the 200B model of its 02-17 runs
+    # ("200B model: ... NLAYERS=80, NHIDDEN=14400"), saying how the size column moves.
+    _StatedOnce(("chronicles-prequel", "Choosing the fastest 3D Topology"), "hidden", 14400,
+                "the number of layers had to be tweaked to fit PP and NHIDDEN was fixed"),
+)
+_PARAMS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([MBT])\s*$")
+_PARAMS_UNIT = {"M": 1e6, "B": 1e9, "T": 1e12}
+_SIZE_TOLERANCE = 0.03  # a layer count must give the stated size within this fraction (sizes are rounded)
+
+
+def _dense_gpt_params(layers: int, hidden: int, vocab: int, seq_len: int) -> float:
+    """Megatron's GPT parameter count, l (12 h^2 + 13 h) + V h + s h + 2 h: the formula BigScience's
+    chronicles print their size column with (tr11-176B-ml chronicles-prequel.md, "Model size")."""
+    return layers * (12 * hidden**2 + 13 * hidden) + vocab * hidden + seq_len * hidden + 2 * hidden
+
+
+def _layers_from_size(case: TrainingCase, model: Mapping[str, Any], seq_len: int, defaults: list[str]) -> int:
+    """The layer count of a case that states its size, hidden size and vocabulary but not its layers: the
+    multiple of the pipeline degree whose parameter count (_dense_gpt_params) is nearest the stated size,
+    as a pipeline-parallel run sizes its model (whole blocks per stage); none within _SIZE_TOLERANCE:
+    unexpressible."""
+    match = _PARAMS.match(str(model.get("params") or ""))
+    vocab = model.get("vocab")
+    if match is None or vocab is None:
+        raise Unexpressible("model shape not stated: layers (nor a size in B and a vocabulary to derive it)")
+    stated = float(match.group(1)) * _PARAMS_UNIT[match.group(2)]
+    hidden, vocab_n = int(model["hidden"]), _k_count(vocab, 1000)
+    pp = int(case.training.get("pp") or 1)
+    per_layer = 12 * hidden**2 + 13 * hidden
+    near = max(1, round((stated - _dense_gpt_params(0, hidden, vocab_n, seq_len)) / per_layer / pp))
+    layers = min((k * pp for k in (near - 1, near, near + 1) if k > 0),
+                 key=lambda n: abs(_dense_gpt_params(n, hidden, vocab_n, seq_len) - stated))
+    size = _dense_gpt_params(layers, hidden, vocab_n, seq_len)
+    if abs(size - stated) > _SIZE_TOLERANCE * stated:
+        raise Unexpressible(f"model shape not stated: layers (no multiple of PP {pp} gives {model['params']} "
+                            f"with hidden {hidden}; nearest {layers} layers, {size / 1e9:.0f}B)")
+    defaults.append(f"layers not stated: {layers}, the multiple of PP {pp} nearest the stated {model['params']} "
+                    f"with hidden {hidden} ({size / 1e9:.1f}B by Megatron's count)")
+    return layers
 
 
 def _model_spec(case: TrainingCase, model: Mapping[str, Any], seq_len: int, defaults: list[str]) -> ModelSpec:
     """The case's model section (with filled-in fields) as a ModelSpec; a released model named
-    without any of its shape takes its public config (the model preset); heads its source states
-    for all its tables (_SOURCE_STATED_HEADS) fill the rows that leave them out."""
+    without any of its shape takes its public config (the model preset); fields its source states
+    once for a table or the whole document (_STATED_ONCE) fill the rows that leave them out, and a
+    stated size then gives the layer count (_layers_from_size)."""
     shape = ("layers", "hidden", "heads", "vocab")
-    stated = next((value for prefix, value in _SOURCE_STATED_HEADS.items() if case.id.startswith(prefix)), None)
-    if model.get("heads") is None and stated is not None and all(model.get(k) is not None for k in shape[:2]):
-        model = {**model, "heads": stated[0]}
-        defaults.append(f"heads not stated in the row: {stated[0]} (the source: {stated[1]!r})")
     missing = [k for k in shape if model.get(k) is None]
     preset = _released_preset(str(model.get("name") or "")) if len(missing) == len(shape) else None
     if preset is not None:
         defaults.append(f"model shape not stated: the released model's public config (model preset {preset.name})")
         return ModelSpec(**{**preset.model_dump(), "max_seq_len": seq_len, "train_seq_len": None,
                             "source": f"training case {case.id} (model preset {preset.name})"})
+    for fact in _STATED_ONCE:
+        if model.get(fact.field) is None and all(text in case.where for text in fact.where):
+            model = {**model, fact.field: fact.value}
+            defaults.append(f"{fact.field} not stated in the row: {fact.value} (the source: {fact.quote!r})")
+    if model.get("layers") is None and model.get("hidden") is not None:
+        model = {**model, "layers": _layers_from_size(case, model, seq_len, defaults)}
+    missing = [k for k in shape if model.get(k) is None]
     if missing:
         raise Unexpressible(f"model shape not stated: {', '.join(missing)}")
     experts = {field: model[key] for key, field in _MOE_FIELDS.items() if model.get(key) is not None}

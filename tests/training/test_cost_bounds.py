@@ -15,6 +15,7 @@ from simulator.core.errors import ConfigError
 from simulator.training.job_warnings import TOKENS_PER_STEP_WARN, job_warnings
 from simulator.training.predict import FULL_RUN_FIRSTS, predict_step
 from topologies.presets import load_preset
+from workloads.presets import list_models, load_model
 from workloads.spec import ModelSpec, ParallelSpec, StrategySpec, TrainingSpec
 
 UNIFORM = ModelSpec(name="uniform", layers=16, hidden=1024, heads=16, vocab=32000, max_seq_len=2048)
@@ -85,6 +86,26 @@ def test_a_sequence_past_the_models_context_is_warned_about() -> None:
     assert job_warnings(job(2048), UNIFORM) == job_warnings(job(None), UNIFORM) == []
     [warning] = job_warnings(job(10_000_000), UNIFORM)
     assert "training.seq_len 10,000,000" in warning and "max_seq_len 2,048" in warning
+
+
+def test_dimensions_off_the_tensor_core_alignment_are_warned_about() -> None:
+    """BigScience's 200B prototype (hidden 14,400, 64 heads, TP 8): head width 225 is not a multiple of 8 and a
+    rank's 1,800 not a multiple of 64, two warnings; hidden 13,824 (head width 216, 1,728 a rank) none, nor any
+    model preset at the tensor-parallel degrees its heads allow."""
+    def job(tp: int) -> TrainingSpec:
+        return TrainingSpec(model="m", global_batch=8, parallel=ParallelSpec(tp=tp))
+
+    prototype = ModelSpec(name="bloom-200b", layers=80, hidden=14400, heads=64, vocab=250880, max_seq_len=2048)
+    head, rank = job_warnings(job(8), prototype)
+    assert "head width 225" in head and "multiple of 8" in head
+    assert "1800 a rank" in rank and "multiple of 64" in rank
+    aligned = prototype.model_copy(update={"hidden": 13824})
+    assert job_warnings(job(8), aligned) == []
+    for name, _ in list_models():
+        model = load_model(name)
+        for tp in (1, 2, 4, 8):
+            if model.heads % tp == 0:
+                assert job_warnings(job(tp), model) == [], (name, tp)
 
 
 def test_predict_of_a_batch_typed_in_tokens_answers_with_one_warning_line() -> None:

@@ -70,7 +70,7 @@ def case(base: dict[str, Any] = FOUNDRY_70B, **sections: dict[str, Any] | str) -
     out = copy.deepcopy(base)
     for name, value in sections.items():
         if isinstance(value, dict):
-            out[name].update(value)
+            out.setdefault(name, {}).update(value)
         else:
             out[name] = value
     return out
@@ -195,15 +195,51 @@ def test_case_without_hidden_size_is_skipped():
     assert m.skipped == "model shape not stated: hidden" and m.in_scope
 
 
+PREQUEL_URL = "https://github.com/bigscience-workshop/bigscience/blob/master/train/tr11-176B-ml/chronicles-prequel.md"
+
+
 def test_heads_the_source_states_for_all_its_tables_fill_its_rows():
     """BigScience's chronicles-prequel states "all NHEADS=64 (above too)" once: its rows without heads take 64,
     flagged with the quote; a row of another source without heads is still skipped, naming the field."""
     prequel = case(BLOOM_176B, id="bloom-prequel-181B-n48-dp8tp8pp6-mbs2-gbs2048-h14336-l72-02-21",
-                   model={"heads": None, "layers": 72})
+                   model={"heads": None, "layers": 72}, source={"url": PREQUEL_URL, "table": "NHIDDEN=14336"})
     m = mapped(prequel)
     assert m.skipped is None and m.model is not None and m.model.heads == 64
     assert any("all NHEADS=64 (above too)" in d for d in m.defaults)
     assert mapped(case(model={"heads": None})).skipped == "model shape not stated: heads"
+
+
+def test_hidden_the_source_fixes_for_a_table_and_layers_from_the_stated_size():
+    """The prequel's "Choosing the fastest 3D Topology" rows give only a size: NHIDDEN was fixed at 14,400 (the
+    source says so) and the layers are the multiple of PP nearest the size by the source's own formula,
+    l (12 h^2 + 13 h) + V h + s h + 2 h: 183B at PP 12 is 72 layers (182.8B), 194B at PP 6 is 78 (197.7B, the
+    nearest multiple of 6; 72 gives 182.8B). Another table of the same source without hidden stays skipped."""
+    def row(params: str, pp: int, table: str = 'section "Choosing the fastest 3D Topology"') -> dict[str, Any]:
+        return case(BLOOM_176B, id=f"bloom-prequel-{params}-pp{pp}", source={"url": PREQUEL_URL, "table": table},
+                    model={"params": params, "layers": None, "hidden": None, "heads": None, "vocab": "250k"},
+                    training={"tp": 8, "pp": pp, "dp": 48 // pp, "micro_batch": 1})
+    h, v, s = 14400, 250_000, 2048
+    assert 72 * (12 * h**2 + 13 * h) + v * h + s * h + 2 * h == pytest.approx(182.8e9, rel=1e-3)
+    m = mapped(row("183B", 12))
+    assert m.skipped is None and m.model is not None
+    assert (m.model.layers, m.model.hidden, m.model.heads) == (72, 14400, 64)
+    assert any("NHIDDEN was fixed" in d for d in m.defaults)
+    assert any(d.startswith("layers not stated: 72, the multiple of PP 12 nearest the stated 183B") for d in m.defaults)
+    assert mapped(row("194B", 6)).model.layers == 78  # type: ignore[union-attr]
+    assert mapped(row("183B", 12, table='section "tile and wave quantization"')).skipped == \
+        "model shape not stated: layers, hidden"
+
+
+def test_a_size_no_layer_count_reaches_is_skipped_saying_why():
+    """A stated size that no multiple of PP reaches within 3% (50B at hidden 14,400 and PP 12: 12 layers give
+    33.5B, 24 give 63.4B) is skipped naming the nearest; no size at all names what is missing."""
+    def row(params: str | None) -> dict[str, Any]:
+        return case(BLOOM_176B, model={"params": params, "layers": None, "hidden": 14400, "heads": 64},
+                    training={"tp": 8, "pp": 12, "dp": 4})
+    assert mapped(row("50B")).skipped == ("model shape not stated: layers (no multiple of PP 12 gives 50B with "
+                                          "hidden 14400; nearest 24 layers, 63B)")
+    assert mapped(row(None)).skipped == ("model shape not stated: layers (nor a size in B and a vocabulary to "
+                                         "derive it)")
 
 
 @pytest.mark.parametrize(

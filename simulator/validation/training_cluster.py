@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from topologies.hardware import intra_node_platform
+from topologies.hardware import gpu_spec, intra_node_platform, known_gpus
 from topologies.presets import load_preset
 from topologies.spec import TopologySpec
 
@@ -36,6 +36,44 @@ _NAMED_GPUS: tuple[tuple[str, str, str, str | None], ...] = (
 )
 
 
+_PCIE_PRESET = "pcie-l40s"  # the preset whose server holds PCIe cards (8 per node, no NVLink)
+# GeForce cards: NVIDIA's driver gives them no peer-to-peer over PCIe (the 40 series has none at all; the
+# 30 series only over an NVLink bridge between two cards), so NCCL stages their transfers through host memory.
+_GEFORCE = re.compile(r"^RTX-[2-5]0[5-9]0")
+_MEMORY_TOKEN = re.compile(r"^\d+gb$")
+
+
+def _tokens(text: str) -> set[str]:
+    return {token for token in re.split(r"[^a-z0-9]+", text.lower()) if token}
+
+
+def _table_card(text: str, defaults: list[str]) -> tuple[str, str, str | None] | None:
+    """A card of the GPU table named in `text` (every token of its table name but the memory size is a word
+    of the text: 'NVIDIA L40S', 'A100 80GB PCIe', 'GeForce RTX 4090'), in the PCIe server preset with its
+    PCIe generation (without peer-to-peer for GeForce cards); None when no table GPU is named. Of several
+    memory sizes, the stated one, else the largest, flagged. Reached only for text that names none of the
+    NVLink module families `_gpu_and_preset` knows, so a match is a PCIe card."""
+    words = _tokens(text)
+
+    def core(name: str) -> set[str]:
+        return {token for token in _tokens(name) if not _MEMORY_TOKEN.match(token)}
+
+    matches = [name for name in known_gpus() if core(name) <= words]
+    if not matches:
+        return None
+    stated = [name for name in matches if (_tokens(name) - core(name)) & words]
+    choice = stated[0] if stated else max(matches, key=lambda name: gpu_spec(name).memory_gib)
+    if not stated and len(matches) > 1:
+        defaults.append(f"GPU {text!r}: memory not stated: {choice}")
+    gen = gpu_spec(choice).pcie_gen
+    geforce = bool(_GEFORCE.match(choice))
+    intra = f"pcie{gen}{'-no-p2p' if geforce else ''}"
+    defaults.append(f"GPU {text!r}: server not stated: {load_preset(_PCIE_PRESET).gpus_per_node} cards over PCIe "
+                    f"Gen{gen}{' without peer-to-peer (GeForce)' if geforce else ''} ({_PCIE_PRESET}'s server "
+                    f"with intra_node {intra})")
+    return choice, _PCIE_PRESET, intra
+
+
 def _gpu_and_preset(text: str, gpus_per_node: int | None, defaults: list[str]) -> tuple[str, str, str | None]:
     """A GPU table name, the preset whose server it sits in and the server's intra_node where it differs
     from the preset's, from free text like 'V100 32GB (DGX-2)'."""
@@ -51,7 +89,10 @@ def _gpu_and_preset(text: str, gpus_per_node: int | None, defaults: list[str]) -
                             f"{f' with intra_node {intra}' if intra else ''} ({gpu})")
         return named
     if "pcie" in low:
-        raise Unexpressible(f"GPU {text!r}: no PCIe server preset for it")
+        card = _table_card(text, defaults)
+        if card is None:
+            raise Unexpressible(f"GPU {text!r}: no PCIe part of it in the GPU table (topologies/data/gpus.yaml)")
+        return card
     if "gb200" in low:
         return "GB200", "gb200-nvl72", None
     if "b200" in low:
@@ -82,7 +123,10 @@ def _gpu_and_preset(text: str, gpus_per_node: int | None, defaults: list[str]) -
         if not re.search(r"dgx-?1", low):
             defaults.append("V100 server not stated: dgx-1-v100")
         return gpu, "dgx-1-v100", None
-    raise Unexpressible(f"GPU {text!r} is not in the GPU table (topologies/data/gpus.yaml)")
+    card = _table_card(text, defaults)
+    if card is None:
+        raise Unexpressible(f"GPU {text!r} is not in the GPU table (topologies/data/gpus.yaml)")
+    return card
 
 
 def _gbps(number: str, unit: str) -> float:

@@ -288,6 +288,24 @@ def test_unstated_transport_and_unknown_gpu_are_flagged_or_skipped():
     assert "not in the GPU table" in mapped(case(cluster={"gpu": "Pascal (model not stated)"})).skipped
 
 
+@pytest.mark.parametrize(
+    ("text", "gpu", "intra_node"),
+    [("NVIDIA L40S 48GB", "L40S", "pcie4"), ("H100 80GB PCIe", "H100-PCIe-80GB", "pcie5"),
+     ("GeForce RTX 2080 Ti", "RTX-2080-Ti", "pcie3-no-p2p"), ("RTX 6000D", "RTX-6000D", "pcie5")],
+)
+def test_pcie_cards_of_the_gpu_table_sit_in_the_pcie_server(text, gpu, intra_node):
+    """Every PCIe card of the GPU table is recognised by its name's words in any order (the memory size may be
+    left out), on the PCIe preset's server at the card's PCIe generation, GeForce cards without peer-to-peer;
+    flagged. A card the table lacks is skipped naming the table."""
+    m = mapped(case(training={"global_batch": None, "grad_accum": None, "precision": None},
+                    cluster={"gpu": text, "num_gpus": 8, "nodes": 1, "gpus_per_node": None}))
+    assert m.skipped is None, m.skipped
+    assert (m.topology.gpu, m.topology.intra_node, m.topology.gpus_per_node) == (gpu, intra_node, 8)
+    assert any("server not stated: 8 cards over PCIe" in d and intra_node in d for d in m.defaults)
+    skipped = mapped(case(cluster={"gpu": "Quadro GP100 PCIe", "num_gpus": 8})).skipped
+    assert skipped == "GPU 'Quadro GP100 PCIe': no PCIe part of it in the GPU table (topologies/data/gpus.yaml)"
+
+
 def test_one_gpu_of_a_dgx2_is_a_one_gpu_server():
     """1 GPU on a 16-GPU DGX-2 ('tp' at degree 1): one node of one GPU, plain DDP (flagged)."""
     m = mapped(case(training={"strategy": ["tp"], "tp": 1, "fsdp_sharding_strategy": None, "global_batch": 8,

@@ -291,7 +291,9 @@ def test_unstated_transport_and_unknown_gpu_are_flagged_or_skipped():
 @pytest.mark.parametrize(
     ("text", "gpu", "intra_node"),
     [("NVIDIA L40S 48GB", "L40S", "pcie4"), ("H100 80GB PCIe", "H100-PCIe-80GB", "pcie5"),
-     ("GeForce RTX 2080 Ti", "RTX-2080-Ti", "pcie3-no-p2p"), ("RTX 6000D", "RTX-6000D", "pcie5")],
+     ("GeForce RTX 2080 Ti", "RTX-2080-Ti", "pcie3-no-p2p"), ("RTX 6000D", "RTX-6000D", "pcie5"),
+     ("A100 80GB PCIe", "A100-PCIe-80GB", "pcie4"), ("Tesla T4", "T4", "pcie3"), ("NVIDIA A10", "A10", "pcie4"),
+     ("GeForce RTX 4090 24GB", "RTX-4090", "pcie4-no-p2p"), ("RTX 6000 Ada", "RTX-6000-Ada", "pcie4")],
 )
 def test_pcie_cards_of_the_gpu_table_sit_in_the_pcie_server(text, gpu, intra_node):
     """Every PCIe card of the GPU table is recognised by its name's words in any order (the memory size may be
@@ -304,6 +306,14 @@ def test_pcie_cards_of_the_gpu_table_sit_in_the_pcie_server(text, gpu, intra_nod
     assert any("server not stated: 8 cards over PCIe" in d and intra_node in d for d in m.defaults)
     skipped = mapped(case(cluster={"gpu": "Quadro GP100 PCIe", "num_gpus": 8})).skipped
     assert skipped == "GPU 'Quadro GP100 PCIe': no PCIe part of it in the GPU table (topologies/data/gpus.yaml)"
+
+
+def test_a_pcie_card_without_its_memory_size_is_the_largest_flagged():
+    """'A100 PCIe' names two cards of the table (40 and 80 GB): the larger, flagged."""
+    m = mapped(case(training={"global_batch": None, "grad_accum": None},
+                    cluster={"gpu": "A100 PCIe", "num_gpus": 8, "nodes": 1, "gpus_per_node": None}))
+    assert m.topology is not None and m.topology.gpu == "A100-PCIe-80GB"
+    assert "GPU 'A100 PCIe': memory not stated: A100-PCIe-80GB" in m.defaults
 
 
 def test_one_gpu_of_a_dgx2_is_a_one_gpu_server():

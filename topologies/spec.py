@@ -170,13 +170,13 @@ class FabricSpec(BaseModel):
         description="How a leaf spreads traffic over its spines: adaptive (per packet or flowlet: InfiniBand "
         "adaptive routing, EFA SRD, Spectrum-X) or ecmp (each flow pinned to one uplink by a hash of its "
         "headers: RoCE and TCP on plain Ethernet ECMP, or InfiniBand with static routing). Default: adaptive "
-        "for ib and efa, ecmp otherwise.",
+        "for ib and efa, ecmp otherwise. A single_switch fabric has no uplinks and ignores it.",
     )
 
     @model_validator(mode="after")
     def _check(self) -> FabricSpec:
         if self.kind == "single_switch":
-            for field in ("nodes_per_leaf", "spines", "routing"):
+            for field in ("nodes_per_leaf", "spines"):
                 if getattr(self, field) is not None:
                     raise ValueError(f"{field}: not used by a single_switch fabric; use leaf_spine or rail_optimized")
             if self.oversubscription != 1.0:

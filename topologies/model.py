@@ -141,6 +141,11 @@ class Topology:
         return bool(net and net.sharp)
 
     @property
+    def ecmp(self) -> bool:
+        """Each flow between leaves is pinned to one uplink by a hash (TopologySpec.routing), not spread."""
+        return self.spec.routing == "ecmp"
+
+    @property
     def gpudirect_rdma(self) -> bool:
         """NICs access GPU memory directly (False without a network, or when traffic stages via the CPU)."""
         net = self.spec.inter_node

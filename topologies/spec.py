@@ -37,6 +37,7 @@ IntraNodeKind = Literal[
     "pcie5-no-p2p",
 ]
 FabricKind = Literal["single_switch", "leaf_spine", "rail_optimized"]
+Routing = Literal["adaptive", "ecmp"]
 
 # NIC speed assumed when a spec omits nic_gbps (then nic_gbps_presumed is set): the commonest speed of
 # each transport in GPU clusters. ib: NDR 400 Gb/s ConnectX-7 (DGX H100/B200 compute fabric);
@@ -52,6 +53,14 @@ DEFAULT_NIC_GBPS: dict[str, float] = {
     "sockets": 100.0,
     "ethernet": 100.0,
 }
+# How the switches spread flows over the spines when a spec does not say (FabricSpec.routing).
+# adaptive: InfiniBand (NCCL turns on adaptive-routing-capable transfers by default where the port's link
+# layer is InfiniBand and off on RoCE: src/transport/net_ib.cc, NCCL_IB_ADAPTIVE_ROUTING; NVIDIA Quantum
+# switches route such traffic adaptively) and EFA (AWS SRD sprays a flow's packets over many paths:
+# Shalev et al., "A Cloud-Optimized Transport Protocol for Elastic and Scalable HPC", IEEE Micro 2020).
+# ecmp: RoCE and TCP-based transports, whose switches pin each flow to a path by a hash of its 5-tuple
+# (Gangidi et al., "RDMA over Ethernet for Distributed Training at Meta Scale", SIGCOMM 2024).
+ADAPTIVE_ROUTING_TRANSPORTS = ("ib", "efa")
 # NCCL's socket transport (used over plain Ethernet too) always copies through host memory.
 HOST_STAGED_TRANSPORTS = ("sockets", "ethernet")
 NVL72_DOMAIN_GPUS = 72  # GB200 NVL72: 72 GPUs in one NVLink domain (NVIDIA GB200 NVL72 datasheet)
@@ -156,6 +165,13 @@ class FabricSpec(BaseModel):
         description="Spine switches. Default: one per leaf uplink port (downlink ports / oversubscription), at "
         "most 64; each leaf-spine link carries the leaf's uplink bandwidth / spines.",
     )
+    routing: Routing | None = Field(
+        default=None,
+        description="How a leaf spreads traffic over its spines: adaptive (per packet or flowlet: InfiniBand "
+        "adaptive routing, EFA SRD, Spectrum-X) or ecmp (each flow pinned to one uplink by a hash of its "
+        "headers: RoCE and TCP on plain Ethernet ECMP, or InfiniBand with static routing). Default: adaptive "
+        "for ib and efa, ecmp otherwise. A single_switch fabric has no uplinks and ignores it.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> FabricSpec:
@@ -200,6 +216,15 @@ class TopologySpec(BaseModel):
         if self.intra_node == "nvlink5-nvl72":
             return self.nvlink_domain_gpus or NVL72_DOMAIN_GPUS
         return self.gpus_per_node
+
+    @property
+    def routing(self) -> str:
+        """How the fabric spreads flows over its spines: fabric.routing, or the transport's default
+        (adaptive for ADAPTIVE_ROUTING_TRANSPORTS, ecmp otherwise)."""
+        if self.fabric.routing is not None:
+            return self.fabric.routing
+        net = self.inter_node
+        return "adaptive" if net is None or net.transport in ADAPTIVE_ROUTING_TRANSPORTS else "ecmp"
 
     @model_validator(mode="after")
     def _check(self) -> TopologySpec:

@@ -37,6 +37,7 @@ class TopologySummary:
     intra_node: str
     transport: str | None
     fabric: str | None
+    routing: str | None  # how the fabric spreads flows over its spines: adaptive or ecmp (TopologySpec.routing)
     devices_by_kind: dict[str, int]
     links_by_kind: dict[str, LinkTotals]
     bisection_bandwidth_Bps: float
@@ -115,6 +116,7 @@ def summarize(topology: Topology) -> TopologySummary:
         intra_node=spec.intra_node,
         transport=topology.transport,
         fabric=spec.fabric.kind if spec.inter_node else None,
+        routing=spec.routing if spec.inter_node else None,
         devices_by_kind=dict(sorted(devices.items())),
         links_by_kind={kind: LinkTotals(counts[kind], totals[kind]) for kind in sorted(counts)},
         bisection_bandwidth_Bps=bisection_bandwidth_Bps(topology),

@@ -77,7 +77,7 @@ def _summary_table(spec: TopologySpec, summary: TopologySummary) -> Table:
         ("GPUs", str(summary.n_gpus)),
         ("intra-node", summary.intra_node),
         ("network", _network(spec)),
-        ("fabric", summary.fabric or "-"),
+        ("fabric", f"{summary.fabric}, {summary.routing} routing" if summary.fabric else "-"),
         ("intra-node bandwidth per GPU", f"{Bps_to_GBps(summary.intra_bandwidth_Bps):g} GB/s per direction"),
         ("NIC bandwidth per server", f"{Bps_to_GBps(summary.nic_bandwidth_per_server_Bps):g} GB/s per direction"),
         ("bisection bandwidth", f"{Bps_to_GBps(summary.bisection_bandwidth_Bps):g} GB/s per direction"),

@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass
 
 from simulator.collectives.comm import CommView
+from simulator.collectives.sharp import collnet_available
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,7 @@ def shapes_for(op: str, v: CommView) -> list[AlgoShape]:
             out.append(tree_shape(v))
         if v.nvls and v.ranks_per_node > 1:
             out.append(nvls_shape(v))
-        if v.sharp and v.multi_node:
+        if collnet_available(v):
             out.append(collnet_shape(v))
     if op in ("all_gather", "reduce_scatter") and v.ranks_per_node == 1 and v.n_ranks > 1:
         out.append(pat_shape(op, v))

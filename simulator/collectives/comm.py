@@ -64,6 +64,15 @@ class CommView:
     leaf_groups_per_pod: int = 1 << 30
     # a GPU reaches its NICs through its CPU (Grace over NVLink-C2C), as in NVLink domains of many servers
     nic_via_cpu: bool = False
+    # static hashing of flows onto a leaf's uplinks (ECMP, simulator.collectives.ecmp): on or off, the
+    # uplinks of one leaf and the rate of one, and the flows NCCL opens per connection (QPs or sockets)
+    ecmp: bool = False
+    uplinks_per_leaf: int = 0
+    uplink_Bps: float = 0.0
+    flows_per_connection: int = 1
+    # the most NIC positions (NCCL's HCA rails) of one node on one leaf switch: SHARP streaming
+    # aggregation flows a communicator needs there (simulator.collectives.sharp)
+    rails_per_leaf: int = 1
 
     @property
     def multi_node(self) -> bool:
@@ -143,6 +152,34 @@ def leaf_uplinks(topology: Topology, server: int = 0) -> tuple[float, int]:
         share += uplinks / len(servers)
         group = min(group, len(servers))
     return share, group
+
+
+def leaf_uplink_links(topology: Topology, server: int = 0) -> tuple[int, float]:
+    """(uplinks of the leaf NIC 0 of `server` sits on, mean rate of one): the links a flow leaving that
+    leaf is hashed onto under ECMP. A failed link takes no flow. No spines: (0, 0.0)."""
+    graph = topology.graph
+    leaf = next((v for v in graph.succ[topology.nic_id(server, 0)] if graph.nodes[v]["kind"] == "leaf"), None)
+    if leaf is None:
+        return 0, 0.0
+    rates = [float(link["bandwidth_Bps"]) for v, link in graph.succ[leaf].items()
+             if graph.nodes[v]["kind"] == "spine" and float(link["bandwidth_Bps"]) > 0.0]
+    return (len(rates), sum(rates) / len(rates)) if rates else (0, 0.0)
+
+
+def rails_per_leaf(topology: Topology) -> int:
+    """The most NICs of one node (a server, or the servers of an NVLink domain) that sit on one leaf switch:
+    NIC i of a server is NCCL's HCA rail i, so a leaf_spine or single-switch leaf holds every rail of its
+    servers, a rail-optimised leaf one rail of each server of its unit (an NVL72 rack's 18 trays: 18)."""
+    leaves = spec_leaves(topology.spec)
+    if leaves is None or not topology.nics_per_server:
+        return 0
+    per_domain = max(1, topology.gpus_per_nvlink_domain // topology.gpus_per_server)
+    counts: dict[int, int] = {}
+    for server in range(min(per_domain, topology.n_servers)):
+        for nic in range(topology.nics_per_server):
+            leaf = leaves.leaf_of(server, nic)
+            counts[leaf] = counts.get(leaf, 0) + 1
+    return max(counts.values())
 
 
 def fabric_tier_latencies(topology: Topology) -> tuple[float, float, int]:
@@ -230,6 +267,7 @@ def comm_view(topology: Topology) -> CommView:
         group = leaf_uplinks(topology, classes[0].example)[1]
     servers_per_domain = max(1, per_domain // topology.gpus_per_server)
     leaf_hop_us, pod_hop_us, groups_per_pod = fabric_tier_latencies(topology) if n_nodes > 1 else (0.0, 0.0, 1)
+    uplinks, uplink_Bps = leaf_uplink_links(topology, classes[0].example) if math.isfinite(spine_Bps) else (0, 0.0)
     return CommView(
         n_ranks=topology.n_gpus,
         n_nodes=n_nodes,
@@ -251,4 +289,8 @@ def comm_view(topology: Topology) -> CommView:
         cross_leaf_hop_us=leaf_hop_us,
         cross_pod_hop_us=pod_hop_us,
         leaf_groups_per_pod=groups_per_pod,
+        ecmp=topology.ecmp,
+        uplinks_per_leaf=uplinks,
+        uplink_Bps=uplink_Bps,
+        rails_per_leaf=rails_per_leaf(topology),
     )

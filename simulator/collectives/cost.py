@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from simulator.collectives import nccl_constants as C
 from simulator.collectives.algorithms import AlgoShape
 from simulator.collectives.comm import CommView
+from simulator.collectives.ecmp import collision_s_per_byte
 from simulator.collectives.nccl_search import nics_reached, nvls_heads
 from simulator.collectives.params import ModelParams
 
@@ -125,6 +126,12 @@ def resource_demands(op: str, shape: AlgoShape, proto: str, v: CommView, p: Mode
             spine_Bps = v.spine_Bps * p.net_efficiency * share
             demands["spine"] = (shape.net_volume_per_nic * crossing / (spine_Bps / max(1, v.nics_per_node))
                                 if shape.net_volume_per_nic else shape.net_volume * crossing / spine_Bps)
+            # under ECMP the busiest uplink sets the pace (simulator.collectives.ecmp)
+            carrier = (1 / max(1, v.nics_per_node)) if shape.net_volume_per_nic else 1.0
+            collisions = collision_s_per_byte(
+                shape.algo, op, v, shape.net_volume_per_nic or shape.net_volume, v.net_Bps * reached * carrier,
+                v.spine_Bps * carrier, crossing) / (p.net_efficiency * share)
+            demands["spine"] = max(demands["spine"], collisions)
     return demands
 
 

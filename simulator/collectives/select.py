@@ -83,13 +83,46 @@ def allowed_sets(algo: str = "auto", proto: str = "auto",
     return algos, protos
 
 
+# NCCL's caps: NCCL_IB_MAX_QPS (net_ib) queue pairs a connection, MAX_THREADS socket threads and
+# MAX_SOCKETS sockets a connection (net_socket.cc).
+MAX_QPS_PER_CONNECTION = 128
+MAX_SOCKET_THREADS = 16
+MAX_SOCKETS_PER_CONNECTION = 64
+
+
+def _env_count(env: Mapping[str, str], name: str, high: int) -> int:
+    """A whole-number NCCL variable from 1 to `high` (1 when unset); ConfigError otherwise."""
+    text = env.get(name, "1").strip()
+    if not text.isdigit() or not 1 <= int(text) <= high:
+        raise ConfigError(f"{name}: expected a whole number from 1 to {high}, got {env[name]!r}")
+    return int(text)
+
+
+def flows_per_connection(transport: str | None, env: Mapping[str, str]) -> int:
+    """Flows NCCL opens per connection, each hashed on its own under ECMP: NCCL_IB_QPS_PER_CONNECTION
+    queue pairs on InfiniBand and RoCE (default 1), NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD sockets on
+    the socket transport (default 1 x 1 on plain Ethernet; NCCL caps the product at 64). Other
+    transports' plugins: 1."""
+    if transport in ("ib", "roce"):
+        return _env_count(env, "NCCL_IB_QPS_PER_CONNECTION", MAX_QPS_PER_CONNECTION)
+    if transport in ("sockets", "ethernet"):
+        threads = _env_count(env, "NCCL_SOCKET_NTHREADS", MAX_SOCKET_THREADS)
+        return min(MAX_SOCKETS_PER_CONNECTION,
+                   threads * _env_count(env, "NCCL_NSOCKS_PERTHREAD", MAX_SOCKETS_PER_CONNECTION))
+    return 1
+
+
 def view_for_env(v: CommView, env: Mapping[str, str] | None) -> CommView:
-    """Apply NCCL switches that change what hardware features NCCL may use."""
+    """Apply NCCL switches that change what hardware features NCCL may use, and the flows it opens per
+    connection (flows_per_connection)."""
     env = env or {}
     if env.get("NCCL_NVLS_ENABLE") == "0" and v.nvls:
         v = replace(v, nvls=False)
     if env.get("NCCL_COLLNET_ENABLE") == "0" and v.sharp:
         v = replace(v, sharp=False)
+    flows = flows_per_connection(v.transport, env)
+    if flows != v.flows_per_connection:
+        v = replace(v, flows_per_connection=flows)
     return v
 
 

@@ -125,3 +125,22 @@ def test_fields_of_a_manifest_entry_drop_notes_and_warn_on_unknown_keys():
     assert spec.inter_node is not None and spec.inter_node.nic_gbps_presumed
     with pytest.raises(ConfigError, match="^log.txt: gpu: "):
         topology_spec_from_fields("nope", 8, 1, "pcie5", None, name="log.txt")
+
+
+def test_routing_defaults_to_the_transports_and_may_be_stated():
+    """fabric.routing: adaptive for InfiniBand and EFA, ecmp for RoCE and TCP transports, unless stated."""
+    def spec(transport: str, **fabric: object) -> TopologySpec:
+        net = {"transport": transport, "nics_per_node": 8, "nic_gbps": 400}
+        return TopologySpec.model_validate({**BASE, "nodes": 2, "inter_node": net, "fabric": fabric})
+
+    assert [spec(t).routing for t in ("ib", "efa", "roce", "tcpxo", "sockets")] == [
+        "adaptive", "adaptive", "ecmp", "ecmp", "ecmp"]
+    assert spec("ib", routing="ecmp").routing == "ecmp"
+    assert spec("roce", routing="adaptive").routing == "adaptive"
+    assert TopologySpec.model_validate(BASE).routing == "adaptive"  # one server: nothing to route
+
+
+def test_unknown_routing_is_one_line_naming_the_field():
+    """A routing that is neither adaptive nor ecmp names fabric.routing and the valid values."""
+    message = _error({**BASE, "fabric": {"routing": "static"}})
+    assert "fabric.routing" in message and "'adaptive'" in message and "'ecmp'" in message

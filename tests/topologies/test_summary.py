@@ -16,10 +16,10 @@ def test_summary_counts_of_two_dgx_h100(make):
     assert summary.links_by_kind["nvlink"].total_bandwidth_Bps == 32 * 450e9
     assert summary.nic_bandwidth_per_server_Bps == 400e9
     assert summary.intra_bandwidth_Bps == 450e9 and summary.bisection_bandwidth_Bps == 400e9
-    assert (summary.transport, summary.fabric) == ("ib", "rail_optimized")
+    assert (summary.transport, summary.fabric, summary.routing) == ("ib", "rail_optimized", "adaptive")
 
 
 def test_summary_is_json_ready(make):
     """to_dict() survives json round-trip with the link totals as plain mappings."""
     data = json.loads(json.dumps(summarize(make(nodes=1, net=None)).to_dict()))
-    assert data["links_by_kind"]["nvlink"]["count"] == 16 and data["transport"] is None
+    assert data["links_by_kind"]["nvlink"]["count"] == 16 and data["transport"] is None and data["routing"] is None

@@ -1,4 +1,5 @@
-"""SHARP (CollNet) limits: at most two streaming aggregation flows a switch, one per HCA rail of a node."""
+"""SHARP (CollNet) limits: on HDR (Quantum) switches at most two streaming aggregation flows a switch, one per HCA
+rail of a node; from NDR (Quantum-2) on, one per port."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from topologies.build import build
 from topologies.presets import load_preset
 
 GIB = 1 << 30
-SHARP_IB = {"transport": "ib", "nics_per_node": 8, "nic_gbps": 400, "sharp": True}
+SHARP_IB = {"transport": "ib", "nics_per_node": 8, "nic_gbps": 200, "sharp": True}  # HDR: Quantum switches
 
 
 def dgx(nodes: int, fabric: dict[str, object], **inter_node: object) -> CommView:
@@ -34,20 +35,22 @@ def test_rails_a_leaf_holds_by_hand():
 
 
 def test_collnet_on_rails_and_off_beyond_two_rails_a_switch():
-    """SHARP on a rail-optimised fabric: CollNet is offered. The same servers on leaf_spine put 8 rails on a
-    leaf, beyond the switch's 2 streaming aggregation flows: NCCL's CollNet setup fails and it runs its
-    other algorithms, priced exactly as with NCCL_COLLNET_ENABLE=0."""
+    """SHARP on an HDR rail-optimised fabric: CollNet is offered. The same servers on leaf_spine put 8 rails on
+    a leaf, beyond the Quantum switch's 2 streaming aggregation flows: NCCL's CollNet setup fails and it runs
+    its other algorithms, priced exactly as with NCCL_COLLNET_ENABLE=0. At NDR (400 Gb/s, Quantum-2, one
+    tree per port) the leaf_spine fabric keeps CollNet."""
     rails, leaves = dgx(8, {"kind": "rail_optimized"}), dgx(8, {"kind": "leaf_spine"})
     assert "collnet" in algos(rails)
     assert "collnet" not in algos(leaves)
     for size in (1 << 20, GIB):
         assert (predict_collective(leaves, "all_reduce", size).time_s
                 == predict_collective(leaves, "all_reduce", size, env={"NCCL_COLLNET_ENABLE": "0"}).time_s)
+    assert "collnet" in algos(dgx(8, {"kind": "leaf_spine"}, nic_gbps=400))
 
 
 @pytest.mark.parametrize(("nics", "offered"), [(1, True), (2, True), (4, False)])
 def test_two_rails_a_switch_is_the_limit(nics: int, offered: bool):
-    """leaf_spine servers of 1 or 2 NICs stay within the 2 flows a switch; 4 NICs do not."""
+    """HDR leaf_spine servers of 1 or 2 NICs stay within the 2 flows a switch; 4 NICs do not."""
     v = dgx(8, {"kind": "leaf_spine"}, nics_per_node=nics)
     assert v.rails_per_leaf == nics
     assert ("collnet" in algos(v)) is offered

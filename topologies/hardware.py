@@ -17,6 +17,7 @@ from simulator.core.errors import ConfigError
 Arch = Literal["volta", "turing", "ampere", "ada", "hopper", "blackwell"]
 Layout = Literal["nvswitch", "nvlink_mesh", "nvl72", "pcie"]
 Precision = Literal["bf16", "fp16", "fp8", "tf32", "fp32"]
+FormFactor = Literal["sxm", "pcie"]
 
 # PCIe payload rate per lane, one direction, GB/s: transfer rate x line-code efficiency / 8 bits.
 # PCI-SIG base specifications: Gen3 8 GT/s 128b/130b, Gen4 16 GT/s, Gen5 32 GT/s (128b/130b),
@@ -54,6 +55,9 @@ class GpuSpec:
     sm_count: int
     tdp_w: float
     nvls: bool
+    # "pcie": an add-in card, whose NVLinks (if any) join it to one or two other cards through bridges, never to
+    # an NVSwitch or a module's mesh; "sxm": a module on a baseboard (SXM, OAM-style, or a superchip)
+    form_factor: FormFactor = "sxm"
 
     def peak_tflops(self, precision: Precision) -> float:
         """Dense peak TFLOP/s at `precision`; ConfigError if this GPU has no such path."""
@@ -80,10 +84,11 @@ class IntraNodePlatform:
     nvlink_pairs: tuple[tuple[int, int, int], ...] = ()
 
     def fits(self, gpu: GpuSpec) -> bool:
-        """True when `gpu` has the NVLinks this platform wires (any GPU fits a PCIe platform)."""
+        """True when `gpu` is a module with the NVLinks this platform wires (any GPU fits a PCIe platform; a PCIe
+        card's bridged NVLinks fit no NVSwitch or mesh)."""
         if self.layout == "pcie":
             return True
-        return gpu.nvlink_gen == self.nvlink_gen and gpu.nvlinks == self.nvlinks_per_gpu
+        return gpu.form_factor == "sxm" and gpu.nvlink_gen == self.nvlink_gen and gpu.nvlinks == self.nvlinks_per_gpu
 
 
 def _load(filename: str) -> dict[str, dict[str, Any]]:

@@ -241,6 +241,11 @@ class TopologySpec(BaseModel):
                 f"gpus_per_node: {self.gpus_per_node} is more than intra_node {self.intra_node!r} holds "
                 f"(at most {platform.max_gpus_per_node})"
             )
+        if not platform.fits(gpu) and gpu.form_factor == "pcie":
+            raise ValueError(
+                f"intra_node: {self.intra_node!r} wires SXM modules; {gpu.name} is a PCIe card (NVLink only through "
+                f"bridges between cards): use intra_node pcie{gpu.pcie_gen} (or pcie{gpu.pcie_gen}-no-p2p)"
+            )
         if not platform.fits(gpu):
             raise ValueError(
                 f"intra_node: {self.intra_node!r} needs {platform.nvlinks_per_gpu} NVLink{platform.nvlink_gen} "

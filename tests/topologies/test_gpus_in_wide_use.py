@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 import simulator as cs
 from simulator.cli.app import app
 from simulator.core.errors import ConfigError
-from topologies.hardware import GpuSpec, gpu_spec, intra_node_platform
+from topologies.hardware import GpuSpec, gpu_spec, intra_node_platform, known_gpus
 
 ADDED = ("A100-PCIe-40GB", "A100-PCIe-80GB", "V100-PCIe-16GB", "V100-PCIe-32GB", "A10", "L4", "T4", "RTX-A6000",
          "RTX-6000-Ada", "RTX-3090", "RTX-4090")
@@ -156,3 +156,24 @@ def test_fp8_on_an_ampere_card_is_refused_in_one_line(tmp_path):
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "RTX-3090 has no fp8 tensor path" in lines[0] and "bf16" in lines[0]
+
+
+def test_a_pcie_card_fits_no_nvswitch_or_mesh_server(tmp_path):
+    """An A100 PCIe card has the SXM4's 12 NVLink3 links, but only through bridges between cards: no NVSwitch or
+    NVLink-mesh platform takes any PCIe card, while the SXM4 module fits DGX A100's NVSwitch. Putting A100 PCIe
+    cards in the dgx-a100 server exits 2 with one line naming the PCIe platform to use."""
+    pcie_cards = [name for name in known_gpus() if gpu_spec(name).form_factor == "pcie"]
+    assert {"A100-PCIe-40GB", "A100-PCIe-80GB", "H100-PCIe-80GB", "L40S", "RTX-3090"} <= set(pcie_cards)
+    for kind in ("nvswitch-nvlink2", "nvswitch-nvlink3", "nvswitch-nvlink4", "nvlink4-full-mesh-4",
+                 "nvlink2-hybrid-cube-mesh", "nvswitch-nvlink5"):
+        assert not any(intra_node_platform(kind).fits(gpu_spec(name)) for name in pcie_cards), kind
+    assert intra_node_platform("nvswitch-nvlink3").fits(gpu_spec("A100-SXM4-80GB"))
+    scenario = {"topology": {"preset": "dgx-a100", "gpu": "A100-PCIe-80GB"},
+                "training": {"model": "llama2-7b", "global_batch": 8, "seq_len": 2048}}
+    path = tmp_path / "a100-pcie-in-dgx.yaml"
+    path.write_text(yaml.safe_dump(scenario), encoding="utf-8")
+    out = subprocess.run([sys.executable, "-m", "simulator.cli.app", "predict", str(path)], capture_output=True,
+                         text=True)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "A100-PCIe-80GB is a PCIe card" in lines[0] and "intra_node pcie4" in lines[0]

@@ -284,15 +284,18 @@ class TransformerModel:
         """Output projection to the vocabulary: 2 h V per token (Narayanan et al. 2021, 2 B s h V)."""
         return 2.0 * self.spec.hidden * self.spec.vocab * tokens
 
-    def model_flops_per_token(self, seq_len: int, routed_share: float = 1.0) -> float:
+    def model_flops_per_token(self, seq_len: int, routed_share: float = 1.0, packed_sample_len: int | None = None,
+                              ) -> float:
         """Forward + backward = 3 x forward (backward is twice the forward; Kaplan et al. 2020 6N):
         6 (L matmul_params_per_layer + h V) + 12 L h s. The embedding lookup, norms, biases and
         softmax are not counted; this is the numerator of MFU (Narayanan et al. 2021, eq. 3 without
         recomputation; Chowdhery et al. 2022, appendix B). A mixture of experts whose capacity drops a
-        share of the routed token-expert pairs computes only `routed_share` of its routed experts' GEMMs."""
+        share of the routed token-expert pairs computes only `routed_share` of its routed experts' GEMMs.
+        Packed samples of `packed_sample_len` tokens attend within themselves: s is the sample's length."""
         routed = sum(m * n * k for name, m, n, k in self.layer_gemms(1) if self.gemm_experts(name) > 1)
         dropped = 2.0 * (1.0 - routed_share) * routed * self.moe_layers
-        forward = self.blocks_forward_flops(seq_len) - dropped + self.head_forward_flops(1)
+        attended = min(seq_len, packed_sample_len or seq_len)
+        forward = self.blocks_forward_flops(attended) - dropped + self.head_forward_flops(1)
         return 3.0 * forward
 
     def blocks_forward_flops(self, seq_len: int) -> float:
@@ -314,7 +317,8 @@ class TransformerModel:
     # --- activation memory -------------------------------------------------------------------
 
     def activation_bytes_per_layer(self, micro_batch: int, seq_len: int, checkpointing: Checkpointing,
-                                   tp: int = 1, sequence_parallel: bool = False, routed_load: float = 1.0) -> float:
+                                   tp: int = 1, sequence_parallel: bool = False, routed_load: float = 1.0,
+                                   packed_sample_len: int | None = None) -> float:
         """Bytes one block keeps for its backward (Korthikanti et al. 2022, Table 2), 16-bit
         activations and 1-byte dropout masks:
 
@@ -335,6 +339,7 @@ class TransformerModel:
         queries, keys, values and the output projection's input at their own widths (2 B x (q + k + v +
         out) a token where the 34 counts 4 h of them, split over t by heads) and its latents before and after
         their norm (2 x 2 B x (q_lora + kv_lora) and the rotary key's 2 B x rope a token, replicated over t).
+        Packed samples of `packed_sample_len` l tokens keep l scores a query, not s: 5 a l / h.
         """
         s, b, h, a, t = seq_len, micro_batch, self.spec.hidden, self.spec.heads, tp
         sbh = float(s * b * h)
@@ -348,7 +353,7 @@ class TransformerModel:
             shard = t if sequence_parallel else 1
             kept += h / shard + self.out_dim / t + (2 * h / t if sequence_parallel and t > 1 else 0.0)
             return float(s * b) * (ACTIVATION_BYTES * kept + 4.0 * a / t)
-        scores = 5.0 * a * s / h if mode == "none" else 0.0
+        scores = 5.0 * a * min(s, packed_sample_len or s) / h if mode == "none" else 0.0
         extra = 0.0  # beyond the 34: a mixture's wider MLP and routed copies, MLA's widths and latents
         if self.spec.moe:
             k = self.spec.experts_per_token * routed_load

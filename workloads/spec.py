@@ -384,6 +384,12 @@ class TrainingSpec(BaseModel):
         "unstated takes that framework's default (docs/frameworks.md). None: clustersim's generic defaults.")
     seq_len: int | None = Field(
         strict=True, default=None, ge=1, description="Tokens per sequence (default: the model's).")
+    packed_sample_len: int | None = Field(
+        strict=True, default=None, ge=1,
+        description="Each sequence packs independent samples of this many tokens, and attention stays within a "
+        "sample (FlashAttention's variable-length kernels, Transformer Engine's THD format, document masks: how "
+        "NeMo and torchtune pack fine-tuning data). Attention then costs as for sequences of this length; for "
+        "samples of mixed lengths give mean(l^2) / mean(l). Default: none (attention spans the whole sequence).")
     micro_batch: int = Field(strict=True, default=1, ge=1, description="Sequences per GPU per micro-step.")
     global_batch: Count | None = Field(
         strict=True, default=None, ge=1,
@@ -441,6 +447,12 @@ class TrainingSpec(BaseModel):
                 and self.strategy.kind not in FRAMEWORKS[self.framework].kinds:
             raise ValueError(f"strategy {self.strategy.kind} is not one {self.framework} runs; it runs "
                              f"{', '.join(FRAMEWORKS[self.framework].kinds)}")
+        if self.packed_sample_len is not None and self.seq_len is not None and self.packed_sample_len > self.seq_len:
+            raise ValueError(f"packed_sample_len: {self.packed_sample_len} is longer than seq_len {self.seq_len} (a "
+                             "packed sample is part of a sequence)")
+        if self.packed_sample_len is not None and self.parallel.cp > 1:
+            raise ValueError("packed_sample_len with context parallelism (cp > 1) is not modelled: a ring over "
+                             "packed samples splits each sample, not the sequence")
         if self.parallel.pp > 1 and self.strategy.kind in ("zero2", "zero3"):
             raise ValueError(f"strategy {self.strategy.kind} with pipeline parallelism: DeepSpeed shards gradients "
                              "and parameters only without PP (use zero1, ddp or fsdp)")

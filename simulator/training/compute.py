@@ -79,6 +79,11 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   averaged) and ["kv"] per key or value element (the torch.cat of K and V it rotates), backward
   ["q_grad"] per query element (the fp32 += of dq, or half of it and a cat) and ["kv_grad"] per key
   or value element (the fp32 += of dk and dv, the cat it rotates), all at HBM speed.
+- Packed sequences (`packed_sample_len` l): samples packed into a sequence attend only within themselves
+  (FlashAttention's variable-length kernels, Transformer Engine's THD layout), so each query attends to l
+  keys instead of seq_len: attention FLOPs, and without a fused kernel the score matrix's bytes, scale by
+  l / seq_len; GEMMs and element-wise work are per token and do not change. A causal kernel over many short
+  samples loses more to masked tiles than one long sequence; that is not priced.
 - Recomputation: full re-runs the layer's forward, selective (Megatron's) the attention core, op
   (torchtitan's per-op policy, TransformerModel.op_recomputed_gemms) every second weight matmul up to the
   last one backward needs (wk, wo, w3 of a Llama block), and the element-wise work; attention's output is
@@ -184,6 +189,7 @@ class ComputeModel:
     eager_cp_merge: bool = False  # PyTorch's ring: step outputs merged in eager fp32 ops (ParallelSpec.cp_merge)
     routed_load: float = 1.0  # the busiest expert-parallel rank's routed rows over the balanced share (routing)
     attention_scale: float = 1.0  # on the attention efficiency table (simulator.validation.training_fit)
+    packed_sample_len: int | None = None  # TrainingSpec.packed_sample_len: attention within samples this long
 
     @classmethod
     def for_job(cls, gpu: GpuSpec, training: TrainingSpec, power_limit_w: float | None = None, scale: float = 1.0,
@@ -192,7 +198,11 @@ class ComputeModel:
         return cls(gpu, training.precision, scale, gemm_efficiency, power_capped_clock(gpu, power_limit_w),
                    training.attention_kernel, training.fused_elementwise, training.launch_blocking,
                    training.parallel.cp_comm == "p2p", training.parallel.cp_merge == "eager",
-                   routed_load(training.routing, training.parallel.ep), attention_scale)
+                   routed_load(training.routing, training.parallel.ep), attention_scale, training.packed_sample_len)
+
+    def keys(self, seq_len: int) -> int:
+        """Keys each query attends to: the sequence's, or its packed sample's (module docstring)."""
+        return min(seq_len, self.packed_sample_len or seq_len)
 
     def with_routed_load(self, load: float) -> ComputeModel:
         """This model for a rank whose routed rows are `load` times the balanced share."""
@@ -252,7 +262,8 @@ class ComputeModel:
         replicated = 0.0 if sequence_parallel else REPLICATED_ELEMENTWISE_BYTES[fused]
         elementwise_s = tokens * model.spec.hidden * (replicated + (per_hidden - replicated) / tp
                                                       + _moe_elementwise_bytes(model, tp, self.routed_load)) / hbm
-        scores = 0.0 if flash_attention else micro_batch * model.spec.heads / tp * float(seq_len) ** 2 / cp
+        scores = 0.0 if flash_attention else (micro_batch * model.spec.heads / tp * float(seq_len)
+                                              * self.keys(seq_len) / cp)
         gap = BLOCKING_LAUNCH_GAP_S if self.launch_blocking else 0.0
         merge_forward_s, merge_backward_s = self._eager_merge_s(model, tokens, tp, cp)
         forward = (gemm_s + cast_forward_s + attention_s + merge_forward_s + elementwise_s
@@ -313,7 +324,8 @@ class ComputeModel:
     def _attention_s(self, model: TransformerModel, tokens: int, seq_len: int, tp: int, cp: int = 1) -> float:
         """Seconds of `tokens` queries' attention to `seq_len` keys; over a context-parallel ring of `cp`, the
         c - 1 of its c steps that run the non-causal kernel go NONCAUSAL_SPEEDUP faster (module docstring)."""
-        causal = self._roofline(model.attention_forward_flops(tokens, seq_len) / tp, self.attention_efficiency, 0.0,
+        causal = self._roofline(model.attention_forward_flops(tokens, self.keys(seq_len)) / tp,
+                                self.attention_efficiency, 0.0,
                                 self.half_precision_flops)
         if cp == 1 or not self.ring_attention:
             return causal

@@ -123,8 +123,9 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
         stored = "selective"  # a fused attention kernel keeps no scores: what selective recompute saves
     b, local_seq = training.micro_batch, seq_len // par.cp  # a context-parallel rank holds seq_len / cp tokens
     load = routed_load(training.routing, par.ep)
+    packed = training.packed_sample_len
     # one chunk's activations, averaged over the stage's chunks (interleaved: a stage holds several)
-    chunk = sum(n * block.activation_bytes_per_layer(b, local_seq, stored, tp, par.sequence_parallel, load)
+    chunk = sum(n * block.activation_bytes_per_layer(b, local_seq, stored, tp, par.sequence_parallel, load, packed)
                 for start, stop in chunks for block, n in model.block_counts(start, stop)) / len(chunks)
     activations = (in_flight * chunk
                    + (in_flight * model.embedding_activation_bytes(b, local_seq) if first else 0.0)
@@ -134,8 +135,9 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
     if stored in ("full", "op"):  # the block being recomputed holds all its activations again until its
         # backward ends: on top of what it keeps, the rest of what it would keep without recomputation
         recomputed: Checkpointing = "selective" if training.flash_attention else "none"
-        activations += max(block.activation_bytes_per_layer(b, local_seq, recomputed, tp, par.sequence_parallel, load)
-                           - block.activation_bytes_per_layer(b, local_seq, stored, tp, par.sequence_parallel, load)
+        sp = par.sequence_parallel
+        activations += max(block.activation_bytes_per_layer(b, local_seq, recomputed, tp, sp, load, packed)
+                           - block.activation_bytes_per_layer(b, local_seq, stored, tp, sp, load, packed)
                            for block, _ in model.blocks)
     buffers = 0.0
     if s.kind == "ddp":  # the buckets: a copy of every gradient, or two buckets being reduced

@@ -93,6 +93,10 @@ def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> 
     if spec.mla is not None and overlapped and layout.tp > 1:
         raise ConfigError(f"training.parallel.{overlapped[0]} with multi-head latent attention (model.mla) is not "
                           "modelled: which of its GEMMs the overlapped collectives pair with is not known here")
+    packed = training.packed_sample_len
+    if packed is not None and packed > (training.seq_len or spec.training_context):
+        raise ConfigError(f"training.packed_sample_len {packed} is longer than the sequence "
+                          f"({training.seq_len or spec.training_context} tokens): a packed sample is part of one")
     if layout.cp > 1:
         seq_len = training.seq_len or spec.training_context
         if seq_len % (2 * layout.cp):
@@ -395,7 +399,8 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
         idle_breakdown_s=idle,
         tokens_per_step=tokens,
         n_gpus=v.n_ranks,
-        model_flops_per_step=model.model_flops_per_token(seq_len, kept_share(training.routing)) * tokens,
+        model_flops_per_step=model.model_flops_per_token(seq_len, kept_share(training.routing),
+                                                         training.packed_sample_len) * tokens,
         peak_tflops=compute.peak_flops / 1e12,
         memory=memory,
         memory_capacity_bytes=cluster.gpu.memory_gib * 1024**3,

@@ -16,7 +16,7 @@ mapped case's `defaults` ("flagged" cases). The fillers, in one place:
   and an unstated one is 1 (Megatron-LM's pipeline-parallel example scripts).
 - A strategy list naming no data-parallel strategy ('tp', 'pp'): ddp, or the framework's (zero1 for
   Megatron-Core's distributed optimizer, NeMo, Megatron-DeepSpeed bf16). LoRA fine-tuning and
-  packed sequences (attention per packed sample, lengths not stated): skipped. A released model
+  packed sequences whose sample length (packed_sample_len) is not stated: skipped. A released model
   named without its shape ("LLAMA2-7B") takes its model preset's public config, flagged. Fields a source
   states once for a table or document fill its rows (_STATED_ONCE), and a stated size gives the layer
   count (_layers_from_size), flagged.
@@ -70,7 +70,7 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
                  "model_parallel_size_tp_x_pp": "int", "micro_batch": "int", "global_batch": "int",
                  "grad_accum": "int", "zero_stage": "int|str", "zeropp": "bool", "precision": "str",
                  "activation_checkpointing": "bool|str", "fsdp_sharding_strategy": "str", "offload": "bool|str",
-                 "fsdp_mixed_precision_mode": "str"},
+                 "fsdp_mixed_precision_mode": "str", "packed_sample_len": "int"},
     "cluster": {"gpu": "str", "num_gpus": "int", "gpus_per_node": "int", "nodes": "int", "intra_node": "str",
                 "inter_node": "str", "inter_node_bw_per_node": "str", "ib_links": "str"},
 }
@@ -420,8 +420,9 @@ def _check_task(case: TrainingCase) -> None:
     if "lora" in str(case.training.get("task") or "").lower():
         raise Unexpressible("LoRA fine-tuning (frozen base weights: no weight gradients or optimizer states for "
                             "them) is not expressible")
-    if "packed sequences" in case.note.lower():
-        raise Unexpressible("packed sequences: attention spans each packed sample, whose lengths are not stated")
+    if "packed sequences" in case.note.lower() and case.training.get("packed_sample_len") is None:
+        raise Unexpressible("packed sequences: attention spans each packed sample, whose lengths are not stated "
+                            "(training.packed_sample_len)")
 
 
 # Frameworks whose attention ran unfused (scores through HBM) in the published runs: Megatron-LM before
@@ -546,6 +547,7 @@ def map_case(case: TrainingCase) -> MappedCase:
                            attention_kernel=_attention_kernel(case, defaults),
                            strategy=strategy, parallel=layout.parallel,
                            framework=_framework(training, strategy.kind),
+                           packed_sample_len=training.get("packed_sample_len"),
                            **_batch(layout.training, layout.dp, n_gpus, layout.parallel.pp, defaults))
         job = with_framework(job)
     except Unexpressible as exc:

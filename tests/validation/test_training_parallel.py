@@ -358,9 +358,15 @@ def test_nemo_takes_micro_batch_one_and_a_released_model_its_preset():
     assert unknown.skipped == "model shape not stated: hidden"
 
 
-def test_packed_sequences_are_skipped():
-    m = _map(MCORE_70B, note="Fine-tuning (SFT full-parameter or LoRA), packed sequences.")
-    assert m.skipped == "packed sequences: attention spans each packed sample, whose lengths are not stated"
+def test_packed_sequences_are_skipped_unless_their_sample_length_is_stated():
+    """Packed sequences without a sample length: skipped naming the field; with `packed_sample_len` stated, the
+    case is expressed and its attention runs over the sample."""
+    note = "Fine-tuning (SFT full-parameter or LoRA), packed sequences."
+    m = _map(MCORE_70B, note=note)
+    assert m.skipped == ("packed sequences: attention spans each packed sample, whose lengths are not stated "
+                         "(training.packed_sample_len)")
+    stated = _map(MCORE_70B, note=note, training={"packed_sample_len": 512})
+    assert stated.skipped is None and stated.training is not None and stated.training.packed_sample_len == 512
 
 
 def test_unknown_framework_takes_the_spec_defaults_flagged():

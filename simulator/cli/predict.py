@@ -37,6 +37,7 @@ from simulator.cli.job_args import (
     MicroBatchOpt,
     ModelOpt,
     NodesOpt,
+    PackedSampleLenOpt,
     PadToCapacityOpt,
     PipelineSplitOpt,
     PlacementOpt,
@@ -184,11 +185,13 @@ def _ranks(text: str | None, n_gpus: int) -> tuple[int, ...]:
 
 def job_text(training: TrainingSpec, micro_steps: int) -> str:
     """The job as resolved, for a table's header: 'sequence 2,048, micro-batch 1 x 96, global batch 1,536,
-    recompute none, bf16' (micro-batch: sequences per GPU x micro-batches a step)."""
+    recompute none, bf16' (micro-batch: sequences per GPU x micro-batches a step; packed samples' length if
+    set)."""
     steps = f" x {micro_steps}" if micro_steps > 1 else ""
     batch = f", global batch {training.global_batch:,}" if training.global_batch is not None else ""
     framework = f", {training.framework}" if training.framework is not None else ""
-    return (f"sequence {training.seq_len:,}, micro-batch {training.micro_batch}{steps}{batch}, "
+    packed = f" (packed samples of {training.packed_sample_len:,})" if training.packed_sample_len else ""
+    return (f"sequence {training.seq_len:,}{packed}, micro-batch {training.micro_batch}{steps}{batch}, "
             f"recompute {training.activation_checkpointing}, {training.precision}{framework}")
 
 
@@ -258,7 +261,8 @@ def predict(
     pad_to_capacity: PadToCapacityOpt = None, sequence_parallel: SequenceParallelOpt = None,
     schedule: ScheduleOpt = None, virtual_stages: VirtualStagesOpt = None, pipeline_split: PipelineSplitOpt = None,
     placement: PlacementOpt = None, micro_batch: MicroBatchOpt = None, global_batch: GlobalBatchOpt = None,
-    global_batch_tokens: GlobalBatchTokensOpt = None, seq_len: SeqLenOpt = None, recompute: RecomputeOpt = None,
+    global_batch_tokens: GlobalBatchTokensOpt = None, seq_len: SeqLenOpt = None,
+    packed_sample_len: PackedSampleLenOpt = None, recompute: RecomputeOpt = None,
     precision: PrecisionOpt = None, framework: FrameworkOpt = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
@@ -344,7 +348,8 @@ def scale(
     grad_accum: Annotated[int | None, typer.Option(
         help="Micro-steps per optimizer step, at every node count. Default: the scenario's (its grad_accum, or "
         "its global batch over the first node count's data-parallel ranks), else 1.")] = None,
-    seq_len: SeqLenOpt = None, recompute: RecomputeOpt = None, precision: PrecisionOpt = None,
+    seq_len: SeqLenOpt = None, packed_sample_len: PackedSampleLenOpt = None, recompute: RecomputeOpt = None,
+    precision: PrecisionOpt = None,
     framework: FrameworkOpt = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,

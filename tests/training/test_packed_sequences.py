@@ -18,6 +18,7 @@ from simulator.training.predict import predict_step
 from topologies.hardware import gpu_spec
 from topologies.presets import load_preset
 from workloads.model import transformer
+from workloads.presets import load_model
 from workloads.spec import ModelSpec, ParallelSpec, TrainingSpec
 
 MODEL = ModelSpec(name="m", layers=8, hidden=4096, heads=32, vocab=32000, max_seq_len=8192)
@@ -90,3 +91,24 @@ def test_bad_packing_is_refused_naming_the_field(tmp_path):
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "packed_sample_len" in lines[0]
+
+
+def test_the_flag_sets_the_field_on_predict_and_scale():
+    """`--packed-sample-len` on predict and scale is the scenario's packed_sample_len: echoed under `scenario`,
+    the same step as the YAML field gives, shown in the table's header."""
+    args = ["--model", "llama3-8b", "--topology", "dgx-h100", "--seq-len", "8192", "--global-batch", "64",
+            "--packed-sample-len", "1024"]
+    out = subprocess.run([sys.executable, "-m", "simulator.cli.app", "predict", *args, "--json"],
+                         capture_output=True, text=True, check=True)
+    data = yaml.safe_load(out.stdout)
+    assert data["scenario"]["training"]["packed_sample_len"] == 1024
+    expected = predict_step(load_preset("dgx-h100"), TrainingSpec(model="llama3-8b", seq_len=8192, global_batch=64,
+                                                                   packed_sample_len=1024),
+                            load_model("llama3-8b"))
+    assert data["step_time_s"] == pytest.approx(expected.step_time_s, rel=1e-9)
+    table = subprocess.run([sys.executable, "-m", "simulator.cli.app", "predict", *args], capture_output=True,
+                           text=True, check=True).stdout
+    assert "packed samples of 1,024" in table
+    scaled = subprocess.run([sys.executable, "-m", "simulator.cli.app", "scale", *args, "--nodes", "1,2"],
+                            capture_output=True, text=True)
+    assert scaled.returncode == 0, scaled.stderr

@@ -233,13 +233,46 @@ def _architecture(name: str, framework: str) -> dict[str, bool]:
     return {}
 
 
+# A released model's name as runs write it: a vendor prefix ("meta-llama/", "Meta-"), words apart by spaces,
+# dashes or underscores, a family's version apart from it ("Llama 3.1", "LLaMA-2", "Qwen-2.5"), and release
+# suffixes that keep the shapes (the base model's "-hf" conversion, "-base", "-instruct", "-chat", "-it"
+# tunes; "v0.1", the release the presets describe).
+_VENDOR = re.compile(r"^(?:[\w.-]+/)?(?:meta[\s_-]+)?")
+_VERSION = re.compile(r"\d+(?:\.\d+)?")
+_SAME_SHAPES_SUFFIXES = frozenset({"hf", "base", "instruct", "chat", "it", "v0.1"})
+# Releases with an earlier release's shapes: Llama 3.1 and 3.3 have Llama 3's (a longer context only).
+# [HF] meta-llama/Llama-3.1-8B, Llama-3.1-70B, Llama-3.3-70B-Instruct config.json.
+_SAME_SHAPES = {"llama3.1": ("llama3", "Llama 3.1 has Llama 3's shapes"),
+                "llama3.3": ("llama3", "Llama 3.3 has Llama 3's shapes")}
+
+
+def _release_key(name: str) -> tuple[str, str]:
+    """(preset name, the release it was read as) of a released model's name: 'Meta-Llama-3.1-70B-Instruct' ->
+    ('llama3-70b', 'llama3.1'), 'LLaMA 2 7B' -> ('llama2-7b', 'llama2'). Only the spelling is normalised:
+    sizes and families are kept as written, so no other size or family can match."""
+    words: list[str] = []
+    for word in re.split(r"[\s_-]+", _VENDOR.sub("", name.strip().lower())):
+        if words and _VERSION.fullmatch(word) and words[-1][-1].isalpha():
+            words[-1] += word  # 'llama' '3.1' -> 'llama3.1'
+        elif word and word not in _SAME_SHAPES_SUFFIXES:
+            words.append(word)
+    if not words:
+        return "", ""
+    family, _ = _SAME_SHAPES.get(words[0], (words[0], ""))
+    return "-".join([family, *words[1:]]), words[0]
+
+
 def _released_preset(name: str) -> ModelSpec | None:
-    """The model preset of a released model named in a case ('LLAMA2-7B' -> llama2-7b), if any."""
-    key = re.sub(r"\s+", "-", name.strip().lower())
+    """The model preset of a released model named in a case ('LLAMA2-7B', 'meta-llama/Llama-2-7b-hf' ->
+    llama2-7b; 'Llama 3.1 8B' -> llama3-8b, Llama 3.1 having Llama 3's shapes), if any (_release_key). Its
+    source names the preset, and the release whose shapes it shares."""
+    key, release = _release_key(name)
     try:
-        return load_model(key)
+        preset = load_model(key)
     except ConfigError:
         return None
+    shared = f"; {_SAME_SHAPES[release][1]}" if release in _SAME_SHAPES else ""
+    return preset.model_copy(update={"source": f"model preset {preset.name}, {preset.source}{shared}"})
 
 
 # A mixture of experts' fields in a case's model section -> ModelSpec fields.
@@ -312,7 +345,7 @@ def _model_spec(case: TrainingCase, model: Mapping[str, Any], seq_len: int, defa
     missing = [k for k in shape if model.get(k) is None]
     preset = _released_preset(str(model.get("name") or "")) if len(missing) == len(shape) else None
     if preset is not None:
-        defaults.append(f"model shape not stated: the released model's public config (model preset {preset.name})")
+        defaults.append(f"model shape not stated: the released model's public config ({preset.source})")
         return ModelSpec(**{**preset.model_dump(), "max_seq_len": seq_len, "train_seq_len": None,
                             "source": f"training case {case.id} (model preset {preset.name})"})
     for fact in _STATED_ONCE:

@@ -60,6 +60,15 @@ PUBLISHED = [
     ("qwen3-235b-a22b", 235e9, 0.005, "Qwen/Qwen3-235B-A22B model card: 235B, 234B non-embedding (we count 235.1B "
      "and 233.8B)"),
     ("deepseek-v3", 671e9, 0.001, "DeepSeek-V3 README_WEIGHTS: 671B in the main model (the MTP module apart)"),
+    ("mistral-7b", 7.24e9, 0.005, "HF mistralai/Mistral-7B-v0.1: 7.24B"),
+    ("qwen2.5-7b", 7.61e9, 0.005, "Qwen/Qwen2.5-7B model card: 7.61B (we count 7.615B less the 0.1M q/k/v biases)"),
+    ("qwen2.5-72b", 72.7e9, 0.005, "Qwen/Qwen2.5-72B model card: 72.7B"),
+    ("gemma-7b", 8_538_074_112, 0.0001, "Gemma Team 2024, Table 2: 786,825,216 + 7,751,248,896 (its embedding "
+     "counts 256,128 rows, the checkpoint 256,000)"),
+    ("llama3.2-1b", 1.23e9, 0.005, "meta-llama/Llama-3.2-1B model card: 1.23B (we count 1.236B: the card's figure is "
+     "cut, not rounded)"),
+    ("llama3.2-3b", 3.21e9, 0.005, "meta-llama/Llama-3.2-3B model card: 3.21B"),
+    ("opt-175b", 175e9, 0.01, "Zhang et al. 2022 (OPT), Table 1: 175B"),
 ]
 
 # (preset, published active parameters per token, relative tolerance, source)

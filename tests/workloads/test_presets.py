@@ -45,7 +45,8 @@ def test_every_preset_file_cites_sources_in_comments():
 
 def test_unknown_preset_lists_the_names():
     """An unknown preset name is refused with the available names."""
-    with pytest.raises(ConfigError, match="model preset 'llama9' unknown; available: bert-large, deepseek-v3, gpt2-xl"):
+    with pytest.raises(ConfigError, match="model preset 'llama9' unknown; available: bert-large, deepseek-v3, "
+                       "gemma-7b, gpt2-xl"):
         load_model("llama9")
 
 

@@ -145,17 +145,24 @@ def test_predict_cli_with_an_added_gpu_on_a_preset(tmp_path):
     assert "8 RTX-4090 (pcie-l40s)" in result.output
 
 
-def test_fp8_on_an_ampere_card_is_refused_in_one_line(tmp_path):
-    """FP8 on the RTX 3090 (Ampere, no FP8 tensor path): exit 2, one line naming the GPU and its precisions."""
-    scenario = {"topology": {"preset": "pcie-l40s", "gpu": "RTX-3090"},
-                "training": {"model": "llama2-7b", "global_batch": 8, "seq_len": 2048, "precision": "fp8"}}
-    path = tmp_path / "rtx3090-fp8.yaml"
+def refusal(tmp_path, topology: dict[str, str], **training: str) -> str:
+    """The one stderr line of `clustersim predict` on a Llama 2 7B scenario over `topology`, which must exit 2."""
+    scenario = {"topology": topology, "training": {"model": "llama2-7b", "global_batch": 8, "seq_len": 2048,
+                                                    **training}}
+    path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(scenario), encoding="utf-8")
     out = subprocess.run([sys.executable, "-m", "simulator.cli.app", "predict", str(path)], capture_output=True,
                          text=True)
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and "RTX-3090 has no fp8 tensor path" in lines[0] and "bf16" in lines[0]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_fp8_on_an_ampere_card_is_refused_in_one_line(tmp_path):
+    """FP8 on the RTX 3090 (Ampere, no FP8 tensor path): exit 2, one line naming the GPU and its precisions."""
+    line = refusal(tmp_path, {"preset": "pcie-l40s", "gpu": "RTX-3090"}, precision="fp8")
+    assert "RTX-3090 has no fp8 tensor path" in line and "bf16" in line
 
 
 def test_a_pcie_card_fits_no_nvswitch_or_mesh_server(tmp_path):
@@ -168,12 +175,5 @@ def test_a_pcie_card_fits_no_nvswitch_or_mesh_server(tmp_path):
                  "nvlink2-hybrid-cube-mesh", "nvswitch-nvlink5"):
         assert not any(intra_node_platform(kind).fits(gpu_spec(name)) for name in pcie_cards), kind
     assert intra_node_platform("nvswitch-nvlink3").fits(gpu_spec("A100-SXM4-80GB"))
-    scenario = {"topology": {"preset": "dgx-a100", "gpu": "A100-PCIe-80GB"},
-                "training": {"model": "llama2-7b", "global_batch": 8, "seq_len": 2048}}
-    path = tmp_path / "a100-pcie-in-dgx.yaml"
-    path.write_text(yaml.safe_dump(scenario), encoding="utf-8")
-    out = subprocess.run([sys.executable, "-m", "simulator.cli.app", "predict", str(path)], capture_output=True,
-                         text=True)
-    assert out.returncode == 2
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and "A100-PCIe-80GB is a PCIe card" in lines[0] and "intra_node pcie4" in lines[0]
+    line = refusal(tmp_path, {"preset": "dgx-a100", "gpu": "A100-PCIe-80GB"})
+    assert "A100-PCIe-80GB is a PCIe card" in line and "intra_node pcie4" in line

@@ -285,17 +285,21 @@ class TransformerModel:
         return 2.0 * self.spec.hidden * self.spec.vocab * tokens
 
     def model_flops_per_token(self, seq_len: int, routed_share: float = 1.0, packed_sample_len: int | None = None,
-                              ) -> float:
+                              lora: bool = False) -> float:
         """Forward + backward = 3 x forward (backward is twice the forward; Kaplan et al. 2020 6N):
         6 (L matmul_params_per_layer + h V) + 12 L h s. The embedding lookup, norms, biases and
         softmax are not counted; this is the numerator of MFU (Narayanan et al. 2021, eq. 3 without
         recomputation; Chowdhery et al. 2022, appendix B). A mixture of experts whose capacity drops a
         share of the routed token-expert pairs computes only `routed_share` of its routed experts' GEMMs.
-        Packed samples of `packed_sample_len` tokens attend within themselves: s is the sample's length."""
+        Packed samples of `packed_sample_len` tokens attend within themselves: s is the sample's length.
+        With LoRA's frozen weights the backward computes input gradients only: each weight GEMM once
+        more, attention twice, 2 x forward + attention (the adapters' few FLOPs are not counted)."""
         routed = sum(m * n * k for name, m, n, k in self.layer_gemms(1) if self.gemm_experts(name) > 1)
         dropped = 2.0 * (1.0 - routed_share) * routed * self.moe_layers
         attended = min(seq_len, packed_sample_len or seq_len)
         forward = self.blocks_forward_flops(attended) - dropped + self.head_forward_flops(1)
+        if lora:
+            return 2.0 * forward + sum(n * block.attention_forward_flops(1, attended) for block, n in self.blocks)
         return 3.0 * forward
 
     def blocks_forward_flops(self, seq_len: int) -> float:
@@ -391,6 +395,18 @@ def _checked(checkpointing: str) -> str:
     if checkpointing not in ("none", "selective", "full", "op"):
         raise ConfigError(f"activation_checkpointing must be none, selective, full or op (got {checkpointing!r})")
     return checkpointing
+
+
+REPLICATED_GEMMS = ("router", "q_down", "kv_down")  # computed whole on every tensor-parallel rank
+
+
+def sharded_gemms(gemms: list[tuple[str, int, int, int]], tp: int) -> list[tuple[str, int, int, int]]:
+    """Megatron's split of a block's GEMMs over `tp` GPUs: column-parallel qkv (MLA's q_up, kv_up), mlp_up
+    and shared_up (n / tp), row-parallel attn_out, mlp_down and shared_down (k / tp); the router and MLA's
+    down projections are replicated (Megatron-Core MLASelfAttention)."""
+    rows = ("attn_out", "mlp_down", "shared_down")
+    return [(name, m, n, k) if name in REPLICATED_GEMMS else (name, m, n, -(-k // tp)) if name in rows
+            else (name, m, -(-n // tp), k) for name, m, n, k in gemms]
 
 
 def transformer(spec: ModelSpec) -> TransformerModel:

@@ -390,6 +390,12 @@ class TrainingSpec(BaseModel):
         "sample (FlashAttention's variable-length kernels, Transformer Engine's THD format, document masks: how "
         "NeMo and torchtune pack fine-tuning data). Attention then costs as for sequences of this length; for "
         "samples of mixed lengths give mean(l^2) / mean(l). Default: none (attention spans the whole sequence).")
+    lora_rank: int | None = Field(
+        strict=True, default=None, ge=1,
+        description="LoRA fine-tuning: every weight matrix of the blocks (attention's qkv and output, the MLP's "
+        "two) gets a trainable adapter of this rank (NeMo 2.0's LoRA targets; rank 32 there); the base weights, "
+        "norms, embedding and output layer are frozen, so they have no weight gradients, reductions or "
+        "optimizer states. Default: none (every weight trains).")
     micro_batch: int = Field(strict=True, default=1, ge=1, description="Sequences per GPU per micro-step.")
     global_batch: Count | None = Field(
         strict=True, default=None, ge=1,

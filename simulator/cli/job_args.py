@@ -57,6 +57,9 @@ GlobalBatchTokensOpt = Annotated[str | None, typer.Option(
     metavar="TOKENS", help="The global batch in tokens instead (sequences x sequence length): 16M (powers of 1000) "
     "or 4Mi (powers of 1024); divided by the sequence length, which must divide it.")]
 SeqLenOpt = Annotated[int | None, typer.Option(help="Tokens per sequence (default: the model's training context).")]
+LoraRankOpt = Annotated[int | None, typer.Option(
+    help="LoRA fine-tuning: adapters of this rank on every weight matrix of the blocks, the weights frozen (the "
+    "scenario's lora_rank; NeMo's default rank is 32). Default: every weight trains.")]
 PackedSampleLenOpt = Annotated[int | None, typer.Option(
     help="Tokens of each sample packed into a sequence, attention within the sample (packed fine-tuning; the "
     "scenario's packed_sample_len). Default: attention over the whole sequence.")]
@@ -72,7 +75,7 @@ FrameworkOpt = Annotated[str | None, typer.Option(
 # flag (the command function's parameter) -> the training field it sets, where the names differ
 FIELD_OF = {"ep_overlap": "ep_comm_overlap", "schedule": "pipeline_schedule", "moe_imbalance": "load_imbalance"}
 JOB_OPTIONS = ("topology", "nodes", "gpus_per_node", "model", "strategy", "micro_batch", "seq_len",
-               "packed_sample_len", "recompute", "precision", "framework")
+               "packed_sample_len", "lora_rank", "recompute", "precision", "framework")
 
 
 def job_options(flags: dict[str, Any]) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from simulator.cli.job_args import (
     GlobalBatchOpt,
     GlobalBatchTokensOpt,
     GpusOpt,
+    LoraRankOpt,
     MicroBatchOpt,
     ModelOpt,
     NodesOpt,
@@ -191,8 +192,9 @@ def job_text(training: TrainingSpec, micro_steps: int) -> str:
     batch = f", global batch {training.global_batch:,}" if training.global_batch is not None else ""
     framework = f", {training.framework}" if training.framework is not None else ""
     packed = f" (packed samples of {training.packed_sample_len:,})" if training.packed_sample_len else ""
+    lora = f", LoRA rank {training.lora_rank}" if training.lora_rank is not None else ""
     return (f"sequence {training.seq_len:,}{packed}, micro-batch {training.micro_batch}{steps}{batch}, "
-            f"recompute {training.activation_checkpointing}, {training.precision}{framework}")
+            f"recompute {training.activation_checkpointing}, {training.precision}{framework}{lora}")
 
 
 def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour: float | None,
@@ -262,7 +264,7 @@ def predict(
     schedule: ScheduleOpt = None, virtual_stages: VirtualStagesOpt = None, pipeline_split: PipelineSplitOpt = None,
     placement: PlacementOpt = None, micro_batch: MicroBatchOpt = None, global_batch: GlobalBatchOpt = None,
     global_batch_tokens: GlobalBatchTokensOpt = None, seq_len: SeqLenOpt = None,
-    packed_sample_len: PackedSampleLenOpt = None, recompute: RecomputeOpt = None,
+    packed_sample_len: PackedSampleLenOpt = None, lora_rank: LoraRankOpt = None, recompute: RecomputeOpt = None,
     precision: PrecisionOpt = None, framework: FrameworkOpt = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
@@ -348,7 +350,8 @@ def scale(
     grad_accum: Annotated[int | None, typer.Option(
         help="Micro-steps per optimizer step, at every node count. Default: the scenario's (its grad_accum, or "
         "its global batch over the first node count's data-parallel ranks), else 1.")] = None,
-    seq_len: SeqLenOpt = None, packed_sample_len: PackedSampleLenOpt = None, recompute: RecomputeOpt = None,
+    seq_len: SeqLenOpt = None, packed_sample_len: PackedSampleLenOpt = None, lora_rank: LoraRankOpt = None,
+    recompute: RecomputeOpt = None,
     precision: PrecisionOpt = None,
     framework: FrameworkOpt = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,

@@ -84,6 +84,12 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   keys instead of seq_len: attention FLOPs, and without a fused kernel the score matrix's bytes, scale by
   l / seq_len; GEMMs and element-wise work are per token and do not change. A causal kernel over many short
   samples loses more to masked tiles than one long sequence; that is not priced.
+- LoRA (`lora_rank` r; Hu et al. 2021; NeMo's adapters, nemo/collections/llm/peft/lora.py) freezes the
+  weights: backward computes each weight GEMM's input gradient and not its weight gradient (one GEMM instead
+  of two), and the frozen output layer's input gradient only. Each weight GEMM (m x k by k x n, as its
+  tensor-parallel shard has it) gets an adapter, x A [k, r] then B [r, n], priced by the roofline at their own
+  (thin) shapes in half precision (NeMo runs them unquantized even under fp8), plus its element-wise scaling
+  and add (LORA_ELEMENTWISE_BYTES); backward the adapters' input and weight gradients, twice their forward.
 - Recomputation: full re-runs the layer's forward, selective (Megatron's) the attention core, op
   (torchtitan's per-op policy, TransformerModel.op_recomputed_gemms) every second weight matmul up to the
   last one backward needs (wk, wo, w3 of a Llama block), and the element-wise work; attention's output is
@@ -124,7 +130,7 @@ from dataclasses import dataclass, replace
 
 from simulator.training.routing import routed_load
 from topologies.hardware import GpuSpec
-from workloads.model import ACTIVATION_BYTES, TransformerModel
+from workloads.model import ACTIVATION_BYTES, TransformerModel, sharded_gemms
 from workloads.spec import TrainingSpec
 
 GEMM_EFFICIENCY = {"volta": 0.80, "turing": 0.75, "ampere": 0.80, "ada": 0.70, "hopper": 0.67, "blackwell": 0.62}
@@ -143,6 +149,11 @@ CUDNN_ATTENTION_EFFICIENCY = {**ATTENTION_EFFICIENCY, "hopper": 0.50}
 ATTENTION_EFFICIENCY_BY_KERNEL = {"flash2": ATTENTION_EFFICIENCY, "cudnn": CUDNN_ATTENTION_EFFICIENCY,
                                   "triton": ATTENTION_EFFICIENCY}
 MEMORY_EFFICIENCY = 0.85
+# bytes per output element of a LoRA adapter's element-wise steps beside its two matmuls (PEFT's
+# base(x) + lora_B(lora_A(x)) * scaling): forward the scaling (read and write the output, 4 B) and the add to
+# the base layer's output (read both, write one: 6 B); backward the scaled output gradient (4 B) and the add of
+# the adapter's input gradient into the base layer's (6 B), per input element
+LORA_ELEMENTWISE_BYTES = {"forward": 10.0, "backward": 10.0}
 ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 40.0
 ELEMENTWISE_EAGER_BYTES_PER_TOKEN_HIDDEN = 145.0
 FP8_CAST_BYTES = 4.0  # read bf16 (2 B), write fp8 (1 B) and its transpose (1 B)
@@ -155,7 +166,6 @@ UNFUSED_SCORE_BYTES_BACKWARD = 17.0
 REPLICATED_ELEMENTWISE_BYTES = {True: 20.0, False: 84.0}
 KERNEL_LAUNCH_S = 5e-6  # per layer and pass: a dozen kernels of a few microseconds' launch gap
 LAYER_KERNELS = {"forward": 20, "backward": 45, "attention": 4}  # launches per layer (CUDA_LAUNCH_BLOCKING)
-REPLICATED_GEMMS = ("router", "q_down", "kv_down")  # computed whole on every tensor-parallel rank
 BLOCKING_LAUNCH_GAP_S = 28e-6  # GPU idle after each blocking launch (BigScience's A/B, module docstring)
 
 
@@ -190,6 +200,7 @@ class ComputeModel:
     routed_load: float = 1.0  # the busiest expert-parallel rank's routed rows over the balanced share (routing)
     attention_scale: float = 1.0  # on the attention efficiency table (simulator.validation.training_fit)
     packed_sample_len: int | None = None  # TrainingSpec.packed_sample_len: attention within samples this long
+    lora_rank: int | None = None  # TrainingSpec.lora_rank: frozen weights, adapters of this rank
 
     @classmethod
     def for_job(cls, gpu: GpuSpec, training: TrainingSpec, power_limit_w: float | None = None, scale: float = 1.0,
@@ -198,7 +209,8 @@ class ComputeModel:
         return cls(gpu, training.precision, scale, gemm_efficiency, power_capped_clock(gpu, power_limit_w),
                    training.attention_kernel, training.fused_elementwise, training.launch_blocking,
                    training.parallel.cp_comm == "p2p", training.parallel.cp_merge == "eager",
-                   routed_load(training.routing, training.parallel.ep), attention_scale, training.packed_sample_len)
+                   routed_load(training.routing, training.parallel.ep), attention_scale, training.packed_sample_len,
+                   training.lora_rank)
 
     def keys(self, seq_len: int) -> int:
         """Keys each query attends to: the sequence's, or its packed sample's (module docstring)."""
@@ -251,7 +263,7 @@ class ComputeModel:
         tokens = micro_batch * seq_len // cp
         fp8 = self.precision == "fp8"
         hbm = self.hbm_Bps
-        gemms = _sharded(model.layer_gemms(tokens), tp)
+        gemms = sharded_gemms(model.layer_gemms(tokens), tp)
         each_gemm_s = self._gemms_s(gemms, model, ep)
         gemm_s = sum(each_gemm_s.values())
         cast_forward_s = sum(m * k + k * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
@@ -266,10 +278,13 @@ class ComputeModel:
                                               * self.keys(seq_len) / cp)
         gap = BLOCKING_LAUNCH_GAP_S if self.launch_blocking else 0.0
         merge_forward_s, merge_backward_s = self._eager_merge_s(model, tokens, tp, cp)
-        forward = (gemm_s + cast_forward_s + attention_s + merge_forward_s + elementwise_s
+        adapter_forward_s, adapter_backward_s = self._lora_s(gemms)
+        weight_grads = 0.0 if self.lora_rank is not None else gemm_s  # frozen weights: input gradients only
+        forward = (gemm_s + cast_forward_s + attention_s + merge_forward_s + elementwise_s + adapter_forward_s
                    + scores * UNFUSED_SCORE_BYTES / hbm + KERNEL_LAUNCH_S + LAYER_KERNELS["forward"] * gap)
-        backward = (2.0 * (gemm_s + attention_s) + merge_backward_s + cast_backward_s + 2.0 * elementwise_s
-                    + scores * UNFUSED_SCORE_BYTES_BACKWARD / hbm + KERNEL_LAUNCH_S + LAYER_KERNELS["backward"] * gap)
+        backward = (gemm_s + weight_grads + 2.0 * attention_s + merge_backward_s + cast_backward_s
+                    + 2.0 * elementwise_s + adapter_backward_s + scores * UNFUSED_SCORE_BYTES_BACKWARD / hbm
+                    + KERNEL_LAUNCH_S + LAYER_KERNELS["backward"] * gap)
         core = attention_s + merge_forward_s + scores * UNFUSED_SCORE_BYTES / hbm + LAYER_KERNELS["attention"] * gap
         if checkpointing == "op":  # the matmuls torchtitan's policy re-runs (with their fp8 casts) and the
             # element-wise work, not attention (its output is kept); its save list names aten.mm, so float8
@@ -280,6 +295,22 @@ class ComputeModel:
         else:
             recompute = {"none": 0.0, "selective": core, "full": forward}[checkpointing]
         return LayerTimes(forward / self.scale, backward / self.scale, recompute / self.scale)
+
+    def _lora_s(self, gemms: list[tuple[str, int, int, int]]) -> tuple[float, float]:
+        """(forward, backward) seconds of one layer's LoRA adapters beside its sharded weight GEMMs (module
+        docstring); 0 without LoRA."""
+        r = self.lora_rank
+        if r is None:
+            return 0.0, 0.0
+        forward = backward = 0.0
+        for _, m, n, k in gemms:
+            down = self._roofline(2.0 * m * k * r, self.gemm_efficiency(m, r, k), 2.0 * (m * k + k * r + m * r),
+                                  self.half_precision_flops)
+            up = self._roofline(2.0 * m * r * n, self.gemm_efficiency(m, n, r), 2.0 * (m * r + r * n + m * n),
+                                self.half_precision_flops)
+            forward += down + up + LORA_ELEMENTWISE_BYTES["forward"] * m * n / self.hbm_Bps
+            backward += 2.0 * (down + up) + LORA_ELEMENTWISE_BYTES["backward"] * m * k / self.hbm_Bps
+        return forward, backward
 
     def _eager_merge_s(self, model: TransformerModel, tokens: int, tp: int, cp: int) -> tuple[float, float]:
         """(forward, backward) seconds of PyTorch's eager ring merges over one layer (module docstring); 0
@@ -312,7 +343,7 @@ class ComputeModel:
         experts' router and shared experts too) on one GPU of a tensor-parallel group of `tp` (and
         context- and expert-parallel groups of `cp` and `ep`): part of layer()'s forward, what an
         overlapped TP collective can hide behind (simulator.training.tasks.overlap_budgets)."""
-        gemms = _sharded(model.layer_gemms(micro_batch * seq_len // cp), tp)
+        gemms = sharded_gemms(model.layer_gemms(micro_batch * seq_len // cp), tp)
         return {name: seconds / self.scale for name, seconds in self._gemms_s(gemms, model, ep).items()}
 
     def attention_forward_s(self, model: TransformerModel, micro_batch: int, seq_len: int, tp: int = 1,
@@ -339,7 +370,8 @@ class ComputeModel:
         h, v = model.spec.hidden, -(-model.spec.vocab // tp)
         logits = self._roofline(model.head_forward_flops(tokens) / tp, self.gemm_efficiency(tokens, v, h),
                                 2.0 * (tokens * h + h * v) + 4.0 * tokens * v, self.half_precision_flops)
-        return logits / self.scale, 2.0 * logits / self.scale
+        frozen = self.lora_rank is not None  # a frozen output layer: its input gradient only
+        return logits / self.scale, (1.0 if frozen else 2.0) * logits / self.scale
 
     def micro_step_s(self, model: TransformerModel, micro_batch: int, seq_len: int, checkpointing: str) -> float:
         """Compute of one micro-step alone (all layers forward, recompute and backward, the head)."""
@@ -355,15 +387,6 @@ class ComputeModel:
     def optimizer(self, local_params: float, optimizer: str) -> float:
         """Seconds of one optimizer step over the parameters this GPU owns."""
         return local_params * OPTIMIZER_BYTES_PER_PARAM[optimizer] / self.hbm_Bps / self.scale
-
-
-def _sharded(gemms: list[tuple[str, int, int, int]], tp: int) -> list[tuple[str, int, int, int]]:
-    """Megatron's split of a block's GEMMs over `tp` GPUs: column-parallel qkv (MLA's q_up, kv_up), mlp_up
-    and shared_up (n / tp), row-parallel attn_out, mlp_down and shared_down (k / tp); the router and MLA's
-    down projections are replicated (Megatron-Core MLASelfAttention)."""
-    rows = ("attn_out", "mlp_down", "shared_down")
-    return [(name, m, n, k) if name in REPLICATED_GEMMS else (name, m, n, -(-k // tp)) if name in rows
-            else (name, m, -(-n // tp), k) for name, m, n, k in gemms]
 
 
 def _moe_elementwise_bytes(model: TransformerModel, tp: int, load: float = 1.0) -> float:

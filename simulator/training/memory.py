@@ -19,7 +19,9 @@ cross entropy, EAGER_LOSS_BYTES more a logit at the start of backward); with a f
 (flash) attention kernel no s x s scores are stored, as with selective recomputation. Full recomputation keeps
 each block's input only (torchtitan's op policy: every other matmul's output and attention's), and the block
 being recomputed holds the rest of its activations again (one block at a time: the largest block's, on top).
-Model states per GPU are its stage's parameters over the tensor-parallel degree (the first stage also holds the
+With LoRA (training.lora_rank) only the adapters have gradients and optimizer states; the frozen weights keep
+their parameter bytes (no fp32 master copy). Model states per GPU are its stage's parameters over the
+tensor-parallel degree (the first stage also holds the
 embedding, the last the output layer), then sharded over the data-parallel group as above (with context
 parallelism, the data- and context-parallel ranks together; a context-parallel rank's activations are those of its
 seq_len / cp tokens, the ring's two key/value blocks in flight being small beside them). A mixture of experts'
@@ -38,7 +40,14 @@ from __future__ import annotations
 from simulator.training.pipeline import peak_in_flight
 from simulator.training.prediction import MemoryBreakdown
 from simulator.training.routing import routed_load
-from simulator.training.shards import blocks_params_on_gpu, layer_params_on_gpu, shard_degrees, virtual_stage_layers
+from simulator.training.shards import (
+    blocks_params_on_gpu,
+    layer_params_on_gpu,
+    shard_degrees,
+    trainable_blocks_params_on_gpu,
+    trainable_layer_params_on_gpu,
+    virtual_stage_layers,
+)
 from simulator.training.tasks import PARAM_BYTES
 from workloads.model import TransformerModel
 from workloads.spec import Checkpointing, TrainingSpec
@@ -107,17 +116,25 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
          + ((model.embedding_params + model.final_norm_params) / tp if first else 0.0) + (output / tp if last else 0.0))
     n_experts = sum(experts for _, experts in held)
     shards = (shard_degrees(training, dp, shard_group), shard_degrees(training, dp // par.ep, shard_group))
+    # what trains (LoRA: the adapters, beside the frozen weights) has gradients and optimizer states
+    lora = training.lora_rank is not None
+    trained = [trainable_blocks_params_on_gpu(model, training, tp, par.ep, start, stop) for start, stop in chunks]
+    counts = ((n + sum(t for t, _ in trained), 0.0), (sum(t for t, _ in trained), 0.0)) if lora else (
+        (n, n_experts), (n, n_experts))
 
     def per_gpu(bytes_per_param: float, kind: int) -> float:
         """Bytes of one state (kind 0 parameters, 1 gradients, 2 optimizer) over each part's shard."""
-        return bytes_per_param * ((n - n_experts) / shards[0][kind] + n_experts / shards[1][kind])
+        count, experts = counts[min(kind, 1)]
+        return bytes_per_param * ((count - experts) / shards[0][kind] + experts / shards[1][kind])
 
     p_shard = shards[0][0]
     gathered = 0.0
     if p_shard > 1 and p > 1:  # with pipelining FSDP keeps the stage's gathered parameters all step
         gathered = n * p_bytes
     elif p_shard > 1:  # full 16-bit parameters (and their unreduced gradients) of the units being computed
-        gathered = units_in_flight * layer * (PARAM_BYTES + s.grad_reduce_bytes)
+        trained_layer = max(sum(trainable_layer_params_on_gpu(block, training, tp, par.ep))
+                            for block, _ in model.blocks)
+        gathered = units_in_flight * (layer * PARAM_BYTES + trained_layer * s.grad_reduce_bytes)
     stored = training.activation_checkpointing
     if stored == "none" and training.flash_attention:
         stored = "selective"  # a fused attention kernel keeps no scores: what selective recompute saves

@@ -36,7 +36,15 @@ from dataclasses import dataclass, replace
 
 from simulator.core.errors import ConfigError
 from simulator.training.compute import ComputeModel, LayerTimes
-from simulator.training.shards import blocks_params_on_gpu, gathers_ahead, layer_params_on_gpu, owned_params
+from simulator.training.shards import (
+    blocks_params_on_gpu,
+    gathers_ahead,
+    layer_params_on_gpu,
+    owned_params,
+    trainable_blocks_params_on_gpu,
+    trainable_layer_params_on_gpu,
+    trainable_root_params,
+)
 from simulator.training.tasks import (
     PARAM_BYTES,
     CollectiveCall,
@@ -48,7 +56,7 @@ from simulator.training.tasks import (
     overlap_budgets,
     pass_collectives,
 )
-from workloads.model import TransformerModel
+from workloads.model import TransformerModel, sharded_gemms
 from workloads.spec import TrainingSpec
 
 MAX_GATHER_BUCKETS = 10_000  # ZeRO's post-optimizer all-gathers a step may simulate (one task each)
@@ -78,6 +86,7 @@ class _Block:
     recompute_calls: list[CollectiveCall]
     budgets: dict[str, tuple[tuple[float, ...], ...] | None]  # per pass kind: forward, recompute, backward
     param_bytes: dict[str, int]  # per part: "dense", "experts"
+    updated_bytes: dict[str, int]  # of the parameters, those the optimizer updates (LoRA: the adapters)
     grad_bytes: dict[str, int]
     tensors: list[tuple[float, str]]  # gradient tensors as backward produces them (mlp_down first), with their part
 
@@ -121,13 +130,20 @@ def _block(block: TransformerModel, training: TrainingSpec, compute: ComputeMode
     def part_of(name: str) -> str:
         return "experts" if experts and block.gemm_experts(name) > 1 else "dense"
 
-    matrices = [(block.gemm_experts(name) * k * n / tp / (par.ep if block.gemm_experts(name) > 1 else 1),
-                 part_of(name)) for name, _, n, k in reversed(block.layer_gemms(1))]
+    trained, trained_experts = trainable_layer_params_on_gpu(block, training, tp, par.ep)
+    if training.lora_rank is None:
+        matrices = [(block.gemm_experts(name) * k * n / tp / (par.ep if block.gemm_experts(name) > 1 else 1),
+                     part_of(name)) for name, _, n, k in reversed(block.layer_gemms(1))]
+        matrices.append((dense + experts - sum(size for size, _ in matrices), "dense"))  # norms
+    else:  # each weight GEMM's adapters, the frozen weights and norms having no gradients
+        matrices = [(training.lora_rank * (n + k), "dense")
+                    for _, _, n, k in reversed(sharded_gemms(block.layer_gemms(1), tp))]
     tensors = [(size * s.grad_reduce_bytes, part) for size, part in matrices]
-    tensors.append(((dense + experts - sum(size for size, _ in matrices)) * s.grad_reduce_bytes, "dense"))  # norms
     return _Block(times, forward, backward, recompute, budgets,
                   {"dense": int(dense * PARAM_BYTES), "experts": int(experts * PARAM_BYTES)},
-                  {"dense": int(dense * s.grad_reduce_bytes), "experts": int(experts * s.grad_reduce_bytes)}, tensors)
+                  {"dense": int(trained * PARAM_BYTES), "experts": int(trained_experts * PARAM_BYTES)},
+                  {"dense": int(trained * s.grad_reduce_bytes), "experts": int(trained_experts * s.grad_reduce_bytes)},
+                  tensors)
 
 
 def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeModel, seq_len: int,
@@ -146,10 +162,12 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     kinds = [(_block(block, training, compute, seq_len), n) for block, n in model.blocks]
     layers = [bundle for bundle, n in kinds for _ in range(n)]  # layer i's kind of block
     # the blocks' parameters on this GPU: the routed experts apart when expert parallelism gives them a group
-    dense, experts = blocks_params_on_gpu(model, tp, par.ep)
+    _, experts = blocks_params_on_gpu(model, tp, par.ep)
     root_params = model.root_params / tp
     root_param_bytes = int(root_params * PARAM_BYTES)
-    root_grad_bytes = int(root_params * s.grad_reduce_bytes)
+    trained_root = trainable_root_params(model, training, tp)  # none with LoRA
+    trained, trained_experts = trainable_blocks_params_on_gpu(model, training, tp, par.ep)
+    root_grad_bytes = int(trained_root * s.grad_reduce_bytes)
     tasks: list[Task] = []
     reductions: list[str] = []
     gathers_after_opt: list[Task] = []
@@ -170,7 +188,8 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
             matrices = sum(1 for _, owner in layers[i].tensors if owner == part) - (part == "dense")
             calls = max(1, matrices) if s.gather_per_module else 1
             secondary = backward and s.zeropp_hierarchical_partition  # hpZ: bf16 weights from inside the node
-            size = layers[i].param_bytes[part] // (2 if s.zeropp_quantized_weights and not secondary else 1)
+            held = layers[i].param_bytes if kind == "fsdp" else layers[i].updated_bytes  # ZeRO-1/2: what changed
+            size = held[part] // (2 if s.zeropp_quantized_weights and not secondary else 1)
             group = "shard" if secondary else group_of[part]
             tasks.append(Task(name + suffix[part], "ag", "all_gather", collective=CollectiveCall(
                 "all_gather", size // calls, group, calls), deps=deps))
@@ -196,7 +215,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
 
     group_size = {"dp": dp, "edp": max(1, dp // par.ep), "shard": shard_group}
     # an untied output layer's gradients are ready first (backward starts at it), the embedding's last
-    output_grad_bytes = int(model.output_params / tp * s.grad_reduce_bytes)
+    output_grad_bytes = int(model.output_params / tp * s.grad_reduce_bytes) if trained_root else 0
 
     def bucket_reductions(m: int) -> list[str]:
         """DDP / ZeRO-1/2: micro-step m's gradients reduced in buckets. Gradients become ready tensor by tensor,
@@ -282,10 +301,10 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                 for part in layer_parts(i):
                     sharded_reduction(f"m{m}.rs{i}{suffix[part]}", layer.grad_bytes[part], f"m{m}.bwd{i}",
                                       group_of[part])
-        if kind == "fsdp":
+        if kind == "fsdp" and root_grad_bytes:
             sharded_reduction(f"m{m}.rs_root", root_grad_bytes, f"m{m}.bwd0")
         if s.grad_accumulation_bytes:
-            held = owned_params(training, root_params + dense, experts, dp, shard_group, state=1)
+            held = owned_params(training, trained_root + trained, trained_experts, dp, shard_group, state=1)
             tasks.append(Task(f"m{m}.accumulate", "compute", "backward",
                               compute.grad_accumulation(held, s.grad_accumulation_bytes), deps=ready))
             ready = (f"m{m}.accumulate",)
@@ -299,7 +318,8 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                       deps=(*reductions, *ready)))
     if kind in ("zero1", "zero2") and not early_gather:
         cap = s.zero_bucket_elements * PARAM_BYTES
-        totals = {part: (root_params + dense if part == "dense" else experts) * PARAM_BYTES for part in parts}
+        totals = {part: (trained_root + trained if part == "dense" else trained_experts) * PARAM_BYTES
+                  for part in parts}
         gathers = sum(max(1, -int(-total // cap)) for total in totals.values())
         if gathers > MAX_GATHER_BUCKETS:  # each is simulated: a tiny bucket would take hours, not a better answer
             least = -int(-sum(totals.values()) // ((MAX_GATHER_BUCKETS - len(parts)) * PARAM_BYTES))

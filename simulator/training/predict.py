@@ -32,7 +32,12 @@ from simulator.training.plan import plan_step
 from simulator.training.prediction import StepPrediction
 from simulator.training.routing import check_routing, kept_share
 from simulator.training.routing import wait_s as routing_wait_s
-from simulator.training.shards import blocks_params_on_gpu, gathers_ahead, owned_params
+from simulator.training.shards import (
+    gathers_ahead,
+    owned_params,
+    trainable_blocks_params_on_gpu,
+    trainable_root_params,
+)
 from simulator.training.tasks import CollectiveCall, StepPlan, Task
 from simulator.training.timeline import RepeatedMicroSteps, Timeline, simulate_plan
 from topologies.build import build_representative
@@ -93,6 +98,10 @@ def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> 
     if spec.mla is not None and overlapped and layout.tp > 1:
         raise ConfigError(f"training.parallel.{overlapped[0]} with multi-head latent attention (model.mla) is not "
                           "modelled: which of its GEMMs the overlapped collectives pair with is not known here")
+    if training.lora_rank is not None and (spec.moe or layout.pp > 1):
+        what = "a mixture of experts" if spec.moe else "pipeline parallelism (pp > 1)"
+        raise ConfigError(f"training.lora_rank with {what} is not modelled: adapters are priced on dense blocks "
+                          "without pipeline stages")
     packed = training.packed_sample_len
     if packed is not None and packed > (training.seq_len or spec.training_context):
         raise ConfigError(f"training.packed_sample_len {packed} is longer than the sequence "
@@ -139,8 +148,8 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
     groups = communicators(v, layout)
     shard_group = layout.members_per_node("grad")
     if layout.pp == 1:
-        dense, experts = blocks_params_on_gpu(model, layout.tp, layout.ep)
-        local_params = owned_params(training, model.root_params / layout.tp + dense, experts,
+        dense, experts = trainable_blocks_params_on_gpu(model, training, layout.tp, layout.ep)
+        local_params = owned_params(training, trainable_root_params(model, training, layout.tp) + dense, experts,
                                     layout.replicas, shard_group)
         plan = plan_step(model, training, compute, seq_len, micro_steps, layout.replicas, local_params, shard_group)
     else:
@@ -400,7 +409,8 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
         tokens_per_step=tokens,
         n_gpus=v.n_ranks,
         model_flops_per_step=model.model_flops_per_token(seq_len, kept_share(training.routing),
-                                                         training.packed_sample_len) * tokens,
+                                                         training.packed_sample_len,
+                                                         training.lora_rank is not None) * tokens,
         peak_tflops=compute.peak_flops / 1e12,
         memory=memory,
         memory_capacity_bytes=cluster.gpu.memory_gib * 1024**3,

@@ -61,7 +61,13 @@ from simulator.training.memory import memory_per_gpu
 from simulator.training.predict import job_layout, predict_step
 from simulator.training.prediction import StepPrediction
 from simulator.training.routing import routed_load
-from simulator.training.shards import blocks_params_on_gpu, gathers_ahead, owned_params
+from simulator.training.shards import (
+    blocks_params_on_gpu,
+    gathers_ahead,
+    owned_params,
+    trainable_blocks_params_on_gpu,
+    trainable_root_params,
+)
 from simulator.training.tasks import PARAM_BYTES, pass_collectives
 from topologies.build import build_representative
 from topologies.spec import TopologySpec
@@ -287,8 +293,11 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
     dense_blocks, expert_blocks = blocks_params_on_gpu(model, t, layout.ep)
     experts = expert_blocks / p  # held on this GPU apart (split over ep), beside the dense parameters
     dense = model.root_params / (t * p) + dense_blocks / p
-    local_params = dense + experts
-    accumulate_s = compute.grad_accumulation(local_params, training.strategy.grad_accumulation_bytes)
+    # what trains (LoRA: the adapters) is reduced, updated and, for ZeRO-1/2, gathered again
+    trained_blocks, trained_expert_blocks = trainable_blocks_params_on_gpu(model, training, t, layout.ep)
+    trained_experts = trained_expert_blocks / p
+    trained = trainable_root_params(model, training, t) / p + trained_blocks / p
+    accumulate_s = compute.grad_accumulation(trained + trained_experts, training.strategy.grad_accumulation_bytes)
     stage_s = layers_s + head_f + head_b + tp_s + cp_s + accumulate_s
     p2p_view = views[ranks.pipeline_peer(0, 1, v.nodes_per_leaf_group) if p > 1 else "pp:intra"]
     activation = ACTIVATION_BYTES * b * seq_len // c * model.spec.hidden
@@ -299,13 +308,15 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
     all_reduce = layout.strategy == "zero1" and training.strategy.zero_grad_all_reduce
     reduce_op = "all_reduce" if all_reduce else "reduce_scatter"
 
-    def over_groups(op: str, bytes_per_param: float) -> float:
-        """`op` over the dense parameters on the data-parallel group, the experts on the expert one."""
-        return (_collective_s(dp, op, dense * bytes_per_param)
-                + _collective_s(views["edp"], op, experts * bytes_per_param))
+    def over_groups(op: str, bytes_per_param: float, counts: tuple[float, float]) -> float:
+        """`op` over `counts` (dense, experts) parameters: the dense on the data-parallel group, the experts on
+        the expert one."""
+        return (_collective_s(dp, op, counts[0] * bytes_per_param)
+                + _collective_s(views["edp"], op, counts[1] * bytes_per_param))
 
-    reduce_s = over_groups(reduce_op, training.strategy.grad_reduce_bytes)
-    gather_s = over_groups("all_gather", PARAM_BYTES)
+    reduce_s = over_groups(reduce_op, training.strategy.grad_reduce_bytes, (trained, trained_experts))
+    gather_s = over_groups("all_gather", PARAM_BYTES, (dense, experts))  # ZeRO-3 / FSDP: every parameter
+    updated_s = over_groups("all_gather", PARAM_BYTES, (trained, trained_experts))  # ZeRO-1/2: what the step changed
     strategy = training.strategy
     # the last micro-batch's backward hides the gradient reduction (if overlapped), the next step's
     # first forward the parameter all-gather of ZeRO-1/2 (if overlapped)
@@ -314,11 +325,11 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
     if layout.strategy in ("zero3", "fsdp", "hsdp"):  # gather twice and reduce-scatter every micro-step
         dp_s = m * max(0.0, 2.0 * gather_s + reduce_s - stage_s)
     elif layout.strategy == "ddp":
-        all_reduce_s = over_groups("all_reduce", strategy.grad_reduce_bytes)
+        all_reduce_s = over_groups("all_reduce", strategy.grad_reduce_bytes, (trained, trained_experts))
         dp_s = max(0.0, all_reduce_s - backward)
     else:
-        dp_s = max(0.0, reduce_s - backward) + max(0.0, gather_s - forward)
-    owned = owned_params(training, dense, experts, layout.replicas, ranks.members_per_node("grad"))
+        dp_s = max(0.0, reduce_s - backward) + max(0.0, updated_s - forward)
+    owned = owned_params(training, trained, trained_experts, layout.replicas, ranks.members_per_node("grad"))
     return pipeline_s + dp_s + compute.optimizer(owned, training.optimizer)
 
 

@@ -7,7 +7,7 @@ data-parallel ones). ZeRO (Rajbhandari et al. 2020, section 3) and FSDP as in si
 from __future__ import annotations
 
 from simulator.core.errors import ConfigError
-from workloads.model import TransformerModel
+from workloads.model import TransformerModel, sharded_gemms
 from workloads.spec import PipelineSplit, TrainingSpec
 
 
@@ -75,6 +75,29 @@ def blocks_params_on_gpu(model: TransformerModel, tp: int, ep: int, start: int =
     counts = model.block_counts(start, model.spec.layers if stop is None else stop)
     split = [(n, layer_params_on_gpu(block, tp, ep)) for block, n in counts]
     return sum(n * dense for n, (dense, _) in split), sum(n * experts for n, (_, experts) in split)
+
+
+def trainable_layer_params_on_gpu(model: TransformerModel, training: TrainingSpec, tp: int,
+                                  ep: int) -> tuple[float, float]:
+    """(dense, expert) parameters of one block on one GPU that train: all of them (layer_params_on_gpu), or with
+    LoRA (training.lora_rank r) its adapters only, A [k, r] and B [r, n] beside each k x n weight GEMM as its
+    tensor-parallel shard has it (Hu et al. 2021; workloads.model.sharded_gemms): r (k + n) each."""
+    if training.lora_rank is None:
+        return layer_params_on_gpu(model, tp, ep)
+    return float(sum(training.lora_rank * (n + k) for _, _, n, k in sharded_gemms(model.layer_gemms(1), tp))), 0.0
+
+
+def trainable_blocks_params_on_gpu(model: TransformerModel, training: TrainingSpec, tp: int, ep: int,
+                                   start: int = 0, stop: int | None = None) -> tuple[float, float]:
+    """trainable_layer_params_on_gpu over blocks `start` .. `stop` - 1 (default all)."""
+    counts = model.block_counts(start, model.spec.layers if stop is None else stop)
+    split = [(n, trainable_layer_params_on_gpu(block, training, tp, ep)) for block, n in counts]
+    return sum(n * dense for n, (dense, _) in split), sum(n * experts for n, (_, experts) in split)
+
+
+def trainable_root_params(model: TransformerModel, training: TrainingSpec, tp: int) -> float:
+    """The embedding, output layer and final norm on one GPU that train: none with LoRA."""
+    return 0.0 if training.lora_rank is not None else model.root_params / tp
 
 
 def owned_params(training: TrainingSpec, dense: float, experts: float, dp: int, shard_group: int,

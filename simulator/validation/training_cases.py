@@ -15,8 +15,9 @@ mapped case's `defaults` ("flagged" cases). The fillers, in one place:
   accumulation. With PP the micro-batch is one pipeline micro-step's, global = micro x dp x micro-steps,
   and an unstated one is 1 (Megatron-LM's pipeline-parallel example scripts).
 - A strategy list naming no data-parallel strategy ('tp', 'pp'): ddp, or the framework's (zero1 for
-  Megatron-Core's distributed optimizer, NeMo, Megatron-DeepSpeed bf16). LoRA fine-tuning and
-  packed sequences whose sample length (packed_sample_len) is not stated: skipped. A released model
+  Megatron-Core's distributed optimizer, NeMo, Megatron-DeepSpeed bf16). LoRA fine-tuning takes its stated
+  rank (lora_rank), or NeMo's default 32 for NeMo; packed sequences whose sample length
+  (packed_sample_len) is not stated: skipped. A released model
   named without its shape ("LLAMA2-7B") takes its model preset's public config, flagged. Fields a source
   states once for a table or document fill its rows (_STATED_ONCE), and a stated size gives the layer
   count (_layers_from_size), flagged.
@@ -70,7 +71,7 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
                  "model_parallel_size_tp_x_pp": "int", "micro_batch": "int", "global_batch": "int",
                  "grad_accum": "int", "zero_stage": "int|str", "zeropp": "bool", "precision": "str",
                  "activation_checkpointing": "bool|str", "fsdp_sharding_strategy": "str", "offload": "bool|str",
-                 "fsdp_mixed_precision_mode": "str", "packed_sample_len": "int"},
+                 "fsdp_mixed_precision_mode": "str", "packed_sample_len": "int", "lora_rank": "int"},
     "cluster": {"gpu": "str", "num_gpus": "int", "gpus_per_node": "int", "nodes": "int", "intra_node": "str",
                 "inter_node": "str", "inter_node_bw_per_node": "str", "ib_links": "str"},
 }
@@ -449,10 +450,25 @@ def _batch(training: Mapping[str, Any], n_dp: int, n_gpus: int, pp: int, default
     return {"micro_batch": micro, "global_batch": glob}
 
 
+# NeMo's LoRA adapter rank where a case does not state one: `dim` 32 (nemo/collections/llm/peft/lora.py, LoRA;
+# NeMo 1.x's peft.lora_tuning.adapter_dim 32 in its fine-tuning configs).
+_NEMO_LORA_RANK = 32
+
+
+def _lora_rank(case: TrainingCase, defaults: list[str]) -> int | None:
+    """The LoRA rank of a LoRA fine-tuning case (None: every weight trains): stated, or NeMo's default, flagged."""
+    if "lora" not in str(case.training.get("task") or "").lower():
+        return None
+    stated = case.training.get("lora_rank")
+    if stated is not None:
+        return int(stated)
+    if framework_of(case.training) != "nemo":
+        raise Unexpressible("LoRA fine-tuning: the adapters' rank (training.lora_rank) is not stated")
+    defaults.append(f"LoRA rank not stated: {_NEMO_LORA_RANK} (NeMo's default adapter dim)")
+    return _NEMO_LORA_RANK
+
+
 def _check_task(case: TrainingCase) -> None:
-    if "lora" in str(case.training.get("task") or "").lower():
-        raise Unexpressible("LoRA fine-tuning (frozen base weights: no weight gradients or optimizer states for "
-                            "them) is not expressible")
     if "packed sequences" in case.note.lower() and case.training.get("packed_sample_len") is None:
         raise Unexpressible("packed sequences: attention spans each packed sample, whose lengths are not stated "
                             "(training.packed_sample_len)")
@@ -581,6 +597,7 @@ def map_case(case: TrainingCase) -> MappedCase:
                            strategy=strategy, parallel=layout.parallel,
                            framework=_framework(training, strategy.kind),
                            packed_sample_len=training.get("packed_sample_len"),
+                           lora_rank=_lora_rank(case, defaults),
                            **_batch(layout.training, layout.dp, n_gpus, layout.parallel.pp, defaults))
         job = with_framework(job)
     except Unexpressible as exc:

@@ -12,12 +12,12 @@ import pytest
 from simulator.core.errors import ConfigError
 from simulator.core.yaml_text import load_yaml_text
 from simulator.scenario import resolve_scenario, scenario_from_data
-from simulator.training.compute import ComputeModel, _sharded
+from simulator.training.compute import ComputeModel
 from simulator.training.predict import predict_step
 from simulator.training.tasks import cp_call, ulysses_calls
 from topologies.hardware import gpu_spec
 from topologies.presets import load_preset
-from workloads.model import transformer
+from workloads.model import sharded_gemms, transformer
 from workloads.presets import load_model
 from workloads.spec import ParallelSpec, StrategySpec, TrainingSpec
 
@@ -28,7 +28,7 @@ H100 = ComputeModel(gpu_spec("H100-SXM5-80GB"), "bf16")
 def test_down_projections_are_replicated_over_tensor_parallelism():
     """TP 8: q_down (7168 -> 1536) and kv_down (7168 -> 576) are computed whole on every rank, q_up (-> 128 x 192)
     and kv_up (-> 128 x 256) split by heads, attn_out (128 x 128 ->) by rows."""
-    gemms = dict((name, (n, k)) for name, _, n, k in _sharded(transformer(DEEPSEEK).layer_gemms(4096)[:5], 8))
+    gemms = dict((name, (n, k)) for name, _, n, k in sharded_gemms(transformer(DEEPSEEK).layer_gemms(4096)[:5], 8))
     assert gemms == {"q_down": (1536, 7168), "q_up": (128 * 192 // 8, 1536), "kv_down": (576, 7168),
                      "kv_up": (128 * 256 // 8, 512), "attn_out": (7168, 128 * 128 // 8)}
 

@@ -409,3 +409,16 @@ def test_async_tp_speedup_matches_torchtitan(case_id, published):
     speedup = predict_step(m.topology, m.training, m.model).step_time_s / \
         predict_step(m.topology, plain, m.model).step_time_s
     assert 1.0 / speedup == pytest.approx(published, abs=0.06)
+
+
+def test_lora_cases_take_their_rank_or_nemos_default():
+    """A LoRA fine-tuning case: its stated rank; a NeMo one without it NeMo's default 32, flagged; another
+    framework's without a rank skipped naming the field."""
+    lora = {"task": "LoRA", "pp": 1, "dp": 96}
+    stated = _map(MCORE_70B, training={**lora, "lora_rank": 8})
+    assert stated.skipped is None and stated.training is not None and stated.training.lora_rank == 8
+    nemo = _map(MCORE_70B, training={**lora, "framework": "NeMo 24.07 (Megatron-Core)"})
+    assert nemo.training is not None and nemo.training.lora_rank == 32
+    assert "LoRA rank not stated: 32 (NeMo's default adapter dim)" in nemo.defaults
+    other = _map(MCORE_70B, training=lora)
+    assert other.skipped == "LoRA fine-tuning: the adapters' rank (training.lora_rank) is not stated"

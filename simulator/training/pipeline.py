@@ -49,7 +49,13 @@ from dataclasses import dataclass, replace
 
 from simulator.core.errors import ConfigError
 from simulator.training.compute import ComputeModel
-from simulator.training.shards import blocks_params_on_gpu, layer_params_on_gpu, owned_params, virtual_stage_layers
+from simulator.training.shards import (
+    blocks_params_on_gpu,
+    owned_params,
+    trainable_blocks_params_on_gpu,
+    trainable_layer_params_on_gpu,
+    virtual_stage_layers,
+)
 from simulator.training.tasks import (
     PARAM_BYTES,
     CollectiveCall,
@@ -117,6 +123,7 @@ class _Chunk:
     params: float  # on one GPU (after tensor parallelism)
     experts: float = 0.0  # of which routed experts with a group of their own (expert parallelism)
     outside: float = 0.0  # of which outside its blocks: the embedding or output layer
+    trained: float = 0.0  # of `params`, those that train (LoRA: the blocks' adapters, nothing outside them)
 
 
 def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: ComputeModel, seq_len: int,
@@ -180,12 +187,15 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
     for k, (start, stop) in enumerate(ranges):
         dense, experts = blocks_params_on_gpu(model, tp, par.ep, start, stop)
         outside = (embedding if k == 0 else 0.0) + (output if k == p * v - 1 else 0.0)
+        trained = (sum(trainable_blocks_params_on_gpu(model, training, tp, par.ep, start, stop))
+                   + (outside if training.lora_rank is None else 0.0))
         chunks[k % p, k // p] = _Chunk(model.block_counts(start, stop), k == 0, k == p * v - 1,
-                                       dense + experts + outside, experts, outside)
+                                       dense + experts + outside, experts, outside, trained)
     send_size = int(ACTIVATION_BYTES * b * local_seq * model.spec.hidden / (tp if par.p2p_scatter_gather else 1))
     grad_op = "all_reduce" if kind == "ddp" or (kind == "zero1" and s.zero_grad_all_reduce) else "reduce_scatter"
     # tied input and output embeddings live on the first and the last stage: their gradients are summed
-    tied_bytes = int(output * s.grad_reduce_bytes) if model.spec.tied_embeddings and p > 1 else 0
+    tied_bytes = int(output * s.grad_reduce_bytes) if model.spec.tied_embeddings and p > 1 \
+        and training.lora_rank is None else 0  # a LoRA job's embeddings are frozen
     first_ready: tuple[str, ...] = ()  # stage 0's last backward
     first_reductions: tuple[str, ...] = ()  # stage 0's data-parallel reductions
     # a blocking send shares its stage's links with no other transfer: the stage's compute, and so its
@@ -229,8 +239,10 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
         gathers: dict[int, tuple[str, ...]] = {}
         if gathering:
             for c in range(v):
-                gathers[c] = tuple(by_group(f"ag{stage}.{c}", "all_gather", chunks[stage, c].params,
-                                            chunks[stage, c].experts, PARAM_BYTES, (), stage))
+                chunk = chunks[stage, c]  # FSDP gathers every parameter, ZeRO-1 what the last step updated
+                gathers[c] = tuple(by_group(f"ag{stage}.{c}", "all_gather",
+                                            chunk.params if kind == "fsdp" else chunk.trained,
+                                            chunk.experts, PARAM_BYTES, (), stage))
         ready: tuple[str, ...] = ()
         for work in schedule(par.pipeline_schedule, p, v, micro_steps, stage):
             direction, j, c = work
@@ -269,7 +281,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 (name(work, stage) + ("" if i == 0 else ".dense"), block, n)
                 for i, (block, n) in enumerate(backward_order)]
             pieces = pieces or [(name(work, stage), None, 0)]  # the embedding or the output layer alone
-            accumulate = compute.grad_accumulation(chunk.params, s.grad_accumulation_bytes)
+            accumulate = compute.grad_accumulation(chunk.trained, s.grad_accumulation_bytes)
             for piece, piece_block, n in pieces:
                 seconds, calls, rings, budget = blocks_pass("backward", piece_block, n)
                 duration = seconds + (head_b if chunk.last and piece == pieces[0][0] else 0.0) + (
@@ -278,9 +290,10 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 deps = ready
                 if split:
                     # the layer's gradients; the last piece also carries the embedding or output layer's
-                    dense_layer, expert_layer = (0.0, 0.0) if piece_block is None else layer_params_on_gpu(
-                        piece_block, tp, par.ep)
-                    grads = dense_layer + expert_layer + (chunk.outside if piece == pieces[-1][0] else 0.0)
+                    dense_layer, expert_layer = (0.0, 0.0) if piece_block is None else trainable_layer_params_on_gpu(
+                        piece_block, training, tp, par.ep)
+                    outside = chunk.outside if training.lora_rank is None else 0.0
+                    grads = dense_layer + expert_layer + (outside if piece == pieces[-1][0] else 0.0)
                     reductions += by_group(f"red.{piece}", grad_op, grads, expert_layer, s.grad_reduce_bytes,
                                            (piece,), stage)
             if k > 0:
@@ -289,7 +302,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                     "sendrecv", send_size, f"pp:{peer}"), deps=ready, stage=stage, alone=alone(j)))
                 if not par.overlap_p2p:
                     ready = (*ready, f"back{k}.{j}")
-        stage_params = sum(chunks[stage, c].params for c in range(v))
+        stage_params = sum(chunks[stage, c].trained for c in range(v))  # what is reduced, updated, gathered
         stage_experts = sum(chunks[stage, c].experts for c in range(v))
         first_ready = ready if stage == 0 else first_ready
         tied: tuple[str, ...] = ("tied",) if tied_bytes and stage in (0, p - 1) else ()

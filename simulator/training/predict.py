@@ -98,10 +98,9 @@ def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> 
     if spec.mla is not None and overlapped and layout.tp > 1:
         raise ConfigError(f"training.parallel.{overlapped[0]} with multi-head latent attention (model.mla) is not "
                           "modelled: which of its GEMMs the overlapped collectives pair with is not known here")
-    if training.lora_rank is not None and (spec.moe or layout.pp > 1):
-        what = "a mixture of experts" if spec.moe else "pipeline parallelism (pp > 1)"
-        raise ConfigError(f"training.lora_rank with {what} is not modelled: adapters are priced on dense blocks "
-                          "without pipeline stages")
+    if training.lora_rank is not None and spec.moe:
+        raise ConfigError("training.lora_rank with a mixture of experts is not modelled: adapters are priced on "
+                          "dense blocks")
     packed = training.packed_sample_len
     if packed is not None and packed > (training.seq_len or spec.training_context):
         raise ConfigError(f"training.packed_sample_len {packed} is longer than the sequence "

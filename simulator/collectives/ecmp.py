@@ -163,9 +163,11 @@ def collision_s_per_byte(algo: str, op: str, v: CommView, volume: float, carrier
     part of its leaf's U uplinks of uplink_Bps each. The flows leaving that leaf are the carrier's
     crossing ones times the carriers that share those uplinks alike (U x uplink_Bps / spine_share_Bps):
     concurrent groups of a training step load the same uplinks."""
-    flows = node_flows(algo, op, v)
-    if not (v.ecmp and flows > 0 and crossing > 0.0 and v.uplinks_per_leaf > 0 and v.uplink_Bps > 0.0
+    if not (v.ecmp and crossing > 0.0 and v.uplinks_per_leaf > 0 and v.uplink_Bps > 0.0
             and carrier_Bps > 0.0 and spine_share_Bps > 0.0):
+        return 0.0  # adaptive routing, or nothing crosses the spines: no flow count needed
+    flows = node_flows(algo, op, v)
+    if flows <= 0:
         return 0.0
     per_flow_bytes = volume / (flows * v.flows_per_connection)
     leaf_flows = max(1, round(flows * crossing * v.uplink_Bps * v.uplinks_per_leaf / spine_share_Bps))

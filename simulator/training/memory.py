@@ -117,10 +117,12 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
     n_experts = sum(experts for _, experts in held)
     shards = (shard_degrees(training, dp, shard_group), shard_degrees(training, dp // par.ep, shard_group))
     # what trains (LoRA: the adapters, beside the frozen weights) has gradients and optimizer states
-    lora = training.lora_rank is not None
-    trained = [trainable_blocks_params_on_gpu(model, training, tp, par.ep, start, stop) for start, stop in chunks]
-    counts = ((n + sum(t for t, _ in trained), 0.0), (sum(t for t, _ in trained), 0.0)) if lora else (
-        (n, n_experts), (n, n_experts))
+    if training.lora_rank is not None:
+        adapters = sum(trainable_blocks_params_on_gpu(model, training, tp, par.ep, start, stop)[0]
+                       for start, stop in chunks)
+        counts = ((n + adapters, 0.0), (adapters, 0.0))
+    else:
+        counts = ((n, n_experts), (n, n_experts))
 
     def per_gpu(bytes_per_param: float, kind: int) -> float:
         """Bytes of one state (kind 0 parameters, 1 gradients, 2 optimizer) over each part's shard."""

@@ -6,6 +6,8 @@ data-parallel ones). ZeRO (Rajbhandari et al. 2020, section 3) and FSDP as in si
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from simulator.core.errors import ConfigError
 from workloads.model import TransformerModel, sharded_gemms
 from workloads.spec import PipelineSplit, TrainingSpec
@@ -72,8 +74,14 @@ def blocks_params_on_gpu(model: TransformerModel, tp: int, ep: int, start: int =
                          stop: int | None = None) -> tuple[float, float]:
     """(dense, expert) parameters on one GPU of blocks `start` .. `stop` - 1 (default all), each block as
     layer_params_on_gpu splits it (a mixture's dense first blocks have no expert part)."""
+    return _over_blocks(model, start, stop, lambda block: layer_params_on_gpu(block, tp, ep))
+
+
+def _over_blocks(model: TransformerModel, start: int, stop: int | None,
+                 per_layer: Callable[[TransformerModel], tuple[float, float]]) -> tuple[float, float]:
+    """(dense, expert) sums of `per_layer` over blocks `start` .. `stop` - 1 (default all)."""
     counts = model.block_counts(start, model.spec.layers if stop is None else stop)
-    split = [(n, layer_params_on_gpu(block, tp, ep)) for block, n in counts]
+    split = [(n, per_layer(block)) for block, n in counts]
     return sum(n * dense for n, (dense, _) in split), sum(n * experts for n, (_, experts) in split)
 
 
@@ -90,9 +98,7 @@ def trainable_layer_params_on_gpu(model: TransformerModel, training: TrainingSpe
 def trainable_blocks_params_on_gpu(model: TransformerModel, training: TrainingSpec, tp: int, ep: int,
                                    start: int = 0, stop: int | None = None) -> tuple[float, float]:
     """trainable_layer_params_on_gpu over blocks `start` .. `stop` - 1 (default all)."""
-    counts = model.block_counts(start, model.spec.layers if stop is None else stop)
-    split = [(n, trainable_layer_params_on_gpu(block, training, tp, ep)) for block, n in counts]
-    return sum(n * dense for n, (dense, _) in split), sum(n * experts for n, (_, experts) in split)
+    return _over_blocks(model, start, stop, lambda block: trainable_layer_params_on_gpu(block, training, tp, ep))
 
 
 def trainable_root_params(model: TransformerModel, training: TrainingSpec, tp: int) -> float:

@@ -414,7 +414,7 @@ class TrainingSpec(BaseModel):
         default="flash2", description="The fused attention kernel: flash2 (FlashAttention-2, PyTorch SDPA's flash "
         "backend), cudnn (cuDNN's fused flash attention, Transformer Engine's choice on Hopper and later: "
         "Megatron-Core, NeMo) or triton (the Triton FlashAttention of MPT's attn_impl: triton, LLM Foundry's "
-        "default before v0.7); they differ on Hopper.")
+        "default before v0.7); they differ on Hopper and Blackwell.")
     fused_elementwise: bool = Field(
         default=True, description="Norms, rotary and the MLP activation run as fused kernels (torch.compile, "
         "Megatron / Transformer Engine / apex fused kernels); false: PyTorch eager ops, each through HBM "

@@ -13,7 +13,8 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   (Dao 2023), and only ~35% of H100 peak (Shah et al. 2024, FlashAttention-3, section 1); Volta
   has no flash kernels (xformers/apex memory-efficient attention, ~25%). cuDNN's fused attention,
   which Transformer Engine picks on Hopper and later (Megatron-Core, NeMo), reaches ~50% of H100
-  peak (CUDNN_ATTENTION_EFFICIENCY); elsewhere the two are taken as equal, and MPT's Triton kernel
+  peak and at least ~52% of B200's (CUDNN_ATTENTION_EFFICIENCY: FlashAttention-4's comparison with cuDNN
+  9.13); elsewhere the two are taken as equal, and MPT's Triton kernel
   (LLM Foundry) starts from FlashAttention-2's figures. The efficiencies apply to
   the full score FLOPs (attention_forward_flops, the MFU convention) with a backward of twice the
   forward; the kernels' own benchmarks count half of them under a causal mask and 2.5x the forward
@@ -141,8 +142,10 @@ CP_EAGER_MERGE_BYTES = {"q": 32.0, "kv": 4.0, "q_grad": 11.5, "kv_grad": 23.5}
 ATTENTION_EFFICIENCY = {"volta": 0.25, "turing": 0.30, "ampere": 0.55, "ada": 0.45, "hopper": 0.35, "blackwell": 0.35}
 # cuDNN's fused attention where it differs: H100 SXM5, head dim 128, 4k-16k tokens, causal forward 518-539
 # and backward 499-516 TFLOP/s of 989 (Shah et al. 2024, FlashAttention-3, figures 5-6; FlashAttention-2
-# 319-335 and 310-322 there, the 0.35 above).
-CUDNN_ATTENTION_EFFICIENCY = {**ATTENTION_EFFICIENCY, "hopper": 0.50}
+# 319-335 and 310-322 there, the 0.35 above). B200: FlashAttention-4 reaches up to 1,613 TFLOP/s bf16 (71% of
+# 2,250) and up to 1.3x cuDNN 9.13 (Zadouri et al. 2026, arXiv 2603.05451, abstract), so cuDNN reaches at least
+# 1,613 / 1.3 = 1,240 TFLOP/s, 55% of peak: the Hopper entry's share of its benchmark rate (0.50 of 0.53).
+CUDNN_ATTENTION_EFFICIENCY = {**ATTENTION_EFFICIENCY, "hopper": 0.50, "blackwell": 0.52}
 # per TrainingSpec.attention_kernel; MPT's Triton FlashAttention (a port of FlashAttention's algorithm built
 # with a 2022 Triton compiler) has no published benchmark on these GPUs: FlashAttention-2's rates are its
 # prior, and the fit over the published runs (simulator.validation.training_fit) gives it its own factor

@@ -301,6 +301,42 @@ _STATED_ONCE = (
     _StatedOnce(("chronicles-prequel", "Choosing the fastest 3D Topology"), "hidden", 14400,
                 "the number of layers had to be tweaked to fit PP and NHIDDEN was fixed"),
 )
+
+
+@dataclass(frozen=True)
+class _CountErratum:
+    """A table whose GPU-count column contradicts its own layout columns, where another revision of the same
+    document gives the count the layout implies for the same figures: its rows (source url and table contain
+    every string of `where`) run on tp x pp x cp x dp GPUs, flagged with the revision that says so."""
+
+    where: tuple[str, ...]
+    revision: str
+
+
+_COUNT_ERRATA = (
+    # NeMo's performance_long_sequence.md, table "LLAMA3-8B (FP8) - B200": revision 19fadb67b0 (2025-05-08)
+    # lists 8-1,024 GPUs beside layouts of 2-256 (e.g. TP 1, PP 1, DP 2, CP 1 on "8" GPUs); its previous
+    # revision 14d427f575 (2025-04-28) lists 2-256 GPUs, each TP x CP x DP, with the same TFLOPS per GPU.
+    _CountErratum(("performance_long_sequence", "B200"),
+                  "NeMo 14d427f575's revision of the table lists the layout's GPU count with the same TFLOPS"),
+)
+
+
+def _corrected_cluster(case: TrainingCase, defaults: list[str]) -> Mapping[str, Any]:
+    """The case's cluster section, its GPU count taken from the layout where _COUNT_ERRATA says so."""
+    cluster, training = case.cluster, case.training
+    for erratum in _COUNT_ERRATA:
+        if all(text in case.where for text in erratum.where):
+            gpus = 1
+            for name in ("tp", "pp", "cp", "dp"):
+                gpus *= int(training.get(name) or 1)
+            if gpus != cluster.get("num_gpus"):
+                defaults.append(f"num_gpus {cluster.get('num_gpus')} contradicts the stated layout: {gpus} "
+                                f"({erratum.revision})")
+                return {**cluster, "num_gpus": gpus, "nodes": None}
+    return cluster
+
+
 _PARAMS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([MBT])\s*$")
 _PARAMS_UNIT = {"M": 1e6, "B": 1e9, "T": 1e12}
 _SIZE_TOLERANCE = 0.03  # a layer count must give the stated size within this fraction (sizes are rounded)
@@ -575,7 +611,7 @@ def map_case(case: TrainingCase) -> MappedCase:
         return skipped(f"no data-parallel strategy in {names}")
     try:
         _check_task(case)
-        topology, gpu = topology_of(case.cluster, defaults)
+        topology, gpu = topology_of(_corrected_cluster(case, defaults), defaults)
         n_gpus = topology.gpus_per_node * topology.nodes
         layout = lower_parallel(case.id, training, case.model, names, n_gpus, defaults)
         kind = layout.strategy_kind

@@ -554,3 +554,29 @@ def test_memory_of_torchtitans_llama3_8b_runs_is_within_ten_percent():
     errors = {r.id: r.memory_pct_error for r in report.cases}
     assert len(errors) == 7 and all(e is not None and abs(e) < 10.0 for e in errors.values()), errors
     assert memory_summary(report)["cases"] == 7
+
+
+LONGSEQ_B200 = {
+    "id": "nemo-longseq-b200-llama3-8b-32k-32gpu",
+    "source": {"title": "NVIDIA NeMo Long Sequence Performance", "table": "LLAMA3-8B (FP8) - B200",
+               "url": "https://github.com/NVIDIA/NeMo/blob/8cfedd7203462cb251a914e700e5605444277561/docs/source/"
+                      "performance/performance_long_sequence.md"},
+    "model": {"name": "LLAMA3-8B", "params": None, "layers": None, "hidden": None, "heads": None, "ffn": None,
+              "seq_len": "32K", "vocab": None},
+    "training": {"framework": "NeMo 25.04.rc2 (Megatron-Core)", "strategy": ["tp", "pp", "dp", "cp"], "tp": 1,
+                 "pp": 1, "dp": 4, "cp": 2, "global_batch": 128, "precision": "FP8"},
+    "cluster": {"gpu": "B200 (DGX-B200)", "gpus_per_node": 8, "nodes": 4, "num_gpus": 32, "intra_node": "NVLink"},
+    "metrics": {"TFLOPS_per_GPU_with_CP": 1624},
+}
+
+
+def test_a_gpu_count_the_tables_own_layout_contradicts_follows_the_revision_that_agrees():
+    """NeMo's B200 long-sequence table lists 32 GPUs beside TP 1 x CP 2 x DP 4 = 8; its previous revision lists
+    8 GPUs for the same TFLOPS: the row runs on 8 GPUs (one server), flagged with the revision. The same
+    contradiction in another source's table is still skipped, naming both counts."""
+    m = mapped(LONGSEQ_B200)
+    assert m.skipped is None and m.topology is not None
+    assert (m.topology.nodes, m.topology.gpus_per_node) == (1, 8)
+    assert any(d.startswith("num_gpus 32 contradicts the stated layout: 8 (NeMo 14d427f575") for d in m.defaults)
+    other = case(LONGSEQ_B200, source={"url": "https://example.org/report.md", "table": "B200 runs"})
+    assert mapped(other).skipped == "layout tp x pp x cp x dp = 1 x 1 x 2 x 4 = 8 GPUs, but the case has 32 GPUs"

@@ -67,7 +67,7 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
               "vocab": "int|str", "seq_len": "int|str", "experts": "int", "experts_per_token": "int",
               "expert_ffn": "int", "shared_experts": "int"},
     "training": {"strategy": "str-list", "tp": "int", "pp": "int", "cp": "int", "ep": "int", "dp": "int",
-                 "fsdp": "int",
+                 "fsdp": "int", "vp": "int",
                  "model_parallel_size_tp_x_pp": "int", "micro_batch": "int", "global_batch": "int",
                  "grad_accum": "int", "zero_stage": "int|str", "zeropp": "bool", "precision": "str",
                  "activation_checkpointing": "bool|str", "fsdp_sharding_strategy": "str", "offload": "bool|str",

@@ -204,4 +204,11 @@ def topology_of(cluster: Mapping[str, Any], defaults: list[str]) -> tuple[Topolo
         overrides["inter_node"] = {"transport": transport or base.transport, "nics_per_node": count, "nic_gbps": speed}
         if transport not in (None, "ib"):
             overrides["inter_node"]["sharp"] = False  # SHARP is InfiniBand only
-    return load_preset(preset_name, nodes=nodes, **overrides), gpu
+    topology = load_preset(preset_name, nodes=nodes, **overrides)
+    domain = topology.gpus_per_nvlink_domain
+    if n_gpus > domain and n_gpus % domain:
+        # the collective model's view of the cluster counts whole NVLink domains (simulator.collectives.comm
+        # comm_view); a partial last domain leaves it no network between the domains
+        raise Unexpressible(f"{n_gpus} GPUs span NVLink domains of {domain} GPUs ({preset_name}) without filling "
+                            "them: a partial NVLink domain beside full ones is not modelled")
+    return topology, gpu

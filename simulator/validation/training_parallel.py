@@ -36,6 +36,8 @@ behaviour, read from its code and named in the case's `defaults` ("flagged"):
   #781 of 2025-01-07, which the Dec 2024 benchmark predates) and interleaved 1F1B puts 2 stages on
   each rank (generate_split_points); FSDP reduces gradients in fp32 (mixed_precision_reduce).
 - Any other framework: the spec's defaults (tp-pp-dp, no sequence parallelism, 1F1B), flagged.
+A stated virtual pipeline size (vp, Megatron-Core --virtual-pipeline-model-parallel-size: model chunks per
+pipeline rank) above 1 is the interleaved 1F1B schedule over vp chunks, whatever the framework's default.
 Context parallelism (cp) splits each sequence; expert parallelism (ep, Megatron-Core
 --expert-model-parallel-size) splits each MoE block's experts over ep of the data- x context-parallel ranks,
 with sequence parallelism on where tp > 1 (Megatron-Core requires it).
@@ -213,7 +215,7 @@ class _Draft:
         return self.tp > 1 or self.pp > 1
 
     def plain_schedule(self, why: str) -> None:
-        if self.pp > 1:
+        if self.pp > 1 and self.training.get("vp") is None:  # a stated vp is the schedule (_stated_virtual_stages)
             self.parts.append(f"pipeline schedule 1f1b ({why})")
 
 
@@ -374,6 +376,21 @@ _CONVENTIONS: dict[str, Callable[[_Draft], None]] = {
     "megatron-deepspeed": _megatron_deepspeed, "torchtitan": _torchtitan, "": _unknown}
 
 
+def _stated_virtual_stages(training: Mapping[str, Any], pp: int) -> dict[str, Any]:
+    """The schedule a stated virtual-pipeline size gives (`vp`: model chunks per pipeline rank, Megatron-Core
+    --virtual-pipeline-model-parallel-size, the VP column of NeMo's performance tables): vp > 1 is the
+    interleaved 1F1B schedule over vp chunks, in place of what the framework's convention chose; vp 1 (or
+    none stated) leaves the convention's schedule."""
+    vp = training.get("vp")
+    if vp is None or vp == 1:
+        return {}
+    if vp < 1:
+        raise Unexpressible(f"vp {vp}: the virtual pipeline size is 1 or more")
+    if pp == 1:
+        raise Unexpressible(f"vp {vp} with pp 1: virtual pipeline stages split a pipeline stage (pp >= 2)")
+    return {"pipeline_schedule": "interleaved", "virtual_stages": vp}
+
+
 def lower_parallel(case_id: str, training_in: Mapping[str, Any], model_in: Mapping[str, Any], names: list[str],
                    n_gpus: int, defaults: list[str]) -> ParallelLowering:
     """The layout of a case on `n_gpus` GPUs with its framework's conventions (flags go to `defaults`).
@@ -397,6 +414,7 @@ def lower_parallel(case_id: str, training_in: Mapping[str, Any], model_in: Mappi
     if draft.parts:
         defaults.append(f"{fw or 'framework'} conventions, not stated in the case: {'; '.join(draft.parts)}")
     spec = {"placement": "tp-dp-pp", **draft.spec} if draft.layered else draft.spec
+    spec.update(_stated_virtual_stages(training, pp))
     if ep > 1 and tp > 1 and not spec.get("sequence_parallel"):
         spec["sequence_parallel"] = True
         defaults.append("sequence parallelism on: expert parallelism with tp > 1 requires it (Megatron-Core's "

@@ -156,6 +156,9 @@ CASES: list[tuple[str, Callable[[Path], list[str]], str]] = [
         {**MPT, "expansion_ratio": float("inf")}))], "expansion_ratio"),
     ("mpt-expansion-nan", lambda d: ["predict", "--model", _write(d, "config.json", json.dumps(
         {**MPT, "expansion_ratio": float("nan")}))], "expansion_ratio"),
+    ("cases-vp-boolean", lambda d: ["validate-training", _write(d, "cases.yaml", "- {id: c1, model: {}, training: "
+                                    "{strategy: [pp], vp: true}, cluster: {gpu: H100}, metrics: {}}\n")],
+     "training.vp"),
     ("published-metric-nan", lambda d: ["validate-training", _cases(d, ".nan")], "metrics.MFU_%"),
     ("published-metric-zero", lambda d: ["validate-training", _cases(d, "0")], "metrics.MFU_%"),
     ("published-metric-negative", lambda d: ["validate-training", _cases(d, "-5.0")], "metrics.MFU_%"),

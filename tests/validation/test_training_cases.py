@@ -288,6 +288,20 @@ def test_unstated_transport_and_unknown_gpu_are_flagged_or_skipped():
     assert "not in the GPU table" in mapped(case(cluster={"gpu": "Pascal (model not stated)"})).skipped
 
 
+@pytest.mark.parametrize(("num_gpus", "skipped"), [
+    (64, None), (144, None),
+    (128, "128 GPUs span NVLink domains of 72 GPUs (gb200-nvl72) without filling them: a partial NVLink domain "
+          "beside full ones is not modelled"),
+])
+def test_gb200_cluster_fills_whole_nvlink_domains_or_is_skipped(num_gpus, skipped):
+    """DGX-GB200 jobs: within one 72-GPU NVL72 domain (64 GPUs) or over whole domains (144) they are expressed;
+    128 GPUs would leave a partial domain beside a full one, which the collective model's view of the cluster
+    (whole domains) cannot price: skipped with the reason."""
+    m = mapped(case(training={"grad_accum": None, "global_batch": None},
+                    cluster={"gpu": "GB200 (DGX-GB200)", "gpus_per_node": None, "nodes": None, "num_gpus": num_gpus}))
+    assert m.skipped == skipped
+
+
 @pytest.mark.parametrize(
     ("text", "gpu", "intra_node"),
     [("NVIDIA L40S 48GB", "L40S", "pcie4"), ("H100 80GB PCIe", "H100-PCIe-80GB", "pcie5"),

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from simulator.core.errors import ConfigError
 from simulator.training.predict import predict_step
 from simulator.training.prediction import MemoryBreakdown, StepPrediction
 from simulator.validation.training_cases import map_case, parse_cases
@@ -422,3 +423,60 @@ def test_lora_cases_take_their_rank_or_nemos_default():
     assert "LoRA rank not stated: 32 (NeMo's default adapter dim)" in nemo.defaults
     other = _map(MCORE_70B, training=lora)
     assert other.skipped == "LoRA fine-tuning: the adapters' rank (training.lora_rank) is not stated"
+
+
+# NeMo 24.07 pre-training table, LLAMA2-13B row (DGX-H100, FP8): PP 4, VP 10
+# (benchmarks/data/heldout_training_cases.yaml).
+NEMO_13B: dict[str, Any] = {
+    "id": "nemoperf-2407-h100-llama2-13b-16gpu",
+    "model": {"name": "LLAMA2-13B", "layers": None, "hidden": None, "heads": None, "vocab": None, "seq_len": 4096},
+    "training": {"framework": "NeMo 24.07 (Megatron-Core)", "strategy": ["pp", "dp"], "tp": 1, "pp": 4, "cp": 1,
+                 "vp": 10, "dp_derived": 4, "micro_batch": 1, "global_batch": 128, "precision": "FP8"},
+    "cluster": {"gpu": "H100 (DGX-H100)", "gpus_per_node": 8, "nodes": 2, "num_gpus": 16},
+    "metrics": {"tokens_per_sec_per_GPU": 8715, "model_TFLOP_per_sec_per_GPU": 760},
+    "note": "",
+}
+
+
+def test_stated_virtual_pipeline_size_is_the_interleaved_schedule():
+    """vp 10 with pp 4 (NeMo's VP column): interleaved 1F1B over 10 model chunks per pipeline rank, the
+    schedule stated (not flagged); vp 1 is plain 1F1B, also stated; no vp: 1F1B, flagged."""
+    m = _map(NEMO_13B)
+    assert m.skipped is None and m.training is not None
+    assert (m.training.parallel.pipeline_schedule, m.training.parallel.virtual_stages) == ("interleaved", 10)
+    assert not any("pipeline schedule" in d for d in m.defaults)
+    one = _map(NEMO_13B, training={"vp": 1})
+    assert one.training is not None and one.training.parallel.pipeline_schedule == "1f1b"
+    assert not any("pipeline schedule" in d for d in one.defaults)
+    unstated = _map(NEMO_13B, training={"vp": None})
+    assert unstated.training is not None and unstated.training.parallel.virtual_stages == 1
+    assert any("pipeline schedule 1f1b (no virtual pipeline stated)" in d for d in unstated.defaults)
+
+
+@pytest.mark.parametrize(("training", "reason"), [
+    ({"pp": 1, "dp_derived": 16, "strategy": ["dp"], "vp": 2},
+     "vp 2 with pp 1: virtual pipeline stages split a pipeline stage (pp >= 2)"),
+    ({"vp": 0}, "vp 0: the virtual pipeline size is 1 or more"),
+])
+def test_virtual_pipeline_without_a_pipeline_is_skipped_with_the_reason(training, reason):
+    """A vp above 1 needs pipeline stages to split; a vp below 1 is no size."""
+    assert _map(NEMO_13B, training=training).skipped == reason
+
+
+def test_virtual_pipeline_size_must_be_an_integer():
+    """vp 'ten': ConfigError naming the case and training.vp."""
+    with pytest.raises(ConfigError) as err:
+        parse_cases(yaml.safe_dump([_entry(NEMO_13B, training={"vp": "ten"})]), "cases.yaml")
+    assert all(s in str(err.value) for s in ("cases.yaml", NEMO_13B["id"], "training.vp")), str(err.value)
+
+
+def test_interleaving_shrinks_the_pipeline_bubble():
+    """The 1F1B bubble is (pp - 1) / m of the step's micro-batch time, interleaving over v chunks divides it
+    by v (Narayanan et al. 2021, sec. 2.2.2): pp 4, 32 micro-batches, v 10 leaves under a fifth of the bubble
+    (the chunks' extra pipeline transfers keep it above a tenth)."""
+    def bubble_s(vp: int) -> float:
+        m = _map(NEMO_13B, training={"vp": vp})
+        return predict_step(m.topology, m.training, m.model).idle_breakdown_s["pipeline_bubble"]
+
+    plain, interleaved = bubble_s(1), bubble_s(10)
+    assert 0.0 < interleaved < plain / 5

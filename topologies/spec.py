@@ -202,8 +202,9 @@ class TopologySpec(BaseModel):
     )
     fabric: FabricSpec = Field(default_factory=FabricSpec, description="Switching of the inter-node network.")
     nvlink_domain_gpus: int | None = Field(
-        strict=True, default=None, ge=1, description="GPUs per NVLink domain for intra_node nvlink5-nvl72 (default 72)."
-    )
+        strict=True, default=None, ge=1,
+        description="GPUs per NVLink domain for intra_node nvlink5-nvl72. Default 72 (a whole rack); a job that "
+        "does not fill whole racks (e.g. 128 GPUs) is split evenly over the fewest racks that hold it (2 x 64).")
     link_faults: tuple[LinkFault, ...] = Field(
         default=(), description="Degraded or failed devices (what-if); traffic reroutes around failures.")
     gpu_power_limit_w: float | None = Field(
@@ -212,9 +213,10 @@ class TopologySpec(BaseModel):
 
     @property
     def gpus_per_nvlink_domain(self) -> int:
-        """GPUs that share one NVLink fabric: the server's GPUs, or the NVL72 domain."""
+        """GPUs that share one NVLink fabric: the server's GPUs, or the NVL72 domain (nvlink_domain_gpus, else
+        even_nvlink_domain_gpus)."""
         if self.intra_node == "nvlink5-nvl72":
-            return self.nvlink_domain_gpus or NVL72_DOMAIN_GPUS
+            return self.nvlink_domain_gpus or even_nvlink_domain_gpus(self.nodes, self.gpus_per_node)
         return self.gpus_per_node
 
     @property
@@ -257,11 +259,29 @@ class TopologySpec(BaseModel):
         domain = self.gpus_per_nvlink_domain
         if domain % self.gpus_per_node:
             raise ValueError(f"nvlink_domain_gpus: {domain} is not a multiple of gpus_per_node {self.gpus_per_node}")
+        n_gpus = self.nodes * self.gpus_per_node
+        if n_gpus > domain and n_gpus % domain:
+            raise ValueError(f"nvlink_domain_gpus: {n_gpus} GPUs do not fill NVLink domains of {domain}; give a "
+                             f"divisor of {n_gpus} (or leave it out: the GPUs split evenly over the fewest racks, "
+                             f"{even_nvlink_domain_gpus(self.nodes, self.gpus_per_node)} a rack)")
         if self.nodes > 1 and self.inter_node is None and self.nodes * self.gpus_per_node > domain:
             raise ValueError(
                 f"inter_node: required when nodes > 1 (nodes={self.nodes}): give transport, nics_per_node, nic_gbps"
             )
         return self
+
+
+def even_nvlink_domain_gpus(nodes: int, gpus_per_node: int) -> int:
+    """GPUs a job holds in each NVL72 rack: the whole rack (NVL72_DOMAIN_GPUS) when its GPUs fill whole racks
+    or fit in one, else its servers split evenly over the fewest racks that hold them (128 GPUs in trays of 4:
+    2 racks of 64, as a scheduler placing equal blocks a rack leaves them; 100: 5 racks of 20)."""
+    n_gpus = nodes * gpus_per_node
+    if n_gpus <= NVL72_DOMAIN_GPUS or n_gpus % NVL72_DOMAIN_GPUS == 0:
+        return NVL72_DOMAIN_GPUS
+    racks = -(-n_gpus // NVL72_DOMAIN_GPUS)
+    while nodes % racks:
+        racks += 1
+    return n_gpus // racks
 
 
 _FIELD_PREFIX = re.compile(r"^([a-z_]+): (.*)$", re.DOTALL)

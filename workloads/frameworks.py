@@ -33,6 +33,7 @@ class Job:
     precision: str
     tp: int
     pp: int
+    virtual_stages: int = 1
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,10 @@ def _tp(job: Job) -> bool:
 
 def _pp(job: Job) -> bool:
     return job.pp > 1
+
+
+def _interleaved(job: Job) -> bool:
+    return job.pp > 1 and job.virtual_stages > 1
 
 
 def _fp16(job: Job) -> bool:
@@ -186,6 +191,8 @@ FRAMEWORKS: dict[str, Conventions] = {
                 "mixed_precision.py MegatronMixedPrecision: grad_reduce_in_fp32 True"),
         Default("parallel.sequence_parallel", True, "nemo/collections/llm/recipes (llama): sequence_parallel "
                 "with tensor parallelism", _tp),
+        Default("parallel.overlap_p2p", True, "nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py "
+                "MegatronCommOverlapCallback: overlap_p2p_comm with virtual pipeline stages", _interleaved),
     )),
     "megatron-deepspeed": Conventions("Megatron-DeepSpeed", ("zero1", "ddp"), (
         Default("strategy.overlap_grad_reduce", False, "deepspeed/runtime/pipe/schedule.py TrainSchedule: "

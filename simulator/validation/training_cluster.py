@@ -10,7 +10,7 @@ from typing import Any
 
 from topologies.hardware import gpu_spec, intra_node_platform, known_gpus
 from topologies.presets import load_preset
-from topologies.spec import TopologySpec
+from topologies.spec import NVL72_DOMAIN_GPUS, TopologySpec
 
 
 class Unexpressible(Exception):
@@ -206,9 +206,7 @@ def topology_of(cluster: Mapping[str, Any], defaults: list[str]) -> tuple[Topolo
             overrides["inter_node"]["sharp"] = False  # SHARP is InfiniBand only
     topology = load_preset(preset_name, nodes=nodes, **overrides)
     domain = topology.gpus_per_nvlink_domain
-    if n_gpus > domain and n_gpus % domain:
-        # the collective model's view of the cluster counts whole NVLink domains (simulator.collectives.comm
-        # comm_view); a partial last domain leaves it no network between the domains
-        raise Unexpressible(f"{n_gpus} GPUs span NVLink domains of {domain} GPUs ({preset_name}) without filling "
-                            "them: a partial NVLink domain beside full ones is not modelled")
+    if n_gpus > domain and topology.intra_node == "nvlink5-nvl72" and domain < NVL72_DOMAIN_GPUS:
+        defaults.append(f"placement in NVLink domains not stated: {n_gpus} GPUs split evenly over "
+                        f"{n_gpus // domain} racks, {domain} a rack")
     return topology, gpu

@@ -284,6 +284,10 @@ def _nemo(d: _Draft) -> None:
     if d.layered:
         d.parts.append("ranks tp-dp-pp (Megatron-Core)")
     d.plain_schedule("no virtual pipeline stated")
+    if d.pp > 1 and (d.training.get("vp") or 1) > 1:
+        d.spec["overlap_p2p"] = True
+        d.parts.append("pipeline sends overlap compute with virtual stages (NeMo's MegatronCommOverlapCallback: "
+                       "overlap_p2p_comm)")
     if d.training.get("micro_batch") is None:
         d.training["micro_batch"] = 1
         d.parts.append("micro_batch 1 (NeMo recipes' micro_batch_size)")

@@ -82,6 +82,28 @@ def test_nvl72_domain_covering_all_gpus_needs_no_network():
     assert "inter_node" in _error({**nvl, "nodes": 19})
 
 
+@pytest.mark.parametrize(("trays", "domain"), [(16, 72), (18, 72), (36, 72), (32, 64), (64, 64), (25, 20)])
+def test_nvl72_jobs_fill_whole_racks_or_split_evenly_over_the_fewest(trays: int, domain: int) -> None:
+    """Without nvlink_domain_gpus: whole 72-GPU racks when the job fills them or fits in one; else its trays
+    split evenly over the fewest racks that hold them (32 trays: 2 racks of 16 trays, 64 GPUs each; 25 trays,
+    which no two, three or four racks split evenly: 5 racks of 5 trays)."""
+    net = {"transport": "ib", "nics_per_node": 4, "nic_gbps": 400}
+    spec = TopologySpec(gpu="GB200", gpus_per_node=4, intra_node="nvlink5-nvl72", nodes=trays, inter_node=net)
+    assert spec.gpus_per_nvlink_domain == domain
+    if 4 * trays > domain:  # several domains: each the same size, no more racks than needed for that
+        assert (4 * trays) % domain == 0 and -(-4 * trays // 72) <= 4 * trays // domain
+
+
+def test_a_stated_domain_the_gpus_do_not_fill_is_refused_naming_the_even_split() -> None:
+    """128 GPUs in stated domains of 72 would leave a partial domain beside a full one: refused, one line, with
+    the split the default would take."""
+    net = {"transport": "ib", "nics_per_node": 4, "nic_gbps": 400}
+    message = _error({"gpu": "GB200", "gpus_per_node": 4, "intra_node": "nvlink5-nvl72", "nodes": 32,
+                      "inter_node": net, "nvlink_domain_gpus": 72})
+    assert "nvlink_domain_gpus: 128 GPUs do not fill NVLink domains of 72" in message and "64 a rack" in message
+    assert "\n" not in message
+
+
 def test_hybrid_cube_mesh_holds_at_most_eight_gpus():
     """gpus_per_node > 8 on a hybrid cube mesh names the field and the limit."""
     dgx1 = {"gpu": "V100-SXM2-16GB", "nodes": 1, "intra_node": "nvlink2-hybrid-cube-mesh"}

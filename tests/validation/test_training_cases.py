@@ -288,18 +288,17 @@ def test_unstated_transport_and_unknown_gpu_are_flagged_or_skipped():
     assert "not in the GPU table" in mapped(case(cluster={"gpu": "Pascal (model not stated)"})).skipped
 
 
-@pytest.mark.parametrize(("num_gpus", "skipped"), [
-    (64, None), (144, None),
-    (128, "128 GPUs span NVLink domains of 72 GPUs (gb200-nvl72) without filling them: a partial NVLink domain "
-          "beside full ones is not modelled"),
-])
-def test_gb200_cluster_fills_whole_nvlink_domains_or_is_skipped(num_gpus, skipped):
-    """DGX-GB200 jobs: within one 72-GPU NVL72 domain (64 GPUs) or over whole domains (144) they are expressed;
-    128 GPUs would leave a partial domain beside a full one, which the collective model's view of the cluster
-    (whole domains) cannot price: skipped with the reason."""
+@pytest.mark.parametrize(("num_gpus", "domain", "flagged"), [(64, 72, False), (144, 72, False), (128, 64, True),
+                                                              (256, 64, True)])
+def test_gb200_jobs_fill_whole_racks_or_split_evenly_over_the_fewest(num_gpus, domain, flagged):
+    """DGX-GB200 jobs: within one 72-GPU NVL72 rack (64 GPUs) or over whole racks (144) the racks are 72-GPU
+    NVLink domains; 128 GPUs (32 trays) split evenly over the fewest racks that hold them, 2 x 64 (256: 4 x 64),
+    flagged, since the case does not say how its job was placed."""
     m = mapped(case(training={"grad_accum": None, "global_batch": None},
                     cluster={"gpu": "GB200 (DGX-GB200)", "gpus_per_node": None, "nodes": None, "num_gpus": num_gpus}))
-    assert m.skipped == skipped
+    assert m.skipped is None and m.topology is not None
+    assert m.topology.gpus_per_nvlink_domain == domain
+    assert any(d.startswith("placement in NVLink domains not stated") for d in m.defaults) == flagged
 
 
 @pytest.mark.parametrize(

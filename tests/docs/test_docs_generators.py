@@ -100,3 +100,23 @@ def test_frameworks_reference_lists_every_default_with_its_source():
         for default in conventions.defaults:
             row = next(line for line in page.splitlines() if line.startswith(f"| `{name}` | {default.path} |"))
             assert " ".join(default.source.split())[:40] in row
+
+
+def test_training_page_reports_the_held_out_runs_each_with_its_signed_error():
+    """With the held-out report, the training page adds its summary (3.0% over two expressed data-parallel runs)
+    and one row per run: published, predicted and signed error, or the skip reason."""
+    reports = _reports()
+
+    def run(run_id: str, published: float, predicted: float | None, skipped: str | None = None) -> dict[str, Any]:
+        error = None if predicted is None else 100.0 * abs(predicted / published - 1.0)
+        return {"id": run_id, "source": "nemoperf", "published": published, "predicted": predicted,
+                "abs_pct_error": error, "lookup_abs_pct_error": None, "in_scope": True, "model_parallel": False,
+                "skipped": skipped}
+
+    reports["validate-training-heldout"] = {"cases": [run("nemoperf-a", 800.0, 824.0), run("nemoperf-b", 500.0, 485.0),
+                                                      run("nemoperf-c", 600.0, None, "model shape not stated")]}
+    page = _module("benchmarks/accuracy_report.py").training_page(reports)
+    assert "## Held-out runs" in page
+    assert "| all | 2/3 | **3.0%** | - (0 cases) |" in page
+    assert "| nemoperf-a | 800 | 824 | +3.0% |" in page and "| nemoperf-b | 500 | 485 | -3.0% |" in page
+    assert "| nemoperf-c | 600 | - | skipped: model shape not stated |" in page

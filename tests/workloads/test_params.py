@@ -75,7 +75,7 @@ PUBLISHED = [
     ("gpt3-20b", 20e9, 0.015, "NeMo GPTConfig20B docstring: 20B (we count 20.26B)"),
     ("nemotron3-8b", 8e9, 0.07, "nvidia/nemotron-3-8b-base-4k model card: 8 billion, a nominal size (we count 8.54B, "
      "of which 2.1B in the untied 256k-row embedding and output)"),
-    ("nemotron3-22b", 22e9, 0.04, "NeMo Nemotron3Config22B, the performance tables' Nemotron-22B: nominal 22B (we count "
+    ("nemotron3-22b", 22e9, 0.04, "NeMo Nemotron3Config22B, the performance tables' Nemotron-22B: 22B (we count "
      "21.27B)"),
     ("nemotron4-15b", 15.7e9, 0.005, "Parmar et al. 2024, Nemotron-4 15B Technical Report, Table 1: 3.2B embedding + "
      "12.5B non-embedding (we count 15.63B)"),

@@ -245,11 +245,28 @@ _SAME_SHAPES_SUFFIXES = frozenset({"hf", "base", "instruct", "chat", "it", "v0.1
 # [HF] meta-llama/Llama-3.1-8B, Llama-3.1-70B, Llama-3.3-70B-Instruct config.json.
 _SAME_SHAPES = {"llama3.1": ("llama3", "Llama 3.1 has Llama 3's shapes"),
                 "llama3.3": ("llama3", "Llama 3.3 has Llama 3's shapes")}
+# Names NVIDIA NeMo's performance tables (docs/source/performance/performance_summary.md) write for models
+# whose generation they leave out. The runs behind them are NeMo's performance recipes, one per model:
+# scripts/performance/llm/pretrain_nemotron3_8b.py and pretrain_nemotron3_22b.py (Nemotron-3, the only
+# Nemotron 8B and 22B recipes: nemo/collections/llm/recipes/nemotron3_8b.py, nemotron3_22b.py) and
+# pretrain_nemotron4_15b.py and pretrain_nemotron4_340b.py (Nemotron-4: recipes nemotron4_15b.py,
+# nemotron4_340b.py); its LLAMA4-Scout-LLM row runs pretrain_llama4_e16.py (Llama 4 Scout, 16 experts: recipe
+# llama4_e16.py, Llama4Experts16Config, the Llama-4-Scout-17B-16E tokenizer). Exact names only: another size
+# ("Nemotron-9B") matches nothing.
+_NEMO_TABLE_NAMES = {
+    "nemotron-8b": ("nemotron3-8b", "NeMo's Nemotron-8B is Nemotron-3 8B (pretrain_nemotron3_8b.py)"),
+    "nemotron-22b": ("nemotron3-22b", "NeMo's Nemotron-22B is Nemotron-3 22B (pretrain_nemotron3_22b.py)"),
+    "nemotron-15b": ("nemotron4-15b", "NeMo's Nemotron-15B is Nemotron-4 15B (pretrain_nemotron4_15b.py)"),
+    "nemotron-340b": ("nemotron4-340b", "NeMo's Nemotron-340B is Nemotron-4 340B (pretrain_nemotron4_340b.py)"),
+    "llama4-scout-llm": ("llama4-scout-17b-16e",
+                         "NeMo's LLAMA4-Scout-LLM is Llama 4 Scout 17B-16E (pretrain_llama4_e16.py)"),
+}
 
 
 def _release_key(name: str) -> tuple[str, str]:
     """(preset name, the release it was read as) of a released model's name: 'Meta-Llama-3.1-70B-Instruct' ->
-    ('llama3-70b', 'llama3.1'), 'LLaMA 2 7B' -> ('llama2-7b', 'llama2'). Only the spelling is normalised:
+    ('llama3-70b', 'llama3.1'), 'LLaMA 2 7B' -> ('llama2-7b', 'llama2'); NeMo's table names through
+    _NEMO_TABLE_NAMES ('Nemotron-8B' -> ('nemotron3-8b', 'nemotron-8b')). Only the spelling is normalised:
     sizes and families are kept as written, so no other size or family can match."""
     words: list[str] = []
     for word in re.split(r"[\s_-]+", _VENDOR.sub("", name.strip().lower())):
@@ -260,7 +277,10 @@ def _release_key(name: str) -> tuple[str, str]:
     if not words:
         return "", ""
     family, _ = _SAME_SHAPES.get(words[0], (words[0], ""))
-    return "-".join([family, *words[1:]]), words[0]
+    key = "-".join([family, *words[1:]])
+    if key in _NEMO_TABLE_NAMES:
+        return _NEMO_TABLE_NAMES[key][0], key  # 'Nemotron-8B' -> ('nemotron3-8b', 'nemotron-8b')
+    return key, words[0]
 
 
 def _released_preset(name: str) -> ModelSpec | None:
@@ -272,7 +292,8 @@ def _released_preset(name: str) -> ModelSpec | None:
         preset = load_model(key)
     except ConfigError:
         return None
-    shared = f"; {_SAME_SHAPES[release][1]}" if release in _SAME_SHAPES else ""
+    alias = _SAME_SHAPES.get(release) or _NEMO_TABLE_NAMES.get(release)
+    shared = f"; {alias[1]}" if alias else ""
     return preset.model_copy(update={"source": f"model preset {preset.name}, {preset.source}{shared}"})
 
 

@@ -52,6 +52,15 @@ NAMES = [
     ("OPT-175B", "opt-175b"),
     ("GPT-3 175B", "gpt3-175b"),
     ("MPT-7b", "mpt-7b"),
+    # NVIDIA NeMo's performance tables (_NEMO_TABLE_NAMES: the recipe each row ran names the generation).
+    ("GPT3-5B", "gpt3-5b"),
+    ("GPT3-20B", "gpt3-20b"),
+    ("Nemotron-8B", "nemotron3-8b"),
+    ("Nemotron-22B", "nemotron3-22b"),
+    ("Nemotron-15B", "nemotron4-15b"),
+    ("Nemotron-340B", "nemotron4-340b"),
+    ("LLAMA4-Scout-LLM", "llama4-scout-17b-16e"),
+    ("meta-llama/Llama-4-Scout-17B-16E", "llama4-scout-17b-16e"),
     # Another size, family or release, and names of no released model: no preset.
     ("Llama 3.2 8B", None),       # no such size: never llama3-8b
     ("Llama 2 8B", None),         # never llama3-8b nor llama2-7b
@@ -67,6 +76,10 @@ NAMES = [
     ("MPT-1b", None),
     ("BLOOM-176B", None),
     ("GPT 70B", None),
+    ("Nemotron-9B", None),        # no NeMo table names it: never nemotron3-8b
+    ("Nemotron-4B", None),        # Nemotron-3 4B has no preset
+    ("Nemotron-H-8B", None),      # a hybrid Mamba model, not Nemotron-3 8B
+    ("LLAMA4-Maverick-LLM", None),  # interleaved dense and MoE blocks: no preset
     ("1.2B (largest trainable with data parallelism alone)", None),
     ("", None),
 ]
@@ -88,6 +101,18 @@ def test_llama31_case_takes_llama3_shapes_and_says_so():
     assert mapped.model is not None and (mapped.model.layers, mapped.model.hidden) == (80, 8192)
     assert ("model shape not stated: the released model's public config (model preset llama3-70b, "
             "meta-llama/Meta-Llama-3-70B config.json; Llama 3.1 has Llama 3's shapes)") in mapped.defaults
+
+
+def test_nemo_table_name_takes_its_recipes_model_and_says_so():
+    """A run of NeMo's 'Nemotron-8B' takes the nemotron3-8b preset (Nemotron3Config8B: squared-ReLU MLP, vocabulary
+    256000), and the flag names the preset and the NeMo recipe that says which model the row ran."""
+    mapped = _map_named({"name": "Nemotron-8B", "seq_len": 4096})
+    assert mapped.skipped is None, mapped.skipped
+    assert mapped.model is not None
+    assert (mapped.model.layers, mapped.model.hidden, mapped.model.gated_mlp, mapped.model.vocab) == (
+        32, 4096, False, 256000)
+    assert any("model preset nemotron3-8b" in d and "NeMo's Nemotron-8B is Nemotron-3 8B (pretrain_nemotron3_8b.py)"
+               in d for d in mapped.defaults)
 
 
 def test_unknown_release_is_skipped_naming_the_missing_shape():

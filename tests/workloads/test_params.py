@@ -69,6 +69,17 @@ PUBLISHED = [
      "cut, not rounded)"),
     ("llama3.2-3b", 3.21e9, 0.005, "meta-llama/Llama-3.2-3B model card: 3.21B"),
     ("opt-175b", 175e9, 0.01, "Zhang et al. 2022 (OPT), Table 1: 175B"),
+    # NeMo's GPT and Nemotron configs name a nominal size (GPTConfig5B "a 5B parameter GPT model", the performance
+    # tables' GPT3-5B, Nemotron-8B, ...): within a few percent, each tolerance stated against our count.
+    ("gpt3-5b", 5e9, 0.015, "NeMo GPTConfig5B docstring: 5B (we count 5.05B)"),
+    ("gpt3-20b", 20e9, 0.015, "NeMo GPTConfig20B docstring: 20B (we count 20.26B)"),
+    ("nemotron3-8b", 8e9, 0.07, "nvidia/nemotron-3-8b-base-4k model card: 8 billion, a nominal size (we count 8.54B, "
+     "of which 2.1B in the untied 256k-row embedding and output)"),
+    ("nemotron3-22b", 22e9, 0.04, "NeMo Nemotron3Config22B, the performance tables' Nemotron-22B: 22B (we count "
+     "21.27B)"),
+    ("nemotron4-15b", 15.7e9, 0.005, "Parmar et al. 2024, Nemotron-4 15B Technical Report, Table 1: 3.2B embedding + "
+     "12.5B non-embedding (we count 15.63B)"),
+    ("llama4-scout-17b-16e", 109e9, 0.015, "meta-llama/Llama-4-Scout-17B-16E model card: 109B total (we count 107.8B)"),
 ]
 
 # (preset, published active parameters per token, relative tolerance, source)
@@ -78,6 +89,8 @@ ACTIVE = [
     ("qwen3-30b-a3b", 3.3e9, 0.02, "Qwen/Qwen3-30B-A3B model card: 3.3B activated, 29.9B non-embedding (we count "
      "3.35B and 29.9B: the card's figure is cut, not rounded)"),
     ("qwen3-235b-a22b", 22e9, 0.01, "Qwen/Qwen3-235B-A22B model card: 22B activated (we count 22.2B)"),
+    ("llama4-scout-17b-16e", 17e9, 0.015, "meta-llama/Llama-4-Scout-17B-16E model card: 17B activated (we count "
+     "17.17B)"),
     ("deepseek-v3", 36.6e9 + 129280 * 7168, 0.002, "DeepSeek-V3 README_WEIGHTS: 36.6B activated, the output head's "
      "0.9B among them but not the input embedding's 0.93B, which active_params counts"),
 ]

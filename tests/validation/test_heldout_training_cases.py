@@ -17,8 +17,7 @@ from simulator.validation.training_cases import map_case, parse_cases
 REPO = Path(__file__).resolve().parents[2]
 HELDOUT = REPO / "benchmarks" / "data" / "heldout_training_cases.yaml"
 SHARED_CASES = REPO.parent / "shared" / "data" / "training" / "cases.yaml"
-EXPRESSED_AT_LEAST = 28  # of 33: the others leave a partial NVL72 domain
-SKIP_REASONS = ("a partial NVLink domain beside full ones is not modelled",)
+EXPRESSED_AT_LEAST = 33  # of 33
 
 
 def _cases():
@@ -60,13 +59,12 @@ def test_batch_columns_agree_as_printed():
         assert t["global_batch"] % (t["micro_batch"] * dp) == 0, c.id
 
 
-def test_rows_expressed_and_the_rest_skipped_for_known_reasons():
-    """At least 28 rows lower onto the predictor's specs (every model the tables name has a preset); each other
-    one is skipped for a cluster with a partial NVL72 domain. Stated VP above 1 is the interleaved schedule."""
+def test_every_row_is_expressed_with_its_stated_schedule():
+    """Every row lowers onto the predictor's specs (every model the tables name has a preset; GB200 jobs that do
+    not fill whole racks split evenly over them). Stated VP above 1 is the interleaved schedule."""
     mapped = [map_case(c) for c in _cases()]
     expressed = [m for m in mapped if m.skipped is None]
-    assert len(expressed) >= EXPRESSED_AT_LEAST
-    assert all(any(reason in (m.skipped or "") for reason in SKIP_REASONS) for m in mapped if m.skipped)
+    assert len(expressed) >= EXPRESSED_AT_LEAST, [m.skipped for m in mapped if m.skipped]
     for m in expressed:
         vp = m.case.training.get("vp") or 1
         assert m.training is not None and m.training.parallel.virtual_stages == vp, m.case.id

@@ -164,8 +164,9 @@ def _heldout_lines(t: dict[str, Any] | None) -> list[str]:
     lines = ["", "## Held-out runs", "",
              f"`validate-training benchmarks/data/heldout_training_cases.yaml`: {len(cases)} pre-training runs from "
              "NVIDIA NeMo's performance summaries (24.07 DGX-H100, 25.02 DGX-H100 and DGX-B200, 25.04 and 25.07 "
-             "DGX-GB200) that are not among the cases above and that no constant was chosen or fitted with "
-             "([the set](../heldout-training.md)). The lookup table is evaluated among these runs themselves.", "",
+             "DGX-GB200) that are not among the cases above and that no constant is fitted to "
+             "([the set](../heldout-training.md), with what was decided after seeing it). The lookup table is "
+             "evaluated among these runs themselves.", "",
              "| cases | expressed / in scope | median \\|error\\| | lookup table, leave-one-out |",
              "|---|---|---|---|",
              _summary_line("data parallelism only", _class_rows(cases, False)),

@@ -156,6 +156,15 @@ def _reason_class(reason: str) -> str:
     return reason.split(":")[0].split(" (")[0]
 
 
+def _summary_table(cases: list[dict[str, Any]], data_label: str) -> list[str]:
+    """Expressed cases and median error per parallelism class and overall, beside the lookup table."""
+    return ["| cases | expressed / in scope | median \\|error\\| | lookup table, leave-one-out |",
+            "|---|---|---|---|",
+            _summary_line(data_label, _class_rows(cases, False)),
+            _summary_line("tensor, pipeline or context parallelism", _class_rows(cases, True)),
+            _summary_line("all", cases)]
+
+
 def _heldout_lines(t: dict[str, Any] | None) -> list[str]:
     """The held-out NeMo pre-training runs (benchmarks/data/heldout_training_cases.yaml): summary and each row."""
     if t is None:
@@ -167,11 +176,7 @@ def _heldout_lines(t: dict[str, Any] | None) -> list[str]:
              "DGX-GB200) that are not among the cases above and that no constant is fitted to "
              "([the set](../heldout-training.md), with what was decided after seeing it). The lookup table is "
              "evaluated among these runs themselves.", "",
-             "| cases | expressed / in scope | median \\|error\\| | lookup table, leave-one-out |",
-             "|---|---|---|---|",
-             _summary_line("data parallelism only", _class_rows(cases, False)),
-             _summary_line("tensor, pipeline or context parallelism", _class_rows(cases, True)),
-             _summary_line("all", cases), "",
+             *_summary_table(cases, "data parallelism only"), "",
              "| run | published | predicted | error |", "|---|---|---|---|"]
     for c in cases:
         if c["predicted"] is None:
@@ -197,11 +202,7 @@ def training_page(reports: dict[str, dict[str, Any]]) -> str:
              "The baseline is a lookup table evaluated leave-one-out: each case predicted as the median of the "
              "*other* cases on the same GPU and model family with the same metric.", "",
              "## Summary", "",
-             "| cases | expressed / in scope | median \\|error\\| | lookup table, leave-one-out |",
-             "|---|---|---|---|",
-             _summary_line("data parallelism only (DDP, ZeRO, FSDP)", _class_rows(cases, False)),
-             _summary_line("tensor, pipeline or context parallelism", _class_rows(cases, True)),
-             _summary_line("all", cases), "",
+             *_summary_table(cases, "data parallelism only (DDP, ZeRO, FSDP)"), "",
              "## Per source", "",
              "| source | parallelism | expressed / in scope | median \\|error\\| | lookup table |",
              "|---|---|---|---|---|"]

@@ -69,6 +69,14 @@ def presets(
     table_console().print(table)
 
 
+def _nvlink_domains(spec: TopologySpec) -> list[tuple[str, str]]:
+    """A row for NVLink domains that span servers (NVL72 racks): how many, of how many GPUs each."""
+    domain, n_gpus = spec.gpus_per_nvlink_domain, spec.nodes * spec.gpus_per_node
+    if domain <= spec.gpus_per_node:
+        return []
+    return [("NVLink domains", f"{max(1, n_gpus // domain)} x {min(domain, n_gpus)} GPUs")]
+
+
 def _summary_table(spec: TopologySpec, summary: TopologySummary) -> Table:
     title = f"{spec.name or 'topology'}: {summary.servers} x {summary.gpus_per_server} GPUs"
     table = Table("", "value", title=plain(title))
@@ -76,6 +84,7 @@ def _summary_table(spec: TopologySpec, summary: TopologySummary) -> Table:
         ("GPU", summary.gpu),
         ("GPUs", str(summary.n_gpus)),
         ("intra-node", summary.intra_node),
+        *_nvlink_domains(spec),
         ("network", _network(spec)),
         ("fabric", f"{summary.fabric}, {summary.routing} routing" if summary.fabric else "-"),
         ("intra-node bandwidth per GPU", f"{Bps_to_GBps(summary.intra_bandwidth_Bps):g} GB/s per direction"),

@@ -34,6 +34,16 @@ def test_topology_show_table(app):
     assert "800 GB/s" in result.output and "32" in result.output
 
 
+@pytest.mark.parametrize(("nodes", "domains"), [(18, "1 x 72 GPUs"), (32, "2 x 64 GPUs"), (36, "2 x 72 GPUs")])
+def test_topology_show_names_the_nvlink_domains_of_nvl72_racks(app, nodes, domains):
+    """NVL72 racks: the table says how many NVLink domains the GPUs form and how large (a job that does not fill
+    whole racks splits evenly over the fewest); a server-sized domain (DGX) gets no such row."""
+    result = CliRunner().invoke(app, ["topology", "show", "gb200-nvl72", "--nodes", str(nodes)], terminal_width=200)
+    assert result.exit_code == 0 and f"NVLink domains │ {domains}" in " ".join(result.output.split())
+    dgx = CliRunner().invoke(app, ["topology", "show", "dgx-h100", "--nodes", "2"], terminal_width=200)
+    assert "NVLink domains" not in dgx.output
+
+
 def test_topology_show_json(app):
     """`--json` prints one object with the spec and the summary figures."""
     result = CliRunner().invoke(app, ["topology", "show", "abci-v", "--nodes", "2", "--json"])

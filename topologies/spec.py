@@ -6,6 +6,7 @@ A `TopologySpec` says what a cluster is made of; `topologies.build.build` turns 
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 from collections.abc import Mapping
@@ -271,6 +272,7 @@ class TopologySpec(BaseModel):
         return self
 
 
+@functools.cache
 def even_nvlink_domain_gpus(nodes: int, gpus_per_node: int) -> int:
     """GPUs a job holds in each NVL72 rack: the whole rack (NVL72_DOMAIN_GPUS) when its GPUs fill whole racks
     or fit in one, else its servers split evenly over the fewest racks that hold them (128 GPUs in trays of 4:

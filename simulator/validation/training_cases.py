@@ -33,6 +33,7 @@ Free text is read with a few patterns: "A100 80GB (Selene, DGX A100)" -> A100-SX
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -348,9 +349,7 @@ def _corrected_cluster(case: TrainingCase, defaults: list[str]) -> Mapping[str, 
     cluster, training = case.cluster, case.training
     for erratum in _COUNT_ERRATA:
         if all(text in case.where for text in erratum.where):
-            gpus = 1
-            for name in ("tp", "pp", "cp", "dp"):
-                gpus *= int(training.get(name) or 1)
+            gpus = math.prod(int(training.get(name) or 1) for name in ("tp", "pp", "cp", "dp"))
             if gpus != cluster.get("num_gpus"):
                 defaults.append(f"num_gpus {cluster.get('num_gpus')} contradicts the stated layout: {gpus} "
                                 f"({erratum.revision})")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from simulator.collectives.comm import comm_view
 from simulator.core.errors import ConfigError
+from topologies.build import build
 from topologies.spec import (
     DEFAULT_NIC_GBPS,
     FabricSpec,
@@ -92,6 +94,17 @@ def test_nvl72_jobs_fill_whole_racks_or_split_evenly_over_the_fewest(trays: int,
     assert spec.gpus_per_nvlink_domain == domain
     if 4 * trays > domain:  # several domains: each the same size, no more racks than needed for that
         assert (4 * trays) % domain == 0 and -(-4 * trays // 72) <= 4 * trays // domain
+
+
+@pytest.mark.parametrize("trays", [32, 64, 25])
+def test_the_even_split_prices_as_the_same_domains_stated(trays: int) -> None:
+    """Metamorphic: leaving nvlink_domain_gpus to the even split gives the collective model exactly the view of
+    the same domain size stated (32 trays: 2 x 64), so the default is a placement, not a different model."""
+    net = {"transport": "ib", "nics_per_node": 4, "nic_gbps": 400}
+    fields = {"gpu": "GB200", "gpus_per_node": 4, "intra_node": "nvlink5-nvl72", "nodes": trays, "inter_node": net}
+    default = TopologySpec(**fields)
+    stated = TopologySpec(**fields, nvlink_domain_gpus=default.gpus_per_nvlink_domain)
+    assert comm_view(build(default)) == comm_view(build(stated))
 
 
 def test_a_stated_domain_the_gpus_do_not_fill_is_refused_naming_the_even_split() -> None:

@@ -234,8 +234,10 @@ def training_page(reports: dict[str, dict[str, Any]]) -> str:
                   "attention efficiency, then holds each source out in turn: the factor per GPU generation and "
                   "attention kernel (FlashAttention-2, cuDNN's fused attention, MPT's Triton kernel) is fitted on "
                   "the other sources (least median |error| over the cases it moves by 5% or more across the grid) "
-                  "and the held-out source predicted with it (a group no such case informs stays at the shipped "
-                  "table, the kernel's benchmark). Pooled over every held-out "
+                  "and the held-out source predicted with it. A group is fitted only where such cases come from "
+                  f"{crossval.get('min_sources', 2)} sources or more (one source's runs share one framework, cluster "
+                  "and way of counting, and cannot tell the kernel's rate from their setup); otherwise it stays at "
+                  "the shipped table, the kernel's benchmark. Pooled over every held-out "
                   f"case the median |error| is **{_pct(crossval['median_abs_pct_error'])}**, against "
                   f"{_pct(crossval['prior_median_abs_pct_error'])} with the shipped table and "
                   f"{_pct(crossval['in_sample_median_abs_pct_error'])} fitted on every source (factors "
@@ -247,10 +249,14 @@ def training_page(reports: dict[str, dict[str, Any]]) -> str:
             factors = ", ".join(f"{group} x{f:.2f}" for group, f in sorted(fold["factors"].items()))
             lines.append(f"| {source} | {fold['cases']} | {_pct(fold['median_abs_pct_error'])} | "
                          f"{_pct(fold['prior_median_abs_pct_error'])} | {factors} |")
+        informing = crossval.get("informing_sources", {})
+        if informing:
+            lines += ["", "Sources whose runs inform each group: " + "; ".join(
+                f"{group}: {', '.join(sources) or 'none'}" for group, sources in sorted(informing.items())) + "."]
         alone = [source for source, fold in sorted(crossval["sources"].items())
                  if all(f == 1.0 for f in fold["factors"].values())]
         if alone:
-            lines += ["", f"No other source ran the attention kernels of {', '.join(alone)} on their GPU "
+            lines += ["", f"No two other sources ran the attention kernels of {', '.join(alone)} on their GPU "
                       "generations, so held out they are predicted with the shipped table: the kernels' published "
                       "benchmark rates (simulator/training/compute.py), which were chosen knowing these runs. "
                       "Their held-out figures test the rest of the model, not the attention constant."]

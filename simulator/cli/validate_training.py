@@ -61,7 +61,9 @@ publishes the memory a GPU used, the predicted memory per GPU against it (a line
 --crossval source: the attention kernels' efficiency per GPU generation and kernel (FlashAttention-2,
 cuDNN, MPT's Triton kernel) is the one constant the published runs inform; each source is held out in
 turn, the factor fitted on the others (median
-|error|, over a grid of 0.6-1.6 times the shipped table) and the held-out source predicted with it.
+|error|, over a grid of 0.6-1.6 times the shipped table) and the held-out source predicted with it. A
+factor is fitted only where the runs it moves come from two sources or more (one source cannot tell the
+kernel's rate from its own setup); elsewhere it stays at the shipped table (JSON: crossval.informing_sources).
 The pooled held-out error is the honest figure (JSON: crossval.median_abs_pct_error, and per source).
 
 Examples:

@@ -18,9 +18,14 @@ Procedure (rerunnable: `clustersim validate-training CASES --crossval source`):
 3. Leave one source out: for each source, each (GPU generation, kernel) group's factor is the one (on a
    fine grid between the smallest and largest of ATTENTION_FACTORS) that minimises the median |error|
    over the OTHER sources' expressed cases of that group that the factor moves (MIN_SENSITIVITY: a run
-   whose attention is not a fused kernel does not inform it); a group no such case has is left at the
-   prior (factor 1, the kernel's benchmark: not identified). The held-out source's cases are predicted
-   with those factors.
+   whose attention is not a fused kernel does not inform it). A group is identified only when such cases
+   come from MIN_SOURCES sources or more; otherwise it is left at the prior (factor 1, the kernel's
+   benchmark). One source's runs share one framework release, one cluster and one way of counting, so
+   they cannot tell the kernel's rate from their own setup: fitted on one source, the Megatron README's
+   four H100 runs set Hopper's cuDNN factor to 0.92 and NeMo's runs held out were 10.0% off instead of
+   6.2% at the prior, and three Megatron runs each put Ampere's and Volta's factors at 1.25 and 1.6 (the
+   grid's bound), which made even the in-sample error worse. The held-out source's cases are predicted
+   with the factors of its fold.
 4. The leave-one-source-out error is the median |error| over all held-out predictions pooled, and per
    source; the in-sample fit (every source) gives the factors a user would adopt.
 """
@@ -44,6 +49,7 @@ FINE_STEPS = 49  # candidate factors tried between the grid's ends (log-spaced)
 # the others, would pull the factor to whatever corrects their own, unrelated, error (BLOOM's 72 runs:
 # 2.3% median sensitivity, 13% too fast for reasons of their TP cost)
 MIN_SENSITIVITY = 0.05
+MIN_SOURCES = 2  # sources whose cases must inform a group for its factor to be fitted (module docstring)
 
 
 @dataclass(frozen=True)
@@ -81,7 +87,7 @@ class Fold:
     """One source held out: the factors fitted without it and its cases' errors with them."""
 
     source: str
-    factors: dict[str, float]  # per group (CaseCurve.group); a group only this source has stays at 1.0
+    factors: dict[str, float]  # per group (CaseCurve.group); a group the other sources do not identify stays at 1.0
     errors: dict[str, float]  # case id -> |error| %
     prior_errors: dict[str, float]  # case id -> |error| % with the prior table (factor 1)
 
@@ -124,14 +130,24 @@ def curves(reports: Mapping[float, TrainingReport]) -> list[CaseCurve]:
     return out
 
 
+def informing_sources(cases: Sequence[CaseCurve]) -> dict[str, set[str]]:
+    """Per group (GPU generation and kernel), the sources of the `cases` the factor moves (MIN_SENSITIVITY)."""
+    sources: dict[str, set[str]] = {c.group: set() for c in cases}
+    for c in cases:
+        if c.sensitivity >= MIN_SENSITIVITY:
+            sources[c.group].add(c.source)
+    return sources
+
+
 def fit_factors(cases: Sequence[CaseCurve], grid: Sequence[float]) -> dict[str, float]:
     """Per group (GPU generation and kernel), the factor minimising the median |error| of the `cases` it moves
-    (at least MIN_SENSITIVITY across the grid; ties: the nearest to 1); a group none of them informs stays at 1."""
+    (at least MIN_SENSITIVITY across the grid; ties: the nearest to 1); a group whose moved cases come from
+    fewer than MIN_SOURCES sources is not identified and stays at 1."""
     candidates = np.exp(np.linspace(math.log(min(grid)), math.log(max(grid)), FINE_STEPS))
     fitted = {}
-    for group in sorted({c.group for c in cases}):
+    for group, sources in sorted(informing_sources(cases).items()):
         mine = [c for c in cases if c.group == group and c.sensitivity >= MIN_SENSITIVITY]
-        if not mine:
+        if len(sources) < MIN_SOURCES:
             fitted[group] = 1.0
             continue
         scored = [(float(np.median([c.abs_pct_error(f, grid) for c in mine])), abs(math.log(f)), float(f))
@@ -172,6 +188,8 @@ def crossval_to_json(result: TrainingCrossval) -> dict[str, object]:
         "prior_median_abs_pct_error": r(result.prior_median_abs_pct_error),
         "in_sample_median_abs_pct_error": r(result.in_sample_median_abs_pct_error),
         "fitted_factors": {arch: round(f, 3) for arch, f in result.fitted.items()},
+        "min_sources": MIN_SOURCES,
+        "informing_sources": {group: sorted(s) for group, s in sorted(informing_sources(result.cases).items())},
         "sources": {fold.source: {"cases": len(fold.errors), "median_abs_pct_error": r(fold.median_abs_pct_error),
                                   "prior_median_abs_pct_error": r(fold.prior_median_abs_pct_error),
                                   "factors": {arch: round(f, 3) for arch, f in fold.factors.items()}}

@@ -12,7 +12,14 @@ import pytest
 
 from simulator.training.compute import ATTENTION_EFFICIENCY_BY_KERNEL
 from simulator.validation.training_cases import map_case, parse_cases
-from simulator.validation.training_fit import ATTENTION_FACTORS, CaseCurve, crossval_by_source, fit_factors
+from simulator.validation.training_fit import (
+    ATTENTION_FACTORS,
+    MIN_SOURCES,
+    CaseCurve,
+    crossval_by_source,
+    crossval_to_json,
+    fit_factors,
+)
 
 GRID = ATTENTION_FACTORS
 CASES = Path(__file__).resolve().parents[3] / "shared" / "data" / "training" / "cases.yaml"
@@ -32,9 +39,10 @@ def test_interpolation_is_exact_at_the_grid_and_log_linear_between():
 
 
 def test_the_fit_recovers_each_generations_factor():
-    """Hopper cases agreeing at x0.8 and Ampere ones at x1.25: the fit finds each within the fine grid's step."""
-    cases = [curve(f"h{i}", "s1", "hopper", 100.0 + i, 0.8) for i in range(5)]
-    cases += [curve(f"a{i}", "s2", "ampere", 50.0 + i, 1.25) for i in range(5)]
+    """Hopper cases agreeing at x0.8 and Ampere ones at x1.25, each from two sources: the fit finds each within the
+    fine grid's step."""
+    cases = [curve(f"h{s}{i}", s, "hopper", 100.0 + i, 0.8) for s in ("s1", "s2") for i in range(5)]
+    cases += [curve(f"a{s}{i}", s, "ampere", 50.0 + i, 1.25) for s in ("s1", "s3") for i in range(5)]
     fitted = fit_factors(cases, GRID)
     assert fitted["hopper/flash2"] == pytest.approx(0.8, rel=0.03)
     assert fitted["ampere/flash2"] == pytest.approx(1.25, rel=0.03)
@@ -42,7 +50,8 @@ def test_the_fit_recovers_each_generations_factor():
 
 def test_a_source_is_predicted_with_factors_fitted_without_it():
     """Two sources agree on x0.8, a third says x1.6: held out, the third is predicted at ~x0.8 (its error is what
-    the others' fit leaves), and a generation only one source has stays at the prior factor 1."""
+    the others' fit leaves), and a generation only one source has stays at the prior factor 1, in its fold and
+    in sample alike (one source cannot tell the kernel's rate from its own setup)."""
     cases = [curve(f"{s}{i}", s, "hopper", 100.0, 0.8) for s in ("a", "b") for i in range(3)]
     cases += [curve(f"c{i}", "c", "hopper", 100.0, 1.6) for i in range(3)]
     cases += [curve("v0", "d", "volta", 10.0, 0.6)]
@@ -51,7 +60,7 @@ def test_a_source_is_predicted_with_factors_fitted_without_it():
     assert folds["c"].factors["hopper/flash2"] == pytest.approx(0.8, rel=0.03)
     assert folds["c"].median_abs_pct_error == pytest.approx(100 * (1 - (0.8 / 1.6) ** 0.3), rel=0.05)
     assert folds["a"].median_abs_pct_error < 1.0 and folds["d"].factors == {"volta/flash2": 1.0}
-    assert result.fitted["volta/flash2"] == pytest.approx(0.6, rel=0.03)  # in-sample it is fitted
+    assert result.fitted["volta/flash2"] == 1.0
     assert result.median_abs_pct_error >= result.in_sample_median_abs_pct_error
 
 
@@ -73,7 +82,7 @@ def test_cases_the_factor_does_not_move_do_not_fit_it():
     a generation with only such cases keeps the prior factor 1, and they cannot outvote the cases it moves."""
     flat = [CaseCurve(f"f{i}", "s", "ampere", 100.0, tuple(100.0 * (1.2 + 0.001 * i) for _ in GRID)) for i in range(9)]
     assert fit_factors(flat, GRID) == {"ampere/flash2": 1.0}
-    moving = [curve(f"m{i}", "t", "ampere", 100.0, 0.8) for i in range(3)]
+    moving = [curve(f"m{t}{i}", t, "ampere", 100.0, 0.8) for t in ("t", "u") for i in range(3)]
     assert fit_factors(flat + moving, GRID)["ampere/flash2"] == pytest.approx(0.8, rel=0.03)
 
 
@@ -82,13 +91,13 @@ def test_each_kernel_of_a_generation_has_its_own_factor():
     own, and a source held out whose kernel no other source ran is predicted with that kernel's prior (factor 1),
     not with the other kernel's factor."""
     cases = [replace(curve(f"f{s}{i}", s, "hopper", 100.0, 1.0), kernel="flash2") for s in "ab" for i in range(3)]
-    cases += [replace(curve(f"t{i}", "c", "hopper", 100.0, 0.8), kernel="triton") for i in range(9)]
+    cases += [replace(curve(f"t{s}{i}", s, "hopper", 100.0, 0.8), kernel="triton") for s in "cd" for i in range(9)]
     fitted = fit_factors(cases, GRID)
     assert fitted["hopper/flash2"] == pytest.approx(1.0, rel=0.03)
     assert fitted["hopper/triton"] == pytest.approx(0.8, rel=0.03)
     folds = {f.source: f for f in crossval_by_source(cases, GRID).folds}
-    assert folds["a"].factors == {"hopper/flash2": pytest.approx(1.0, rel=0.03)}  # b informs it, c does not
-    assert folds["c"].factors == {"hopper/triton": 1.0}
+    assert folds["a"].factors == {"hopper/flash2": 1.0}  # only b informs it besides a: not identified
+    assert folds["c"].factors == {"hopper/triton": 1.0}  # only d runs Triton besides c: not identified
 
 
 def test_llm_foundry_benchmark_runs_are_lowered_with_the_triton_kernel():
@@ -104,3 +113,14 @@ def test_llm_foundry_benchmark_runs_are_lowered_with_the_triton_kernel():
     assert kernels["llmfoundry"] == {"triton"} and kernels["nemo"] == {"cudnn"} and kernels["torchtitan"] == {"flash2"}
     assert set(ATTENTION_EFFICIENCY_BY_KERNEL) == {"flash2", "cudnn", "triton"}
     assert ATTENTION_EFFICIENCY_BY_KERNEL["cudnn"]["hopper"] > ATTENTION_EFFICIENCY_BY_KERNEL["flash2"]["hopper"]
+
+
+def test_a_factor_one_source_informs_is_not_fitted():
+    """However many runs one source has, they share its framework, cluster and way of counting: their group stays
+    at the prior until MIN_SOURCES sources inform it, and the JSON names the sources that do."""
+    one = [curve(f"a{i}", "a", "hopper", 100.0, 0.7) for i in range(40)]
+    assert MIN_SOURCES == 2 and fit_factors(one, GRID) == {"hopper/flash2": 1.0}
+    two = one + [curve(f"b{i}", "b", "hopper", 100.0, 0.7) for i in range(2)]
+    assert fit_factors(two, GRID)["hopper/flash2"] == pytest.approx(0.7, rel=0.03)
+    report = crossval_to_json(crossval_by_source(two, GRID))
+    assert report["informing_sources"] == {"hopper/flash2": ["a", "b"]} and report["min_sources"] == 2

@@ -286,6 +286,29 @@ def even_nvlink_domain_gpus(nodes: int, gpus_per_node: int) -> int:
     return n_gpus // racks
 
 
+def uneven_nvl72_note(nodes: int, gpus_per_node: int) -> str | None:
+    """Why the default split prices a job that the fewest racks would hold unevenly (even_nvlink_domain_gpus)
+    as more, smaller NVLink domains, and which tray counts nearby split evenly; None when it does not. The
+    collective model takes equal domains, so 19 trays go as 19 one-tray domains, not as 10 + 9 (or 18 + 1)
+    trays of two racks: the job is priced with far less NVLink than it would have."""
+    n_gpus = nodes * gpus_per_node
+    domain = even_nvlink_domain_gpus(nodes, gpus_per_node)
+    racks = -(-n_gpus // NVL72_DOMAIN_GPUS)
+    if n_gpus // domain <= racks:
+        return None
+    per_rack = NVL72_DOMAIN_GPUS // gpus_per_node
+
+    def even(trays: int) -> bool:
+        return trays % -(-trays // per_rack) == 0
+
+    below = next(t for t in range(nodes - 1, 0, -1) if even(t))
+    above = next(t for t in range(nodes + 1, 2 * nodes + per_rack) if even(t))
+    return (f"{n_gpus} GPUs ({nodes} trays of {gpus_per_node}) split evenly over NVL72 racks only as "
+            f"{n_gpus // domain} NVLink domains of {domain} GPUs, where {racks} racks hold them unevenly; the model "
+            f"takes equal domains, so it prices that split (less NVLink than the job would have): {below} or "
+            f"{above} trays split evenly over the fewest racks")
+
+
 _FIELD_PREFIX = re.compile(r"^([a-z_]+): (.*)$", re.DOTALL)
 
 

@@ -104,7 +104,7 @@ def predict(scenario: ScenarioLike | None = None, *, train_tokens: float | None 
     scenario = as_scenario(scenario)
     _check_price(usd_per_gpu_hour)
     spec, topology, training, model = scenario._resolved
-    for warning in job_warnings(training, model):
+    for warning in job_warnings(training, model, topology):
         warnings.warn(warning, UserWarning, stacklevel=2)
     step = predict_calibrated(topology, training, model, None if calibration is None else Path(calibration),
                               force_calibration, measured_tokens_per_s_per_gpu,

@@ -285,7 +285,7 @@ def plan(
     topo, training, model_spec = _job(scenario, model, topology, nodes, (global_batch, global_batch_tokens),
                                       seq_len, precision,
                                       {"load_imbalance": moe_imbalance, "capacity_factor": capacity_factor})
-    for warning in job_warnings(training, model_spec):
+    for warning in job_warnings(training, model_spec, topo):
         print_message(Console(stderr=True), "warning", "yellow", warning)
     if (train_tokens is None) != (deadline_days is None):
         raise ConfigError("--train-tokens and --deadline-days plan by deadline together: give both")

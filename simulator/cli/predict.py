@@ -291,7 +291,7 @@ def predict(
     spec, topo, training, model_spec = override(load_scenario(scenario), options, global_batch, global_batch_tokens)
     spec = with_stragglers(spec, straggler)
     topo = with_link_faults(topo, link_fault)
-    for warning in job_warnings(training, model_spec):
+    for warning in job_warnings(training, model_spec, topo):
         print_message(Console(stderr=True), "warning", "yellow", warning)
     run = run_spec(spec.run, train_tokens, failures, checkpoint_interval)
     if run is not None:

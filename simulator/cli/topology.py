@@ -10,13 +10,14 @@ import json
 from typing import Annotated
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
-from simulator.cli.common import plain, table_console
+from simulator.cli.common import plain, print_message, table_console
 from simulator.core.units import Bps_to_GBps
 from topologies.build import build
 from topologies.presets import list_presets, load_preset, resolve_topology
-from topologies.spec import TopologySpec
+from topologies.spec import TopologySpec, uneven_nvl72_note
 from topologies.summary import TopologySummary, summarize
 from workloads.presets import list_models
 
@@ -72,7 +73,7 @@ def presets(
 def _nvlink_domains(spec: TopologySpec) -> list[tuple[str, str]]:
     """A row for NVLink domains that span servers (NVL72 racks): how many, of how many GPUs each."""
     domain, n_gpus = spec.gpus_per_nvlink_domain, spec.nodes * spec.gpus_per_node
-    if domain <= spec.gpus_per_node:
+    if domain <= spec.gpus_per_node and spec.intra_node != "nvlink5-nvl72":
         return []
     return [("NVLink domains", f"{max(1, n_gpus // domain)} x {min(domain, n_gpus)} GPUs")]
 
@@ -108,6 +109,10 @@ def show(
 ) -> None:
     """Build a topology and print its summary: devices, links, per-GPU and per-server bandwidth, bisection."""
     spec = resolve_topology(name, nodes)
+    if spec.intra_node == "nvlink5-nvl72" and spec.nvlink_domain_gpus is None:
+        note = uneven_nvl72_note(spec.nodes, spec.gpus_per_node)
+        if note:
+            print_message(Console(stderr=True), "warning", "yellow", note)
     summary = summarize(build(spec))
     if json_output:
         typer.echo(json.dumps({"spec": spec.model_dump(mode="json"), **summary.to_dict()}, indent=2))

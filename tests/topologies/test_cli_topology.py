@@ -44,6 +44,16 @@ def test_topology_show_names_the_nvlink_domains_of_nvl72_racks(app, nodes, domai
     assert "NVLink domains" not in dgx.output
 
 
+def test_topology_show_warns_when_the_racks_hold_the_trays_unevenly(app):
+    """19 GB200 trays: two racks would hold them 10 + 9, which the equal-domain model cannot take; the table shows
+    the split it prices (19 x 4 GPUs) and a warning on stderr names the even tray counts nearby."""
+    result = CliRunner().invoke(app, ["topology", "show", "gb200-nvl72", "--nodes", "19"], terminal_width=200)
+    assert result.exit_code == 0 and "NVLink domains │ 19 x 4 GPUs" in " ".join(result.output.split())
+    assert "warning: 76 GPUs (19 trays of 4)" in result.stderr and "18 or 20 trays" in result.stderr
+    even = CliRunner().invoke(app, ["topology", "show", "gb200-nvl72", "--nodes", "20"], terminal_width=200)
+    assert "warning" not in even.stderr
+
+
 def test_topology_show_json(app):
     """`--json` prints one object with the spec and the summary figures."""
     result = CliRunner().invoke(app, ["topology", "show", "abci-v", "--nodes", "2", "--json"])

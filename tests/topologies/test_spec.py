@@ -14,6 +14,7 @@ from topologies.spec import (
     InterNodeSpec,
     TopologySpec,
     topology_spec_from_fields,
+    uneven_nvl72_note,
     validate_topology_spec,
 )
 
@@ -105,6 +106,32 @@ def test_the_even_split_prices_as_the_same_domains_stated(trays: int) -> None:
     default = TopologySpec(**fields)
     stated = TopologySpec(**fields, nvlink_domain_gpus=default.gpus_per_nvlink_domain)
     assert comm_view(build(default)) == comm_view(build(stated))
+
+
+@pytest.mark.parametrize(("trays", "domains", "nearby"), [(19, "19 NVLink domains of 4", "18 or 20 trays"),
+                                                         (38, "19 NVLink domains of 8", "36 or 39 trays"),
+                                                         (25, "5 NVLink domains of 20", "24 or 26 trays")])
+def test_a_tray_count_the_fewest_racks_hold_unevenly_is_named_with_even_ones_nearby(trays: int, domains: str,
+                                                                                   nearby: str) -> None:
+    """19 trays fill two racks unevenly; the equal-domain model can only take 19 one-tray domains: the note says
+    so and names the tray counts nearby that split evenly over the fewest racks."""
+    note = uneven_nvl72_note(trays, 4)
+    assert note is not None and domains in note and nearby in note
+
+
+def test_the_uneven_note_comes_exactly_when_the_split_takes_more_racks_than_needed() -> None:
+    """For every tray count up to 5 racks: a note exactly when the even split uses more domains than the fewest
+    racks that hold the job, and every tray count it suggests splits over the fewest racks evenly (no note)."""
+    for trays in range(1, 91):
+        n_gpus, domain = 4 * trays, TopologySpec(
+            gpu="GB200", gpus_per_node=4, intra_node="nvlink5-nvl72", nodes=trays,
+            inter_node={"transport": "ib", "nics_per_node": 4, "nic_gbps": 400}).gpus_per_nvlink_domain
+        note = uneven_nvl72_note(trays, 4)
+        assert (note is not None) == (n_gpus // domain > -(-n_gpus // 72)), trays
+        if note:
+            below, above = (int(word) for word in note.rsplit(": ", 1)[1].split()[:3:2])
+            assert below < trays < above and uneven_nvl72_note(below, 4) is None
+            assert uneven_nvl72_note(above, 4) is None
 
 
 def test_a_stated_domain_the_gpus_do_not_fill_is_refused_naming_the_even_split() -> None:

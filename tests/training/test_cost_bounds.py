@@ -108,6 +108,16 @@ def test_dimensions_off_the_tensor_core_alignment_are_warned_about() -> None:
                 assert job_warnings(job(tp), model) == [], (name, tp)
 
 
+def test_an_nvl72_job_its_racks_hold_unevenly_is_warned_about() -> None:
+    """A GB200 job of 19 trays is priced as 19 one-tray NVLink domains (the model's domains are equal): warned,
+    naming the topology; 20 trays (2 racks of 10) and a stated domain size are not."""
+    job = TrainingSpec(model="uniform", global_batch=8)
+    warnings = job_warnings(job, UNIFORM, load_preset("gb200-nvl72", nodes=19))
+    assert len(warnings) == 1 and warnings[0].startswith("topology gb200-nvl72: 76 GPUs (19 trays of 4)")
+    assert job_warnings(job, UNIFORM, load_preset("gb200-nvl72", nodes=20)) == []
+    assert job_warnings(job, UNIFORM, load_preset("gb200-nvl72", nodes=20, nvlink_domain_gpus=40)) == []
+
+
 def test_predict_of_a_batch_typed_in_tokens_answers_with_one_warning_line() -> None:
     """`predict --nodes 1 --pp 8 --strategy zero1 --micro-batch 1 --seq-len 2048 --global-batch 8000000`: an
     answer (exit 0, a step over a day) and one warning line on stderr pointing to a batch in tokens."""

@@ -11,6 +11,14 @@ two baselines the simulator must beat, and the summaries per source and overall.
   4 x 24 B s l h^2: it counts the recomputed forward of its full-recompute runs; the Megatron-LM
   README's 2020 scaling tables (megatron-2020-*), whose figures are that equation; and Megatron-DeepSpeed
   (BLOOM), whose throughput log is that equation with checkpoint_activations_factor 4 when recomputing.
+  Where the source publishes its tokens/s per GPU beside the TFLOP/s or MFU it leads with, the prediction
+  is put in the source's units through the source's own FLOPs per token (its TFLOP/s over its tokens/s):
+  predicted = published x predicted tokens/s / published tokens/s. A FLOP-counting convention then cannot
+  read as speed: NeMo's formulas halve causal attention's score FLOPs from August 2025
+  (nemo/utils/flops_formulas.py, "Discount FLOPs in dot-product att", NVIDIA/NeMo #14424), and NeMo's
+  25.02 Mixtral 8x22B row at 64K tokens and 25.07 Llama 4 Scout row count 27% and 10% fewer FLOPs a
+  token than the model's own count, which read as 36% and 19% too fast in TFLOP/s where the tokens/s are
+  0.4% and 7% off.
   Error = |predicted - published| / published.
 - Lookup table: a case's metric predicted as the median of the same metric over the OTHER expressed
   cases with the same GPU, strategy family (fsdp / zero / ddp) and parallelism class (with or without
@@ -153,11 +161,22 @@ def _metric_problem(metric: CaseMetric | None, case: TrainingCase, training: Tra
     return None
 
 
+def published_tokens_per_s(case: TrainingCase) -> float | None:
+    """The source's tokens/s per GPU, where it publishes one (the first of METRIC_KEYS' tokens/s names)."""
+    for key, kind in METRIC_KEYS:
+        value = _number(case.metrics.get(key))
+        if kind == "tokens_per_s_per_gpu" and value is not None and math.isfinite(value) and value > 0:
+            return value
+    return None
+
+
 def predicted_metric(case: MappedCase, prediction: StepPrediction) -> float:
     """The prediction in the unit of the case's published metric (see the module docstring).
 
-    tokens/s/GPU: tokens_per_s_per_gpu. TFLOP/s per GPU: tflops_per_gpu (model FLOPs), x 4/3 where the
-    source counts full recomputation. MFU %: 100 x mfu, x 4/3 likewise (then it is the source's HFU).
+    tokens/s/GPU: tokens_per_s_per_gpu. TFLOP/s per GPU or MFU % with the source's tokens/s beside it: the
+    published figure scaled by predicted / published tokens/s (the source's FLOPs per token). Otherwise
+    TFLOP/s per GPU: tflops_per_gpu (model FLOPs), x 4/3 where the source counts full recomputation; MFU %:
+    100 x mfu, x 4/3 likewise (then it is the source's HFU).
     """
     metric = choose_metric(case.case)
     problem = _metric_problem(metric, case.case, case.training)
@@ -166,6 +185,9 @@ def predicted_metric(case: MappedCase, prediction: StepPrediction) -> float:
     factor = _RECOMPUTE_FACTOR[case.training.activation_checkpointing] if metric.hardware_flops else 1.0
     if metric.kind == "tokens_per_s_per_gpu":
         return prediction.tokens_per_s_per_gpu
+    tokens = published_tokens_per_s(case.case)
+    if tokens is not None:
+        return metric.published * prediction.tokens_per_s_per_gpu / tokens
     if metric.kind == "tflops_per_gpu":
         return prediction.tflops_per_gpu * factor
     return 100.0 * prediction.mfu * factor

@@ -425,17 +425,26 @@ def test_metric_preference_tokens_then_tflops_then_mfu():
 
 def test_predicted_metric_conversions_by_hand():
     """1000 tokens/s/GPU at 6 GFLOP/token = 6 TFLOP/s/GPU = 0.6% MFU of 1000; hardware FLOPs with full
-    recompute: x 4/3 = 8 TFLOP/s."""
+    recompute: x 4/3 = 8 TFLOP/s. Where the source publishes its tokens/s beside them, its own FLOPs per token
+    convert instead: 408 TFLOP/s at 1007 tokens/s predicted at 1000 tokens/s reads 408 x 1000 / 1007, whatever
+    the model's own FLOP count, and 41.25% MFU likewise."""
     prediction = fake_prediction(n_gpus=8, tokens_per_step=8 * 4096, tokens_per_s_per_gpu=1000.0)
+    no_tokens = {"throughput_tokens_per_s_per_GPU": None}
     tokens = mapped(case(metrics={"model_TFLOP_per_GPU": None, "MFU_%": None}))
-    model_tflops = mapped(FOUNDRY_70B)
-    mfu = mapped(case(metrics={"model_TFLOP_per_GPU": None}))
-    hardware = mapped(case(note="hardware TFLOPs incl. activation recompute"))
+    model_tflops = mapped(case(metrics=no_tokens))
+    mfu = mapped(case(metrics={**no_tokens, "model_TFLOP_per_GPU": None}))
+    hardware = mapped(case(metrics=no_tokens, note="hardware TFLOPs incl. activation recompute"))
     assert predicted_metric(tokens, prediction) == pytest.approx(1000.0)
     assert predicted_metric(model_tflops, prediction) == pytest.approx(6.0)
     assert predicted_metric(mfu, prediction) == pytest.approx(0.6)
     assert choose_metric(hardware.case).hardware_flops
     assert predicted_metric(hardware, prediction) == pytest.approx(8.0)
+    assert predicted_metric(mapped(FOUNDRY_70B), prediction) == pytest.approx(408.0 * 1000.0 / 1007.0)
+    source_mfu = mapped(case(metrics={"model_TFLOP_per_GPU": None}))
+    assert predicted_metric(source_mfu, prediction) == pytest.approx(41.25 * 1000.0 / 1007.0)
+    other_count = fake_prediction(n_gpus=8, tokens_per_step=8 * 4096, tokens_per_s_per_gpu=1000.0,
+                                  flops_per_token=9e9)
+    assert predicted_metric(mapped(FOUNDRY_70B), other_count) == predicted_metric(mapped(FOUNDRY_70B), prediction)
 
 
 def test_hardware_flops_with_selective_recompute_is_skipped():

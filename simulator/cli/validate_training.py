@@ -45,9 +45,11 @@ ring attention). ZeRO-Offload, LoRA, packed sequences, models without a stated s
 whose tp x pp x cp x dp is not the GPU count are skipped with the reason. Fields a case does not state
 are filled with stated defaults (listed per case; such cases are flagged).
 
-Metric per case, the first the source publishes: tokens/s/GPU, model TFLOP/s per GPU, MFU %.
-Where the source's TFLOP/s count recomputation (hardware FLOPs), the prediction is converted
-(x 4/3 with full activation checkpointing). Error = |predicted - published| / published.
+Metric per case, the first the source publishes: model TFLOP/s per GPU, MFU %, tokens/s/GPU.
+Where the source also publishes its tokens/s, the prediction is read in the source's own FLOPs per
+token (published x predicted / published tokens/s), so a FLOP-counting convention is not scored as
+speed; otherwise, where the source's TFLOP/s count recomputation (hardware FLOPs), the prediction is
+converted (x 4/3 with full activation checkpointing). Error = |predicted - published| / published.
 
 Summaries per source and overall: median |error| over the expressed cases; the lookup-table
 baseline (each case predicted by the median of the other cases with the same GPU, strategy family

@@ -45,7 +45,9 @@ ring attention). ZeRO-Offload, LoRA, packed sequences, models without a stated s
 whose tp x pp x cp x dp is not the GPU count are skipped with the reason. Fields a case does not state
 are filled with stated defaults (listed per case; such cases are flagged).
 
-Metric per case, the first the source publishes: model TFLOP/s per GPU, MFU %, tokens/s/GPU.
+Metric per case, the first the source publishes: model TFLOP/s per GPU, MFU %, tokens/s/GPU
+(by the names of the shared cases, else by their words: "tokens_per_second_per_gpu", "TFLOPS/GPU";
+then the cluster's tokens/s or samples/s, or the step time: "step_time_ms", "sec_per_iteration").
 Where the source also publishes its tokens/s, the prediction is read in the source's own FLOPs per
 token (published x predicted / published tokens/s), so a FLOP-counting convention is not scored as
 speed; otherwise, where the source's TFLOP/s count recomputation (hardware FLOPs), the prediction is

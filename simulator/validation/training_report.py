@@ -2,10 +2,13 @@
 two baselines the simulator must beat, and the summaries per source and overall.
 
 - Metric: per case, the first published one of model TFLOP/s per GPU, MFU %, tokens/s/GPU (in that
-  order). Where the source's TFLOP/s count activation recomputation (hardware FLOPs), the prediction
-  is converted to hardware FLOPs: full recomputation runs the forward twice, 8 instead of 6 FLOPs per
-  parameter and token, so x 4/3 (the factor of Megatron's formula: checkpoint factor 4 instead of 3);
-  with selective recomputation the recomputed share is unknown and the case is skipped. Sources
+  order, by the names of METRIC_KEYS), else the first other name its words read as one of those, as the
+  cluster's tokens/s or samples/s, or as the step time (_METRIC_WORDS: "tokens_per_second_per_gpu",
+  "step_time_ms"; never a total FLOP rate, a hardware-FLOP utilisation or a speedup). Where the source's
+  TFLOP/s count activation recomputation (hardware FLOPs), the prediction is converted to hardware FLOPs:
+  full recomputation runs the forward twice, 8 instead of 6 FLOPs per parameter and token, so x 4/3 (the
+  factor of Megatron's formula: checkpoint factor 4 instead of 3); with selective recomputation the
+  recomputed share is unknown and the case is skipped. Sources
   counting recomputation: the case's note says so (e.g. Megatron-DeepSpeed's "4*2 coefficient");
   Narayanan et al. 2021 (SC21, megatron-sc21-*), whose eq. 3, 96 B s l h^2 (1 + s/6h + V/16lh), is
   4 x 24 B s l h^2: it counts the recomputed forward of its full-recompute runs; the Megatron-LM
@@ -53,7 +56,8 @@ from topologies.spec import TopologySpec
 from workloads.spec import ModelSpec, TrainingSpec
 
 Predictor = Callable[[TopologySpec, TrainingSpec, ModelSpec], StepPrediction]
-MetricKind = Literal["tokens_per_s_per_gpu", "tflops_per_gpu", "mfu_pct"]
+MetricKind = Literal["tokens_per_s_per_gpu", "tflops_per_gpu", "mfu_pct", "tokens_per_s", "samples_per_s",
+                     "step_time_s"]
 
 # Published metric names, in order of preference (the first one a case has is used).
 METRIC_KEYS: tuple[tuple[str, MetricKind], ...] = (
@@ -76,6 +80,28 @@ METRIC_KEYS: tuple[tuple[str, MetricKind], ...] = (
     # torchtitan's async-TP benchmark (June 2025) heads its column "tokens/sec" without "per GPU"; its
     # magnitudes are those of the per-GPU figures of its Dec 2024 tables (the cases' note)
     ("async_TP_tokens_per_sec", "tokens_per_s_per_gpu"),
+)
+# Metric names outside METRIC_KEYS, recognised by their words (the key lower-cased, split at every run of other
+# characters), in this order; a key naming a total over the cluster, a FLOP count other than the model's, or a
+# comparison is never read as a throughput. Each: (kind, test of the words, multiplier to the kind's unit).
+_NOT_A_THROUGHPUT = re.compile(
+    r"(^|_)(aggregate|cluster|global|hfu|hardware|without|speedup|scaling|ratio|est|memory)(_|$)")
+_PER_S, _PER_GPU = {"s", "sec", "second", "seconds"}, {"gpu", "device", "accelerator"}
+_METRIC_WORDS: tuple[tuple[MetricKind, Callable[[list[str]], bool], float], ...] = (
+    ("tokens_per_s_per_gpu", lambda w: bool({"token", "tokens"} & set(w) and _PER_S & set(w) and _PER_GPU & set(w)),
+     1.0),
+    ("tflops_per_gpu", lambda w: any(x.startswith(("tflop", "teraflop")) for x in w) and bool(_PER_GPU & set(w)), 1.0),
+    ("mfu_pct", lambda w: w in (["mfu"], ["mfu", "pct"], ["mfu", "percent"], ["model", "flops", "utilization"],
+                                ["model", "flops", "utilisation"]), 1.0),
+    ("tokens_per_s", lambda w: w[-3:-1] in (["tokens", "per"], ["token", "per"]) and w[-1] in _PER_S
+     and w[:-3] in ([], ["throughput"]), 1.0),
+    ("samples_per_s", lambda w: w[-3:-1] in (["samples", "per"], ["sample", "per"]) and w[-1] in _PER_S
+     and w[:-3] in ([], ["throughput"]), 1.0),
+    ("step_time_s", lambda w: w in (["iteration", "time", "ms"], ["step", "time", "ms"], ["ms", "per", "iteration"],
+                                    ["ms", "per", "step"]), 1e-3),
+    ("step_time_s", lambda w: w[:2] in (["iteration", "time"], ["step", "time"]) and w[2:] in ([], ["s"], ["sec"])
+     or w in (["sec", "per", "iteration"], ["s", "per", "iteration"], ["sec", "per", "step"], ["s", "per", "step"],
+              ["elapsed", "time", "per", "iteration", "s"]), 1.0),
 )
 _HARDWARE_FLOPS_NOTE = re.compile(
     r"hardware TFLOP|4\s*\*\s*2 coefficient|incl(?:\.|uding) (?:activation )?recomput|count(?:s|ing) recomputation",
@@ -140,15 +166,32 @@ def choose_metric(case: TrainingCase) -> CaseMetric | None:
     """The first published metric of METRIC_KEYS that the case has as a number ('49%' reads 49). That number
     NaN, infinite, 0 or negative is a ConfigError naming the case and the key: passing over it to the next
     metric would judge the case on a figure other than the one its source leads with."""
-    for key, kind in METRIC_KEYS:
-        value = _number(case.metrics.get(key))
-        if value is None:
-            continue
+    for key, kind, value in _named_metrics(case):
         if not (math.isfinite(value) and value > 0):
             raise ConfigError(f"case {case.id}: metrics.{key}: {case.metrics[key]!r} is no published throughput "
                               "(expected a positive number); correct it or remove the key")
-        return CaseMetric(key, kind, value, kind != "tokens_per_s_per_gpu" and counts_recomputation(case))
+        return CaseMetric(key, kind, value, kind in ("tflops_per_gpu", "mfu_pct") and counts_recomputation(case))
     return None
+
+
+def _named_metrics(case: TrainingCase) -> list[tuple[str, MetricKind, float]]:
+    """(key, kind, value in the kind's unit) of every throughput the case publishes as a number: the names of
+    METRIC_KEYS in their order, then the other keys, in the case's order, that _METRIC_WORDS recognises."""
+    named: list[tuple[str, MetricKind, float]] = []
+    for key, kind in METRIC_KEYS:
+        value = _number(case.metrics.get(key))
+        if value is not None:
+            named.append((key, kind, value))
+    known = {key for key, _ in METRIC_KEYS}
+    for key, raw in case.metrics.items():
+        words = re.sub(r"[^a-z0-9]+", "_", str(key).lower()).strip("_")
+        value = _number(raw)
+        if key in known or value is None or _NOT_A_THROUGHPUT.search(words):
+            continue
+        match = next(((kind, scale) for kind, reads, scale in _METRIC_WORDS if reads(words.split("_"))), None)
+        if match:
+            named.append((key, match[0], value * match[1]))
+    return named
 
 
 def _metric_problem(metric: CaseMetric | None, case: TrainingCase, training: TrainingSpec | None) -> str | None:
@@ -162,10 +205,9 @@ def _metric_problem(metric: CaseMetric | None, case: TrainingCase, training: Tra
 
 
 def published_tokens_per_s(case: TrainingCase) -> float | None:
-    """The source's tokens/s per GPU, where it publishes one (the first of METRIC_KEYS' tokens/s names)."""
-    for key, kind in METRIC_KEYS:
-        value = _number(case.metrics.get(key))
-        if kind == "tokens_per_s_per_gpu" and value is not None and math.isfinite(value) and value > 0:
+    """The source's tokens/s per GPU, where it publishes one (the first tokens/s-per-GPU name it has)."""
+    for _, kind, value in _named_metrics(case):
+        if kind == "tokens_per_s_per_gpu" and math.isfinite(value) and value > 0:
             return value
     return None
 
@@ -173,7 +215,8 @@ def published_tokens_per_s(case: TrainingCase) -> float | None:
 def predicted_metric(case: MappedCase, prediction: StepPrediction) -> float:
     """The prediction in the unit of the case's published metric (see the module docstring).
 
-    tokens/s/GPU: tokens_per_s_per_gpu. TFLOP/s per GPU or MFU % with the source's tokens/s beside it: the
+    tokens/s/GPU: tokens_per_s_per_gpu; the cluster's tokens/s, samples/s and step time: the step's. TFLOP/s
+    per GPU or MFU % with the source's tokens/s beside it: the
     published figure scaled by predicted / published tokens/s (the source's FLOPs per token). Otherwise
     TFLOP/s per GPU: tflops_per_gpu (model FLOPs), x 4/3 where the source counts full recomputation; MFU %:
     100 x mfu, x 4/3 likewise (then it is the source's HFU).
@@ -185,6 +228,13 @@ def predicted_metric(case: MappedCase, prediction: StepPrediction) -> float:
     factor = _RECOMPUTE_FACTOR[case.training.activation_checkpointing] if metric.hardware_flops else 1.0
     if metric.kind == "tokens_per_s_per_gpu":
         return prediction.tokens_per_s_per_gpu
+    if metric.kind == "tokens_per_s":
+        return prediction.tokens_per_s_per_gpu * prediction.n_gpus
+    if metric.kind == "samples_per_s":
+        seq_len = case.training.seq_len or (case.model.max_seq_len if case.model else 0)
+        return prediction.tokens_per_step / seq_len / prediction.step_time_s
+    if metric.kind == "step_time_s":
+        return prediction.step_time_s
     tokens = published_tokens_per_s(case.case)
     if tokens is not None:
         return metric.published * prediction.tokens_per_s_per_gpu / tokens

@@ -414,13 +414,59 @@ def test_metric_preference_tokens_then_tflops_then_mfu():
                                             "MFU_%": None, "MFU": "49%"}))[0])
     assert (mfu.key, mfu.kind, mfu.published) == ("MFU", "mfu_pct", 49.0)
     only_scaling = case()
-    only_scaling["metrics"] = {"scaling_efficiency": "90%", "sec_per_iteration": 104.8}
+    only_scaling["metrics"] = {"scaling_efficiency": "90%"}
     assert choose_metric(parse(only_scaling)[0]) is None
+    only_scaling["metrics"]["sec_per_iteration"] = 104.8  # the step time, read by its words
+    step = choose_metric(parse(only_scaling)[0])
+    assert (step.key, step.kind, step.published) == ("sec_per_iteration", "step_time_s", 104.8)
     async_tp = case()  # torchtitan's async-TP table: its tokens/sec are per GPU (the case's note)
     async_tp["metrics"] = {"vanilla_TP_tokens_per_sec": 597.3, "async_TP_tokens_per_sec": 652.4,
                            "async_TP_speedup": 1.09}
     metric = choose_metric(parse(async_tp)[0])
     assert (metric.key, metric.kind, metric.published) == ("async_TP_tokens_per_sec", "tokens_per_s_per_gpu", 652.4)
+
+
+@pytest.mark.parametrize(("metrics", "kind", "published"), [
+    ({"tokens_per_second_per_gpu": 1200}, "tokens_per_s_per_gpu", 1200.0),
+    ({"TFLOPS/GPU": 400}, "tflops_per_gpu", 400.0),
+    ({"model_flops_utilization": "41%"}, "mfu_pct", 41.0),
+    ({"step_time_ms": 1500}, "step_time_s", 1.5),
+    ({"iteration_time_s": 2.0}, "step_time_s", 2.0),
+    ({"samples_per_second": 10}, "samples_per_s", 10.0),
+    ({"throughput_tokens_per_s": 9000}, "tokens_per_s", 9000.0),
+])
+def test_metric_names_outside_the_table_are_read_by_their_words(metrics, kind, published):
+    """A source's own name for a throughput (per GPU, the cluster's, or the step time, in ms or s) is read by its
+    words when no name of the table is there; the prediction comes in the same unit."""
+    entry = case()
+    entry["metrics"] = metrics
+    metric = choose_metric(parse(entry)[0])
+    assert (metric.kind, metric.published) == (kind, pytest.approx(published))
+    prediction = fake_prediction(n_gpus=8, tokens_per_step=8 * 4096, tokens_per_s_per_gpu=1000.0)
+    step_s = 8 * 4096 / 8000.0
+    seq_len = mapped(entry).training.seq_len
+    expected = {"tokens_per_s_per_gpu": 1000.0, "tflops_per_gpu": 6.0, "mfu_pct": 0.6, "step_time_s": step_s,
+                "samples_per_s": 8 * 4096 / seq_len / step_s, "tokens_per_s": 8000.0}[kind]
+    assert predicted_metric(mapped(entry), prediction) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("metrics", [{"aggregate_TFLOPs": 900.0}, {"HFU_%": 55.0}, {"speedup_over_baseline": 1.3},
+                                     {"scaling_efficiency_tokens_per_s_per_gpu": 0.9}, {"peak_memory_GiB": 60}])
+def test_totals_utilisations_of_other_flops_and_ratios_are_not_throughputs(metrics):
+    """Cluster totals of FLOPs, hardware-FLOP utilisation, speedups, scaling ratios and memory: no metric."""
+    entry = case()
+    entry["metrics"] = metrics
+    assert choose_metric(parse(entry)[0]) is None
+
+
+def test_the_tables_names_come_first_and_a_worded_tokens_per_gpu_converts_them():
+    """TFLOP/s by the table's name wins over a worded tokens/s per GPU, which then gives the source's FLOPs per
+    token: 400 TFLOP/s at 1,250 tokens/s, predicted at 1,000 tokens/s, reads 320."""
+    entry = case()
+    entry["metrics"] = {"tokens_per_second_per_gpu": 1250, "model_TFLOP_per_GPU": 400}
+    assert choose_metric(parse(entry)[0]).key == "model_TFLOP_per_GPU"
+    prediction = fake_prediction(n_gpus=8, tokens_per_step=8 * 4096, tokens_per_s_per_gpu=1000.0)
+    assert predicted_metric(mapped(entry), prediction) == pytest.approx(320.0)
 
 
 def test_predicted_metric_conversions_by_hand():

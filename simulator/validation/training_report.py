@@ -163,7 +163,8 @@ def counts_recomputation(case: TrainingCase) -> bool:
 
 
 def choose_metric(case: TrainingCase) -> CaseMetric | None:
-    """The first published metric of METRIC_KEYS that the case has as a number ('49%' reads 49). That number
+    """The first published metric the case has as a number ('49%' reads 49): by the names of METRIC_KEYS, else
+    by the words of its own name (_METRIC_WORDS). That number
     NaN, infinite, 0 or negative is a ConfigError naming the case and the key: passing over it to the next
     metric would judge the case on a figure other than the one its source leads with."""
     for key, kind, value in _named_metrics(case):
@@ -196,7 +197,8 @@ def _named_metrics(case: TrainingCase) -> list[tuple[str, MetricKind, float]]:
 
 def _metric_problem(metric: CaseMetric | None, case: TrainingCase, training: TrainingSpec | None) -> str | None:
     if metric is None:
-        return f"no published throughput metric (tokens/s/GPU, TFLOP/s/GPU or MFU %) in {sorted(case.metrics)}"
+        return (f"no published throughput metric (tokens/s/GPU, TFLOP/s/GPU, MFU %, samples/s or step time) in "
+                f"{sorted(case.metrics)}")
     if metric.hardware_flops and training is not None \
             and training.activation_checkpointing not in _RECOMPUTE_FACTOR:
         return (f"{metric.key} counts recomputation (hardware FLOPs); with {training.activation_checkpointing} "
@@ -216,10 +218,10 @@ def predicted_metric(case: MappedCase, prediction: StepPrediction) -> float:
     """The prediction in the unit of the case's published metric (see the module docstring).
 
     tokens/s/GPU: tokens_per_s_per_gpu; the cluster's tokens/s, samples/s and step time: the step's. TFLOP/s
-    per GPU or MFU % with the source's tokens/s beside it: the
-    published figure scaled by predicted / published tokens/s (the source's FLOPs per token). Otherwise
-    TFLOP/s per GPU: tflops_per_gpu (model FLOPs), x 4/3 where the source counts full recomputation; MFU %:
-    100 x mfu, x 4/3 likewise (then it is the source's HFU).
+    per GPU or MFU % with the source's tokens/s beside it: the published figure scaled by predicted /
+    published tokens/s (the source's FLOPs per token). Otherwise TFLOP/s per GPU: tflops_per_gpu (model
+    FLOPs), x 4/3 where the source counts full recomputation; MFU %: 100 x mfu, x 4/3 likewise (then it is
+    the source's HFU).
     """
     metric = choose_metric(case.case)
     problem = _metric_problem(metric, case.case, case.training)

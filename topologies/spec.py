@@ -348,7 +348,9 @@ def topology_spec_from_fields(
     """Build a spec from the cluster fields of a manifest entry (../shared/data/nccl-tests/manifest.yaml).
 
     In `inter_node`, `note` (free text) is dropped, `nic_gbps: null` counts as omitted, and any other key
-    that is not an InterNodeSpec field is dropped with a warning (as the manifest contract asks).
+    that is not an InterNodeSpec field is dropped with a warning (as the manifest contract asks). A note
+    written with a comma in a flow mapping (`{..., note: HDR, GPUDirect RDMA on}`) reads in YAML as the note
+    and a key of several words with no value: such keys are the note's text, dropped with it silently.
     """
     data: dict[str, Any] = {
         "name": name,
@@ -360,7 +362,9 @@ def topology_spec_from_fields(
     }
     if inter_node is not None:
         known = InterNodeSpec.model_fields
-        ignored = sorted(str(key) for key in inter_node if key not in known and key != "note")
+        note_text = {key for key, value in inter_node.items()
+                     if "note" in inter_node and value is None and len(str(key).split()) > 1}
+        ignored = sorted(str(key) for key in inter_node if key not in known and key != "note" and key not in note_text)
         if ignored:
             warnings.warn(f"{name or 'manifest entry'}: inter_node: ignored unknown keys {ignored}", stacklevel=2)
         data["inter_node"] = {key: value for key, value in inter_node.items() if key in known}

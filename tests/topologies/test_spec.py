@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from simulator.collectives.comm import comm_view
@@ -180,11 +183,20 @@ def test_single_switch_has_no_uplinks_to_oversubscribe():
 
 def test_fields_of_a_manifest_entry_drop_notes_and_warn_on_unknown_keys():
     """topology_spec_from_fields ignores `note`, warns about other unknown inter_node keys, and
-    treats nic_gbps: null as omitted."""
-    net = {"transport": "ib", "nics_per_node": 8, "nic_gbps": None, "note": "x", "GPUDirect RDMA on": None}
-    with pytest.warns(UserWarning, match="GPUDirect RDMA on"):
+    treats nic_gbps: null as omitted. A note with a comma in a flow mapping (`note: HDR, GPUDirect RDMA on`)
+    parses as the note and a valueless key of several words: that is the note's text, dropped without a
+    warning; a one-word unknown key, valueless or not, still warns."""
+    net = {"transport": "ib", "nics_per_node": 8, "nic_gbps": None, "note": "x", "rails": 4}
+    with pytest.warns(UserWarning, match="rails"):
         spec = topology_spec_from_fields("RTX-6000D", 8, 2, "pcie5", net, name="log.txt")
     assert spec.inter_node is not None and spec.inter_node.nic_gbps_presumed
+    written = yaml.safe_load("{transport: ib, nics_per_node: 4, nic_gbps: 200, note: HDR, GPUDirect RDMA on}")
+    assert written["GPUDirect RDMA on"] is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert topology_spec_from_fields("A100-SXM4-40GB", 8, 2, "nvswitch-nvlink3", written).inter_node.nic_gbps == 200
+    with pytest.warns(UserWarning, match="sharp"):
+        topology_spec_from_fields("A100-SXM4-40GB", 8, 2, "nvswitch-nvlink3", {**written, "sharp_enabled": None})
     with pytest.raises(ConfigError, match="^log.txt: gpu: "):
         topology_spec_from_fields("nope", 8, 1, "pcie5", None, name="log.txt")
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "nccl-tests"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -110,12 +111,19 @@ def test_failed_commands_leave_no_files(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_exits_130(tmp_path: Path) -> None:
+    # the shared manifest with one unknown key: its warning marks the logs loaded (below)
+    entries = yaml.safe_load((SHARED / "manifest.yaml").read_text())
+    for entry in entries:
+        entry["file"] = str(SHARED / entry["file"])
+    entries[0]["loaded_marker"] = "warns"
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text(yaml.safe_dump(entries))
     proc = subprocess.Popen([sys.executable, "-m", "simulator.cli.app", "calibrate", "--manifest",
-                             str(SHARED / "manifest.yaml"), "-o", str(tmp_path / "p.yaml")],
+                             str(manifest), "-o", str(tmp_path / "p.yaml")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             # a runner started in the background ignores SIGINT, and a child inherits that
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    # the manifest's first warning marks the logs loaded and the fit (a few seconds) about to start: a fixed
+    # the manifest's warning marks the logs loaded and the fit (a few seconds) about to start: a fixed
     # delay raced the fit once it got fast, and a signal during start-up would land before the handler
     assert proc.stderr is not None and proc.stderr.readline().startswith("warning")
     time.sleep(0.5)

@@ -57,12 +57,16 @@ def test_simpy_process_and_vectorised_model_agree_run_for_run(synthetic, changes
         assert np.allclose(getattr(fast, field), getattr(simpy_runs, field), rtol=1e-12, atol=1e-6), field
 
 
-@settings(max_examples=20, deadline=None)
-@given(work_h=st.floats(1, 200), interval_s=st.floats(60, 20_000), save_s=st.floats(1, 59),
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(work_h=st.floats(1, 200), interval_per_mtbf=st.floats(0.01, 2.0), save_s=st.floats(1, 59),
        restart_s=st.floats(0, 3000), mtbf_h=st.floats(0.5, 500), persist=st.booleans(), seed=st.integers(0, 99))
-def test_wall_time_is_work_plus_where_the_time_went(synthetic, work_h, interval_s, save_s, restart_s, mtbf_h,
+def test_wall_time_is_work_plus_where_the_time_went(synthetic, work_h, interval_per_mtbf, save_s, restart_s, mtbf_h,
                                                     persist, seed):
-    """Every run's wall time is its training plus saves, lost work, restarts and waits; the SimPy process agrees."""
+    """Every run's wall time is its training plus saves, lost work, restarts and waits; the SimPy process agrees.
+    The checkpoint interval is drawn up to twice the MTBF (at most 20,000 s): far beyond it a run fails
+    e^(interval / MTBF) times an interval, millions of failures the event-by-event process takes minutes over
+    (the vectorised model does not; derandomized, so every run of the suite draws the same cases)."""
+    interval_s = min(20_000.0, max(60.0, interval_per_mtbf * mtbf_h * 3600))
     p = synthetic(work_s=work_h * 3600, interval_s=interval_s, save_block_s=save_s, restart_s=restart_s,
                   persist_s=save_s if persist else 0.0, rates_per_s={"gpu": 1 / (mtbf_h * 3600)})
     s = simulate_runs(p, 5, seed)

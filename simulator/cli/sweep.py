@@ -1,7 +1,10 @@
 """`clustersim sweep`: run a sweep file's scenarios and append their results to a CSV or Parquet file.
 
 A running sweep holds a lock on its output (output_lock), stops cleanly on the first SIGINT or SIGTERM
-and at once on a second, and refuses to start a sweep larger than --max-scenarios without --yes.
+and at once on a second, and refuses to start a sweep larger than --max-scenarios without --yes. A stopped
+sweep, its rows written and its lock released, leaves without the interpreter's shutdown: at exit
+concurrent.futures joins the process pool's manager thread, which can wait forever on a worker that was
+terminated while sending its result (CPython 3.11; seen as a stopped sweep that never exits).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -87,6 +90,16 @@ class SweepStopped(KeyboardInterrupt):
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
+
+
+def _leave(console: Console, signum: int) -> NoReturn:
+    """End a stopped sweep with 128 + the signal's number, as `aborted` on a SIGINT, skipping the interpreter's
+    shutdown (module docstring); its rows are closed and its lock released by now."""
+    if signum == signal.SIGINT:
+        console.print("aborted", highlight=False, markup=False)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(128 + signum)
 
 
 def _exit_now(signum: int, frame: FrameType | None) -> None:
@@ -183,7 +196,7 @@ def sweep(
             console.print(f"stopped by {signal.Signals(stop.signum).name}: {written} row(s) of this run written to "
                           f"{printable(output)}; run the same command again to resume",
                           highlight=False, markup=False, soft_wrap=True)
-            raise typer.Exit(128 + stop.signum) from None
+            _leave(console, stop.signum)
     if stale:  # their scenarios now resolve differently: the new rows were added beside them
         console.print(f"warning: {stale} row(s) in {printable(output)} match none of this sweep's scenarios (the "
                       "sweep file or clustersim changed since they were written); they are kept, and the scenarios "

@@ -146,13 +146,18 @@ class CaseMetric:
     hardware_flops: bool = False
 
 
+# a published figure written as text: "49%", "1,234", "12.5k", "~2M" (thousands separators, k / M suffixes)
+_NUMBER = re.compile(r"\s*[~≈]?\s*(-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)\s*([kKM]?)\s*%?\s*")
+_NUMBER_SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6}
+
+
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int | float):
         return float(value)
-    match = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*%?\s*", str(value))
-    return float(match.group(1)) if match else None
+    match = _NUMBER.fullmatch(str(value))
+    return float(match.group(1).replace(",", "")) * _NUMBER_SUFFIX[match.group(2)] if match else None
 
 
 def counts_recomputation(case: TrainingCase) -> bool:

@@ -459,6 +459,17 @@ def test_totals_utilisations_of_other_flops_and_ratios_are_not_throughputs(metri
     assert choose_metric(parse(entry)[0]) is None
 
 
+@pytest.mark.parametrize(("text", "value"), [("49%", 49.0), ("1,234", 1234.0), ("12.5k", 12500.0), ("~2M", 2e6),
+                                           ("1,234.5", 1234.5), ("1,5", None), ("n/a", None)])
+def test_published_figures_written_as_text(text, value):
+    """A figure as the source printed it: thousands separators, k / M suffixes, an approximate sign; a decimal
+    comma or a word is no number (the case then has no such metric)."""
+    entry = case()
+    entry["metrics"] = {"tokens_per_sec_per_GPU": text}
+    metric = choose_metric(parse(entry)[0])
+    assert (metric.published if metric else None) == value
+
+
 def test_the_tables_names_come_first_and_a_worded_tokens_per_gpu_converts_them():
     """TFLOP/s by the table's name wins over a worded tokens/s per GPU, which then gives the source's FLOPs per
     token: 400 TFLOP/s at 1,250 tokens/s, predicted at 1,000 tokens/s, reads 320."""

@@ -221,6 +221,14 @@ class TopologySpec(BaseModel):
         return self.gpus_per_node
 
     @property
+    def uneven_nvlink_note(self) -> str | None:
+        """For NVL72 racks left to the default split: why it prices more, smaller domains than the racks that
+        hold the job (uneven_nvl72_note); None otherwise."""
+        if self.intra_node != "nvlink5-nvl72" or self.nvlink_domain_gpus is not None:
+            return None
+        return uneven_nvl72_note(self.nodes, self.gpus_per_node)
+
+    @property
     def routing(self) -> str:
         """How the fabric spreads flows over its spines: fabric.routing, or the transport's default
         (adaptive for ADAPTIVE_ROUTING_TRANSPORTS, ecmp otherwise)."""

@@ -17,7 +17,7 @@ from simulator.cli.common import plain, print_message, table_console
 from simulator.core.units import Bps_to_GBps
 from topologies.build import build
 from topologies.presets import list_presets, load_preset, resolve_topology
-from topologies.spec import TopologySpec, uneven_nvl72_note
+from topologies.spec import TopologySpec
 from topologies.summary import TopologySummary, summarize
 from workloads.presets import list_models
 
@@ -109,10 +109,8 @@ def show(
 ) -> None:
     """Build a topology and print its summary: devices, links, per-GPU and per-server bandwidth, bisection."""
     spec = resolve_topology(name, nodes)
-    if spec.intra_node == "nvlink5-nvl72" and spec.nvlink_domain_gpus is None:
-        note = uneven_nvl72_note(spec.nodes, spec.gpus_per_node)
-        if note:
-            print_message(Console(stderr=True), "warning", "yellow", note)
+    if note := spec.uneven_nvlink_note:
+        print_message(Console(stderr=True), "warning", "yellow", note)
     summary = summarize(build(spec))
     if json_output:
         typer.echo(json.dumps({"spec": spec.model_dump(mode="json"), **summary.to_dict()}, indent=2))

@@ -1,7 +1,7 @@
 """Warnings about a training job that can run but was probably not meant: a global batch that reads
 as a count of tokens, a sequence longer than the model's context, a model whose matrix dimensions
 miss the tensor cores' alignment, a GB200 NVL72 job whose tray count splits over racks only into small
-NVLink domains (topologies.spec.uneven_nvl72_note). The job is predicted all the same.
+NVLink domains (TopologySpec.uneven_nvlink_note). The job is predicted all the same.
 
 A batch in tokens typed where sequences are asked for multiplies the step by the sequence length:
 `--global-batch 8000000 --seq-len 2048` is 16 billion tokens a step. The rule: more than
@@ -20,7 +20,7 @@ a GPU where hidden 13,824 ran 120, and 128 heads of 108 at hidden 13,824 ran 100
 
 from __future__ import annotations
 
-from topologies.spec import TopologySpec, uneven_nvl72_note
+from topologies.spec import TopologySpec
 from workloads.spec import ModelSpec, TrainingSpec
 
 # 2^28 = 268M tokens a step: over 4x DeepSeek-V3's 15,360 sequences x 4,096 tokens = 63M (DeepSeek-V3 Technical
@@ -34,10 +34,8 @@ def job_warnings(training: TrainingSpec, model: ModelSpec, topology: TopologySpe
     """One line per thing that looks unintended about `training` of `model` on `topology` (see module
     docstring)."""
     warnings = []
-    if topology is not None and topology.intra_node == "nvlink5-nvl72" and topology.nvlink_domain_gpus is None:
-        note = uneven_nvl72_note(topology.nodes, topology.gpus_per_node)
-        if note:
-            warnings.append(f"topology {topology.name}: {note}")
+    if topology is not None and (note := topology.uneven_nvlink_note):
+        warnings.append(f"topology {topology.name}: {note}")
     seq_len = training.seq_len or model.max_seq_len
     if training.global_batch is not None and training.global_batch * seq_len > TOKENS_PER_STEP_WARN:
         tokens = training.global_batch * seq_len

@@ -87,16 +87,22 @@ METRIC_KEYS: tuple[tuple[str, MetricKind], ...] = (
 _NOT_A_THROUGHPUT = re.compile(
     r"(^|_)(aggregate|cluster|global|hfu|hardware|without|speedup|scaling|ratio|est|memory)(_|$)")
 _PER_S, _PER_GPU = {"s", "sec", "second", "seconds"}, {"gpu", "device", "accelerator"}
+
+
+def _count_per_s(words: list[str], noun: str) -> bool:
+    """`words` name the cluster's rate of `noun`: [throughput_]<noun>[s]_per_<s|sec|second[s]>."""
+    return words[-3:-1] in ([noun, "per"], [noun + "s", "per"]) and words[-1] in _PER_S \
+        and words[:-3] in ([], ["throughput"])
+
+
 _METRIC_WORDS: tuple[tuple[MetricKind, Callable[[list[str]], bool], float], ...] = (
     ("tokens_per_s_per_gpu", lambda w: bool({"token", "tokens"} & set(w) and _PER_S & set(w) and _PER_GPU & set(w)),
      1.0),
     ("tflops_per_gpu", lambda w: any(x.startswith(("tflop", "teraflop")) for x in w) and bool(_PER_GPU & set(w)), 1.0),
     ("mfu_pct", lambda w: w in (["mfu"], ["mfu", "pct"], ["mfu", "percent"], ["model", "flops", "utilization"],
                                 ["model", "flops", "utilisation"]), 1.0),
-    ("tokens_per_s", lambda w: w[-3:-1] in (["tokens", "per"], ["token", "per"]) and w[-1] in _PER_S
-     and w[:-3] in ([], ["throughput"]), 1.0),
-    ("samples_per_s", lambda w: w[-3:-1] in (["samples", "per"], ["sample", "per"]) and w[-1] in _PER_S
-     and w[:-3] in ([], ["throughput"]), 1.0),
+    ("tokens_per_s", lambda w: _count_per_s(w, "token"), 1.0),
+    ("samples_per_s", lambda w: _count_per_s(w, "sample"), 1.0),
     ("step_time_s", lambda w: w in (["iteration", "time", "ms"], ["step", "time", "ms"], ["ms", "per", "iteration"],
                                     ["ms", "per", "step"]), 1e-3),
     ("step_time_s", lambda w: w[:2] in (["iteration", "time"], ["step", "time"]) and w[2:] in ([], ["s"], ["sec"])

@@ -14,6 +14,8 @@ import pytest
 import yaml
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "nccl-tests"
+needs_shared = pytest.mark.skipif(not (SHARED / "manifest.yaml").exists(),
+                                  reason="../shared/data not beside the checkout")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 LOG = "a100x8-1node-8gpu-allreduce-abci-hdr.txt"
 
@@ -44,12 +46,14 @@ def test_non_utf8_files_are_named(tmp_path: Path) -> None:
         assert refused(run(*args), "not UTF-8"), args
 
 
+@needs_shared
 def test_a_row_that_moves_data_in_no_time_is_refused(tmp_path: Path) -> None:
     text = (SHARED / LOG).read_text().replace("    17.40    0.00    0.01", "     0.00    0.00    0.01", 1)
     out = run("validate", "--manifest", str(manifest(tmp_path, text)))
     assert refused(out, "log.txt") and "takes time" in out.stderr
 
 
+@needs_shared
 def test_fit_options_and_profile_paths(tmp_path: Path) -> None:
     m = manifest(tmp_path, (SHARED / LOG).read_text())
     assert refused(run("crossval", "--manifest", str(m), "--max-nfev", "0"), "--max-nfev")
@@ -110,6 +114,7 @@ def test_failed_commands_leave_no_files(tmp_path: Path) -> None:
     assert other.read_text() == "a,b\n1,2\n3,4"
 
 
+@needs_shared
 def test_ctrl_c_exits_130(tmp_path: Path) -> None:
     # the shared manifest with one unknown key: its warning marks the logs loaded (below)
     entries = yaml.safe_load((SHARED / "manifest.yaml").read_text())

@@ -47,10 +47,11 @@ def predict_calibrated(topology: TopologySpec, training: TrainingSpec, model: Mo
         if profile.sections:  # a compute-only profile (benchmarks/gpu_calibration.py) leaves collectives at the prior
             params = calibrated_params(profile, topology.gpu, topology.intra_node, comm_view(cluster), force)
         source.append(str(calibration))
-        if profile.compute is not None:
-            precision = "bf16" if training.precision == "fp8" else training.precision
+        if profile.compute is not None:  # the job's precision where measured; fp8 jobs else take bf16's share
+            measured = {g.dtype for g in profile.compute.gemms}
+            precision = "bf16" if training.precision == "fp8" and "fp8" not in measured else training.precision
             peak = cluster.gpu.peak_tflops("fp16" if cluster.gpu.bf16_tflops is None else precision)
-            gemm = profile.compute.gemm_efficiency(peak)
+            gemm = profile.compute.gemm_efficiency(peak, precision if len(measured) > 1 else None)
     scale = 1.0
     if measured_tokens_per_s is not None:
         scale = compute_scale_for(measured_tokens_per_s, topology, training, model, gemm)

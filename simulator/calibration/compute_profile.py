@@ -22,13 +22,14 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from simulator.core.errors import CalibrationError
 from topologies.hardware import Precision
 
+MAX_ERRORS_SHOWN = 5  # a profile of thousands of points wrong alike is named by its first few
 RATE_TOLERANCE = 0.01  # a reported rate may differ from the one recomputed from its time by 1 % (rounding)
 
 
@@ -47,6 +48,18 @@ def layer_fwd_bwd_flops(hidden: int, seq_len: int, micro_batch: int) -> float:
     """
     b, s, h = micro_batch, seq_len, hidden
     return 3.0 * (24.0 * b * s * h * h + 4.0 * b * s * s * h)
+
+
+def attention_forward_flops(batch: int, heads: int, seq_len: int, head_dim: int, causal: bool) -> float:
+    """FLOPs of one fused attention forward as the kernels' own benchmarks count them: the two matmuls
+    Q K^T and P V, 2 x 2 x b x heads x s^2 x d, halved under a causal mask (FlashAttention-2 and -3's
+    benchmark scripts; the MFU convention of the compute model counts the full s^2). The backward is
+    counted as 2.5 x the forward (five matmuls against two)."""
+    full = 4.0 * batch * heads * seq_len * seq_len * head_dim
+    return full / 2.0 if causal else full
+
+
+ATTENTION_BACKWARD_OVER_FORWARD_FLOPS = 2.5
 
 
 def copy_bytes_moved(size_bytes: int) -> float:
@@ -74,6 +87,13 @@ class GemmMeasurement(BaseModel):
     n: int = Field(strict=True, ge=1, description="Columns of B and C (output features).")
     k: int = Field(strict=True, ge=1, description="Columns of A, rows of B (the reduction dimension, input features).")
     dtype: Precision = Field(description="Input precision of A and B: bf16, fp16, fp8, tf32 or fp32.")
+    role: Literal["forward", "input_grad", "weight_grad"] = Field(
+        default="forward",
+        description="Which product of a linear layer y = x W^T (x [tokens, in], W [out, in]) this is, in its "
+        "operands' memory layout: forward x @ W^T (m tokens, n out, k in); input_grad dy @ W (m tokens, n in, "
+        "k out); weight_grad dy^T @ x (m out, n in, k tokens). fp8 GEMMs (torch._scaled_mm) take A row-major "
+        "and B column-major in every role: 'forward' is one with fast accumulation (as Transformer Engine and "
+        "torchao run the forward), 'input_grad' one with split accumulation (as they run both gradients).")
     time_s: float = Field(gt=0, description="Median time of one GEMM, seconds.")
     tflops: float = Field(gt=0, description="Achieved rate, TFLOP/s: 2 x m x n x k / time_s / 1e12.")
 
@@ -111,6 +131,37 @@ class LayerMeasurement(BaseModel):
         return self
 
 
+class AttentionMeasurement(BaseModel):
+    """One timed fused attention kernel (torch scaled_dot_product_attention with one backend), forward and
+    backward, and its rates in the kernels' benchmark convention (attention_forward_flops)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    backend: str = Field(min_length=1, description="SDPA backend: flash (FlashAttention-2), cudnn or efficient.")
+    batch: int = Field(strict=True, ge=1, description="Sequences b.")
+    heads: int = Field(strict=True, ge=1, description="Query heads.")
+    kv_heads: int = Field(strict=True, ge=1, description="Key/value heads (fewer than heads: grouped-query).")
+    seq_len: int = Field(strict=True, ge=1, description="Tokens per sequence s (queries and keys).")
+    head_dim: int = Field(strict=True, ge=1, description="Head dimension d.")
+    causal: bool = Field(description="Causal mask.")
+    dtype: Precision = Field(description="Precision of q, k and v.")
+    forward_time_s: float = Field(gt=0, description="Median time of one forward, seconds.")
+    backward_time_s: float = Field(gt=0, description="Median time of forward + backward less the forward's, seconds.")
+    forward_tflops: float = Field(gt=0, description="attention_forward_flops / forward_time_s / 1e12.")
+    backward_tflops: float = Field(gt=0, description="2.5 x attention_forward_flops / backward_time_s / 1e12.")
+
+    @model_validator(mode="after")
+    def _rate_matches_time(self) -> AttentionMeasurement:
+        if self.heads % self.kv_heads:
+            raise ValueError(f"kv_heads: {self.kv_heads} does not divide heads {self.heads}")
+        flops = attention_forward_flops(self.batch, self.heads, self.seq_len, self.head_dim, self.causal)
+        _check_rate("forward_tflops", self.forward_tflops, flops, self.forward_time_s, 1e12,
+                    "attention_forward_flops/forward_time_s/1e12")
+        _check_rate("backward_tflops", self.backward_tflops, ATTENTION_BACKWARD_OVER_FORWARD_FLOPS * flops,
+                    self.backward_time_s, 1e12, "2.5*attention_forward_flops/backward_time_s/1e12")
+        return self
+
+
 class MemoryMeasurement(BaseModel):
     """One timed device-to-device copy and the HBM bandwidth it achieved (read + write)."""
 
@@ -145,6 +196,8 @@ class ComputeCalibration(BaseModel):
     gemms: list[GemmMeasurement] = Field(min_length=1, description="Timed GEMMs (at least one).")
     layers: list[LayerMeasurement] = Field(description="Timed transformer layers, forward + backward.")
     memory: list[MemoryMeasurement] = Field(description="Timed device-to-device copies (HBM bandwidth).")
+    attention: list[AttentionMeasurement] = Field(
+        default_factory=list, description="Timed fused attention kernels, forward and backward (--table runs).")
     notes: str | None = Field(default=None, description="Free text: settings, caveats, who ran it.")
 
     @field_validator("measured_at", mode="before")
@@ -199,7 +252,8 @@ class ComputeCalibration(BaseModel):
 
 
 def _describe(exc: ValidationError) -> str:
-    """`compute.<path>: <message>` per error, joined by '; ' on one line.
+    """`compute.<path>: <message>` per error (the first MAX_ERRORS_SHOWN, then how many more), joined by '; '
+    on one line.
 
     A model validator's message starts with the offending field ("tflops: ..."); that field joins
     the path, so a bad rate reads `compute.gemms.0.tflops: ...`.
@@ -218,7 +272,10 @@ def _describe(exc: ValidationError) -> str:
         elif isinstance(err.get("input"), str | int | float | bool | type(None)):
             message = f"{message} (got {err['input']!r})"
         parts.append(f"{'.'.join(path)}: {message}")
-    return "; ".join(parts).replace("\n", " ")
+    shown = parts[:MAX_ERRORS_SHOWN]
+    if len(parts) > len(shown):
+        shown.append(f"and {len(parts) - len(shown)} more")
+    return "; ".join(shown).replace("\n", " ")
 
 
 def compute_calibration_from_dict(data: Any, source: str) -> ComputeCalibration:

@@ -21,6 +21,17 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   for the backward, so in the benchmarks' terms these rates are 55-65% of what the kernels reach
   alone, which is what the published training runs imply (README: pricing attention at the
   benchmark rates makes the validation cases 5.8% -> 12.7% median error, all too fast).
+- Those efficiencies hold at the figures' own shape, head dim 128 and about 8k keys a query
+  (ATTENTION_REFERENCE_SEQ); other shapes scale them by ATTENTION_SHAPE, a_d x s / (s + s_half) over its
+  value there. A kernel pays a fixed cost per query block (loading Q, the final rescale and write of O, and
+  under a causal mask the part-masked diagonal tiles) that its s keys amortise, and a 64-wide head does
+  half the multiply-adds per loaded tile of a 128-wide one. Measured through torch's SDPA on an H200
+  (benchmarks/data/h200_compute.yaml; benchmarks/fit_compute_curves.py): FlashAttention-2 at 1,024 keys
+  runs at 0.62 of its 8k-key rate, cuDNN at 0.63, and head dim 64 at 0.88 and 0.76 of head dim 128. A
+  context-parallel ring's kernels see seq_len / c keys each; outside the measured 1k-16k keys the curve
+  is held at its ends. Hopper only (ATTENTION_SHAPE_ARCHS), where
+  they were measured: taken for every generation they moved the A100 runs of LLM Foundry and Megatron
+  the wrong way (leave-one-source-out 6.0% -> 6.8%), so the others keep their flat figure until measured.
 - Without a fused attention kernel (Megatron-LM before 2023, BLOOM's Megatron-DeepSpeed, eager
   PyTorch) the b a s^2 score matrix goes through HBM: the QK^T GEMM writes it (2 B per score),
   the fused scale-mask-softmax reads and writes it (4 B), attention dropout reads and writes it
@@ -83,8 +94,9 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
 - Packed sequences (`packed_sample_len` l): samples packed into a sequence attend only within themselves
   (FlashAttention's variable-length kernels, Transformer Engine's THD layout), so each query attends to l
   keys instead of seq_len: attention FLOPs, and without a fused kernel the score matrix's bytes, scale by
-  l / seq_len; GEMMs and element-wise work are per token and do not change. A causal kernel over many short
-  samples loses more to masked tiles than one long sequence; that is not priced.
+  l / seq_len; GEMMs and element-wise work are per token and do not change. Each short sample runs the
+  kernel at its own length's rate (ATTENTION_SHAPE, where measured): more masked tiles and fixed cost per
+  key than one long sequence.
 - LoRA (`lora_rank` r; Hu et al. 2021; NeMo's adapters, nemo/collections/llm/peft/lora.py) freezes the
   weights: backward computes each weight GEMM's input gradient and not its weight gradient (one GEMM instead
   of two), and the frozen output layer's input gradient only. Each weight GEMM (m x k by k x n, as its
@@ -151,6 +163,38 @@ CUDNN_ATTENTION_EFFICIENCY = {**ATTENTION_EFFICIENCY, "hopper": 0.50, "blackwell
 # prior, and the fit over the published runs (simulator.validation.training_fit) gives it its own factor
 ATTENTION_EFFICIENCY_BY_KERNEL = {"flash2": ATTENTION_EFFICIENCY, "cudnn": CUDNN_ATTENTION_EFFICIENCY,
                                   "triton": ATTENTION_EFFICIENCY}
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """A fused attention kernel's efficiency against the keys s each query attends to and the head dim d:
+    a_d x s / (s + s_half), a_d interpolated linearly in d between a64 and a128; both held at the ends of
+    the measured range (ATTENTION_SHAPE_KEYS, head dims 64-128) beyond them."""
+
+    a64: float
+    a128: float
+    s_half: float
+
+    def efficiency(self, keys: int, head_dim: int) -> float:
+        share = min(1.0, max(0.0, (head_dim - 64) / 64))
+        s = min(ATTENTION_SHAPE_KEYS[1], max(ATTENTION_SHAPE_KEYS[0], keys))
+        return (self.a64 + (self.a128 - self.a64) * share) * s / (s + self.s_half)
+
+    def factor(self, keys: int, head_dim: int) -> float:
+        """Efficiency at (keys, head_dim) over that at the efficiency tables' reference shape."""
+        return self.efficiency(keys, head_dim) / self.efficiency(ATTENTION_REFERENCE_SEQ, 128)
+
+
+# the efficiency tables' figures are for head dim 128 at 4k-16k tokens (FlashAttention-3 paper): 8k their middle
+ATTENTION_REFERENCE_SEQ = 8192
+ATTENTION_SHAPE_KEYS = (1024, 16384)  # the keys a query attended to in the measurements
+# measured: FlashAttention-2 and cuDNN 9.19 through torch 2.11's SDPA on an H200, causal, 1k-16k tokens, head
+# dims 64 and 128 (benchmarks/data/h200_compute.yaml; fitted by benchmarks/fit_compute_curves.py, median
+# |error| 1.6% and 1.9%); MPT's Triton port takes FlashAttention-2's
+FLASH2_SHAPE = AttentionShape(a64=0.503, a128=0.572, s_half=800.0)
+ATTENTION_SHAPE = {"flash2": FLASH2_SHAPE, "cudnn": AttentionShape(a64=0.807, a128=1.063, s_half=755.0),
+                   "triton": FLASH2_SHAPE}
+ATTENTION_SHAPE_ARCHS = frozenset({"hopper"})  # the generations it was measured on (module docstring)
 MEMORY_EFFICIENCY = 0.85
 # bytes per output element of a LoRA adapter's element-wise steps beside its two matmuls (PEFT's
 # base(x) + lora_B(lora_A(x)) * scaling): forward the scaling (read and write the output, 4 B) and the add to
@@ -356,10 +400,16 @@ class ComputeModel:
         return self._attention_s(model, micro_batch * seq_len // cp, seq_len, tp, cp) / self.scale
 
     def _attention_s(self, model: TransformerModel, tokens: int, seq_len: int, tp: int, cp: int = 1) -> float:
-        """Seconds of `tokens` queries' attention to `seq_len` keys; over a context-parallel ring of `cp`, the
-        c - 1 of its c steps that run the non-causal kernel go NONCAUSAL_SPEEDUP faster (module docstring)."""
-        causal = self._roofline(model.attention_forward_flops(tokens, self.keys(seq_len)) / tp,
-                                self.attention_efficiency, 0.0,
+        """Seconds of `tokens` queries' attention to `seq_len` keys, at the kernel's efficiency for the keys
+        each of its calls sees (a ring step's seq_len / cp) and the head dim (ATTENTION_SHAPE, where measured); over a
+        context-parallel ring of `cp`, the c - 1 of its c steps that run the non-causal kernel go
+        NONCAUSAL_SPEEDUP faster (module docstring)."""
+        keys = self.keys(seq_len)
+        kernel_keys = max(1, keys // cp) if self.ring_attention else keys
+        shape = (ATTENTION_SHAPE[self.attention_kernel].factor(kernel_keys, model.head_dim)
+                 if self.gpu.arch in ATTENTION_SHAPE_ARCHS else 1.0)
+        causal = self._roofline(model.attention_forward_flops(tokens, keys) / tp,
+                                self.attention_efficiency * shape, 0.0,
                                 self.half_precision_flops)
         if cp == 1 or not self.ring_attention:
             return causal

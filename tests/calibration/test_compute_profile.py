@@ -4,6 +4,7 @@ calibration script's behaviour on a machine without torch or a CUDA GPU."""
 from __future__ import annotations
 
 import copy
+import runpy
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from simulator.calibration.compute_profile import (
     ComputeCalibration,
+    attention_forward_flops,
     compute_calibration_from_dict,
     compute_calibration_to_dict,
     gemm_flops,
@@ -170,3 +172,70 @@ def test_script_without_gpu_exits_2_with_one_line(tmp_path):
     assert "Traceback" not in result.stderr
     assert result.stdout == ""
     assert not output.exists()
+
+
+def test_attention_rates_are_checked_against_their_times():
+    """The fixture's attention point: 4 x 32 heads x 4096^2 x 128 x 4 / 2 (causal) = 5.50e11 FLOPs forward;
+    a forward rate 10 % off its time, or kv_heads that do not divide heads, is named."""
+    calibration = compute_calibration_from_dict(_section(), source=FIXTURE.name)
+    (point,) = calibration.attention
+    assert attention_forward_flops(4, 32, 4096, 128, causal=True) == pytest.approx(5.4976e11, rel=1e-4)
+    assert point.forward_tflops == 320.0
+    data = copy.deepcopy(_section())
+    data["attention"][0]["forward_tflops"] *= 1.1
+    with pytest.raises(CalibrationError, match=r"compute\.attention\.0\.forward_tflops: .*off by"):
+        compute_calibration_from_dict(data, source="compute.yaml")
+    data = copy.deepcopy(_section())
+    data["attention"][0]["kv_heads"] = 5
+    with pytest.raises(CalibrationError, match=r"compute\.attention\.0\.kv_heads: 5 does not divide heads 32"):
+        compute_calibration_from_dict(data, source="compute.yaml")
+
+
+def test_gemm_role_is_one_of_a_linear_layers_three_products():
+    """role defaults to forward; anything but forward, input_grad or weight_grad is rejected by name."""
+    gemm = _gemm(400.0, 5e-6)
+    assert compute_calibration_from_dict(_minimal([gemm]), source="x").gemms[0].role == "forward"
+    with pytest.raises(CalibrationError, match=r"compute\.gemms\.0\.role: "):
+        compute_calibration_from_dict(_minimal([{**gemm, "role": "backward"}]), source="compute.yaml")
+
+
+def _script(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "benchmarks/gpu_calibration.py", *args], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_script_shapes_need_table_and_a_list_of_triples(tmp_path):
+    """--shapes is read before any GPU work: without --table, or holding anything but [m, n, k] of positive
+    integers, the script exits 2 with one line naming the entry, and writes nothing."""
+    output = tmp_path / "x.yaml"
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text("[[4096, 4096, 4096]]")
+    result = _script("-o", str(output), "--shapes", str(shapes))
+    assert (result.returncode, result.stderr.strip()) == (2, "gpu_calibration: --shapes: only with --table")
+    shapes.write_text("[[4096, 4096, 4096], [4096, 0, 8]]")
+    result = _script("-o", str(output), "--table", "--shapes", str(shapes))
+    assert result.returncode == 2
+    assert "entry 1: expected [m, n, k] of positive integers, found [4096, 0, 8]" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not output.exists()
+
+
+def test_table_points_cover_the_grid_and_each_shape_in_three_roles():
+    """The grid in bf16 (forward) and fp8 (fast and split accumulation), then each extra shape in bf16 as
+    the forward, input-gradient and weight-gradient products."""
+    script = runpy.run_path(str(REPO_ROOT / "benchmarks" / "gpu_calibration.py"), run_name="gpu_calibration")
+    points = script["table_points"]([(4096, 2688, 7168)])
+    dims = len(script["TABLE_DIMS"])
+    assert len(points) == 3 * dims**3 + 3
+    assert points[-3:] == [(4096, 2688, 7168, "bf16", role) for role in ("forward", "input_grad", "weight_grad")]
+    assert {(dtype, role) for *_, dtype, role in points[:-3]} == {("bf16", "forward"), ("fp8", "forward"),
+                                                                   ("fp8", "input_grad")}
+
+
+def test_many_errors_are_named_by_the_first_five():
+    """A profile whose 40 GEMMs all carry an unknown key names five of them and counts the rest."""
+    gemms = [{**_gemm(400.0, 5e-6), "speed": 1} for _ in range(40)]
+    with pytest.raises(CalibrationError) as caught:
+        compute_calibration_from_dict(_minimal(gemms), source="compute.yaml")
+    message = str(caught.value)
+    assert message.count("Extra inputs are not permitted") == 5
+    assert message.endswith("; and 35 more")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from simulator.core.errors import ConfigError
-from simulator.training.compute import ComputeModel
+from simulator.training.compute import ATTENTION_SHAPE, ComputeModel
 from simulator.training.predict import predict_step
 from topologies.hardware import gpu_spec
 from topologies.presets import load_preset
@@ -39,12 +39,15 @@ def test_model_flops_count_attention_over_the_sample():
 
 
 def test_attention_time_scales_with_the_sample_and_gemms_do_not_move():
-    """One layer's attention kernel at 1,024-token samples takes 1/8 of its time over 8,192-token sequences;
+    """One layer's attention kernel at 1,024-token samples does 1/8 of its work over 8,192-token sequences, at
+    the kernel's measured rate for 1,024 keys (Hopper's shape curve: 0.62 of the 8k rate at head dim 128);
     the weight GEMMs take the same time."""
     m = transformer(MODEL)
     gpu = gpu_spec("H100-SXM5-80GB")
     whole, packed = ComputeModel.for_job(gpu, job()), ComputeModel.for_job(gpu, job(1024))
-    assert packed.attention_forward_s(m, 1, 8192) == pytest.approx(whole.attention_forward_s(m, 1, 8192) / 8)
+    shape = ATTENTION_SHAPE["flash2"]
+    assert packed.attention_forward_s(m, 1, 8192) == pytest.approx(
+        whole.attention_forward_s(m, 1, 8192) / 8 / shape.factor(1024, 128) * shape.factor(8192, 128))
     assert packed.gemms_s(m, 1, 8192) == whole.gemms_s(m, 1, 8192)
 
 

@@ -11,9 +11,9 @@ Curves (least squares on log efficiency, scipy.optimize.least_squares):
    there the time is the host's launch of one torch call (about 25 us on the measuring machine, whatever
    the shape), not the GPU's.
 2. Fused attention, per SDPA backend, causal only: efficiency in the compute model's convention (full
-   s^2 score FLOPs, backward twice the forward, against the bf16 peak) = A_d x s / (s + s_half), with
-   A_64 and A_128 for head dims 64 and 128 and one s_half per backend. The compute model takes the
-   ratio to the curve at s = ATTENTION_REFERENCE_SEQ, d = 128 as its attention shape factor
+   s^2 score FLOPs, backward twice the forward, against the bf16 peak) = a_d x s / (s + s_half), one
+   amplitude a_d per measured head dim d and one s_half per backend. The compute model takes the ratio to
+   the curve at s = ATTENTION_REFERENCE_SEQ, d = 128 as its attention shape factor
    (simulator.training.compute.ATTENTION_SHAPE), keeping the level of its efficiency table.
 """
 
@@ -30,7 +30,6 @@ import yaml
 from scipy.optimize import least_squares
 
 from simulator.calibration.compute_profile import ComputeCalibration, compute_calibration_from_dict
-from simulator.training.compute import ATTENTION_REFERENCE_SEQ
 from topologies.hardware import gpu_spec
 
 DEFAULT_PROFILE = Path(__file__).resolve().parent / "data" / "h200_compute.yaml"
@@ -65,26 +64,26 @@ def fit_gemms(profile: ComputeCalibration, gpu: str) -> list[dict[str, Any]]:
 
 
 def fit_attention(profile: ComputeCalibration, gpu: str) -> list[dict[str, Any]]:
-    """A_64, A_128 and s_half per backend (module docstring)."""
+    """a_d per head dim and s_half per backend (module docstring)."""
     peak = gpu_spec(gpu).peak_tflops("bf16")
     fits = []
     for backend in sorted({a.backend for a in profile.attention}):
-        points = [a for a in profile.attention if a.backend == backend and a.causal and a.head_dim in (64, 128)]
+        points = [a for a in profile.attention if a.backend == backend and a.causal]
+        widths = sorted({a.head_dim for a in points})
         s = np.array([a.seq_len for a in points], dtype=float)
-        wide = np.array([a.head_dim == 128 for a in points])
+        which = np.array([widths.index(a.head_dim) for a in points])
         full_flops = np.array([4.0 * a.batch * a.heads * a.seq_len ** 2 * a.head_dim for a in points])
         seconds = np.array([a.forward_time_s + a.backward_time_s for a in points])
         efficiency = 3.0 * full_flops / seconds / 1e12 / peak
 
-        def curve(p: np.ndarray, s: np.ndarray = s, wide: np.ndarray = wide) -> np.ndarray:
-            return np.where(wide, p[1], p[0]) * s / (s + p[2])
+        def curve(p: np.ndarray, s: np.ndarray = s, which: np.ndarray = which) -> np.ndarray:
+            return p[which] * s / (s + p[-1])
 
-        (a64, a128, s_half), median, p90 = _fit(curve, [0.5, 0.6, 800.0], efficiency)
-        reference = a128 * ATTENTION_REFERENCE_SEQ / (ATTENTION_REFERENCE_SEQ + s_half)
-        fits.append({"backend": backend, "points": len(points), "a64": round(float(a64), 3),
-                     "a128": round(float(a128), 3), "s_half": round(float(s_half)),
-                     "d64_over_d128": round(float(a64 / a128), 3), "reference_efficiency": round(float(reference), 3),
-                     "median_abs_error": round(median, 3), "p90_abs_error": round(p90, 3)})
+        params, median, p90 = _fit(curve, [0.6] * len(widths) + [800.0], efficiency)
+        fits.append({"backend": backend, "points": len(points),
+                     "amplitudes": {d: round(float(a), 3) for d, a in zip(widths, params[:-1], strict=True)},
+                     "s_half": round(float(params[-1])), "median_abs_error": round(median, 3),
+                     "p90_abs_error": round(p90, 3)})
     return fits
 
 
@@ -110,9 +109,9 @@ def main(argv: list[str] | None = None) -> int:
               f"points, median |error| {g['median_abs_error']:.1%}, p90 {g['p90_abs_error']:.1%}; "
               f"median efficiency {g['median_efficiency']}")
     for a in attention:
-        print(f"  attention {a['backend']}: A_64 {a['a64']}, A_128 {a['a128']}, s_half {a['s_half']} over "
-              f"{a['points']} points, median |error| {a['median_abs_error']:.1%}, p90 {a['p90_abs_error']:.1%}; "
-              f"d64/d128 {a['d64_over_d128']}")
+        widths = ", ".join(f"a_{d} {amplitude}" for d, amplitude in a["amplitudes"].items())
+        print(f"  attention {a['backend']}: {widths}, s_half {a['s_half']} over {a['points']} points, "
+              f"median |error| {a['median_abs_error']:.1%}, p90 {a['p90_abs_error']:.1%}")
     return 0
 
 

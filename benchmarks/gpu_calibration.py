@@ -26,7 +26,8 @@ What it measures, each point after a warm-up as the median of N repeats timed wi
    and each (m, n, k) of --shapes (a JSON list of [m, n, k]) in bf16 in all three roles of a linear
    layer (forward, input gradient, weight gradient; GemmMeasurement.role), to show what layout costs.
 5. (--table) Fused attention through scaled_dot_product_attention, one backend at a time (flash =
-   FlashAttention-2, cudnn), head dims 64 and 128, 1k-16k tokens, causal or not, grouped-query or not:
+   FlashAttention-2, cudnn), head dims 64 and 128 at 1k-16k tokens, causal or not, grouped-query or not,
+   and causal at head dims 80-256 (2k, 8k tokens) and 64 and 128 at 512 and 32k-64k tokens:
    forward, and forward + backward, timed separately (AttentionMeasurement).
 
 Operands are random normal values (zeros run faster: less switching power). The points are timed
@@ -113,6 +114,12 @@ ATTENTION_POINTS = tuple(
     for heads, kv in ((16, 16), (32, 32), (32, 8), (64, 8))
     for causal in (True, False)
     if causal or (s in (4096, 8192) and heads == 32 and kv == 32)
+) + tuple(  # other head widths (GPT-3 2.7B's 80, Nemotron-4 340B's 192, Gemma's 256) and the sequence's ends
+    (backend, 32, 32, s, d, True)
+    for backend in ("flash", "cudnn")
+    for d, seqs in ((80, (2048, 8192)), (96, (2048, 8192)), (192, (2048, 8192)), (256, (2048, 8192)),
+                    (64, (512, 32768, 65536)), (128, (512, 32768, 65536)))
+    for s in seqs
 )
 ATTENTION_TOKENS = 16384
 POINT_BUDGET_S = 0.02  # timed seconds per table point (repeats = budget / a first timing, 3 to 50)

@@ -24,14 +24,16 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
 - Those efficiencies hold at the figures' own shape, head dim 128 and about 8k keys a query
   (ATTENTION_REFERENCE_SEQ); other shapes scale them by ATTENTION_SHAPE, a_d x s / (s + s_half) over its
   value there. A kernel pays a fixed cost per query block (loading Q, the final rescale and write of O, and
-  under a causal mask the part-masked diagonal tiles) that its s keys amortise, and a 64-wide head does
-  half the multiply-adds per loaded tile of a 128-wide one. Measured through torch's SDPA on an H200
+  under a causal mask the part-masked diagonal tiles) that its s keys amortise; a 64-wide head does half
+  the multiply-adds per loaded tile of a 128-wide one, an 80-wide one runs padded to the kernels' next
+  tile width (96), and heads wider than 128 get smaller tiles. Measured through torch's SDPA on an H200
   (benchmarks/data/h200_compute.yaml; benchmarks/fit_compute_curves.py): FlashAttention-2 at 1,024 keys
-  runs at 0.62 of its 8k-key rate, cuDNN at 0.63, and head dim 64 at 0.88 and 0.76 of head dim 128. A
-  context-parallel ring's kernels see seq_len / c keys each; outside the measured 1k-16k keys the curve
-  is held at its ends. Hopper only (ATTENTION_SHAPE_ARCHS), where
+  runs at 0.62 of its 8k-key rate, cuDNN at 0.64; head dims 64, 80, 96, 192 and 256 at 0.88, 0.72, 0.90,
+  0.92 and 0.89 of head dim 128 (FlashAttention-2) and 0.76, 0.68, 0.80, 0.73 and 0.82 (cuDNN). A
+  context-parallel ring's kernels see seq_len / c keys each; outside the measured 512-64k keys and head
+  dims 64-256 the curve is held at its ends. Hopper only (ATTENTION_SHAPE_ARCHS), where
   they were measured: taken for every generation they moved the A100 runs of LLM Foundry and Megatron
-  the wrong way (leave-one-source-out 6.0% -> 6.8%), so the others keep their flat figure until measured.
+  the wrong way (leave-one-source-out 0.7 points worse), so the others keep their flat figure until measured.
 - Without a fused attention kernel (Megatron-LM before 2023, BLOOM's Megatron-DeepSpeed, eager
   PyTorch) the b a s^2 score matrix goes through HBM: the QK^T GEMM writes it (2 B per score),
   the fused scale-mask-softmax reads and writes it (4 B), attention dropout reads and writes it
@@ -141,6 +143,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from simulator.training.routing import routed_load
 from topologies.hardware import GpuSpec
 from workloads.model import ACTIVATION_BYTES, TransformerModel, sharded_gemms
@@ -168,17 +172,17 @@ ATTENTION_EFFICIENCY_BY_KERNEL = {"flash2": ATTENTION_EFFICIENCY, "cudnn": CUDNN
 @dataclass(frozen=True)
 class AttentionShape:
     """A fused attention kernel's efficiency against the keys s each query attends to and the head dim d:
-    a_d x s / (s + s_half), a_d interpolated linearly in d between a64 and a128; both held at the ends of
-    the measured range (ATTENTION_SHAPE_KEYS, head dims 64-128) beyond them."""
+    a_d x s / (s + s_half), a_d interpolated linearly in d between the measured widths; both held at the
+    ends of the measured range (ATTENTION_SHAPE_KEYS, the smallest and widest head dims) beyond them."""
 
-    a64: float
-    a128: float
+    amplitudes: tuple[tuple[int, float], ...]  # (head dim, a_d), by head dim
     s_half: float
 
     def efficiency(self, keys: int, head_dim: int) -> float:
-        share = min(1.0, max(0.0, (head_dim - 64) / 64))
+        widths = [d for d, _ in self.amplitudes]
+        amplitude = float(np.interp(head_dim, widths, [a for _, a in self.amplitudes]))
         s = min(ATTENTION_SHAPE_KEYS[1], max(ATTENTION_SHAPE_KEYS[0], keys))
-        return (self.a64 + (self.a128 - self.a64) * share) * s / (s + self.s_half)
+        return amplitude * s / (s + self.s_half)
 
     def factor(self, keys: int, head_dim: int) -> float:
         """Efficiency at (keys, head_dim) over that at the efficiency tables' reference shape."""
@@ -187,12 +191,14 @@ class AttentionShape:
 
 # the efficiency tables' figures are for head dim 128 at 4k-16k tokens (FlashAttention-3 paper): 8k their middle
 ATTENTION_REFERENCE_SEQ = 8192
-ATTENTION_SHAPE_KEYS = (1024, 16384)  # the keys a query attended to in the measurements
-# measured: FlashAttention-2 and cuDNN 9.19 through torch 2.11's SDPA on an H200, causal, 1k-16k tokens, head
-# dims 64 and 128 (benchmarks/data/h200_compute.yaml; fitted by benchmarks/fit_compute_curves.py, median
-# |error| 1.6% and 1.9%); MPT's Triton port takes FlashAttention-2's
-FLASH2_SHAPE = AttentionShape(a64=0.503, a128=0.572, s_half=800.0)
-ATTENTION_SHAPE = {"flash2": FLASH2_SHAPE, "cudnn": AttentionShape(a64=0.807, a128=1.063, s_half=755.0),
+ATTENTION_SHAPE_KEYS = (512, 65536)  # the keys a query attended to in the measurements
+# measured: FlashAttention-2 and cuDNN 9.19 through torch 2.11's SDPA on an H200, causal, 512-64k tokens, head
+# dims 64-256 (benchmarks/data/h200_compute.yaml; fitted by benchmarks/fit_compute_curves.py, median |error|
+# 1.5% and 2.5%); MPT's Triton port takes FlashAttention-2's
+FLASH2_SHAPE = AttentionShape(((64, 0.502), (80, 0.41), (96, 0.514), (128, 0.571), (192, 0.523), (256, 0.51)), 778.0)
+ATTENTION_SHAPE = {"flash2": FLASH2_SHAPE,
+                   "cudnn": AttentionShape(((64, 0.792), (80, 0.706), (96, 0.83), (128, 1.042), (192, 0.757),
+                                            (256, 0.851)), 703.0),
                    "triton": FLASH2_SHAPE}
 ATTENTION_SHAPE_ARCHS = frozenset({"hopper"})  # the generations it was measured on (module docstring)
 MEMORY_EFFICIENCY = 0.85

@@ -24,11 +24,11 @@ def _profile():
 
 
 def test_the_shipped_profile_holds_the_table_and_its_provenance():
-    """3 x 11^3 grid GEMMs, 24 of the standard set, 238 case shapes x 3 roles; 88 attention points; 1-4 GiB
+    """3 x 11^3 grid GEMMs, 24 of the standard set, 238 case shapes x 3 roles; 116 attention points; 1-4 GiB
     copies at 4.2-4.3 TB/s (the H200's 4.8 TB/s datasheet figure at 0.89)."""
     profile = _profile()
     assert profile.gpu_name == "NVIDIA H200" and profile.driver_version == "580.159.04"
-    assert len(profile.gemms) == 3 * 11**3 + 24 + 3 * 238 and len(profile.attention) == 88
+    assert len(profile.gemms) == 3 * 11**3 + 24 + 3 * 238 and len(profile.attention) == 116
     assert 4200 < profile.memory_bandwidth_GBps() < 4300
     assert "1500 MHz" in (profile.notes or "")
 

@@ -62,14 +62,14 @@ def test_compute_per_rank_is_its_tokens_against_all_keys() -> None:
     of the ring's 4 steps 3 run the non-causal kernel, 1.13x faster a unit of work (FlashAttention-3 paper's
     non-causal vs causal rates): 1 / 4 of the whole, at (1 + 3 / 1.13) / 4 of its causal time, each step's
     kernel at the rate for its 8,192 keys where the whole sequence's runs at that of 32,768 (Hopper's measured
-    shape curve, held from 16,384 keys on). All-to-all CP runs causal kernels only."""
+    shape curve). All-to-all CP runs causal kernels only."""
     model = transformer(LLAMA)
     split = H100.layer(model, 1, 32768, "none", cp=4)
     local = H100.layer(model, 1, 8192, "none")
     shape = ATTENTION_SHAPE["flash2"]
     assert H100.attention_forward_s(model, 1, 32768, cp=4) == pytest.approx(
         H100.attention_forward_s(model, 1, 32768) / 4 * (1 + 3 / 1.13) / 4
-        * shape.factor(16384, 128) / shape.factor(8192, 128), rel=1e-12)
+        * shape.factor(32768, 128) / shape.factor(8192, 128), rel=1e-12)
     a2a = ComputeModel(gpu_spec("H100-SXM5-80GB"), "bf16", ring_attention=False)
     assert a2a.attention_forward_s(model, 1, 32768, cp=4) == pytest.approx(
         a2a.attention_forward_s(model, 1, 32768) / 4, rel=1e-12)

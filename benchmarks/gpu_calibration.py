@@ -388,7 +388,7 @@ def read_shapes(path: Path) -> list[tuple[int, int, int]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()) if __doc__ else None)
     parser.add_argument("-o", "--output", required=True, type=Path, help="YAML file to write.")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="A small subset (under a minute on an H100).")

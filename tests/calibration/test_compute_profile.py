@@ -239,3 +239,10 @@ def test_many_errors_are_named_by_the_first_five():
     message = str(caught.value)
     assert message.count("Extra inputs are not permitted") == 5
     assert message.endswith("; and 35 more")
+
+
+def test_script_help_states_its_purpose_whole():
+    """--help opens with the docstring's whole first paragraph, not a line cut mid-sentence."""
+    result = _script("--help")
+    assert result.returncode == 0
+    assert "save them as the `compute:` section of a calibration profile" in " ".join(result.stdout.split())

@@ -155,9 +155,9 @@ def adaptive_time_s(fn: Callable[[], object]) -> float:
 
 
 class Operands:
-    """Random bf16 buffers big enough for the table's largest operands (and their fp8 casts), so each
-    point takes views instead of allocating: a[m, k], w[n, k] (row-major, x @ w.T being the forward), and
-    dy[m, n]."""
+    """Two random bf16 buffers, x and w, big enough for the table's largest operands (and their fp8 casts),
+    so each point takes views of them instead of allocating: the activation or output gradient from x, the
+    weight or input from w, in the layout of the product's role (gemm)."""
 
     def __init__(self, shapes: Sequence[tuple[int, int, int]]) -> None:
         largest = max(max(m * k, n * k, m * n) for m, n, k in shapes)

@@ -32,6 +32,7 @@ class CollectivePrediction(Result):
     ranks: int
     op: str
     rows: tuple[CollectiveRow, ...]
+    gpus_per_thread: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return {**{key: value for key, value in super().to_dict().items() if key != "rows"},
@@ -56,13 +57,15 @@ def collective(topology: str | Mapping[str, Any] | TopologySpec = "dgx-h100", no
                sizes: Iterable[int] | None = None, algo: str = "auto", proto: str = "auto",
                env: Mapping[str, str] | None = None, dtype: str = "float", engine: bool = False,
                calibration: str | Path | None = None, force_calibration: bool = False,
-               link_faults: Sequence[Mapping[str, Any]] | None = None) -> CollectivePrediction:
+               link_faults: Sequence[Mapping[str, Any]] | None = None,
+               gpus_per_thread: int = 1) -> CollectivePrediction:
     """Predict `op` (all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv) over all
     the GPUs of `topology` (a preset name, topology YAML path, TopologySpec or its fields) with `nodes`
     nodes (default: the topology's), for sizes from `min_bytes` to `max_bytes` times `factor` each step
     (8, '64K', '1M', '8G': powers of 1024) or the given `sizes`. `algo`/`proto` pin NCCL's choice, `env`
     is the NCCL environment, `engine` runs each size through the flow engine, `calibration` is a profile
-    YAML, `link_faults` replaces the topology's."""
+    YAML, `link_faults` replaces the topology's, `gpus_per_thread` prices the loop as nccl-tests' -g does (one
+    thread issuing that many GPUs' launches; simulator.collectives.harness)."""
     if op not in COLLECTIVES:
         raise ConfigError(f"collective op: unknown collective {op!r} (valid: {', '.join(COLLECTIVES)})")
     spec = topology_of(topology, nodes)
@@ -75,5 +78,6 @@ def collective(topology: str | Mapping[str, Any] | TopologySpec = "dgx-h100", no
     view = comm_view(build_representative(spec))
     params = calibrated_params(load_profile(None if calibration is None else Path(calibration)), spec.gpu,
                                spec.intra_node, view, force_calibration)
-    rows = collective_table(view, op, walked, algo, proto, dict(env or {}), dtype, use_engine=engine, params=params)
-    return CollectivePrediction(spec.name, spec.nodes, view.n_ranks, op, tuple(rows))
+    rows = collective_table(view, op, walked, algo, proto, dict(env or {}), dtype, use_engine=engine, params=params,
+                            gpus_per_thread=gpus_per_thread)
+    return CollectivePrediction(spec.name, spec.nodes, view.n_ranks, op, tuple(rows), gpus_per_thread)

@@ -14,6 +14,7 @@ from simulator.cli.fault_args import LinkFaultOpt, with_link_faults
 from simulator.cli.topology_args import resolve_cluster
 from simulator.collectives.busbw import COLLECTIVES
 from simulator.collectives.comm import comm_view
+from simulator.collectives.harness import host_issue_s
 from simulator.collectives.nccl_releases import NCCL_VERSION_HELP, release_option
 from simulator.collectives.predict import collective_table, size_sweep
 from simulator.collectives.select import ALGO_CHOICES, PROTO_CHOICES, SELECTION_HELP, selection_option
@@ -47,6 +48,12 @@ Examples:
   clustersim collective --topology dgx-a100 --nodes 4 --selection nccl --nccl-version 2.8.4
 
   clustersim collective --topology abci-a --nodes 8 --calibration abci-profile.yaml
+
+  clustersim collective --topology dgx-a100 -g 8      # as `all_reduce_perf -g 8` times it
+
+-g N prices the loop as nccl-tests runs it when one thread drives N GPUs: the thread issues
+every GPU's launch in turn, about 5 us each, so no size takes less than N x 5 us. Training
+frameworks drive one GPU per process (the default, -g 1).
 """
 
 
@@ -71,6 +78,9 @@ def collective(
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     nccl_version: Annotated[str | None, typer.Option(help=NCCL_VERSION_HELP)] = None,
     selection: Annotated[str, typer.Option(help=SELECTION_HELP)] = "model",
+    gpus_per_thread: Annotated[int, typer.Option(
+        "-g", "--gpus-per-thread", min=1,
+        help="GPUs one nccl-tests thread drives (its -g): small sizes take at least this many host launches.")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows instead of a table.")] = False,
     gpu: Annotated[str | None, typer.Option(help="Cluster as flags: GPU model (e.g. H100-SXM5-80GB).")] = None,
     gpus_per_node: Annotated[int | None, typer.Option(help="Cluster as flags: GPUs per node.")] = None,
@@ -97,9 +107,11 @@ def collective(
     params = calibrated_params(load_profile(calibration), spec.gpu, spec.intra_node, view, force_calibration)
     release = release_option(nccl_version)
     rows = collective_table(view, op, sizes, algo, proto, parse_env(env), dtype, use_engine=engine, params=params,
-                            nccl_release=release, selection=selection_option(selection))
+                            nccl_release=release, selection=selection_option(selection),
+                            gpus_per_thread=gpus_per_thread)
     if as_json:
         payload = {"topology": spec.name, "nodes": spec.nodes, "ranks": view.n_ranks, "op": op,
+                   "gpus_per_thread": gpus_per_thread,
                    "rows": [{"size_bytes": r.size_bytes, "time_us": round(r.time_us, 3),
                              "algbw_GBps": round(r.algbw_GBps, 3), "busbw_GBps": round(r.busbw_GBps, 3),
                              "algo": r.algo, "proto": r.proto} for r in rows]}
@@ -113,5 +125,8 @@ def collective(
     ]
     typer.echo(f"# clustersim prediction: {op} on {printable(spec.name or 'cluster')}: {spec.nodes} node(s) x "
                f"{spec.gpus_per_node} {spec.gpu} ({view.n_ranks} ranks)")
+    if gpus_per_thread > 1:
+        typer.echo(f"# one thread issues {gpus_per_thread} GPUs' launches an iteration: no size below "
+                   f"{host_issue_s(gpus_per_thread) * 1e6:.0f} us")
     typer.echo(format_nccl_tests_table(table_rows, op, algos=[r.algo for r in rows],
                                        protos=[r.proto for r in rows]), nl=False)

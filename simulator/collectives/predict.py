@@ -9,6 +9,7 @@ from simulator.collectives.busbw import busbw_factor
 from simulator.collectives.comm import CommView
 from simulator.collectives.cost import CollectiveEstimate
 from simulator.collectives.flows import collective_flow, collective_resources, resource_capacities
+from simulator.collectives.harness import timed_loop_s
 from simulator.collectives.nccl_releases import tuner_release
 from simulator.collectives.params import ModelParams, prior_params
 from simulator.collectives.select import allowed_sets, best_estimate, candidate_shapes, view_for_env
@@ -83,10 +84,11 @@ def collective_table(v: CommView, op: str, sizes: list[int], algo: str = "auto",
                      env: Mapping[str, str] | None = None, dtype: str = "float",
                      use_engine: bool = False, params: ModelParams | None = None,
                      nccl_release: tuple[int, int] | None = None,
-                     selection: str = "model") -> list[CollectiveRow]:
+                     selection: str = "model", gpus_per_thread: int = 1) -> list[CollectiveRow]:
     """Predict a sweep; busbw uses nccl-tests' factor for the operation, and the count column its
     convention: elements per rank (size / n) for all_gather, reduce_scatter and alltoall, all of the
-    size's otherwise."""
+    size's otherwise. Times are those nccl-tests' loop prints with `gpus_per_thread` GPUs driven by
+    each test thread (its -g; simulator.collectives.harness)."""
     elem = DTYPE_BYTES.get(dtype)
     if elem is None:
         raise ConfigError(f"unknown dtype {dtype!r} (valid: {', '.join(DTYPE_BYTES)})")
@@ -94,7 +96,7 @@ def collective_table(v: CommView, op: str, sizes: list[int], algo: str = "auto",
     rows = []
     for size in sizes:
         est = predict_collective(v, op, size, algo, proto, env, params, nccl_release, selection)
-        time_s = simulate_alone(est, v) if use_engine else est.time_s
+        time_s = timed_loop_s(simulate_alone(est, v) if use_engine else est.time_s, gpus_per_thread)
         algbw = size / time_s / 1e9 if time_s > 0 else 0.0
         count = size // elem // (v.n_ranks if op in PER_RANK_COUNT else 1)
         rows.append(CollectiveRow(size, count, dtype, time_s * 1e6, algbw, algbw * factor, est.algo, est.proto))

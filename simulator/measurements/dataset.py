@@ -46,6 +46,7 @@ class MeasuredLog:
     rows: tuple[NcclRow, ...]
     nccl_version: str | None = None  # the entry's `nccl`, else the version the log prints
     selection: str = "model"  # where its predictions' algorithm and protocol come from (collectives.select)
+    gpus_per_thread: int = 1  # GPUs one test thread drove (-g): the entry's, else the log's header, else 1
 
     @property
     def file(self) -> str:
@@ -64,7 +65,8 @@ def parse_entry_log(entry: ManifestEntry, text: str, source: str) -> NcclLog:
 
 
 def check_log_matches(entry: ManifestEntry, log: NcclLog) -> None:
-    """A log must be what its entry says: the same collective and, where stated, rank count.
+    """A log must be what its entry says: the same collective and, where stated, rank count and GPUs per
+    test thread.
 
     A device list with fewer ranks than the entry is taken as abridged by its publisher (a warning;
     the entry's ranks count), one with more is an error."""
@@ -85,6 +87,11 @@ def check_log_matches(entry: ManifestEntry, log: NcclLog) -> None:
             f"{entry.file}: the log lists {log.nranks} ranks but its manifest entry describes "
             f"{entry.nodes} node(s) x {entry.gpus_per_node} GPU(s) = {ranks}"
         )
+    if entry.gpus_per_thread is not None and log.gpus_per_thread not in (None, entry.gpus_per_thread):
+        raise ConfigError(
+            f"{entry.file}: the log's header says nGpus {log.gpus_per_thread} (GPUs per test thread) but its "
+            f"manifest entry says gpus_per_thread {entry.gpus_per_thread}"
+        )
 
 
 def measured_log(entry: ManifestEntry, log: NcclLog) -> MeasuredLog:
@@ -99,4 +106,5 @@ def measured_log(entry: ManifestEntry, log: NcclLog) -> MeasuredLog:
     if not rows:
         raise ConfigError(f"{entry.file}: no rows with a size above 0 to compare with")
     stated = entry.nccl if parse_release(entry.nccl) is not None else None
-    return MeasuredLog(entry, comm_view(build_representative(spec)), rows, stated or log.nccl_version)
+    return MeasuredLog(entry, comm_view(build_representative(spec)), rows, stated or log.nccl_version,
+                       gpus_per_thread=entry.gpus_per_thread or log.gpus_per_thread or 1)

@@ -55,6 +55,14 @@ class ManifestEntry(BaseModel):
         description="Which result table to take (1-based) from a file that holds several independent runs, "
         "as nccl-tests built without MPI=1 and started by mpirun on several hosts prints.",
     )
+    gpus_per_thread: int | None = Field(
+        default=None,
+        strict=True,
+        ge=1,
+        description="GPUs one nccl-tests thread drove (-g; the header line's nGpus), for a log published "
+        "without that line. One thread issues every one of its GPUs' launches each iteration, which sets a "
+        "floor on the time of small sizes.",
+    )
     nvlink_domain_gpus: int | None = Field(
         default=None,
         strict=True,

@@ -74,6 +74,7 @@ _RANK = re.compile(
 )
 _FOOTER = re.compile(r"(?:Out of bounds values|Avg bus bandwidth|Collective test concluded)\b")
 _AVG = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)")
+_THREADS = re.compile(r"\bnThread\s+\d+\s+nGpus\s+(\d+)\b")
 _NOISE = re.compile(
     r"NCCL (?:INFO|WARN|TRACE|ERROR|version)\b|\b(?:UCX|WARN|WARNING|[Ww]arning)\b"
     r"|^\[[^\]]*\]|^(?:-{3,}|={3,}|\*{3,}|\.{3,}|…|```)"
@@ -115,6 +116,8 @@ class NcclLog:
     devices: tuple[str, ...]
     nccl_version: str | None
     avg_busbw_GBps: float | None
+    # GPUs one test thread drives (nccl-tests -g; `nGpus` in the header line), None when not printed
+    gpus_per_thread: int | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,7 @@ class _Meta:
     versions: dict[int, str] = field(default_factory=dict)  # priority -> version
     tools: dict[int, list[str]] = field(default_factory=dict)  # priority -> collective names
     avg_busbw: float | None = None
+    gpus_per_thread: int | None = None
 
 
 def _tools_in(text: str) -> list[str]:
@@ -380,6 +384,8 @@ class _LogReader:
             self.in_table, self.footer_line = False, self.footer_line or (line_no if self.rows else 0)
         if (avg := _AVG.match(text)) and _NUMBER.fullmatch(avg.group(1)):
             meta.avg_busbw = float(avg.group(1))
+        if (threads := _THREADS.search(text)) and int(threads.group(1)) >= 1:
+            meta.gpus_per_thread = int(threads.group(1))
         if rank := _RANK.search(text):
             meta.ranks[int(rank.group(1))] = (rank.group(2), rank.group(3).strip())
         version = (
@@ -442,6 +448,7 @@ class _LogReader:
             devices=tuple(dict.fromkeys(device for _, device in ranks if device)),
             nccl_version=next((v for _, v in sorted(meta.versions.items())), None),
             avg_busbw_GBps=meta.avg_busbw,
+            gpus_per_thread=meta.gpus_per_thread,
         )
 
 
@@ -453,7 +460,8 @@ def parse_nccl_tests(
     `nranks` is the highest `Rank N` in the device list + 1 (lists are often abridged); the collective
     comes from the program's own output (prompt, `Collective test ...`), else a `# collective:`
     header, else a `# command:` line naming one `*_perf` tool; the NCCL version from an `NCCL version`
-    output line, else a `# NCCL version:` header, else `nccl-library=` code. `busbw_factor` turns a
+    output line, else a `# NCCL version:` header, else `nccl-library=` code; `gpus_per_thread` from the
+    `nThread T nGpus G` header line. `busbw_factor` turns a
     busbw-only table into times; `run` picks one of several runs in the file (module docstring).
     """
     reader = _LogReader(source, busbw_factor)
@@ -482,6 +490,7 @@ def parse_nccl_tests_json(text: str, source: str = "<string>") -> NcclLog:
         devices=run.devices,
         nccl_version=run.nccl_version,
         avg_busbw_GBps=run.avg_busbw_GBps,
+        gpus_per_thread=run.gpus_per_thread,
     )
 
 

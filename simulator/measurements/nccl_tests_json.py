@@ -225,10 +225,11 @@ class JsonRun:
     devices: tuple[str, ...]
     nccl_version: str | None
     avg_busbw_GBps: float | None
+    gpus_per_thread: int | None  # config.ngpus: GPUs one test thread drives (-g)
 
 
 def run_info(top: dict[str, Any]) -> JsonRun:
-    """Program, ranks, hosts, devices, NCCL version and average busbw from the top-level object.
+    """Program, ranks, hosts, devices, NCCL version, average busbw and GPUs per thread from the top-level object.
 
     One "devices" entry is written per process, so ranks = len(devices) x nthreads x ngpus.
     """
@@ -246,4 +247,5 @@ def run_info(top: dict[str, Any]) -> JsonRun:
         devices=tuple(dict.fromkeys(str(d["device_info"]).strip() for d in devices if d.get("device_info"))),
         nccl_version=nccl_version_from_code(code) if isinstance(code, int) and code > 0 else None,
         avg_busbw_GBps=float(bandwidth) if isinstance(bandwidth, int | float) else None,
+        gpus_per_thread=ngpus if isinstance(ngpus, int) and not isinstance(ngpus, bool) and ngpus >= 1 else None,
     )

@@ -3,9 +3,10 @@
 One band is carried today. On pre-Hopper NVLink servers (V100 and A100: NVLink2/NVLink3 via mesh or
 NVSwitch) measured single-node runs of 256 KiB - 4 MiB take 1.3-2.5x the predicted time: the
 public logs (../shared/data/nccl-tests: ABCI A100 and V100 nodes, a DGX-1, an Azure A100 VM, an
-A100 node of unstated NCCL version) are 26-60% slower than predicted there (median of each log's rows), while
-the same sizes on H200 and B200 NVSwitch nodes are within 4-24% either way and
-multi-node runs of the same GPUs within ~10% (the network, not NVLink, then sets the time). No
+A100 node of unstated NCCL version) are 27-55% slower than predicted there (median of each log's rows), while
+the same sizes on B200 NVSwitch nodes are within 8-24% either way and multi-node runs of the same GPUs
+within ~10% (the network, not NVLink, then sets the time); the one H200 log, a torch.distributed benchmark
+timed around one call, is 25% slow there too. No
 sourced physical cause has been found that a model change could carry without worsening the other
 logs (docs/collectives.md, "Known error band"), so `validate` states the band instead.
 """

@@ -45,9 +45,11 @@ def test_fixture_rows_and_record_lines() -> None:
 
 
 def test_fixture_run_metadata() -> None:
-    """Collective from argv[0]; 2 processes x 8 GPUs = 16 ranks; NCCL code 22602 is 2.26.2."""
+    """Collective from argv[0]; 2 processes x 8 GPUs = 16 ranks, 8 GPUs a thread (config.ngpus); NCCL code
+    22602 is 2.26.2."""
     log = parse_nccl_tests_json(FIXTURE.read_text(), "f.json")
     assert (log.collective, log.nranks, log.nccl_version) == ("all_reduce", 16, "2.26.2")
+    assert log.gpus_per_thread == 8
     assert (log.hosts, log.devices) == (("node-a", "node-b"), ("NVIDIA H100 80GB HBM3",))
     assert log.avg_busbw_GBps == 70.60125
 

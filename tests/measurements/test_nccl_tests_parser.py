@@ -32,6 +32,18 @@ def test_standard_table_rows_and_metadata() -> None:
     )
     assert (log.nranks, log.hosts, log.devices) == (2, ("nodeA", "nodeB"), ("NVIDIA H100 80GB HBM3",))
     assert (log.avg_busbw_GBps, log.collective, log.nccl_version) == (0.0012, None, None)
+    assert log.gpus_per_thread == 1
+
+
+@pytest.mark.parametrize(("first_line", "gpus"), [
+    ("# nThread 1 nGpus 8 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20 validation: 1", 8),
+    ("[1,0]<stdout>:# nThread 2 nGpus 4 minBytes 8 maxBytes 16 step: 2(factor)", 4),  # launcher prefix
+    ("# minBytes 8 maxBytes 16 (header line cut by its publisher)", None),
+])
+def test_gpus_per_thread_from_the_header_line(first_line: str, gpus: int | None) -> None:
+    """`nGpus` of the `nThread T nGpus G` line is the GPUs one test thread drives (-g); no such line, None."""
+    text = first_line + "\n" + HEADER.split("\n", 1)[1] + ROW_8 + "\n" + FOOTER
+    assert parse_nccl_tests(text, "g.log").gpus_per_thread == gpus
 
 
 def test_mpi_tag_output_prefix_and_prompt() -> None:

@@ -40,7 +40,16 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   and writes its 1-byte mask (5 B), and the AV GEMM reads it (2 B): UNFUSED_SCORE_BYTES = 13 per
   score forward; backward reads and writes it about UNFUSED_SCORE_BYTES_BACKWARD = 17 times
   (dprobs, dropout and softmax backward, dscores for the QK^T backward). Memory-bound on top of
-  the attention GEMMs.
+  the attention GEMMs. Those GEMMs (cuBLAS strided batches over the heads) read each head's rows of q, k
+  and v in place; when a head's row is not a whole number of 16-byte vectors (a head dim not a multiple
+  of 8 in bf16/fp16: BLOOM prototypes at 14,400 / 64 = 225 or 13,824 / 128 = 108), the tensor-core
+  kernels, which need 128-bit aligned operands (cuBLAS documentation, "Tensor Core Usage"; NVIDIA/cutlass
+  #75), are out, and the batch runs on CUDA cores accumulating in fp32: at the GPU's fp32 peak
+  (TENSOR_CORE_ALIGN_BYTES), at the table's share of it (a fitted attention factor, which describes the
+  tensor-core kernels, does not apply). Checked, not fitted: the BigScience prototypes' rows with such heads were
+  predicted 45-69% too fast and their aligned siblings (same tables) 10-16%; priced so, the misaligned
+  rows come out 8-26% fast, and the source's two A/B pairs (hidden 14,400 against 13,824; 128 heads of
+  108 against 64) at 0.78 and 0.73 of the aligned rate, as measured (0.79 and 0.75-0.77).
 - fp8 training (Transformer Engine, torchao float8) runs the block's GEMMs at the fp8 rate on 1-byte
   operands but attention, element-wise work and the output layer (kept in bf16 by TE setups and
   torchtitan's float8 filter) in bf16. The casts are kernels of their own, memory-bound and in
@@ -132,9 +141,11 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   selective recomputation re-runs the 4 kernels of the attention core. The gap itself is what the
   BigScience team measured: their 200B prototype (80 layers, hidden 14400, TP 8, PP 10, micro-batch
   1, 512 micro-batches, 80 A100) ran 91.04 TFLOP/s with blocking launches and 97.20 without, 6.8%
-  longer (tr11-176B-ml chronicles-prequel, "dealing with JZ hanging"); with these kernel counts that
-  is BLOCKING_LAUNCH_GAP_S = 28 us a kernel, in line with PyTorch's tens of microseconds of host
-  time per eager operation. The A/B run is not one of the validation cases.
+  longer (tr11-176B-ml chronicles-prequel, "dealing with JZ hanging"): 15.1 s more a step, its
+  hardware FLOPs over those rates. Over the kernels a step launches with these counts that is
+  BLOCKING_LAUNCH_GAP_S = 43 us a kernel, in line with PyTorch's tens of microseconds of host time
+  per eager operation. The gap is derived from the measured seconds, not from the model's step, so it
+  does not move when the compute model does. The A/B run is not one of the validation cases.
 A compute calibration (benchmarks/gpu_calibration.py) replaces the GEMM asymptote with the
 measured median; a user's measured single-GPU tokens/s for the job scales all compute (`scale`).
 """
@@ -215,11 +226,12 @@ MOE_ACTIVATION_BYTES = 4.0  # per element of the MLP intermediate (the ~16 B per
 OPTIMIZER_BYTES_PER_PARAM = {"adam": 32.0, "adamw": 32.0, "sgd": 16.0}
 UNFUSED_SCORE_BYTES = 13.0
 UNFUSED_SCORE_BYTES_BACKWARD = 17.0
+TENSOR_CORE_ALIGN_BYTES = 16  # operand rows tensor-core GEMM kernels need in whole 128-bit vectors (docstring)
 # the norms' and residual adds' bytes of the above (fused: 8 + 12 of 40; eager: 72 + 12 of 145)
 REPLICATED_ELEMENTWISE_BYTES = {True: 20.0, False: 84.0}
 KERNEL_LAUNCH_S = 5e-6  # per layer and pass: a dozen kernels of a few microseconds' launch gap
 LAYER_KERNELS = {"forward": 20, "backward": 45, "attention": 4}  # launches per layer (CUDA_LAUNCH_BLOCKING)
-BLOCKING_LAUNCH_GAP_S = 28e-6  # GPU idle after each blocking launch (BigScience's A/B, module docstring)
+BLOCKING_LAUNCH_GAP_S = 43e-6  # GPU idle after each blocking launch (BigScience's A/B, module docstring)
 
 
 @dataclass(frozen=True)
@@ -321,7 +333,8 @@ class ComputeModel:
         gemm_s = sum(each_gemm_s.values())
         cast_forward_s = sum(m * k + k * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
         cast_backward_s = sum(m * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
-        attention_s = self._attention_s(model, tokens, seq_len, tp, cp)
+        attention_s = self._attention_s(model, tokens, seq_len, tp, cp,
+                                        tensor_cores=flash_attention or self.heads_aligned(model))
         fused = self.fused_elementwise
         per_hidden = ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN if fused else ELEMENTWISE_EAGER_BYTES_PER_TOKEN_HIDDEN
         replicated = 0.0 if sequence_parallel else REPLICATED_ELEMENTWISE_BYTES[fused]
@@ -405,18 +418,29 @@ class ComputeModel:
         backward takes twice): what a context-parallel ring step hides behind."""
         return self._attention_s(model, micro_batch * seq_len // cp, seq_len, tp, cp) / self.scale
 
-    def _attention_s(self, model: TransformerModel, tokens: int, seq_len: int, tp: int, cp: int = 1) -> float:
+    def heads_aligned(self, model: TransformerModel) -> bool:
+        """Whether a head's row of q, k or v is a whole number of 16-byte vectors at the attention's precision,
+        as unfused attention's batched tensor-core GEMMs need (module docstring)."""
+        element_bytes = 4 if self.precision == "fp32" else 2
+        return model.head_dim * element_bytes % TENSOR_CORE_ALIGN_BYTES == 0
+
+    def _attention_s(self, model: TransformerModel, tokens: int, seq_len: int, tp: int, cp: int = 1,
+                     tensor_cores: bool = True) -> float:
         """Seconds of `tokens` queries' attention to `seq_len` keys, at the kernel's efficiency for the keys
         each of its calls sees (a ring step's seq_len / cp) and the head dim (ATTENTION_SHAPE, where measured); over a
         context-parallel ring of `cp`, the c - 1 of its c steps that run the non-causal kernel go
-        NONCAUSAL_SPEEDUP faster (module docstring)."""
+        NONCAUSAL_SPEEDUP faster; without `tensor_cores` (unfused attention on misaligned heads) at the fp32
+        peak (module docstring)."""
         keys = self.keys(seq_len)
         kernel_keys = max(1, keys // cp) if self.ring_attention else keys
         shape = (ATTENTION_SHAPE[self.attention_kernel].factor(kernel_keys, model.head_dim)
                  if self.gpu.arch in ATTENTION_SHAPE_ARCHS else 1.0)
-        causal = self._roofline(model.attention_forward_flops(tokens, keys) / tp,
-                                self.attention_efficiency * shape, 0.0,
-                                self.half_precision_flops)
+        flops = model.attention_forward_flops(tokens, keys) / tp
+        if tensor_cores:
+            causal = self._roofline(flops, self.attention_efficiency * shape, 0.0, self.half_precision_flops)
+        else:  # CUDA cores: the table's share of the fp32 peak; a fitted attention_scale is the kernels' own
+            causal = self._roofline(flops, ATTENTION_EFFICIENCY_BY_KERNEL[self.attention_kernel][self.gpu.arch], 0.0,
+                                    self.gpu.peak_tflops("fp32") * 1e12)
         if cp == 1 or not self.ring_attention:
             return causal
         return causal * (1.0 + (cp - 1) / NONCAUSAL_SPEEDUP) / cp

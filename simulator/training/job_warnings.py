@@ -10,9 +10,11 @@ published for a large training run, is taken for such a mistake.
 
 Tensor-core GEMMs run fastest when their dimensions are multiples of 8 fp16/bf16 elements, on A100 and
 later of 64 (128 bytes), and below that through slower kernels (NVIDIA, Matrix Multiplication Background
-User's Guide, "Tensor Core Requirements"). The model prices GEMMs by their size only, so a head width
-(the attention GEMMs' inner dimension) not a multiple of ALIGN_ELEMENTS, or a tensor-parallel rank's share
-of the hidden size not a multiple of ALIGN_ELEMENTS_WIDE, is predicted too fast. BigScience measured how
+User's Guide, "Tensor Core Requirements"). The model prices the weight GEMMs by their size only, so a
+tensor-parallel rank's share of the hidden size not a multiple of ALIGN_ELEMENTS_WIDE is predicted too fast;
+a head width (the attention GEMMs' inner dimension) not a multiple of ALIGN_ELEMENTS is priced at the CUDA
+cores' fp32 rate where attention is unfused (simulator.training.compute), and at a fused kernel's usual rate
+otherwise, which such a kernel may not reach. Both are flagged. BigScience measured how
 much on A100: a 200B prototype at hidden 14,400 (1,800 a rank at TP 8, head width 225) ran 94 TFLOP/s
 a GPU where hidden 13,824 ran 120, and 128 heads of 108 at hidden 13,824 ran 100 where 64 heads ran
 134 (tr11-176B-ml chronicles-prequel, "tile and wave quantization", "NHEADs comparison").
@@ -61,7 +63,8 @@ def _alignment_warnings(training: TrainingSpec, model: ModelSpec) -> list[str]:
     head_dim = model.head_dim or model.hidden // model.heads
     if head_dim % ALIGN_ELEMENTS:
         out.append(f"model {model.name}: head width {head_dim} (hidden / heads) is not a multiple of {ALIGN_ELEMENTS}: "
-                   f"the attention GEMMs run below the rate the prediction assumes (a model choice worth checking)")
+                   f"unfused attention is priced at the CUDA cores' fp32 rate for it, a fused kernel at its usual "
+                   f"rate, which it may not reach (a model choice worth checking)")
     tp = training.parallel.tp
     if model.hidden % (tp * ALIGN_ELEMENTS_WIDE):
         out.append(f"model {model.name}: hidden {model.hidden} over tensor parallelism {tp} is {model.hidden / tp:g} "

@@ -14,8 +14,9 @@ host's few microseconds hide behind the device's time at every size; with `-g 8`
 
 HOST_ISSUE_S_PER_GPU = 5 us: NVIDIA/nccl-tests issue #333 (2025-07): all_reduce on B200 with NCCL 2.27's
 symmetric-memory kernels from one process takes ~9 us at `-g 2` and ~22 us at `-g 4` (4.5 and 5.5 us
-per GPU), where the same kernels reach ~6 us with one GPU per process (NCCL 2.27 release blog); NCCL's
-maintainer puts the difference on the CUDA launch overheads of single-process runs. Training
+per GPU), where NCCL's 2.27 release blog quotes ~6.3 us for those kernels with one GPU per process (32
+GPUs of one NVLink domain); NCCL's maintainer puts the difference on the CUDA launch overheads of
+single-process runs. Training
 frameworks drive one GPU per process, so only measured nccl-tests tables (and `clustersim collective
 --gpus-per-thread`) carry this floor.
 """

@@ -46,7 +46,7 @@ class MeasuredLog:
     rows: tuple[NcclRow, ...]
     nccl_version: str | None = None  # the entry's `nccl`, else the version the log prints
     selection: str = "model"  # where its predictions' algorithm and protocol come from (collectives.select)
-    gpus_per_thread: int = 1  # GPUs one test thread drove (-g): the entry's, else the log's header, else 1
+    gpus_per_thread: int = 1  # GPUs one test thread drove (-g): the entry's, else the log's, else 1
 
     @property
     def file(self) -> str:

@@ -75,6 +75,7 @@ _RANK = re.compile(
 _FOOTER = re.compile(r"(?:Out of bounds values|Avg bus bandwidth|Collective test concluded)\b")
 _AVG = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)")
 _THREADS = re.compile(r"\bnThread\s+\d+\s+nGpus\s+(\d+)\b")
+_NGPUS_ARG = re.compile(r"\s(?:-g|--ngpus)(?:\s*|=)(\d+)\b")  # an *_perf command's -g N / --ngpus=N
 _NOISE = re.compile(
     r"NCCL (?:INFO|WARN|TRACE|ERROR|version)\b|\b(?:UCX|WARN|WARNING|[Ww]arning)\b"
     r"|^\[[^\]]*\]|^(?:-{3,}|={3,}|\*{3,}|\.{3,}|…|```)"
@@ -133,7 +134,8 @@ class _Meta:
     versions: dict[int, str] = field(default_factory=dict)  # priority -> version
     tools: dict[int, list[str]] = field(default_factory=dict)  # priority -> collective names
     avg_busbw: float | None = None
-    gpus_per_thread: int | None = None
+    gpus_per_thread: int | None = None  # the header line's nGpus
+    command_gpus: int | None = None  # the -g of a command line the log quotes
 
 
 def _tools_in(text: str) -> list[str]:
@@ -395,6 +397,9 @@ class _LogReader:
             meta.versions.setdefault(1 if comment else 0, version.group(1))
         if comment and (code := re.search(r"nccl-library=(\d+)", text)):
             meta.versions.setdefault(2, nccl_version_from_code(int(code.group(1))))
+        tool = _TOOL.search(text) if not comment or re.match(r"commands?\b", text) else None
+        if tool and (gpus := _NGPUS_ARG.search(text, tool.end())) and int(gpus.group(1)) >= 1:
+            meta.command_gpus = meta.command_gpus or int(gpus.group(1))
         if not comment or text.startswith("Collective test"):
             meta.tools.setdefault(0, []).extend(_tools_in(text))
         elif named := re.match(r"collective:\s*([A-Za-z_]+)", text):
@@ -448,7 +453,7 @@ class _LogReader:
             devices=tuple(dict.fromkeys(device for _, device in ranks if device)),
             nccl_version=next((v for _, v in sorted(meta.versions.items())), None),
             avg_busbw_GBps=meta.avg_busbw,
-            gpus_per_thread=meta.gpus_per_thread,
+            gpus_per_thread=meta.gpus_per_thread or meta.command_gpus,
         )
 
 
@@ -461,7 +466,8 @@ def parse_nccl_tests(
     comes from the program's own output (prompt, `Collective test ...`), else a `# collective:`
     header, else a `# command:` line naming one `*_perf` tool; the NCCL version from an `NCCL version`
     output line, else a `# NCCL version:` header, else `nccl-library=` code; `gpus_per_thread` from the
-    `nThread T nGpus G` header line. `busbw_factor` turns a
+    `nThread T nGpus G` header line, else from the `-g N` of the `*_perf` command the log quotes (a prompt
+    or a `# command:` line). `busbw_factor` turns a
     busbw-only table into times; `run` picks one of several runs in the file (module docstring).
     """
     reader = _LogReader(source, busbw_factor)

@@ -46,6 +46,20 @@ def test_gpus_per_thread_from_the_header_line(first_line: str, gpus: int | None)
     assert parse_nccl_tests(text, "g.log").gpus_per_thread == gpus
 
 
+@pytest.mark.parametrize(("command", "gpus"), [
+    ("# command: ./build/all_reduce_perf -b 32k -e 16G -f 2 -g 8 -n 50", 8),
+    ("root@host:~/nccl-tests# ./build/all_gather_perf -b 8 -e 1024M -f 2 -g2", 2),  # a prompt, no space
+    ("# command: mpirun -np 16 ./build/all_reduce_perf --ngpus=1 -b 8", 1),
+    ("# command: mpirun -np 16 -g 4 ./build/all_reduce_perf -b 8", None),  # a launcher's flag, not the tool's
+])
+def test_gpus_per_thread_from_the_quoted_command_without_a_header(command: str, gpus: int | None) -> None:
+    """A log whose header line was cut keeps the -g of the `*_perf` command it quotes; the header wins."""
+    table = "\n".join(HEADER.split("\n")[6:]) + ROW_8 + "\n"
+    assert parse_nccl_tests(command + "\n" + table, "c.log").gpus_per_thread == gpus
+    header = "# nThread 1 nGpus 4 minBytes 8 maxBytes 16\n"
+    assert parse_nccl_tests(command + "\n" + header + table, "c.log").gpus_per_thread == 4
+
+
 def test_mpi_tag_output_prefix_and_prompt() -> None:
     """`[1,0]<stdout>:` prefixes are stripped; the prompt names the collective; not sniffed as JSON."""
     body = HEADER + ROW_8 + "\n" + FOOTER

@@ -109,3 +109,15 @@ def test_collective_command_prices_the_loop_like_nccl_tests_g() -> None:
     assert min(r["time_us"] for r in looped) == pytest.approx(40.0)
     for a, g in zip(alone, looped, strict=True):
         assert g["time_us"] == pytest.approx(max(a["time_us"], 40.0), abs=1e-3)
+
+
+@given(gpus=st.integers(min_value=1, max_value=64))
+def test_the_header_line_gpus_are_read_and_never_make_a_row_faster(gpus: int) -> None:
+    """Any nGpus in the header is read back, and a row's prediction is never below that with one GPU a
+    thread, nor below gpus x 5 us."""
+    e = entry()
+    measured = measured_log(e, parse_entry_log(e, header(gpus) + TABLE, e.file))
+    assert measured.gpus_per_thread == gpus
+    rows = predicted_us(header(gpus) + TABLE)
+    for row, alone in zip(rows, predicted_us(header(1) + TABLE), strict=True):
+        assert row >= alone and row >= gpus * 5.0 - 1e-9

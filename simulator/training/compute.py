@@ -433,10 +433,10 @@ class ComputeModel:
         peak (module docstring)."""
         keys = self.keys(seq_len)
         kernel_keys = max(1, keys // cp) if self.ring_attention else keys
-        shape = (ATTENTION_SHAPE[self.attention_kernel].factor(kernel_keys, model.head_dim)
-                 if self.gpu.arch in ATTENTION_SHAPE_ARCHS else 1.0)
         flops = model.attention_forward_flops(tokens, keys) / tp
         if tensor_cores:
+            shape = (ATTENTION_SHAPE[self.attention_kernel].factor(kernel_keys, model.head_dim)
+                     if self.gpu.arch in ATTENTION_SHAPE_ARCHS else 1.0)
             causal = self._roofline(flops, self.attention_efficiency * shape, 0.0, self.half_precision_flops)
         else:  # CUDA cores: the table's share of the fp32 peak; a fitted attention_scale is the kernels' own
             causal = self._roofline(flops, ATTENTION_EFFICIENCY_BY_KERNEL[self.attention_kernel][self.gpu.arch], 0.0,

@@ -22,13 +22,14 @@ a GPU where hidden 13,824 ran 120, and 128 heads of 108 at hidden 13,824 ran 100
 
 from __future__ import annotations
 
+from simulator.training.compute import TENSOR_CORE_ALIGN_BYTES
 from topologies.spec import TopologySpec
 from workloads.spec import ModelSpec, TrainingSpec
 
 # 2^28 = 268M tokens a step: over 4x DeepSeek-V3's 15,360 sequences x 4,096 tokens = 63M (DeepSeek-V3 Technical
 # Report, arXiv:2412.19437, section 4.2), the largest published; Llama 3 405B ramps to 16M (arXiv:2407.21783, 3.4.1)
 TOKENS_PER_STEP_WARN = 2**28
-ALIGN_ELEMENTS = 8  # fp16/bf16 elements of 16 bytes (module docstring)
+ALIGN_ELEMENTS = TENSOR_CORE_ALIGN_BYTES // 2  # fp16/bf16 elements of a 16-byte vector (module docstring)
 ALIGN_ELEMENTS_WIDE = 64  # 128 bytes, A100 and later
 
 

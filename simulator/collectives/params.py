@@ -61,7 +61,7 @@ def prior_params(v: CommView) -> ModelParams:
     transport = TRANSPORTS[v.transport] if v.transport is not None else None
     return ModelParams(
         intra_efficiency=INTRA_EFFICIENCY[v.intra_kind],
-        nvls_efficiency=NVLS_EFFICIENCY,
+        nvls_efficiency=NVLS_EFFICIENCY.get(v.arch, NVLS_EFFICIENCY["hopper"]),  # unused without NVLS
         net_efficiency=transport.efficiency if transport else TRANSPORTS["ib"].efficiency,
         net_extra_latency_us=transport.extra_hop_latency_us if transport else 0.0,
     )

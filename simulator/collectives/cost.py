@@ -31,6 +31,8 @@ For an algorithm shape (simulator.collectives.algorithms) run with a protocol on
   predicting 4-8) gets worse (docs/collectives.md, "NCCL's choice per release").
 - fill: a pipelined chain (tree, broadcast/reduce) streams slices of up to a buffer slot hop by
   hop; the last hop starts only after the first slice crossed the (depth - 1) hops before it.
+  NVLS-tree runs NVLS channels x heads operations at once, each streaming NCCL's NVLS-tree chunk
+  (nvls_tree_chunk_bytes), so its fill is (depth - 1) steps of all of them at the bottleneck's rate.
 """
 
 from __future__ import annotations
@@ -201,6 +203,17 @@ def chunk_bytes(size_bytes: float, shape: AlgoShape, channels: float, v: CommVie
     return max(C.THREADS_PER_CHANNEL[proto] * 8.0, min(per_step, CHUNK_SLOTS * slot))
 
 
+def nvls_tree_chunk_bytes(size_bytes: float, concurrent: int, n_nodes: int) -> float:
+    """The chunk each of NVLS-tree's `concurrent` operations moves a step (enqueue.cc, nccl_constants)."""
+    chunk = float(C.NVLS_CHUNK_BYTES)
+    if n_nodes >= 4:
+        chunk = min(chunk, C.NVLS_TREE_MAX_CHUNK_BYTES_4_NODES)
+    for factor, cap in C.NVLS_TREE_CHUNK_STEPS:
+        if size_bytes < factor * concurrent * chunk and chunk > cap:
+            chunk = cap
+    return chunk
+
+
 def hop_latencies_us(proto: str, v: CommView, p: ModelParams, fabric_us: float = 0.0) -> tuple[float, float, float]:
     """(intra-node hop, network hop, network handshake) latencies with this protocol, us; `fabric_us`
     is what a network hop adds for the fabric tiers it crosses (fabric_hop_us)."""
@@ -244,7 +257,11 @@ def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView
     bandwidth_s = size_bytes * seconds_per_byte + chunks * exposed_s
 
     fill_s = 0.0
-    if shape.chain_depth > 1:
+    if shape.algo == "nvls_tree":  # every concurrent operation's first chunk crosses the chain first
+        concurrent = C.NVLS_CHANNELS.get(v.arch, C.NVLS_CHANNELS["hopper"]) * nvls_heads(v)
+        step_bytes = concurrent * nvls_tree_chunk_bytes(size_bytes, concurrent, v.n_nodes)
+        fill_s = (shape.chain_depth - 1) * min(step_bytes, size_bytes) * seconds_per_byte
+    elif shape.chain_depth > 1:
         slice_bytes = min(C.BUFFER_BYTES[proto] / C.NCCL_STEPS, size_bytes / channels)
         fill_s = (shape.chain_depth - 1) * slice_bytes / per_channel
     return CollectiveEstimate(op, size_bytes, shape.algo, proto, latency_s + fill_s + bandwidth_s,

@@ -92,6 +92,17 @@ PER_CHANNEL_GBPS: Final = {
 # NVLS heads at most (device.h NCCL_MAX_NVLS_ARITY).
 NVLS_MAX_HEADS: Final = 32
 
+# NVLS channels (CTAs) a communicator runs NVLS and NVLS-tree on (transport/nvls.cc: NVLS_NCHANNELS_SM90 16,
+# NVLS_NCHANNELS_SM100 32; 2.27+ gives one NVLink domain 24, NVLS_NCHANNELS_SM100_NVL, but NVLS-tree spans
+# several domains) and the chunk each of NVLS-tree's concurrent operations (channels x heads) moves a step:
+# NCCL_NVLS_CHUNKSIZE 128 KiB, at most 64 KiB on 4 nodes or more (NCCL_NVLSTREE_MAX_CHUNKSIZE's default),
+# halved while the operation is small against concurrentOps x chunk: (factor, cap) pairs of enqueue.cc's
+# NVLS_TREE branch, unchanged 2.19-2.29.
+NVLS_CHANNELS: Final = {"hopper": 16, "blackwell": 32}
+NVLS_CHUNK_BYTES: Final = 128 * 1024
+NVLS_TREE_MAX_CHUNK_BYTES_4_NODES: Final = 64 * 1024
+NVLS_TREE_CHUNK_STEPS: Final = ((32, 256 * 1024), (16, 128 * 1024), (4, 64 * 1024), (1, 32 * 1024))
+
 # NCCL_MAX_NCHANNELS (device.h MAXCHANNELS = 32 up to 2.22, 64 later for NVLS/PAT).
 MAX_CHANNELS: Final = 32
 

@@ -11,9 +11,10 @@ Flag names and defaults are Megatron-LM's (megatron/training/arguments.py):
   (128) x tensor-parallel size (Megatron's _vocab_size_with_padding). --model replaces all of it.
 - Parallelism: --tensor-model-parallel-size, --pipeline-model-parallel-size, --context-parallel-size,
   --expert-model-parallel-size (all 1), --sequence-parallel (dropped with tp 1, as Megatron does),
-  --tp-comm-overlap, --overlap-p2p-communication; interleaving from --num-layers-per-virtual-pipeline-stage
-  (layers / (pp x that) stages per rank) or --num-virtual-stages-per-pipeline-rank. Ranks tp-dp-pp
-  (Megatron-Core's order tp-cp-ep-dp-pp).
+  --tp-comm-overlap; interleaving from --num-layers-per-virtual-pipeline-stage (layers / (pp x that) stages
+  per rank) or --num-virtual-stages-per-pipeline-rank, whose pipeline sends overlap compute unless
+  --no-overlap-p2p-communication (Megatron's overlap_p2p_comm: on by default, and off without virtual
+  stages, where schedules.py rejects it). Ranks tp-dp-pp (Megatron-Core's order tp-cp-ep-dp-pp).
 - Data parallelism: ddp, or zero1 with --use-distributed-optimizer; --overlap-grad-reduce and
   --overlap-param-gather (the latter needs the distributed optimizer); gradients reduced in 16 bits unless
   --accumulate-allreduce-grads-in-fp32; fp32 master weights and gradient copies for the step.
@@ -93,9 +94,12 @@ def import_megatron(text: str, source: str, gpus: int, model: ModelSpec | None) 
             notes.append("--sequence-parallel with tensor-parallel size 1: off (Megatron turns it off)")
     if s.boolean("tp-comm-overlap") and tp > 1:
         parallel["tp_comm_overlap"] = True
-    if s.boolean("overlap-p2p-communication") and pp > 1:
-        parallel["overlap_p2p"] = True
     parallel.update(_interleaving(s, pp, layers))
+    if parallel.get("pipeline_schedule") == "interleaved" and not s.boolean("no-overlap-p2p-communication"):
+        parallel["overlap_p2p"] = True
+    elif pp > 1 and parallel.get("pipeline_schedule") != "interleaved":
+        notes.append("pipeline sends wait for their transfer: Megatron-LM overlaps them only under the interleaved "
+                     "schedule (arguments.py turns overlap_p2p_comm off without virtual stages)")
     nemo = any(key.startswith("nemo-") for key in s.data)
     training: dict[str, Any] = {"precision": _precision(s), "micro_batch": s.integer("micro-batch-size", 1),
                                 "framework": "nemo" if nemo else "megatron-core"}

@@ -20,7 +20,8 @@ behaviour, read from its code and named in the case's `defaults` ("flagged"):
 - Megatron-LM and Megatron-DeepSpeed optimizers keep 16-bit model parameters beside fp32 master
   weights and copy the gradients to fp32 for the step (fp32_grad_copy; memory only).
 - Pipeline transfers block the sender in Megatron-LM and DeepSpeed; they overlap compute in
-  Megatron-Core when its flags say "PP overlap", and in torchtitan. Both Megatron (scatter-gather)
+  Megatron-Core when its flags say "PP overlap" and the schedule is interleaved (Megatron-LM's
+  arguments.py turns overlap_p2p_comm off without virtual stages), and in torchtitan. Both Megatron (scatter-gather)
   and DeepSpeed's pipeline engine (is_pipe_partitioned, is_grad_partitioned whenever tp > 1) send
   1/tp of the activation or its gradient from each TP rank.
 - Megatron-DeepSpeed (BLOOM): ranks tp innermost, then dp, then pp (PipeModelDataParallelTopology,
@@ -263,9 +264,14 @@ def _megatron_core(d: _Draft) -> None:
     if d.layered:
         d.parts.append("ranks tp-dp-pp (Megatron-Core's order tp-cp-ep-dp-pp)")
     d.plain_schedule("no virtual pipeline stated")
-    if d.pp > 1 and "pp overlap" in flags.lower():
-        d.spec["overlap_p2p"] = True
-        d.parts.append("pipeline sends overlap compute (PP overlap)")
+    if d.pp > 1 and "pp overlap" in flags.lower():  # Megatron-LM's arguments.py: overlap_p2p_comm only with
+        # virtual stages (schedules.py rejects it for the plain 1F1B schedule)
+        if (d.training.get("vp") or 1) > 1:
+            d.spec["overlap_p2p"] = True
+            d.parts.append("pipeline sends overlap compute with virtual stages (PP overlap)")
+        else:
+            d.parts.append("PP overlap stated, but Megatron overlaps pipeline sends only under the interleaved "
+                           "schedule: sends wait for their transfer")
     if d.training.get("micro_batch") is None:
         d.training["micro_batch"] = 1
         d.parts.append("micro_batch 1")

@@ -76,6 +76,18 @@ def test_virtual_pipeline_and_experts():
     assert isinstance(t.model, dict) and (t.model["experts"], t.model["experts_per_token"]) == (8, 2)
 
 
+def test_pipeline_sends_overlap_only_when_interleaved():
+    """Megatron's overlap_p2p_comm is on by default (--no-overlap-p2p-communication turns it off) and only under
+    the interleaved schedule: arguments.py turns it off without virtual stages, and the import says so."""
+    plain = job(SHAPE + "--pipeline-model-parallel-size 4")
+    assert "overlap_p2p" not in plain.training["parallel"]
+    assert any("only under the interleaved schedule" in note for note in plain.notes)
+    virtual = SHAPE + "--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 4 "
+    assert job(virtual).training["parallel"]["overlap_p2p"] is True
+    assert "overlap_p2p" not in job(virtual + "--no-overlap-p2p-communication").training["parallel"]
+    assert "overlap_p2p" not in job(SHAPE).training["parallel"]  # no pipeline: nothing to overlap
+
+
 def test_nemo_overrides():
     """NeMo's Hydra overrides read as the Megatron flags of the same meaning."""
     imported = job("python megatron_gpt_pretraining.py trainer.num_nodes=8 trainer.devices=8 "

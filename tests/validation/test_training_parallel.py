@@ -345,6 +345,18 @@ def test_megatron_core_readme_row():
     assert job.attention_kernel == "cudnn"  # Transformer Engine's fused attention on Hopper
 
 
+def test_megatron_core_pp_overlap_needs_virtual_stages():
+    """"PP overlap" on the plain 1F1B schedule: Megatron-LM's arguments.py turns overlap_p2p_comm off without
+    virtual stages (schedules.py rejects it there), so the sends wait, and the case says why; with virtual
+    stages stated they overlap."""
+    plain = _map(MCORE_70B)
+    assert plain.training.parallel.pipeline_schedule == "1f1b" and plain.training.parallel.overlap_p2p is False
+    assert any("only under the interleaved schedule" in d for d in plain.defaults)
+    interleaved = _map(MCORE_70B, training={"vp": 2})
+    assert interleaved.training.parallel.pipeline_schedule == "interleaved"
+    assert interleaved.training.parallel.overlap_p2p is True
+
+
 @pytest.mark.parametrize(("framework", "kernel"), [("NeMo 24.03.01 (Megatron-Core)", "cudnn"),
                                                    ("LLM Foundry", "flash2")])
 def test_attention_kernel_follows_the_framework(framework, kernel):

@@ -20,7 +20,8 @@ SWITCHES = frozenset((
     "sequence-parallel", "use-distributed-optimizer", "recompute-activations", "checkpoint-activations", "bf16",
     "fp16", "overlap-grad-reduce", "overlap-param-gather", "swiglu", "untie-embeddings-and-output-weights",
     "disable-bias-linear", "group-query-attention", "use-flash-attn", "tp-comm-overlap",
-    "no-overlap-p2p-communication", "overlap-p2p-communication-warmup-flush", "use-mcore-models", "use-legacy-models", "accumulate-allreduce-grads-in-fp32",
+    "no-overlap-p2p-communication", "overlap-p2p-communication-warmup-flush", "use-mcore-models",
+    "use-legacy-models", "accumulate-allreduce-grads-in-fp32",
     "no-position-embedding", "use-rotary-position-embeddings", "standalone"))
 # NeMo model.* / trainer.* keys whose Megatron flag is not the same name with dashes
 NEMO_NAMES = {"model.encoder_seq_length": "seq-length", "model.num_moe_experts": "num-experts",

@@ -95,9 +95,10 @@ def import_megatron(text: str, source: str, gpus: int, model: ModelSpec | None) 
     if s.boolean("tp-comm-overlap") and tp > 1:
         parallel["tp_comm_overlap"] = True
     parallel.update(_interleaving(s, pp, layers))
-    if parallel.get("pipeline_schedule") == "interleaved" and not s.boolean("no-overlap-p2p-communication"):
+    interleaved = parallel.get("pipeline_schedule") == "interleaved"
+    if interleaved and not s.boolean("no-overlap-p2p-communication"):
         parallel["overlap_p2p"] = True
-    elif pp > 1 and parallel.get("pipeline_schedule") != "interleaved":
+    elif pp > 1 and not interleaved:
         notes.append("pipeline sends wait for their transfer: Megatron-LM overlaps them only under the interleaved "
                      "schedule (arguments.py turns overlap_p2p_comm off without virtual stages)")
     nemo = any(key.startswith("nemo-") for key in s.data)

@@ -128,8 +128,8 @@ def test_two_sweeps_on_one_output_one_runs_the_other_is_refused(long_sweep: Path
     assert f"is being written by another sweep (pid {running.pid} on " in stderr and stderr.count("\n") == 1
     _running(running, out)
     running.send_signal(signal.SIGINT)
-    running.communicate(timeout=HANG_S)
-    assert running.returncode == 130
+    _, running_stderr = running.communicate(timeout=HANG_S)
+    assert running.returncode == 130, running_stderr
     rows = _rows(out)
     hashes = [row[0] for row in rows]
     assert hashes.count("scenario_hash") == 1 and len(hashes) == len(set(hashes))

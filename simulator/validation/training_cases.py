@@ -20,7 +20,9 @@ mapped case's `defaults` ("flagged" cases). The fillers, in one place:
   (packed_sample_len) is not stated: skipped. A released model
   named without its shape ("LLAMA2-7B") takes its model preset's public config, flagged. Fields a source
   states once for a table or document fill its rows (_STATED_ONCE), and a stated size gives the layer
-  count (_layers_from_size), flagged.
+  count (_layers_from_size), flagged. A model stated by its size alone takes Megatron-LM's GPT shape at
+  that size (_shape_from_size), flagged; a micro-batch stated in tokens (micro_batch_tokens_per_GPU) is whole
+  sequences, one of those tokens where no sequence length is stated and they are fewer than the default.
 - The optimizer is AdamW for every case (no source names another): not flagged.
 - Attention: fused (flash) except in Megatron-LM and Megatron-DeepSpeed runs, which predate their
   flash-attention support and pass the score matrix through memory (not flagged: a fact of the era);
@@ -208,14 +210,39 @@ def _k_count(value: int | str, unit: int) -> int:
     return int(float(match.group(1)) * unit)
 
 
+def _micro_batch_tokens(training: Mapping[str, Any]) -> int | None:
+    """Tokens a GPU's micro-batch holds, where a case states its batch that way ("1K": 1,024)."""
+    value = training.get("micro_batch_tokens_per_GPU")
+    return None if value is None else _k_count(value, 1024)
+
+
 def _seq_len(case: TrainingCase, defaults: list[str]) -> int:
+    """The stated sequence length; else the framework's default, or a stated micro-batch's tokens where fewer
+    (one sequence a micro-batch)."""
     value = case.model.get("seq_len")
     if value is not None:
         return _k_count(value, 1024)
     default = _TORCHTITAN_SEQ_LEN if "torchtitan" in str(case.training.get("framework", "")).lower() \
         else _DEFAULT_SEQ_LEN
+    tokens = _micro_batch_tokens(case.training)
+    if tokens is not None and tokens < default:
+        defaults.append(f"seq_len not stated: {tokens}, the stated micro-batch's tokens as one sequence")
+        return tokens
     defaults.append(f"seq_len not stated: {default}")
     return default
+
+
+def _micro_batch_of_tokens(training: Mapping[str, Any], seq_len: int, defaults: list[str]) -> Mapping[str, Any]:
+    """`training` with the micro-batch its stated tokens a micro-batch give at `seq_len` (sequences of it), where
+    it states no micro-batch in sequences."""
+    tokens = _micro_batch_tokens(training)
+    if tokens is None or training.get("micro_batch") is not None:
+        return training
+    if tokens % seq_len:
+        raise Unexpressible(f"micro_batch_tokens_per_GPU {tokens} is not a whole number of {seq_len}-token sequences")
+    defaults.append(f"micro_batch not stated: {tokens // seq_len}, the stated {tokens} tokens a micro-batch over "
+                    f"seq_len {seq_len}")
+    return {**training, "micro_batch": tokens // seq_len}
 
 
 def _architecture(name: str, framework: str) -> dict[str, bool]:
@@ -393,6 +420,42 @@ def _layers_from_size(case: TrainingCase, model: Mapping[str, Any], seq_len: int
     return layers
 
 
+# Megatron-LM's GPT family by size (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU
+# Clusters Using Megatron-LM", Table 1): (parameters, hidden size, layers), vocabulary 51,200, 2,048 positions
+_GPT_FAMILY = ((1.7e9, 2304, 24), (3.6e9, 3072, 30), (7.5e9, 4096, 36), (18.4e9, 6144, 40), (39.1e9, 8192, 48),
+               (76.1e9, 10240, 60), (145.6e9, 12288, 80), (310.1e9, 16384, 96), (529.6e9, 20480, 105),
+               (1008.0e9, 25600, 128))
+_GPT_FAMILY_VOCAB = 51200
+_HEAD_DIM = 128  # the family's head width from 7.5B up
+
+
+def _shape_from_size(case: TrainingCase, model: Mapping[str, Any], seq_len: int,
+                     defaults: list[str]) -> dict[str, Any]:
+    """The shape of a model that states only its size: the hidden size of Megatron-LM's GPT family at that size
+    (_GPT_FAMILY, interpolated on log scales, rounded to a multiple of 128; outside the table, its end rows' trend),
+    128-wide heads, and the layer count that gives the stated size by Megatron's count (_dense_gpt_params)."""
+    match = _PARAMS.match(str(model.get("params") or ""))
+    if match is None:
+        raise Unexpressible("model shape not stated: layers, hidden, heads (nor a size in params, e.g. '18B', to "
+                            "derive them)")
+    stated = float(match.group(1)) * _PARAMS_UNIT[match.group(2)]
+    vocab = _k_count(model["vocab"], 1000) if model.get("vocab") is not None else _GPT_FAMILY_VOCAB
+    sizes = [math.log(size) for size, _, _ in _GPT_FAMILY]
+    widths = [math.log(hidden) for _, hidden, _ in _GPT_FAMILY]
+    x = math.log(stated)
+    i = 0 if x < sizes[1] else len(sizes) - 2 if x > sizes[-2] else next(k for k in range(len(sizes) - 1)
+                                                                        if sizes[k] <= x <= sizes[k + 1])
+    width = widths[i] + (x - sizes[i]) * (widths[i + 1] - widths[i]) / (sizes[i + 1] - sizes[i])
+    hidden = max(_HEAD_DIM, _HEAD_DIM * round(math.exp(width) / _HEAD_DIM))
+    per_layer = 12 * hidden**2 + 13 * hidden
+    layers = max(1, round((stated - _dense_gpt_params(0, hidden, vocab, seq_len)) / per_layer))
+    size = _dense_gpt_params(layers, hidden, vocab, seq_len)
+    defaults.append(f"model shape not stated: {layers} layers of hidden {hidden} and {hidden // _HEAD_DIM} heads, "
+                    f"Megatron-LM's GPT family at {model['params']} (Narayanan et al. 2021, table 1; {size / 1e9:.1f}B)"
+                    + ("" if model.get("vocab") is not None else f", vocab {vocab}"))
+    return {**model, "layers": layers, "hidden": hidden, "heads": hidden // _HEAD_DIM, "vocab": vocab}
+
+
 def _model_spec(case: TrainingCase, model: Mapping[str, Any], seq_len: int, defaults: list[str]) -> ModelSpec:
     """The case's model section (with filled-in fields) as a ModelSpec; a released model named
     without any of its shape takes its public config (the model preset); fields its source states
@@ -411,6 +474,8 @@ def _model_spec(case: TrainingCase, model: Mapping[str, Any], seq_len: int, defa
             defaults.append(f"{fact.field} not stated in the row: {fact.value} (the source: {fact.quote!r})")
     if model.get("layers") is None and model.get("hidden") is not None:
         model = {**model, "layers": _layers_from_size(case, model, seq_len, defaults)}
+    if all(model.get(k) is None for k in ("layers", "hidden", "heads")):
+        model = _shape_from_size(case, model, seq_len, defaults)
     missing = [k for k in shape if model.get(k) is None]
     if missing:
         raise Unexpressible(f"model shape not stated: {', '.join(missing)}")
@@ -654,7 +719,8 @@ def map_case(case: TrainingCase) -> MappedCase:
                            framework=_framework(training, strategy.kind),
                            packed_sample_len=training.get("packed_sample_len"),
                            lora_rank=_lora_rank(case, defaults),
-                           **_batch(layout.training, layout.dp, n_gpus, layout.parallel.pp, defaults))
+                           **_batch(_micro_batch_of_tokens(layout.training, seq_len, defaults), layout.dp, n_gpus,
+                                    layout.parallel.pp, defaults))
         job = with_framework(job)
     except Unexpressible as exc:
         return skipped(str(exc))

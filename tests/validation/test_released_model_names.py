@@ -116,6 +116,8 @@ def test_nemo_table_name_takes_its_recipes_model_and_says_so():
 
 
 def test_unknown_release_is_skipped_naming_the_missing_shape():
-    """A released model without a preset (Falcon-40B) and without its shape is skipped, naming what is missing."""
+    """A released model without a preset (Falcon-40B) and without its shape or size is skipped, naming what is
+    missing (the size in its name is not taken for a GPT shape: its architecture is its own)."""
     mapped = _map_named({"name": "Falcon-40B"})
-    assert mapped.skipped == "model shape not stated: layers, hidden, heads, vocab"
+    assert mapped.skipped == ("model shape not stated: layers, hidden, heads (nor a size in params, e.g. '18B', to "
+                              "derive them)")

@@ -242,6 +242,58 @@ def test_a_size_no_layer_count_reaches_is_skipped_saying_why():
                                          "derive it)")
 
 
+# A run named by its size only, as DeepSpeed's ZeRO++ blog gives them: no shape, vocabulary or sequence length,
+# its micro-batch in tokens a GPU.
+SIZE_ONLY: dict[str, Any] = case(
+    id="zeropp-blog-18B", model={"name": "GPT-style 18B", "params": "18B", "layers": None, "hidden": None,
+                                 "heads": None, "ffn": None, "seq_len": None, "vocab": None},
+    training={"framework": "DeepSpeed", "strategy": ["zero3"], "zero_stage": 3, "micro_batch": None,
+              "grad_accum": None, "global_batch": None, "global_batch_tokens": None,
+              "micro_batch_tokens_per_GPU": "1K", "fsdp_sharding_strategy": None, "precision": None,
+              "fsdp_mixed_precision_mode": None},
+    cluster={"gpu": "V100", "num_gpus": 384, "inter_node": "InfiniBand", "inter_node_bw_per_node": "400 Gbps",
+             "ib_links": "4 x 100 Gbps IB"})
+
+
+def test_a_model_stated_by_its_size_only_takes_megatrons_gpt_shape_at_that_size():
+    """18B with nothing else stated: Megatron-LM's GPT family (Narayanan et al. 2021, table 1) has hidden 6,144
+    from 7.5B (4,096) to 18.4B, so 18B interpolates on log scales to 6,100 -> 6,144; with its vocabulary 51,200
+    and the case's 1,024 positions a layer of 12 h^2 + 13 h = 453.1M makes (18e9 - 0.321e9) / 453.1M = 39.02
+    layers (18.0B),
+    48 heads of 128. A size between the family's widths takes a width between them: 91B -> 10,752 (76.1B has
+    10,240, 145.6B 12,288), 65 layers (90.8B). Every filled field is flagged."""
+    h = 6144
+    assert (18e9 - (51200 * h + 1024 * h + 2 * h)) / (12 * h**2 + 13 * h) == pytest.approx(39.02, abs=0.01)
+    m = mapped(SIZE_ONLY)
+    assert m.skipped is None and m.model is not None
+    assert (m.model.layers, m.model.hidden, m.model.heads, m.model.vocab) == (39, 6144, 48, 51200)
+    assert any(d.startswith("model shape not stated: 39 layers of hidden 6144 and 48 heads, Megatron-LM's GPT family")
+               for d in m.defaults)
+    big = mapped(case(SIZE_ONLY, model={"params": "91B"})).model
+    assert big is not None and (big.layers, big.hidden) == (65, 10752)
+
+
+def test_a_micro_batch_stated_in_tokens_sets_the_sequence_and_the_micro_batch():
+    """1K tokens a GPU and no sequence length: one sequence of 1,024 tokens (fewer than the 2,048 default); 2K:
+    one of 2,048; 4K with a stated 1,024-token sequence: four sequences. Tokens that are not whole sequences of
+    the stated length are refused, saying so."""
+    one = mapped(SIZE_ONLY)
+    assert (one.training.seq_len, one.training.micro_batch) == (1024, 1)
+    assert "seq_len not stated: 1024, the stated micro-batch's tokens as one sequence" in one.defaults
+    two = mapped(case(SIZE_ONLY, training={"micro_batch_tokens_per_GPU": "2K"}))
+    assert (two.training.seq_len, two.training.micro_batch) == (2048, 1)
+    four = mapped(case(SIZE_ONLY, model={"seq_len": 1024}, training={"micro_batch_tokens_per_GPU": "4K"}))
+    assert (four.training.seq_len, four.training.micro_batch) == (1024, 4)
+    odd = mapped(case(SIZE_ONLY, model={"seq_len": 1536}, training={"micro_batch_tokens_per_GPU": "2K"}))
+    assert odd.skipped == "micro_batch_tokens_per_GPU 2048 is not a whole number of 1536-token sequences"
+
+
+def test_a_model_with_no_shape_and_no_size_is_skipped_saying_why():
+    m = mapped(case(SIZE_ONLY, model={"params": None}))
+    assert m.skipped == ("model shape not stated: layers, hidden, heads (nor a size in params, e.g. '18B', to derive "
+                         "them)")
+
+
 @pytest.mark.parametrize(
     ("cluster", "gpu", "gpus_per_node", "intra_node", "network"),
     [

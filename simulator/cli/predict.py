@@ -190,11 +190,10 @@ def job_text(training: TrainingSpec, micro_steps: int) -> str:
     set)."""
     steps = f" x {micro_steps}" if micro_steps > 1 else ""
     batch = f", global batch {training.global_batch:,}" if training.global_batch is not None else ""
-    framework = f", {training.framework}" if training.framework is not None else ""
     packed = f" (packed samples of {training.packed_sample_len:,})" if training.packed_sample_len else ""
     lora = f", LoRA rank {training.lora_rank}" if training.lora_rank is not None else ""
     return (f"sequence {training.seq_len:,}{packed}, micro-batch {training.micro_batch}{steps}{batch}, "
-            f"recompute {training.activation_checkpointing}, {training.precision}{framework}{lora}")
+            f"recompute {training.activation_checkpointing}, {training.precision}{lora}")
 
 
 def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour: float | None,
@@ -301,7 +300,8 @@ def predict(
     tokens = run.train_tokens if run is not None else 1e12  # the failure-free planning figures' token count
     outcome = predict_run_shown(run, topo, training, model_spec, p) if run is not None else None
     title = (f"{model_spec.name}, {training.strategy.kind}{_layout_text(training)}{_routing_text(training)}, "
-             f"{topo.nodes} x {topo.gpus_per_node} {topo.gpu} ({topo.name or 'cluster'})")
+             f"{topo.nodes} x {topo.gpus_per_node} {topo.gpu} ({topo.name or 'cluster'}), "
+             f"{training.framework or 'no framework'}")  # whose defaults filled the job: a framework's or ours
     par = training.parallel
     job = job_text(training, micro_steps_of(training, p.n_gpus // (par.tp * par.pp * par.cp)))
     header = f"{title}\n{job}"

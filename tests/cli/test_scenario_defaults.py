@@ -136,9 +136,14 @@ def test_predict_json_echoes_a_scenario_that_predicts_the_same_step(tmp_path: Pa
 
 
 def test_predict_table_header_shows_the_resolved_job():
-    """The table's header: sequence, micro-batch x micro-batches, global batch, recompute, precision."""
+    """The table's header: sequence, micro-batch x micro-batches, global batch, recompute, precision, and the
+    framework whose defaults filled the job (none named here: clustersim's own, said so)."""
     out = run("predict", "--model", "gpt2-xl", "--topology", "dgx-h100", "--nodes", "1", "--global-batch", "32",
               "--recompute", "recompute-activations")
     assert out.returncode == 0, out.stderr
     header = " ".join(out.stdout.split())
-    assert "sequence 1,024, micro-batch 1 x 4, global batch 32, recompute selective, bf16" in header
+    assert "(dgx-h100), no framework sequence 1,024, micro-batch 1 x 4, global batch 32, recompute selective, bf16" \
+        in header
+    named = run("predict", "--model", "gpt2-xl", "--topology", "dgx-h100", "--nodes", "1", "--framework", "nemo")
+    assert named.returncode == 0, named.stderr
+    assert "(dgx-h100), nemo sequence" in " ".join(named.stdout.split())

@@ -31,9 +31,12 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   runs at 0.62 of its 8k-key rate, cuDNN at 0.64; head dims 64, 80, 96, 192 and 256 at 0.88, 0.72, 0.90,
   0.92 and 0.89 of head dim 128 (FlashAttention-2) and 0.76, 0.68, 0.80, 0.73 and 0.82 (cuDNN). A
   context-parallel ring's kernels see seq_len / c keys each; outside the measured 512-64k keys and head
-  dims 64-256 the curve is held at its ends. Hopper only (ATTENTION_SHAPE_ARCHS), where
-  they were measured: taken for every generation they moved the A100 runs of LLM Foundry and Megatron
-  the wrong way (leave-one-source-out 0.7 points worse), so the others keep their flat figure until measured.
+  dims 64-256 the curve is held at its ends. Hopper, where it was measured, and Blackwell
+  (ATTENTION_SHAPE_ARCHS), whose cuDNN and FlashAttention kernels tile a query block over its keys the same
+  way: there it takes NeMo's B200 runs at 256k-1M tokens from 20% to 15% slow and leaves the held-out NeMo
+  runs' median where it was (of the 11 Blackwell runs it moves, 7 come closer, the 4 already slow 1-2 points
+  slower). Taken for Ampere it moved the A100 runs of LLM Foundry and Megatron the wrong way
+  (leave-one-source-out 0.7 points worse), so Ampere and Volta keep their flat figure until measured.
 - Without a fused attention kernel (Megatron-LM before 2023, BLOOM's Megatron-DeepSpeed, eager
   PyTorch) the b a s^2 score matrix goes through HBM: the QK^T GEMM writes it (2 B per score),
   the fused scale-mask-softmax reads and writes it (4 B), attention dropout reads and writes it
@@ -211,7 +214,7 @@ ATTENTION_SHAPE = {"flash2": FLASH2_SHAPE,
                    "cudnn": AttentionShape(((64, 0.792), (80, 0.706), (96, 0.83), (128, 1.042), (192, 0.757),
                                             (256, 0.851)), 703.0),
                    "triton": FLASH2_SHAPE}
-ATTENTION_SHAPE_ARCHS = frozenset({"hopper"})  # the generations it was measured on (module docstring)
+ATTENTION_SHAPE_ARCHS = frozenset({"hopper", "blackwell"})  # measured on Hopper; Blackwell by its kernels (docstring)
 MEMORY_EFFICIENCY = 0.85
 # bytes per output element of a LoRA adapter's element-wise steps beside its two matmuls (PEFT's
 # base(x) + lora_B(lora_A(x)) * scaling): forward the scaling (read and write the output, 4 B) and the add to

@@ -15,8 +15,19 @@ from workloads.spec import FsdpSharding, StrategyKind, StrategySpec
 
 Family = Literal["fsdp", "zero", "ddp"]
 
-KNOWN_STRATEGIES = ("fsdp", "hsdp", "zero1", "zero2", "zero3", "zeropp", "ddp", "dp", "tp", "pp", "cp", "ep")
+KNOWN_STRATEGIES = ("fsdp", "hsdp", "zero1", "zero2", "zero3", "zeropp", "ddp", "dp", "tp", "pp", "cp", "ep", "sp")
 _MODEL_PARALLEL = ("tp", "pp", "cp", "ep")
+_MODIFIERS = ("sp",)  # names a way of running a dimension (Megatron's sequence parallelism with tp), not a degree
+# other spellings of the names above, as sources write them (compared without case, spaces, '-', '_' or '.')
+_SPELLINGS = {
+    "fsdp1": "fsdp", "fsdp2": "fsdp", "fullyshardeddataparallel": "fsdp", "fullshard": "fsdp",
+    "hybridshard": "hsdp", "zero++": "zeropp", "zeroplusplus": "zeropp",
+    "distributeddataparallel": "ddp", "pytorchddp": "ddp", "dataparallel": "dp", "dataparallelism": "dp",
+    "tensorparallel": "tp", "tensorparallelism": "tp", "tensormodelparallel": "tp",
+    "pipelineparallel": "pp", "pipelineparallelism": "pp", "pipelinemodelparallel": "pp",
+    "contextparallel": "cp", "contextparallelism": "cp", "expertparallel": "ep", "expertparallelism": "ep",
+    "sequenceparallel": "sp", "sequenceparallelism": "sp"}
+_ZERO_STAGE = re.compile(r"^(?:deepspeed)?zero(?:stage)?([123])$")
 _ZERO_KINDS: dict[int | None, StrategyKind] = {1: "zero1", 2: "zero2", 3: "zero3"}
 _FSDP_SHARDINGS: dict[str, FsdpSharding] = {
     "FULL_SHARD": "FULL_SHARD", "SHARD_GRAD_OP": "SHARD_GRAD_OP", "HYBRID_SHARD": "HYBRID_SHARD",
@@ -27,10 +38,21 @@ FAMILY_OF_KIND: dict[StrategyKind, Family] = {"ddp": "ddp", "zero1": "zero", "ze
                                                "fsdp": "fsdp", "hsdp": "fsdp"}
 
 
+def _canonical(name: str) -> str:
+    """One strategy name in KNOWN_STRATEGIES' spelling where it is another's ('ZeRO-3', 'zero stage 3' -> 'zero3';
+    'FSDP2' -> 'fsdp'; 'sequence parallel' -> 'sp'), else lower-cased as given."""
+    low = name.strip().lower()
+    key = re.sub(r"[\s._-]", "", low)
+    stage = _ZERO_STAGE.match(key)
+    if stage:
+        return f"zero{stage.group(1)}"
+    return _SPELLINGS.get(key, key if key in KNOWN_STRATEGIES else low)
+
+
 def strategy_names(training: Mapping[str, Any]) -> list[str]:
-    """The case's strategy list, lower-cased ('FSDP' -> 'fsdp'; a single string is a list of one)."""
+    """The case's strategy list in KNOWN_STRATEGIES' spelling (_canonical; a single string is a list of one)."""
     raw = training["strategy"]
-    return [s.strip().lower() for s in ([raw] if isinstance(raw, str) else raw)]
+    return [_canonical(s) for s in ([raw] if isinstance(raw, str) else raw)]
 
 
 def _leading_int(value: Any) -> int | None:
@@ -61,7 +83,7 @@ def strategy_family(training: Mapping[str, Any], names: list[str],
         return "zero", None
     if "ddp" in names or "dp" in names:
         return "ddp", None
-    if all(n in _MODEL_PARALLEL for n in names):
+    if all(n in _MODEL_PARALLEL + _MODIFIERS for n in names):
         if model_parallel:
             return "ddp", f"strategy {names} names no data-parallel strategy: ddp"
         return "ddp", f"strategy {names} at degree 1: plain data parallelism (ddp)"
@@ -117,5 +139,5 @@ def _named_strategy(training: Mapping[str, Any], names: list[str], family: Famil
 
 def unnamed_strategy(training: Mapping[str, Any], names: list[str]) -> bool:
     """The case names no data-parallel strategy ('dp' only names the dimension) and no ZeRO stage."""
-    return all(n in ("tp", "pp", "cp", "ep", "dp") for n in names) and training.get("zero_stage") is None \
+    return all(n in ("tp", "pp", "cp", "ep", "dp", *_MODIFIERS) for n in names) and training.get("zero_stage") is None \
         and training.get("zeropp") is None

@@ -442,17 +442,37 @@ def test_seq_len_in_k_and_missing_fields_use_flagged_defaults():
         ({"strategy": ["tp", "pp", "dp"], "model_parallel_size_tp_x_pp": 2}, None,
          "tp x pp = 2 stated without the split into tp and pp"),
         ({"strategy": ["moe"]}, None, "strategy ['moe'] not known"),
+        ({"strategy": ["ZeRO-3"]}, "zero3", None),
+        ({"strategy": "DeepSpeed ZeRO stage 2"}, "zero2", None),
+        ({"strategy": ["3D parallelism"]}, None, "strategy ['3d parallelism'] not known"),
+        ({"strategy": ["FSDP2"]}, "fsdp", None),
+        ({"strategy": ["Hybrid_Shard"]}, "hsdp", None),
+        ({"strategy": ["ZeRO++"], "zero_stage": 3}, "zero3", None),
+        ({"strategy": ["DistributedDataParallel"]}, "ddp", None),
+        ({"strategy": ["sp"]}, None, "sequence parallelism ('sp') named without tensor parallelism"),
     ],
 )
 def test_strategies(training, kind, reason):
-    """fsdp / hsdp / zero1-3 / ddp (dp), ZeRO++ (ZeRO-3), with context parallelism too, are expressed; offload, a
-    tp x pp product without its split and unknown settings are skipped with the reason."""
+    """fsdp / hsdp / zero1-3 / ddp (dp), ZeRO++ (ZeRO-3), with context parallelism too, are expressed, whatever the
+    case, spaces, dashes or underscores of their names ('ZeRO-3', 'FSDP2', 'Hybrid_Shard'); offload, a tp x pp
+    product without its split, sequence parallelism without tp and unknown settings are skipped with the reason."""
     m = mapped(case(training={"fsdp_sharding_strategy": None, "grad_accum": None, **training},
                     cluster={"num_gpus": 16}))
     if reason is None:
         assert m.skipped is None and m.training.strategy.kind == kind
     else:
         assert reason in m.skipped
+
+
+def test_sequence_parallelism_named_in_the_strategy_is_taken():
+    """'sp' (or 'sequence parallel') beside tp turns Megatron's sequence parallelism on, whatever the framework's
+    default; the same case without it keeps the default (off for an unknown framework)."""
+    base = {"framework": "Megatron-LM", "tp": 8, "pp": 1, "dp": 2, "micro_batch": 1, "global_batch": 16,
+            "grad_accum": None, "fsdp_sharding_strategy": None}
+    named = mapped(case(training={**base, "strategy": ["tp", "Sequence Parallel", "dp"]}, cluster={"num_gpus": 16}))
+    plain = mapped(case(training={**base, "strategy": ["tp", "dp"]}, cluster={"num_gpus": 16}))
+    assert named.skipped is None and named.training.parallel.sequence_parallel
+    assert plain.skipped is None and not plain.training.parallel.sequence_parallel
 
 
 # --- metrics --------------------------------------------------------------------------------------

@@ -38,21 +38,25 @@ FAMILY_OF_KIND: dict[StrategyKind, Family] = {"ddp": "ddp", "zero1": "zero", "ze
                                                "fsdp": "fsdp", "hsdp": "fsdp"}
 
 
-def _canonical(name: str) -> str:
+def _canonical(name: str, zero_stage: int | None) -> str:
     """One strategy name in KNOWN_STRATEGIES' spelling where it is another's ('ZeRO-3', 'zero stage 3' -> 'zero3';
-    'FSDP2' -> 'fsdp'; 'sequence parallel' -> 'sp'), else lower-cased as given."""
+    'ZeRO' or 'DeepSpeed' with a stated zero_stage 2 -> 'zero2'; 'FSDP2' -> 'fsdp'; 'sequence parallel' -> 'sp'),
+    else lower-cased as given."""
     low = name.strip().lower()
     key = re.sub(r"[\s._-]", "", low)
     stage = _ZERO_STAGE.match(key)
     if stage:
         return f"zero{stage.group(1)}"
+    if key in ("zero", "deepspeed", "deepspeedzero") and zero_stage in _ZERO_KINDS:
+        return f"zero{zero_stage}"
     return _SPELLINGS.get(key, key if key in KNOWN_STRATEGIES else low)
 
 
 def strategy_names(training: Mapping[str, Any]) -> list[str]:
     """The case's strategy list in KNOWN_STRATEGIES' spelling (_canonical; a single string is a list of one)."""
     raw = training["strategy"]
-    return [_canonical(s) for s in ([raw] if isinstance(raw, str) else raw)]
+    stage = _leading_int(training.get("zero_stage"))
+    return [_canonical(s, stage) for s in ([raw] if isinstance(raw, str) else raw)]
 
 
 def _leading_int(value: Any) -> int | None:

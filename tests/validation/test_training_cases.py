@@ -445,6 +445,8 @@ def test_seq_len_in_k_and_missing_fields_use_flagged_defaults():
         ({"strategy": ["ZeRO-3"]}, "zero3", None),
         ({"strategy": "DeepSpeed ZeRO stage 2"}, "zero2", None),
         ({"strategy": ["3D parallelism"]}, None, "strategy ['3d parallelism'] not known"),
+        ({"strategy": ["ZeRO"], "zero_stage": 2}, "zero2", None),
+        ({"strategy": ["ZeRO"]}, None, "strategy ['zero'] not known"),
         ({"strategy": ["FSDP2"]}, "fsdp", None),
         ({"strategy": ["Hybrid_Shard"]}, "hsdp", None),
         ({"strategy": ["ZeRO++"], "zero_stage": 3}, "zero3", None),

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simulator.core.errors import ConfigError, TopologyError
 from simulator.training.predict import predict_step
@@ -271,6 +273,23 @@ def test_a_model_stated_by_its_size_only_takes_megatrons_gpt_shape_at_that_size(
                for d in m.defaults)
     big = mapped(case(SIZE_ONLY, model={"params": "91B"})).model
     assert big is not None and (big.layers, big.hidden) == (65, 10752)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(min_value=0.3, max_value=2000.0), st.floats(min_value=1.1, max_value=3.0))
+def test_a_size_derived_shape_is_the_stated_size_and_grows_with_it(billions: float, ratio: float):
+    """Whatever the size (in the table's range or beyond it), the derived shape has 128-wide heads and the stated
+    parameter count within 3% (half a layer at the smallest sizes), and a size 10% larger or more never gets a
+    narrower model or fewer parameters."""
+    def shape(size: float) -> tuple[int, int, float]:
+        model = mapped(case(SIZE_ONLY, model={"params": f"{size:.3f}B"})).model
+        assert model is not None and model.heads * 128 == model.hidden
+        h = model.hidden
+        count = model.layers * (12 * h**2 + 13 * h) + 51200 * h + 1024 * h + 2 * h  # 1,024 positions (1K tokens)
+        assert count == pytest.approx(round(size, 3) * 1e9, rel=0.03)
+        return h, model.layers, count
+    (h_small, _, small), (h_large, _, large) = shape(billions), shape(billions * ratio)
+    assert h_large >= h_small and large > small
 
 
 def test_a_micro_batch_stated_in_tokens_sets_the_sequence_and_the_micro_batch():

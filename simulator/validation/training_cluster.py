@@ -36,6 +36,19 @@ _NAMED_GPUS: tuple[tuple[str, str, str, str | None], ...] = (
 )
 
 
+# Cloud instance types named anywhere in a case's cluster text -> the preset that describes that instance (its
+# GPUs, server and network, each sourced in topologies/presets/<name>.yaml), checked in order (p4de before p4d).
+_INSTANCES: tuple[tuple[str, str], ...] = (
+    (r"\bp4de\b", "aws-p4de"),
+    (r"\bp4d\b", "aws-p4d"),
+    (r"\bp5e\b", "aws-p5e"),
+    (r"\bp5\b", "aws-p5"),
+    (r"\ba3-highgpu|\ba3[ -]high\b", "gcp-a3-high"),
+    (r"\ba3-megagpu|\ba3[ -]mega\b", "gcp-a3-mega"),
+    (r"\bndm?(?:96a[m]?sr)?[ _]?a100[ _]?v4\b", "azure-nd-a100-v4"),
+    (r"\bnd(?:96isr)?[ _]?h100[ _]?v5\b", "azure-nd-h100-v5"),
+)
+
 _PCIE_PRESET = "pcie-l40s"  # the preset whose server holds PCIe cards (8 per node, no NVLink)
 # GeForce cards: NVIDIA's driver gives them no peer-to-peer over PCIe (the 40 series has none at all; the
 # 30 series only over an NVLink bridge between two cards), so NCCL stages their transfers through host memory.
@@ -163,14 +176,39 @@ def _stated_transport(text: str | None) -> str | None:
     return None
 
 
+def _instance(cluster: Mapping[str, Any]) -> str | None:
+    """The preset of a cloud instance type the cluster's text names ('AWS p4d.24xlarge', 'ND96isr H100 v5'),
+    else None."""
+    text = " ".join(str(value) for value in cluster.values() if isinstance(value, str)).lower()
+    return next((preset for pattern, preset in _INSTANCES if re.search(pattern, text)), None)
+
+
+def _instance_gpu(text: str, preset_name: str, defaults: list[str]) -> str:
+    """The instance's GPU; an 80 GB part stated for an instance of the 40 GB one (p4d, ND A100 v4) is its
+    80 GB sibling (p4de, NDm A100 v4)."""
+    preset = load_preset(preset_name)
+    gpu = preset.gpu
+    memory = re.search(r"(\d+)\s*gb", text.lower())
+    if gpu == "A100-SXM4-40GB" and memory and memory.group(1) == "80":
+        gpu = "A100-SXM4-80GB"
+    defaults.append(f"cloud instance named: {preset_name} ({preset.description})"
+                    + (f", with the stated {gpu}" if gpu != preset.gpu else ""))
+    return gpu
+
+
 def topology_of(cluster: Mapping[str, Any], defaults: list[str]) -> tuple[TopologySpec, str]:
-    """The cluster a case's `cluster` section describes, and its GPU name; fillers go to `defaults`."""
+    """The cluster a case's `cluster` section describes, and its GPU name; fillers go to `defaults`. A cloud
+    instance type named in its text (_INSTANCES) states the server, GPUs and network of that instance."""
     stated_per_node = cluster.get("gpus_per_node")
-    gpu, preset_name, intra = _gpu_and_preset(cluster["gpu"], stated_per_node, defaults)
+    instance = _instance(cluster)
+    if instance is not None:
+        gpu, preset_name, intra = _instance_gpu(str(cluster["gpu"]), instance, defaults), instance, None
+    else:
+        gpu, preset_name, intra = _gpu_and_preset(cluster["gpu"], stated_per_node, defaults)
     preset = load_preset(preset_name)
     holds = intra_node_platform(intra).max_gpus_per_node if intra else preset.gpus_per_node
     per_node = stated_per_node or min(preset.gpus_per_node, holds)
-    if stated_per_node is None:
+    if stated_per_node is None and instance is None:
         defaults.append(f"gpus_per_node not stated: {per_node} ({preset_name})")
     n_gpus = cluster.get("num_gpus") or (cluster.get("nodes") or 0) * per_node
     if not n_gpus:
@@ -181,7 +219,8 @@ def topology_of(cluster: Mapping[str, Any], defaults: list[str]) -> tuple[Topolo
         raise Unexpressible(f"num_gpus {n_gpus} is not a multiple of gpus_per_node {per_node}")
     nodes = n_gpus // per_node
     stated_intra = str(cluster.get("intra_node") or "")
-    if stated_intra and not re.search(r"nvswitch|dgx|fully connected", stated_intra, re.IGNORECASE):
+    if stated_intra and instance is None and not re.search(r"nvswitch|dgx|fully connected", stated_intra,
+                                                           re.IGNORECASE):
         defaults.append(f"intra_node {stated_intra!r} read as {preset.intra_node} ({preset_name}); "
                         "the server's NVLink wiring is not stated")
     overrides: dict[str, Any] = {"gpu": gpu, "gpus_per_node": per_node, **({"intra_node": intra} if intra else {})}
@@ -192,7 +231,9 @@ def topology_of(cluster: Mapping[str, Any], defaults: list[str]) -> tuple[Topolo
         base = preset.inter_node
         nics = _stated_nics(cluster, per_node, base.nics_per_node)
         transport = _stated_transport(cluster.get("inter_node"))
-        if nics is None and transport is None:
+        if instance is not None:
+            pass  # the instance type states its network
+        elif nics is None and transport is None:
             defaults.append(f"inter-node network not stated: {preset_name}'s {base.nics_per_node} x "
                             f"{base.nic_gbps:g} Gb/s {base.transport}")
         elif nics is None:

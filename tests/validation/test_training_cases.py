@@ -348,6 +348,44 @@ def test_cluster_text_lowers_to_gpu_preset_and_network(cluster, gpu, gpus_per_no
     assert (net.transport, net.nics_per_node, net.nic_gbps) == network
 
 
+@pytest.mark.parametrize(
+    ("cluster", "preset", "gpu", "network"),
+    [
+        ({"gpu": "AWS p4d.24xlarge"}, "aws-p4d", "A100-SXM4-40GB", ("efa", 4, 100.0)),
+        ({"gpu": "A100 80GB", "inter_node": "EFA (p4de.24xlarge)"}, "aws-p4de", "A100-SXM4-80GB", ("efa", 4, 100.0)),
+        ({"gpu": "H100", "inter_node": "AWS p5.48xlarge, EFA"}, "aws-p5", "H100-SXM5-80GB", ("efa", 32, 100.0)),
+        ({"gpu": "H200 (p5e.48xlarge)"}, "aws-p5e", "H200-SXM-141GB", ("efa", 32, 100.0)),
+        ({"gpu": "H100 80GB", "intra_node": "GCP a3-megagpu-8g"}, "gcp-a3-mega", "H100-SXM5-80GB", ("tcpxo", 8, 200.0)),
+        ({"gpu": "GCP A3 High"}, "gcp-a3-high", "H100-SXM5-80GB", ("tcpx", 4, 200.0)),
+        ({"gpu": "Azure ND96isr H100 v5"}, "azure-nd-h100-v5", "H100-SXM5-80GB", ("ib", 8, 400.0)),
+        ({"gpu": "A100 80GB (Azure NDm A100 v4)"}, "azure-nd-a100-v4", "A100-SXM4-80GB", ("ib", 8, 200.0)),
+        ({"gpu": "H100", "inter_node": "AWS p5.48xlarge", "inter_node_bw_per_node": "1600 Gbps"}, "aws-p5",
+         "H100-SXM5-80GB", ("efa", 32, 50.0)),
+    ],
+)
+def test_a_cloud_instance_named_in_the_cluster_text_is_its_server_and_network(cluster, preset, gpu, network):
+    """An instance type named anywhere in the cluster's text (gpu, intra_node or inter_node) states the server, GPUs
+    and network of that instance (its preset, with sources), not flagged as unstated; an 80 GB A100 stated on a 40 GB
+    instance type is its 80 GB sibling; a bandwidth the case states still overrides the instance's."""
+    m = mapped(case(training={"precision": None, "grad_accum": None},
+                    cluster={"nodes": None, "gpus_per_node": None, "num_gpus": 64, "intra_node": None,
+                             "inter_node": None, "inter_node_bw_per_node": None, **cluster}))
+    assert m.skipped is None, m.skipped
+    net = m.topology.inter_node
+    assert (m.topology.name, m.topology.gpu, m.topology.gpus_per_node) == (preset, gpu, 8)
+    assert (net.transport, net.nics_per_node, net.nic_gbps) == network
+    assert any(d.startswith(f"cloud instance named: {preset}") for d in m.defaults)
+    assert not any("not stated" in d for d in m.defaults if "network" in d or "gpus_per_node" in d)
+
+
+def test_instance_names_that_are_not_in_the_table_fall_back_to_the_gpu_text():
+    """p5en (EFA v3) is not in the table: the GPU text decides, as without an instance name."""
+    m = mapped(case(training={"precision": None, "grad_accum": None},
+                    cluster={"nodes": None, "gpus_per_node": None, "num_gpus": 16, "gpu": "H200",
+                             "inter_node": "p5en EFA", "inter_node_bw_per_node": None, "intra_node": None}))
+    assert m.skipped is None and m.topology.name == "hgx-h200" and m.topology.inter_node.transport == "efa"
+
+
 def test_unstated_transport_and_unknown_gpu_are_flagged_or_skipped():
     """'backend RDMA network' names no transport (flagged); an H100 of a memory size the table lacks
     stands in as the 80 GB SXM5 (flagged); a Pascal GPU is not in the table (skipped)."""

@@ -384,8 +384,19 @@ def _corrected_cluster(case: TrainingCase, defaults: list[str]) -> Mapping[str, 
     return cluster
 
 
-_PARAMS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([MBT])\s*$")
-_PARAMS_UNIT = {"M": 1e6, "B": 1e9, "T": 1e12}
+_PARAMS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(m|b|t|million|billion|trillion)?\s*$", re.IGNORECASE)
+_PARAMS_UNIT = {"m": 1e6, "b": 1e9, "t": 1e12, "million": 1e6, "billion": 1e9, "trillion": 1e12}
+
+
+def _stated_params(model: Mapping[str, Any]) -> float | None:
+    """The model's stated parameter count: a number, or text like '18B', '1.3b', '6.7 billion', '350M'."""
+    value = model.get("params")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value) if value > 0 else None
+    match = _PARAMS.match(str(value or ""))
+    if match is None or (match.group(2) is None and float(match.group(1)) < 1e6):
+        return None  # a bare small number is not a parameter count
+    return float(match.group(1)) * (_PARAMS_UNIT[match.group(2).lower()] if match.group(2) else 1.0)
 _SIZE_TOLERANCE = 0.03  # a layer count must give the stated size within this fraction (sizes are rounded)
 
 
@@ -400,11 +411,10 @@ def _layers_from_size(case: TrainingCase, model: Mapping[str, Any], seq_len: int
     multiple of the pipeline degree whose parameter count (_dense_gpt_params) is nearest the stated size,
     as a pipeline-parallel run sizes its model (whole blocks per stage); none within _SIZE_TOLERANCE:
     unexpressible."""
-    match = _PARAMS.match(str(model.get("params") or ""))
+    stated = _stated_params(model)
     vocab = model.get("vocab")
-    if match is None or vocab is None:
+    if stated is None or vocab is None:
         raise Unexpressible("model shape not stated: layers (nor a size in B and a vocabulary to derive it)")
-    stated = float(match.group(1)) * _PARAMS_UNIT[match.group(2)]
     hidden, vocab_n = int(model["hidden"]), _k_count(vocab, 1000)
     pp = int(case.training.get("pp") or 1)
     per_layer = 12 * hidden**2 + 13 * hidden
@@ -434,11 +444,10 @@ def _shape_from_size(case: TrainingCase, model: Mapping[str, Any], seq_len: int,
     """The shape of a model that states only its size: the hidden size of Megatron-LM's GPT family at that size
     (_GPT_FAMILY, interpolated on log scales, rounded to a multiple of 128; outside the table, its end rows' trend),
     128-wide heads, and the layer count that gives the stated size by Megatron's count (_dense_gpt_params)."""
-    match = _PARAMS.match(str(model.get("params") or ""))
-    if match is None:
+    stated = _stated_params(model)
+    if stated is None:
         raise Unexpressible("model shape not stated: layers, hidden, heads (nor a size in params, e.g. '18B', to "
                             "derive them)")
-    stated = float(match.group(1)) * _PARAMS_UNIT[match.group(2)]
     vocab = _k_count(model["vocab"], 1000) if model.get("vocab") is not None else _GPT_FAMILY_VOCAB
     sizes = [math.log(size) for size, _, _ in _GPT_FAMILY]
     widths = [math.log(hidden) for _, hidden, _ in _GPT_FAMILY]
@@ -450,8 +459,9 @@ def _shape_from_size(case: TrainingCase, model: Mapping[str, Any], seq_len: int,
     per_layer = 12 * hidden**2 + 13 * hidden
     layers = max(1, round((stated - _dense_gpt_params(0, hidden, vocab, seq_len)) / per_layer))
     size = _dense_gpt_params(layers, hidden, vocab, seq_len)
+    named = model["params"] if isinstance(model["params"], str) else f"{stated / 1e9:.3g}B"
     defaults.append(f"model shape not stated: {layers} layers of hidden {hidden} and {hidden // _HEAD_DIM} heads, "
-                    f"Megatron-LM's GPT family at {model['params']} (Narayanan et al. 2021, table 1; {size / 1e9:.1f}B)"
+                    f"Megatron-LM's GPT family at {named} (Narayanan et al. 2021, table 1; {size / 1e9:.1f}B)"
                     + ("" if model.get("vocab") is not None else f", vocab {vocab}"))
     return {**model, "layers": layers, "hidden": hidden, "heads": hidden // _HEAD_DIM, "vocab": vocab}
 

@@ -307,8 +307,21 @@ def test_a_micro_batch_stated_in_tokens_sets_the_sequence_and_the_micro_batch():
     assert odd.skipped == "micro_batch_tokens_per_GPU 2048 is not a whole number of 1536-token sequences"
 
 
+@pytest.mark.parametrize(("params", "billions"), [("18B", 18.0), ("1.3b", 1.3), ("6.7 billion", 6.7), (13e9, 13.0),
+                                                  ("350M", 0.35), ("175000000000", 175.0), ("1T", 1000.0)])
+def test_a_size_is_read_in_the_ways_sources_write_it(params: str | float, billions: float):
+    """'18B', '1.3b', '6.7 billion', a number, '350M', a count in digits, '1T': the same size-derived shape as the
+    size written in billions."""
+    m = mapped(case(SIZE_ONLY, model={"params": params}))
+    again = mapped(case(SIZE_ONLY, model={"params": f"{billions}B"}))
+    assert m.skipped is None and m.model is not None and again.model is not None
+    assert (m.model.layers, m.model.hidden) == (again.model.layers, again.model.hidden)
+
+
 def test_a_model_with_no_shape_and_no_size_is_skipped_saying_why():
     m = mapped(case(SIZE_ONLY, model={"params": None}))
+    assert mapped(case(SIZE_ONLY, model={"params": "large"})).skipped == m.skipped
+    assert mapped(case(SIZE_ONLY, model={"params": "70"})).skipped == m.skipped  # a bare small number: no count
     assert m.skipped == ("model shape not stated: layers, hidden, heads (nor a size in params, e.g. '18B', to derive "
                          "them)")
 

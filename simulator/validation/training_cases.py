@@ -79,7 +79,7 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
                 "inter_node": "str", "inter_node_bw_per_node": "str", "ib_links": "str"},
 }
 _REQUIRED = {("training", "strategy"), ("cluster", "gpu")}
-_K_NUMBER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*[kK]\s*$")
+_K_NUMBER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kK])?\s*(?:tokens?|sequences?|samples?)?\s*$")
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ def _parse_one(entry: Any, source: str, index: int) -> TrainingCase:
                                   f"got {value!r}")
     for key in ("seq_len", "vocab"):
         value = sections["model"].get(key)
-        if isinstance(value, str) and not _K_NUMBER.match(value):
+        if isinstance(value, str) and not _k_match(value):
             raise ConfigError(f"{where}: model.{key}: expected an integer or a count like '8K', got {value!r}")
     for key, value in sections["metrics"].items():
         if value is not None and not isinstance(value, int | float | str):
@@ -201,13 +201,19 @@ _DEFAULT_SEQ_LEN = 2048
 _TORCHTITAN_SEQ_LEN = 8192  # torchtitan train_configs/llama3_*.toml: seq_len = 8192
 
 
+def _k_match(text: str) -> re.Match[str] | None:
+    """`text` read as a count (_K_NUMBER), its thousands separators (',' or '_') dropped."""
+    return _K_NUMBER.match(text.replace(",", "").replace("_", ""))
+
+
 def _k_count(value: int | str, unit: int) -> int:
+    """A count written as a number or text: '8K' (x `unit`), '8192', '4,096 tokens'."""
     if isinstance(value, int):
         return value
-    match = _K_NUMBER.match(value)
+    match = _k_match(value)
     if not match:
         raise Unexpressible(f"count {value!r} not understood")
-    return int(float(match.group(1)) * unit)
+    return int(float(match.group(1)) * (unit if match.group(2) else 1))
 
 
 def _micro_batch_tokens(training: Mapping[str, Any]) -> int | None:
@@ -516,9 +522,9 @@ def _precision(text: str | None, gpu: str, defaults: list[str]) -> Precision:
         precision = "fp8"
     elif "bf16" in low or "bfloat16" in low:
         precision = "bf16"
-    elif "fp16" in low:
-        precision = "fp16"
-    elif "fp32" in low:
+    elif "fp16" in low or "float16" in low or "half" in low or re.search(r"\b16-mixed\b", low):
+        precision = "fp16"  # "16-mixed": PyTorch Lightning's fp16 AMP
+    elif "fp32" in low or "float32" in low or re.search(r"\b32(?:-true)?\b", low):
         precision = "fp32"
     else:
         precision = "bf16" if gpu_spec(gpu).bf16_tflops else "fp16"

@@ -471,6 +471,10 @@ def test_one_gpu_of_a_dgx2_is_a_one_gpu_server():
         ({"precision": None, "activation_checkpointing": None}, ("bf16", "none")),
         ({"precision": None, "quantization": "None (bfloat16)", "activation_checkpointing": "full"},
          ("bf16", "full")),
+        ({"precision": "float16", "activation_checkpointing": True}, ("fp16", "full")),
+        ({"precision": "16-mixed", "activation_checkpointing": True}, ("fp16", "full")),
+        ({"precision": "32-true", "activation_checkpointing": True}, ("fp32", "full")),
+        ({"precision": "bf16-mixed", "activation_checkpointing": True}, ("bf16", "full")),
     ],
 )
 def test_precision_and_checkpointing_text(training, expected):
@@ -485,6 +489,13 @@ def test_float8_rowwise_is_skipped_with_the_reason():
     """torchao's rowwise float8 recipe adds per-row scaling kernels the fp8 model does not have: skipped."""
     m = mapped(case(training={"precision": None, "quantization": "float8 rowwise"}))
     assert m.skipped is not None and "row-wise scales" in m.skipped
+
+
+@pytest.mark.parametrize(("seq_len", "tokens"), [("8K", 8192), ("8192", 8192), ("4,096 tokens", 4096), ("2k", 2048),
+                                                (1024, 1024)])
+def test_sequence_lengths_as_sources_write_them(seq_len: str | int, tokens: int):
+    m = mapped(case(model={"seq_len": seq_len}))
+    assert m.skipped is None and m.training.seq_len == tokens
 
 
 def test_seq_len_in_k_and_missing_fields_use_flagged_defaults():

@@ -90,24 +90,40 @@ _PER_S, _PER_GPU = {"s", "sec", "second", "seconds"}, {"gpu", "device", "acceler
 
 
 def _count_per_s(words: list[str], noun: str) -> bool:
-    """`words` name the cluster's rate of `noun`: [throughput_]<noun>[s]_per_<s|sec|second[s]>."""
-    return words[-3:-1] in ([noun, "per"], [noun + "s", "per"]) and words[-1] in _PER_S \
-        and words[:-3] in ([], ["throughput"])
+    """`words` name the cluster's rate of `noun`: [throughput_]<noun>[s][_per]_<s|sec|second[s]>."""
+    if words[-1:] and words[-1] in _PER_S and words[-2:-1] == ["per"]:
+        words = words[:-2] + words[-1:]
+    return words[-2:-1] in ([noun], [noun + "s"]) and words[-1] in _PER_S and words[:-2] in ([], ["throughput"])
+
+
+def _time_per_step(words: list[str]) -> str | None:
+    """The unit ('ms' or 's') of a key naming the time of one step: [elapsed_]time_per_<iteration|step>[_<unit>];
+    None otherwise."""
+    unit = words[-1] if words[-1:] and words[-1] in ("ms", "s", "sec", "seconds") else None
+    core = words[:-1] if unit else words
+    if core[:1] == ["elapsed"]:
+        core = core[1:]
+    if core in (["time", "per", "iteration"], ["time", "per", "step"], ["time", "per", "iter"]):
+        return "ms" if unit == "ms" else "s"
+    return None
 
 
 _METRIC_WORDS: tuple[tuple[MetricKind, Callable[[list[str]], bool], float], ...] = (
-    ("tokens_per_s_per_gpu", lambda w: bool({"token", "tokens"} & set(w) and _PER_S & set(w) and _PER_GPU & set(w)),
-     1.0),
+    ("tokens_per_s_per_gpu", lambda w: bool({"token", "tokens", "tok"} & set(w) and _PER_S & set(w)
+                                            and _PER_GPU & set(w)), 1.0),
     ("tflops_per_gpu", lambda w: any(x.startswith(("tflop", "teraflop")) for x in w) and bool(_PER_GPU & set(w)), 1.0),
     ("mfu_pct", lambda w: w in (["mfu"], ["mfu", "pct"], ["mfu", "percent"], ["model", "flops", "utilization"],
                                 ["model", "flops", "utilisation"]), 1.0),
-    ("tokens_per_s", lambda w: _count_per_s(w, "token"), 1.0),
-    ("samples_per_s", lambda w: _count_per_s(w, "sample"), 1.0),
+    ("tokens_per_s", lambda w: _count_per_s(w, "token") or _count_per_s(w, "tok"), 1.0),
+    ("samples_per_s", lambda w: any(_count_per_s(w, noun) for noun in ("sample", "seq", "sequence")), 1.0),
     ("step_time_s", lambda w: w in (["iteration", "time", "ms"], ["step", "time", "ms"], ["ms", "per", "iteration"],
                                     ["ms", "per", "step"]), 1e-3),
     ("step_time_s", lambda w: w[:2] in (["iteration", "time"], ["step", "time"]) and w[2:] in ([], ["s"], ["sec"])
      or w in (["sec", "per", "iteration"], ["s", "per", "iteration"], ["sec", "per", "step"], ["s", "per", "step"],
               ["elapsed", "time", "per", "iteration", "s"]), 1.0),
+    # "time per iteration (ms)", "elapsed_time_per_iteration_ms", "time_per_step_s"
+    ("step_time_s", lambda w: _time_per_step(w) == "ms", 1e-3),
+    ("step_time_s", lambda w: _time_per_step(w) == "s", 1.0),
 )
 _HARDWARE_FLOPS_NOTE = re.compile(
     r"hardware TFLOP|4\s*\*\s*2 coefficient|incl(?:\.|uding) (?:activation )?recomput|count(?:s|ing) recomputation",
@@ -203,7 +219,9 @@ def _named_metrics(case: TrainingCase) -> list[tuple[str, MetricKind, float]]:
         match = next(((kind, scale) for kind, reads, scale in _METRIC_WORDS if reads(words.split("_"))), None)
         if match:
             named.append((key, match[0], value * match[1]))
-    return named
+    # MFU written as a fraction (0.45): no training run reaches 1% MFU, so a value up to 1 is a fraction
+    return [(key, kind, value * 100.0 if kind == "mfu_pct" and 0.0 < value <= 1.0 else value)
+            for key, kind, value in named]
 
 
 def _metric_problem(metric: CaseMetric | None, case: TrainingCase, training: TrainingSpec | None) -> str | None:

@@ -589,10 +589,19 @@ def test_metric_preference_tokens_then_tflops_then_mfu():
     ({"iteration_time_s": 2.0}, "step_time_s", 2.0),
     ({"samples_per_second": 10}, "samples_per_s", 10.0),
     ({"throughput_tokens_per_s": 9000}, "tokens_per_s", 9000.0),
+    ({"tok/s/gpu": 3000}, "tokens_per_s_per_gpu", 3000.0),
+    ({"throughput (tokens/s)": 9000}, "tokens_per_s", 9000.0),
+    ({"samples/sec": 12}, "samples_per_s", 12.0),
+    ({"seq/s": 12}, "samples_per_s", 12.0),
+    ({"time per iteration (ms)": 2500}, "step_time_s", 2.5),
+    ({"elapsed_time_per_step_s": 2.5}, "step_time_s", 2.5),
+    ({"model_flops_utilization": 0.41}, "mfu_pct", 41.0),
+    ({"MFU": 0.38}, "mfu_pct", 38.0),
 ])
 def test_metric_names_outside_the_table_are_read_by_their_words(metrics, kind, published):
     """A source's own name for a throughput (per GPU, the cluster's, or the step time, in ms or s) is read by its
-    words when no name of the table is there; the prediction comes in the same unit."""
+    words when no name of the table is there ('tok/s/gpu', 'samples/sec', 'time per iteration (ms)'); an MFU written
+    as a fraction (0.41) is 41%; the prediction comes in the same unit."""
     entry = case()
     entry["metrics"] = metrics
     metric = choose_metric(parse(entry)[0])

@@ -115,6 +115,21 @@ def _type_ok(value: Any, kind: str) -> bool:
     return checks[kind]
 
 
+_WHOLE_NUMBER = re.compile(r"^\s*\d{1,3}(?:[,_]\d{3})+\s*$|^\s*\d+\s*$")
+
+
+def _coerced(value: Any, kind: str) -> Any:
+    """A value written in another type than its field's but meaning the same: a whole number written as text
+    ('2048', '4,096') or as a float (2048.0) for an integer field; a number for a text field (400 -> '400')."""
+    if "int" in kind and isinstance(value, str) and _WHOLE_NUMBER.match(value) and "str" not in kind:
+        return int(re.sub(r"[,_\s]", "", value))
+    if "int" in kind and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if kind == "str" and isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{value:g}"
+    return value
+
+
 def _parse_one(entry: Any, source: str, index: int) -> TrainingCase:
     if not isinstance(entry, Mapping):
         raise ConfigError(f"{source}: case #{index}: expected a mapping with id, model, training, cluster, metrics")
@@ -122,7 +137,7 @@ def _parse_one(entry: Any, source: str, index: int) -> TrainingCase:
     if not isinstance(case_id, str) or not case_id.strip():
         raise ConfigError(f"{source}: case #{index}: id: expected a non-empty string, got {case_id!r}")
     where = f"{source}: case {case_id}"
-    sections: dict[str, Mapping[str, Any]] = {}
+    sections: dict[str, dict[str, Any]] = {}
     for name in _SECTIONS:
         section = entry.get(name)
         if not isinstance(section, Mapping):
@@ -131,6 +146,8 @@ def _parse_one(entry: Any, source: str, index: int) -> TrainingCase:
     for name, fields in _FIELD_TYPES.items():
         for key, kind in fields.items():
             value = sections[name].get(key)
+            if value is not None:
+                value = sections[name][key] = _coerced(value, kind)
             if (name, key) in _REQUIRED and value is None:
                 raise ConfigError(f"{where}: {name}.{key}: required")
             if not _type_ok(value, kind):

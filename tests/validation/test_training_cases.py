@@ -143,6 +143,17 @@ def test_malformed_input_names_the_case_and_field(text, needles):
     assert all(needle in str(err.value) for needle in ["cases.yaml", *needles]), str(err.value)
 
 
+def test_numbers_written_as_text_and_text_written_as_numbers_are_read():
+    """'2,048' or 2048.0 for an integer field is 2048, 400 for a text field '400'; 'eight' stays an error (above)."""
+    entry = case(training={"micro_batch": "8", "global_batch": "4,096", "grad_accum": 1.0},
+                 cluster={"num_gpus": "512", "inter_node": 400})
+    parsed = parse(entry)[0]
+    assert (parsed.training["micro_batch"], parsed.training["global_batch"], parsed.training["grad_accum"]) == \
+        (8, 4096, 1)
+    assert (parsed.cluster["num_gpus"], parsed.cluster["inter_node"]) == (512, "400")
+    assert mapped(entry).skipped is None
+
+
 def test_source_is_the_first_token_of_the_id():
     """A case's source is the id up to the first dash."""
     assert parse(FOUNDRY_70B)[0].source == "llmfoundry"

@@ -29,7 +29,7 @@ mapped case's `defaults` ("flagged" cases). The fillers, in one place:
   cuDNN's kernel in Megatron-Core and NeMo runs (Transformer Engine's choice on Hopper and later),
   FlashAttention-2 elsewhere.
 Free text is read with a few patterns: "A100 80GB (Selene, DGX A100)" -> A100-SXM4-80GB on dgx-a100,
-"4 x 100 Gbps IB" -> 4 NICs of 100 Gb/s, "400 Gb/s per GPU" -> one 400 Gb/s NIC per GPU, "1600 Gbps"
+"4 x 100 Gbps IB" -> 4 NICs of 100 Gb/s, "400 Gb/s per GPU" -> one 400 Gb/s NIC per GPU ("50 GB/s": bytes), "1600 Gbps"
 -> the node total over the preset's NIC count; "8K" tokens = 8192, "250k" vocabulary = 250000.
 """
 

@@ -17,7 +17,9 @@ class Unexpressible(Exception):
     """A case this tool cannot lower onto its specs (the message is the skip reason)."""
 
 
-_GBPS = r"(\d+(?:\.\d+)?)\s*([GT])(?:b|bit)(?:ps|/s)"
+# a rate: its number, G or T, and the unit letters: b / bit (bits) or B / byte ("GB/s", "GBps": bytes, x 8; an
+# all-capitals "GBPS" is taken for bits, as it is commonly written)
+_GBPS = r"(\d+(?:\.\d+)?)\s*([GT])(bits?|bytes?|b)(ps|/s)"
 _OPA_LINKS = re.compile(r"(\d+)\s*(?:x\s*)?(?:intel\s*)?omni-?path(?:\s*architecture)?\s*links?", re.IGNORECASE)
 OPA_GBPS = 100.0  # Intel Omni-Path Architecture (100 Series): 100 Gb/s per port
 
@@ -142,8 +144,11 @@ def _gpu_and_preset(text: str, gpus_per_node: int | None, defaults: list[str]) -
     return card
 
 
-def _gbps(number: str, unit: str) -> float:
-    return float(number) * (1000.0 if unit.upper() == "T" else 1.0)
+def _gbps(match: re.Match[str], first: int) -> float:
+    """Gb/s of the rate _GBPS matched with its number at group `first`."""
+    number, prefix, letters, per = (match.group(first + k) for k in range(4))
+    in_bytes = letters.lower().startswith("byte") or (letters == "B" and per in ("/s", "ps"))
+    return float(number) * (1000.0 if prefix.upper() == "T" else 1.0) * (8.0 if in_bytes else 1.0)
 
 
 def _stated_nics(cluster: Mapping[str, Any], gpus_per_node: int, preset_nics: int) -> tuple[int, float] | None:
@@ -153,12 +158,12 @@ def _stated_nics(cluster: Mapping[str, Any], gpus_per_node: int, preset_nics: in
             continue
         links = re.search(r"(\d+)\s*x\s*" + _GBPS, text, re.IGNORECASE)
         if links:
-            return int(links.group(1)), _gbps(links.group(2), links.group(3))
+            return int(links.group(1)), _gbps(links, 2)
         speed = re.search(_GBPS + r"(\s*per GPU)?", text, re.IGNORECASE)
-        if speed and speed.group(3):
-            return gpus_per_node, _gbps(speed.group(1), speed.group(2))
+        if speed and speed.group(5):
+            return gpus_per_node, _gbps(speed, 1)
         if speed:
-            return preset_nics, _gbps(speed.group(1), speed.group(2)) / preset_nics
+            return preset_nics, _gbps(speed, 1) / preset_nics
     opa = _OPA_LINKS.search(str(cluster.get("inter_node") or ""))
     if opa:  # "4 OmniPath links per node": the links' count, at Omni-Path's one speed
         return int(opa.group(1)), OPA_GBPS

@@ -410,6 +410,18 @@ def test_instance_names_that_are_not_in_the_table_fall_back_to_the_gpu_text():
     assert m.skipped is None and m.topology.name == "hgx-h200" and m.topology.inter_node.transport == "efa"
 
 
+@pytest.mark.parametrize(("text", "nics"), [("400 Gbps", (8, 50.0)), ("50 GB/s", (8, 50.0)), ("25 GBps", (8, 25.0)),
+                                          ("100 GB/s per GPU", (8, 800.0)), ("400 GBPS", (8, 50.0)),
+                                          ("3.2 Tb/s", (8, 400.0)), ("8 x 50 GB/s", (8, 400.0))])
+def test_a_network_rate_in_bytes_is_eight_times_the_bits(text: str, nics: tuple[int, float]):
+    """'GB/s' and 'GBps' are bytes (x 8 in Gb/s); 'Gbps', 'Gb/s' and an all-capitals 'GBPS' are bits."""
+    m = mapped(case(training={"precision": None, "grad_accum": None},
+                    cluster={"gpu": "H100 80GB", "num_gpus": 16, "gpus_per_node": 8, "nodes": None,
+                             "inter_node": "InfiniBand", "inter_node_bw_per_node": text}))
+    net = m.topology.inter_node
+    assert (net.nics_per_node, net.nic_gbps) == nics
+
+
 def test_unstated_transport_and_unknown_gpu_are_flagged_or_skipped():
     """'backend RDMA network' names no transport (flagged); an H100 of a memory size the table lacks
     stands in as the 80 GB SXM5 (flagged); a Pascal GPU is not in the table (skipped)."""

@@ -78,7 +78,6 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
     "cluster": {"gpu": "str", "num_gpus": "int", "gpus_per_node": "int", "nodes": "int", "intra_node": "str",
                 "inter_node": "str", "inter_node_bw_per_node": "str", "ib_links": "str"},
 }
-_REQUIRED = {("training", "strategy"), ("cluster", "gpu")}
 _K_NUMBER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kK])?\s*(?:tokens?|sequences?|samples?)?\s*$")
 
 
@@ -148,8 +147,6 @@ def _parse_one(entry: Any, source: str, index: int) -> TrainingCase:
             value = sections[name].get(key)
             if value is not None:
                 value = sections[name][key] = _coerced(value, kind)
-            if (name, key) in _REQUIRED and value is None:
-                raise ConfigError(f"{where}: {name}.{key}: required")
             if not _type_ok(value, kind):
                 raise ConfigError(f"{where}: {name}.{key}: expected {kind.replace('|', ' or ')} or null, "
                                   f"got {value!r}")

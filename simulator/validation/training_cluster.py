@@ -206,8 +206,10 @@ def topology_of(cluster: Mapping[str, Any], defaults: list[str]) -> tuple[Topolo
     instance type named in its text (_INSTANCES) states the server, GPUs and network of that instance."""
     stated_per_node = cluster.get("gpus_per_node")
     instance = _instance(cluster)
+    if instance is None and not cluster.get("gpu"):
+        raise Unexpressible("GPU not stated (cluster.gpu)")
     if instance is not None:
-        gpu, preset_name, intra = _instance_gpu(str(cluster["gpu"]), instance, defaults), instance, None
+        gpu, preset_name, intra = _instance_gpu(str(cluster.get("gpu") or ""), instance, defaults), instance, None
     else:
         gpu, preset_name, intra = _gpu_and_preset(cluster["gpu"], stated_per_node, defaults)
     preset = load_preset(preset_name)
@@ -229,7 +231,7 @@ def topology_of(cluster: Mapping[str, Any], defaults: list[str]) -> tuple[Topolo
         defaults.append(f"intra_node {stated_intra!r} read as {preset.intra_node} ({preset_name}); "
                         "the server's NVLink wiring is not stated")
     overrides: dict[str, Any] = {"gpu": gpu, "gpus_per_node": per_node, **({"intra_node": intra} if intra else {})}
-    cap = re.search(r"(\d+(?:\.\d+)?)\s*W\s*power\s*limit", str(cluster["gpu"]), re.IGNORECASE)
+    cap = re.search(r"(\d+(?:\.\d+)?)\s*W\s*power\s*limit", str(cluster.get("gpu") or ""), re.IGNORECASE)
     if cap:  # e.g. "H100 SXM 96GB HBM2e (Grand Teton, 500W power limit)"
         overrides["gpu_power_limit_w"] = float(cap.group(1))
     if nodes > 1 and preset.inter_node is not None:

@@ -53,8 +53,9 @@ def _canonical(name: str, zero_stage: int | None) -> str:
 
 
 def strategy_names(training: Mapping[str, Any]) -> list[str]:
-    """The case's strategy list in KNOWN_STRATEGIES' spelling (_canonical; a single string is a list of one)."""
-    raw = training["strategy"]
+    """The case's strategy list in KNOWN_STRATEGIES' spelling (_canonical; a single string is a list of one; none
+    stated: an empty list, which the framework's convention or plain data parallelism fills)."""
+    raw = training.get("strategy") or []
     stage = _leading_int(training.get("zero_stage"))
     return [_canonical(s, stage) for s in ([raw] if isinstance(raw, str) else raw)]
 
@@ -88,6 +89,8 @@ def strategy_family(training: Mapping[str, Any], names: list[str],
     if "ddp" in names or "dp" in names:
         return "ddp", None
     if all(n in _MODEL_PARALLEL + _MODIFIERS for n in names):
+        if not names:
+            return "ddp", "strategy not stated: plain data parallelism (ddp)"
         if model_parallel:
             return "ddp", f"strategy {names} names no data-parallel strategy: ddp"
         return "ddp", f"strategy {names} at degree 1: plain data parallelism (ddp)"

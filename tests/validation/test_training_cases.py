@@ -128,7 +128,6 @@ def test_every_shared_case_parses_and_maps():
     [
         ("- {id: a, model: {}, training: {strategy: [fsdp]}, cluster: {gpu: x}}", ["case a", "metrics"]),
         (yaml.safe_dump([case(training={"micro_batch": "eight"})]), [FOUNDRY_70B["id"], "training.micro_batch"]),
-        (yaml.safe_dump([case(cluster={"gpu": None})]), [FOUNDRY_70B["id"], "cluster.gpu", "required"]),
         (yaml.safe_dump([case(model={"seq_len": "long"})]), [FOUNDRY_70B["id"], "model.seq_len"]),
         (yaml.safe_dump([case(id="")]), ["case #0", "id"]),
         (yaml.safe_dump([FOUNDRY_70B, FOUNDRY_70B]), [FOUNDRY_70B["id"], "duplicate"]),
@@ -152,6 +151,20 @@ def test_numbers_written_as_text_and_text_written_as_numbers_are_read():
         (8, 4096, 1)
     assert (parsed.cluster["num_gpus"], parsed.cluster["inter_node"]) == (512, "400")
     assert mapped(entry).skipped is None
+
+
+def test_a_case_without_gpu_is_skipped_and_one_without_strategy_takes_the_frameworks():
+    """No GPU (nor an instance type): that case is skipped saying so, the others run. No strategy list: the
+    framework's convention or plain data parallelism, flagged, as for a list that names no data-parallel one."""
+    no_gpu = mapped(case(cluster={"gpu": None}))
+    assert no_gpu.skipped == "GPU not stated (cluster.gpu)"
+    no_strategy = case(training={"strategy": None, "fsdp_sharding_strategy": None})
+    m = mapped(no_strategy)
+    assert m.skipped is None and m.training.strategy.kind == "ddp"
+    assert "strategy not stated: plain data parallelism (ddp)" in m.defaults
+    nemo = mapped(case(training={"strategy": None, "framework": "NeMo 24.07", "fsdp_sharding_strategy": None,
+                                 "tp": 2, "pp": 1, "dp": 256, "micro_batch": 2, "grad_accum": None}))
+    assert nemo.skipped is None and nemo.training.strategy.kind == "zero1"
 
 
 def test_source_is_the_first_token_of_the_id():

@@ -690,16 +690,36 @@ _FRAMEWORKS: dict[str, Framework] = {
     "megatron-core": "megatron-core", "nemo": "nemo", "torchtitan": "fsdp2", "megatron-deepspeed": "megatron-deepspeed"}
 
 
-def _framework(training: Mapping[str, Any], kind: str) -> Framework | None:
-    """The framework a case ran under, where its conventions are known (see _FRAMEWORKS) and it runs the
-    case's strategy `kind`."""
+def _known_framework(training: Mapping[str, Any]) -> Framework | None:
+    """The framework a case names, where its conventions are known (see _FRAMEWORKS)."""
     text = str(training.get("framework") or "").lower()
     known = _FRAMEWORKS.get(framework_of(training))
     if known is None and ("foundry" in text or "composer" in text):
         known = "llm-foundry"
     if known is None and text.strip() == "deepspeed":
         known = "deepspeed"
+    if known is None and re.search(r"\bfsdp ?2\b|fully_shard\b", text):
+        known = "fsdp2"
+    elif known is None and re.search(r"\bfsdp\b|fullyshardeddataparallel", text):
+        known = "pytorch-fsdp"
+    return known
+
+
+def _framework(training: Mapping[str, Any], kind: str) -> Framework | None:
+    """The framework a case ran under, where its conventions are known (see _FRAMEWORKS) and it runs the
+    case's strategy `kind`."""
+    known = _known_framework(training)
     return known if known is not None and kind in FRAMEWORKS[known].kinds else None
+
+
+def _unnamed_sharded_strategy(training: Mapping[str, Any], names: list[str], defaults: list[str]) -> str | None:
+    """FSDP for a case that names no strategy at all under a framework that shards with FSDP by default (LLM
+    Foundry, PyTorch FSDP, torchtitan, MaxText: workloads.frameworks, the first of their strategies), flagged."""
+    known = _known_framework(training)
+    if names or known is None or FRAMEWORKS[known].kinds[0] != "fsdp":
+        return None
+    defaults.append(f"strategy not stated: fsdp, {FRAMEWORKS[known].title}'s")
+    return "fsdp"
 
 
 def map_case(case: TrainingCase) -> MappedCase:
@@ -729,7 +749,7 @@ def map_case(case: TrainingCase) -> MappedCase:
         topology, gpu = topology_of(_corrected_cluster(case, defaults), defaults)
         n_gpus = topology.gpus_per_node * topology.nodes
         layout = lower_parallel(case.id, training, case.model, names, n_gpus, defaults)
-        kind = layout.strategy_kind
+        kind = layout.strategy_kind or _unnamed_sharded_strategy(training, names, defaults)
         if kind not in (None, "ddp") and inferred in defaults:
             defaults.remove(inferred)  # the framework's convention says which strategy, and is flagged
         strategy = strategy_spec(layout.training, names, family, layout.dp, defaults, kind, layout.strategy_knobs)

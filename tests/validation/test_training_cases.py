@@ -155,11 +155,14 @@ def test_numbers_written_as_text_and_text_written_as_numbers_are_read():
 
 def test_a_case_without_gpu_is_skipped_and_one_without_strategy_takes_the_frameworks():
     """No GPU (nor an instance type): that case is skipped saying so, the others run. No strategy list: the
-    framework's convention or plain data parallelism, flagged, as for a list that names no data-parallel one."""
+    framework's convention (FSDP under LLM Foundry, NeMo's distributed optimizer) or plain data parallelism,
+    flagged, as for a list that names no data-parallel one."""
     no_gpu = mapped(case(cluster={"gpu": None}))
     assert no_gpu.skipped == "GPU not stated (cluster.gpu)"
-    no_strategy = case(training={"strategy": None, "fsdp_sharding_strategy": None})
-    m = mapped(no_strategy)
+    foundry = mapped(case(training={"strategy": None, "fsdp_sharding_strategy": None}))
+    assert foundry.skipped is None and foundry.training.strategy.kind == "fsdp"
+    assert any(d.startswith("strategy not stated: fsdp, ") for d in foundry.defaults)
+    m = mapped(case(training={"strategy": None, "fsdp_sharding_strategy": None, "framework": "in-house trainer"}))
     assert m.skipped is None and m.training.strategy.kind == "ddp"
     assert "strategy not stated: plain data parallelism (ddp)" in m.defaults
     nemo = mapped(case(training={"strategy": None, "framework": "NeMo 24.07", "fsdp_sharding_strategy": None,

@@ -61,7 +61,15 @@ from topologies.hardware import gpu_spec
 from topologies.spec import TopologySpec
 from workloads.frameworks import FRAMEWORKS, Framework
 from workloads.presets import load_model
-from workloads.spec import AttentionKernel, Checkpointing, ModelSpec, Precision, TrainingSpec, checkpointing_of
+from workloads.spec import (
+    AttentionKernel,
+    Checkpointing,
+    ModelSpec,
+    Precision,
+    StrategyKind,
+    TrainingSpec,
+    checkpointing_of,
+)
 
 _SECTIONS = ("model", "training", "cluster", "metrics")
 # Field -> what parse_cases accepts besides null ("int", "str", "int|str", "bool|str", "str-list").
@@ -712,7 +720,8 @@ def _framework(training: Mapping[str, Any], kind: str) -> Framework | None:
     return known if known is not None and kind in FRAMEWORKS[known].kinds else None
 
 
-def _unnamed_sharded_strategy(training: Mapping[str, Any], names: list[str], defaults: list[str]) -> str | None:
+def _unnamed_sharded_strategy(training: Mapping[str, Any], names: list[str],
+                              defaults: list[str]) -> StrategyKind | None:
     """FSDP for a case that names no strategy at all under a framework that shards with FSDP by default (LLM
     Foundry, PyTorch FSDP, torchtitan, MaxText: workloads.frameworks, the first of their strategies), flagged."""
     known = _known_framework(training)

@@ -19,8 +19,23 @@ from simulator.collectives.busbw import COLLECTIVES
 from simulator.core.errors import ConfigError
 from simulator.core.yaml_text import load_yaml_text
 from simulator.measurements.nccl_tests import LOG_FORMATS
+from topologies.hardware import known_gpus
 
 _ENV_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
+# other spellings of the vocabulary's transports (compared lower-case, without spaces, '-' or '_')
+_TRANSPORT_SPELLINGS = {"infiniband": "ib", "rocev2": "roce", "awsefa": "efa", "gpudirecttcpx": "tcpx",
+                        "gpudirecttcpxo": "tcpxo", "tcp": "sockets", "socket": "sockets"}
+
+
+def _squeezed(text: str) -> str:
+    return re.sub(r"[\s_-]", "", text.lower())
+
+
+def _canonical_gpu(value: Any) -> Any:
+    """A GPU table name written in another case or with other separators ('h100_sxm5_80gb' -> H100-SXM5-80GB)."""
+    if not isinstance(value, str):
+        return value
+    return next((name for name in known_gpus() if _squeezed(name) == _squeezed(value)), value)
 
 
 class ManifestEntry(BaseModel):
@@ -69,6 +84,34 @@ class ManifestEntry(BaseModel):
         ge=1,
         description="GPUs sharing one NVLink domain across nodes (NVL72: 72).",
     )
+
+    @field_validator("collective", mode="before")
+    @classmethod
+    def _collective_spelling(cls, value: Any) -> Any:
+        """'AllReduce', 'all-reduce', 'allreduce' -> all_reduce (nccl-tests' tool names, as sources write them)."""
+        if not isinstance(value, str):
+            return value
+        key = _squeezed(value).removesuffix("perf")
+        return next((name for name in COLLECTIVES if _squeezed(name) == key), value)
+
+    @field_validator("gpu", mode="before")
+    @classmethod
+    def _gpu_spelling(cls, value: Any) -> Any:
+        return _canonical_gpu(value)
+
+    @field_validator("intra_node", mode="before")
+    @classmethod
+    def _intra_node_spelling(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("inter_node", mode="before")
+    @classmethod
+    def _transport_spelling(cls, value: Any) -> Any:
+        """The transport in the vocabulary's spelling ('InfiniBand' -> ib, 'RoCEv2' -> roce, 'TCP' -> sockets)."""
+        if isinstance(value, dict) and isinstance(value.get("transport"), str):
+            key = _squeezed(value["transport"])
+            return {**value, "transport": _TRANSPORT_SPELLINGS.get(key, key)}
+        return value
 
     @field_validator("collective")
     @classmethod

@@ -89,9 +89,30 @@ def test_missing_field_is_an_error() -> None:
 def test_unknown_collective_is_an_error() -> None:
     """A collective outside COLLECTIVES is rejected with the valid names."""
     with pytest.raises(
-        ConfigError, match=r"entry 1 \(file a.txt\): field 'collective': .*'allreduce'.*all_reduce"
+        ConfigError, match=r"entry 1 \(file a.txt\): field 'collective': .*'allscatter'.*all_reduce"
     ):
-        parse_manifest(ENTRY.replace("collective: all_reduce", "collective: allreduce"), "m.yaml", BASE)
+        parse_manifest(ENTRY.replace("collective: all_reduce", "collective: allscatter"), "m.yaml", BASE)
+
+
+@pytest.mark.parametrize(("field", "written", "read"), [
+    ("collective", "AllReduce", "all_reduce"),
+    ("collective", "all-reduce", "all_reduce"),
+    ("collective", "all_reduce_perf", "all_reduce"),
+    ("gpu", "h100_sxm5_80gb", "H100-SXM5-80GB"),
+    ("intra_node", "NVSwitch-NVLink4", "nvswitch-nvlink4"),
+])
+def test_vocabulary_in_other_spellings_is_read(field: str, written: str, read: str) -> None:
+    """The vocabulary's names in another case or with other separators are the same names."""
+    original = {"collective": "all_reduce", "gpu": "H100-SXM5-80GB", "intra_node": "nvswitch-nvlink4"}[field]
+    manifest = parse_manifest(ENTRY.replace(f"{field}: {original}", f"{field}: {written}"), "m.yaml", BASE)
+    assert getattr(manifest.entries[0], field) == read
+
+
+@pytest.mark.parametrize(("written", "read"), [("InfiniBand", "ib"), ("RoCEv2", "roce"), ("RoCE v2", "roce"),
+                                               ("EFA", "efa"), ("TCP", "sockets"), ("GPUDirect-TCPXO", "tcpxo")])
+def test_transport_in_other_spellings_is_read(written: str, read: str) -> None:
+    manifest = parse_manifest(ENTRY.replace("transport: ib", f"transport: {written}"), "m.yaml", BASE)
+    assert manifest.entries[0].inter_node["transport"] == read  # type: ignore[index]
 
 
 def test_wrong_type_is_an_error() -> None:

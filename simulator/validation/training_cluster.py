@@ -74,6 +74,8 @@ def _table_card(text: str, defaults: list[str]) -> tuple[str, str, str | None] |
         return {token for token in _tokens(name) if not _MEMORY_TOKEN.match(token)}
 
     matches = [name for name in known_gpus() if core(name) <= words]
+    if not matches:  # workstation cards are often named without their RTX ("A6000", "6000 Ada")
+        matches = [name for name in known_gpus() if "rtx" in core(name) and core(name) <= words | {"rtx"}]
     if not matches:
         return None
     stated = [name for name in matches if (_tokens(name) - core(name)) & words]

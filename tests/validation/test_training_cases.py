@@ -467,7 +467,8 @@ def test_gb200_jobs_fill_whole_racks_or_split_evenly_over_the_fewest(num_gpus, d
     [("NVIDIA L40S 48GB", "L40S", "pcie4"), ("H100 80GB PCIe", "H100-PCIe-80GB", "pcie5"),
      ("GeForce RTX 2080 Ti", "RTX-2080-Ti", "pcie3-no-p2p"), ("RTX 6000D", "RTX-6000D", "pcie5"),
      ("A100 80GB PCIe", "A100-PCIe-80GB", "pcie4"), ("Tesla T4", "T4", "pcie3"), ("NVIDIA A10", "A10", "pcie4"),
-     ("GeForce RTX 4090 24GB", "RTX-4090", "pcie4-no-p2p"), ("RTX 6000 Ada", "RTX-6000-Ada", "pcie4")],
+     ("GeForce RTX 4090 24GB", "RTX-4090", "pcie4-no-p2p"), ("RTX 6000 Ada", "RTX-6000-Ada", "pcie4"),
+     ("A6000", "RTX-A6000", "pcie4"), ("6000 Ada", "RTX-6000-Ada", "pcie4"), ("3090", "RTX-3090", "pcie4-no-p2p")],
 )
 def test_pcie_cards_of_the_gpu_table_sit_in_the_pcie_server(text, gpu, intra_node):
     """Every PCIe card of the GPU table is recognised by its name's words in any order (the memory size may be

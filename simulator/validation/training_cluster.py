@@ -240,16 +240,15 @@ def topology_of(cluster: Mapping[str, Any], defaults: list[str]) -> tuple[Topolo
         base = preset.inter_node
         nics = _stated_nics(cluster, per_node, base.nics_per_node)
         transport = _stated_transport(cluster.get("inter_node"))
-        if instance is not None:
-            pass  # the instance type states its network
-        elif nics is None and transport is None:
-            defaults.append(f"inter-node network not stated: {preset_name}'s {base.nics_per_node} x "
-                            f"{base.nic_gbps:g} Gb/s {base.transport}")
-        elif nics is None:
-            defaults.append(f"inter-node bandwidth not stated: {preset_name}'s {base.nics_per_node} x "
-                            f"{base.nic_gbps:g} Gb/s")
-        elif transport is None:
-            defaults.append(f"inter-node transport not stated: {base.transport}")
+        if instance is None:  # an instance type states its network; otherwise what the case leaves out is flagged
+            if nics is None and transport is None:
+                defaults.append(f"inter-node network not stated: {preset_name}'s {base.nics_per_node} x "
+                                f"{base.nic_gbps:g} Gb/s {base.transport}")
+            elif nics is None:
+                defaults.append(f"inter-node bandwidth not stated: {preset_name}'s {base.nics_per_node} x "
+                                f"{base.nic_gbps:g} Gb/s")
+            elif transport is None:
+                defaults.append(f"inter-node transport not stated: {base.transport}")
         count, speed = nics or (base.nics_per_node, base.nic_gbps)
         overrides["inter_node"] = {"transport": transport or base.transport, "nics_per_node": count, "nic_gbps": speed}
         if transport not in (None, "ib"):

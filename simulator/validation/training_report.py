@@ -119,9 +119,9 @@ _METRIC_WORDS: tuple[tuple[MetricKind, Callable[[list[str]], bool], float], ...]
     ("step_time_s", lambda w: w in (["iteration", "time", "ms"], ["step", "time", "ms"], ["ms", "per", "iteration"],
                                     ["ms", "per", "step"]), 1e-3),
     ("step_time_s", lambda w: w[:2] in (["iteration", "time"], ["step", "time"]) and w[2:] in ([], ["s"], ["sec"])
-     or w in (["sec", "per", "iteration"], ["s", "per", "iteration"], ["sec", "per", "step"], ["s", "per", "step"],
-              ["elapsed", "time", "per", "iteration", "s"]), 1.0),
-    # "time per iteration (ms)", "elapsed_time_per_iteration_ms", "time_per_step_s"
+     or w in (["sec", "per", "iteration"], ["s", "per", "iteration"], ["sec", "per", "step"], ["s", "per", "step"]),
+     1.0),
+    # "time per iteration (ms)", "elapsed_time_per_iteration_s", "time_per_step_s"
     ("step_time_s", lambda w: _time_per_step(w) == "ms", 1e-3),
     ("step_time_s", lambda w: _time_per_step(w) == "s", 1.0),
 )

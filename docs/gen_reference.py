@@ -118,9 +118,9 @@ FRAMEWORKS_INTRO = """# Frameworks
 
 The same job runs differently under different frameworks: PyTorch DDP reduces fp32 gradients under
 AMP, DeepSpeed reduces ZeRO-1/2 gradients on the compute stream unless `overlap_comm` is set,
-Megatron keeps an fp32 gradient buffer for bf16 models, torchtitan runs PyTorch eager element-wise
-operations unless compiled. Name the framework and every field the job leaves unstated takes that
-framework's default; a field you state always wins.
+Megatron keeps an fp32 gradient buffer for bf16 models, PyTorch DDP and FSDP and torchtitan run
+element-wise operations as eager kernels unless the job is compiled. Name the framework and every field
+the job leaves unstated takes that framework's default; a field you state always wins.
 
 ```yaml
 training:

@@ -87,6 +87,9 @@ def _zero12(job: Job) -> bool:
 
 
 _DDP_REDUCER = "torch/csrc/distributed/c10d/reducer.cpp: a bucket takes its parameters' dtype"
+_EAGER = ("torch.compile is opt-in (torch/__init__.py: it wraps only the module it is given), so a PyTorch model runs "
+          "its norms, rotary embedding and activations as one eager kernel per operation (transformers' "
+          "LlamaRMSNorm, apply_rotary_pos_emb, SiLU times the up projection)")
 _AMP_PARAMS = ("PyTorch AMP (torch.autocast) keeps the model's parameters in fp32 and casts them per operation; "
                "FSDP's sharded flat parameters are fp32 beside their bf16 gathered copies")
 _MEGATRON_ARGS = ("megatron/training/arguments.py: with --bf16, accumulate_allreduce_grads_in_fp32 is set "
@@ -132,11 +135,13 @@ FRAMEWORKS: dict[str, Conventions] = {
         Default("strategy.fp32_params", True, _AMP_PARAMS),
         Default("strategy.grad_bucket_copy", True, "torch/nn/parallel/distributed.py: gradient_as_bucket_view "
                 "defaults to False, so the buckets hold a second copy of every gradient"),
+        Default("fused_elementwise", False, _EAGER),
     )),
     "pytorch-fsdp": Conventions("PyTorch FSDP (FullyShardedDataParallel)", ("fsdp", "hsdp"), (
         Default("strategy.grad_reduce_bytes", 2, "torch/distributed/fsdp/api.py MixedPrecision: reduce_dtype "
                 "None takes param_dtype (bf16 in the usual policy)"),
         Default("strategy.fp32_params", True, _AMP_PARAMS),
+        Default("fused_elementwise", False, _EAGER),
     )),
     "fsdp2": Conventions("PyTorch FSDP2 (fully_shard) as torchtitan runs it", ("fsdp", "hsdp", "ddp"), (
         Default("strategy.grad_reduce_bytes", 4, "torchtitan/config/job_config.py: training.mixed_precision_reduce "

@@ -66,6 +66,10 @@ PackedSampleLenOpt = Annotated[int | None, typer.Option(
 RecomputeOpt = Annotated[str | None, typer.Option(
     help="Activation recomputation: none, selective or full (the scenario's activation_checkpointing); Megatron's "
     "recompute-activations (selective) and recompute-granularity=full (full) too.")]
+RecomputeLayersOpt = Annotated[int | None, typer.Option(
+    help="With --recompute full: how many layers recompute, spread evenly (every k-th layer: layers / k, as "
+    "torchtitan's selective_ac_option k; Megatron's --recompute-method block --recompute-num-layers N); the others "
+    "keep their activations. Default: all. Not with --pp > 1.")]
 PrecisionOpt = Annotated[str | None, typer.Option(help="Compute precision: bf16 (default), fp16, fp8 or fp32.")]
 FrameworkOpt = Annotated[str | None, typer.Option(
     help="The framework that runs the job: pytorch-ddp, pytorch-fsdp, fsdp2 (torchtitan), deepspeed, megatron-core, "
@@ -75,7 +79,7 @@ FrameworkOpt = Annotated[str | None, typer.Option(
 # flag (the command function's parameter) -> the training field it sets, where the names differ
 FIELD_OF = {"ep_overlap": "ep_comm_overlap", "schedule": "pipeline_schedule", "moe_imbalance": "load_imbalance"}
 JOB_OPTIONS = ("topology", "nodes", "gpus_per_node", "model", "strategy", "micro_batch", "seq_len",
-               "packed_sample_len", "lora_rank", "recompute", "precision", "framework")
+               "packed_sample_len", "lora_rank", "recompute", "recompute_layers", "precision", "framework")
 
 
 def job_options(flags: dict[str, Any]) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from simulator.cli.job_args import (
     PlacementOpt,
     PpOpt,
     PrecisionOpt,
+    RecomputeLayersOpt,
     RecomputeOpt,
     ScenarioArg,
     ScheduleOpt,
@@ -192,8 +193,9 @@ def job_text(training: TrainingSpec, micro_steps: int) -> str:
     batch = f", global batch {training.global_batch:,}" if training.global_batch is not None else ""
     packed = f" (packed samples of {training.packed_sample_len:,})" if training.packed_sample_len else ""
     lora = f", LoRA rank {training.lora_rank}" if training.lora_rank is not None else ""
+    recomputing = f" ({training.recompute_layers} layers)" if training.recompute_layers is not None else ""
     return (f"sequence {training.seq_len:,}{packed}, micro-batch {training.micro_batch}{steps}{batch}, "
-            f"recompute {training.activation_checkpointing}, {training.precision}{lora}")
+            f"recompute {training.activation_checkpointing}{recomputing}, {training.precision}{lora}")
 
 
 def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour: float | None,
@@ -264,7 +266,7 @@ def predict(
     placement: PlacementOpt = None, micro_batch: MicroBatchOpt = None, global_batch: GlobalBatchOpt = None,
     global_batch_tokens: GlobalBatchTokensOpt = None, seq_len: SeqLenOpt = None,
     packed_sample_len: PackedSampleLenOpt = None, lora_rank: LoraRankOpt = None, recompute: RecomputeOpt = None,
-    precision: PrecisionOpt = None, framework: FrameworkOpt = None,
+    recompute_layers: RecomputeLayersOpt = None, precision: PrecisionOpt = None, framework: FrameworkOpt = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     measured_tokens_per_s_per_gpu: Annotated[float | None, typer.Option(
@@ -351,7 +353,7 @@ def scale(
         help="Micro-steps per optimizer step, at every node count. Default: the scenario's (its grad_accum, or "
         "its global batch over the first node count's data-parallel ranks), else 1.")] = None,
     seq_len: SeqLenOpt = None, packed_sample_len: PackedSampleLenOpt = None, lora_rank: LoraRankOpt = None,
-    recompute: RecomputeOpt = None,
+    recompute: RecomputeOpt = None, recompute_layers: RecomputeLayersOpt = None,
     precision: PrecisionOpt = None,
     framework: FrameworkOpt = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,

@@ -22,8 +22,9 @@ example configs torchtitan/models/llama3/train_configs/llama3_8b.toml and friend
   as interleaved) with pipeline_parallel_microbatch_size (1) sequences per micro-batch; stages per rank from
   pipeline_parallel_layers_per_stage or split points, else 2. Older releases (batch_size) split the local
   batch into pp micro-batches.
-- [activation_checkpoint] mode (selective) none / selective / full; selective_ac_option "op" is selective,
-  an integer n recomputes every n-th block whole (1: full; more: read as selective, with a warning).
+- [activation_checkpoint] mode (selective) none / selective / full; selective_ac_option "op" is torchtitan's
+  per-op policy, an integer n recomputes every n-th block whole: full with recompute_layers layers / n (1: every
+  block; with pipeline parallelism read as selective, with a warning).
 - torchtitan runs its blocks as eager PyTorch ops without compile: fused_elementwise false.
 """
 
@@ -99,7 +100,7 @@ def import_torchtitan(text: str, source: str, gpus: int, model: ModelSpec | None
     if not compiled:
         notes.append("no compile: norms, rotary and activations run as eager PyTorch ops (fused_elementwise false)")
     training["micro_batch"], training["global_batch"] = _batches(s, pp, rep * shard, notes)
-    training["activation_checkpointing"] = _checkpointing(s)
+    training.update(_checkpointing(s, pp, layers))
     training["strategy"] = _strategy(s, rep, shard, pp)
     parallel: dict[str, Any] = {"tp": tp, "pp": pp, "cp": cp, "ep": ep}
     if tp > 1 or pp > 1 or cp > 1:
@@ -226,18 +227,21 @@ def _schedule(s: Settings, pp: int, layers: int) -> dict[str, Any]:
     return {"pipeline_schedule": "interleaved", "virtual_stages": stages}
 
 
-def _checkpointing(s: Settings) -> str:
-    """activation_checkpointing of [activation_checkpoint] mode and selective_ac_option."""
+def _checkpointing(s: Settings, pp: int, layers: int) -> dict[str, Any]:
+    """activation_checkpointing (and recompute_layers) of [activation_checkpoint] mode and selective_ac_option."""
     mode = s.text("activation_checkpoint.mode", "selective", ("none", "selective", "full"))
     if mode != "selective":
-        return mode
+        return {"activation_checkpointing": mode}
     option = str(s.value("activation_checkpoint.selective_ac_option") or "2").strip()
     if option == "op":
-        return "op"
+        return {"activation_checkpointing": "op"}
     if not option.isdigit() or int(option) < 1:
         raise s.error("activation_checkpoint.selective_ac_option", "'op' or a positive integer", option)
     if int(option) == 1:
-        return "full"
-    s.warnings.append(f"activation_checkpoint.selective_ac_option {option} recomputes one block in {option} whole: "
-                      "modelled as selective (attention recomputed in every block), which understates its recompute")
-    return "selective"
+        return {"activation_checkpointing": "full"}
+    if pp > 1:
+        s.warnings.append(f"activation_checkpoint.selective_ac_option {option} recomputes one block in {option} "
+                          "whole: with pipeline parallelism modelled as selective (attention recomputed in every "
+                          "block), which understates its recompute")
+        return {"activation_checkpointing": "selective"}
+    return {"activation_checkpointing": "full", "recompute_layers": layers // int(option)}

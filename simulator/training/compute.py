@@ -459,11 +459,17 @@ class ComputeModel:
         frozen = self.lora_rank is not None  # a frozen output layer: its input gradient only
         return logits / self.scale, (1.0 if frozen else 2.0) * logits / self.scale
 
-    def micro_step_s(self, model: TransformerModel, micro_batch: int, seq_len: int, checkpointing: str) -> float:
-        """Compute of one micro-step alone (all layers forward, recompute and backward, the head)."""
+    def micro_step_s(self, model: TransformerModel, micro_batch: int, seq_len: int, checkpointing: str,
+                     recomputing: list[tuple[TransformerModel, int, int]] | None = None) -> float:
+        """Compute of one micro-step alone (all layers forward, recompute and backward, the head); `recomputing`:
+        (block, layers, how many recompute) where not every layer does (simulator.training.recompute)."""
         head_f, head_b = self.head(model, micro_batch, seq_len)
-        return sum(n * self.layer(block, micro_batch, seq_len, checkpointing).total_s
-                   for block, n in model.blocks) + head_f + head_b
+        counts = recomputing or [(block, n, n) for block, n in model.blocks]
+        total = 0.0
+        for block, n, r in counts:
+            t = self.layer(block, micro_batch, seq_len, checkpointing)
+            total += n * (t.forward_s + t.backward_s) + r * t.recompute_s
+        return total + head_f + head_b
 
     def grad_accumulation(self, local_params: float, bytes_per_param: float) -> float:
         """Seconds of adding one micro-batch's gradients into the accumulation buffer (see the module

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from simulator.training.pipeline import peak_in_flight
 from simulator.training.prediction import MemoryBreakdown
+from simulator.training.recompute import blocks_recomputing
 from simulator.training.routing import routed_load
 from simulator.training.shards import (
     blocks_params_on_gpu,
@@ -137,27 +138,33 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
         trained_layer = max(sum(trainable_layer_params_on_gpu(block, training, tp, par.ep))
                             for block, _ in model.blocks)
         gathered = units_in_flight * (layer * PARAM_BYTES + trained_layer * s.grad_reduce_bytes)
-    stored = training.activation_checkpointing
-    if stored == "none" and training.flash_attention:
-        stored = "selective"  # a fused attention kernel keeps no scores: what selective recompute saves
+    # a fused attention kernel keeps no scores: without recomputation a layer keeps what selective recompute does
+    plain: Checkpointing = "selective" if training.flash_attention else "none"
+    stored = training.activation_checkpointing if training.activation_checkpointing != "none" else plain
     b, local_seq = training.micro_batch, seq_len // par.cp  # a context-parallel rank holds seq_len / cp tokens
     load = routed_load(training.routing, par.ep)
     packed = training.packed_sample_len
-    # one chunk's activations, averaged over the stage's chunks (interleaved: a stage holds several)
-    chunk = sum(n * block.activation_bytes_per_layer(b, local_seq, stored, tp, par.sequence_parallel, load, packed)
-                for start, stop in chunks for block, n in model.block_counts(start, stop)) / len(chunks)
+    sp = par.sequence_parallel
+
+    def kept(block: TransformerModel, checkpointing: Checkpointing) -> float:
+        return block.activation_bytes_per_layer(b, local_seq, checkpointing, tp, sp, load, packed)
+    if training.recompute_layers is None:  # one chunk's activations, averaged over the stage's chunks
+        # (interleaved: a stage holds several)
+        chunk = sum(n * kept(block, stored) for start, stop in chunks
+                    for block, n in model.block_counts(start, stop)) / len(chunks)
+        recomputing = [block for block, _ in model.blocks] if stored in ("full", "op") else []
+    else:  # no pipelining: the whole model, its recomputing layers keeping their inputs, the others everything
+        per_block = blocks_recomputing(model, training)
+        chunk = sum(r * kept(block, stored) + (n - r) * kept(block, plain) for block, n, r in per_block)
+        recomputing = [block for block, _, r in per_block if r]
     activations = (in_flight * chunk
                    + (in_flight * model.embedding_activation_bytes(b, local_seq) if first else 0.0)
                    + (model.output_activation_bytes(b, local_seq, tp) if last else 0.0)
                    + (EAGER_LOSS_BYTES * b * local_seq * model.spec.vocab / tp
                       if last and training.cross_entropy == "eager" else 0.0))
-    if stored in ("full", "op"):  # the block being recomputed holds all its activations again until its
-        # backward ends: on top of what it keeps, the rest of what it would keep without recomputation
-        recomputed: Checkpointing = "selective" if training.flash_attention else "none"
-        sp = par.sequence_parallel
-        activations += max(block.activation_bytes_per_layer(b, local_seq, recomputed, tp, sp, load, packed)
-                           - block.activation_bytes_per_layer(b, local_seq, stored, tp, sp, load, packed)
-                           for block, _ in model.blocks)
+    if recomputing:  # the block being recomputed holds all its activations again until its backward ends: on
+        # top of what it keeps, the rest of what it would keep without recomputation
+        activations += max(kept(block, plain) - kept(block, stored) for block in recomputing)
     buffers = 0.0
     if s.kind == "ddp":  # the buckets: a copy of every gradient, or two buckets being reduced
         buffers = per_gpu(s.grad_reduce_bytes, 1) if s.grad_bucket_copy else 2.0 * s.bucket_bytes

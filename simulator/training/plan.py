@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 
 from simulator.core.errors import ConfigError
 from simulator.training.compute import ComputeModel, LayerTimes
+from simulator.training.recompute import layer_checkpointing
 from simulator.training.shards import (
     blocks_params_on_gpu,
     gathers_ahead,
@@ -57,7 +58,7 @@ from simulator.training.tasks import (
     pass_collectives,
 )
 from workloads.model import TransformerModel, sharded_gemms
-from workloads.spec import TrainingSpec
+from workloads.spec import Checkpointing, TrainingSpec
 
 MAX_GATHER_BUCKETS = 10_000  # ZeRO's post-optimizer all-gathers a step may simulate (one task each)
 
@@ -89,13 +90,16 @@ class _Block:
     updated_bytes: dict[str, int]  # of the parameters, those the optimizer updates (LoRA: the adapters)
     grad_bytes: dict[str, int]
     tensors: list[tuple[float, str]]  # gradient tensors as backward produces them (mlp_down first), with their part
+    checkpointing: Checkpointing  # how this layer recomputes (simulator.training.recompute)
 
 
-def _block(block: TransformerModel, training: TrainingSpec, compute: ComputeModel, seq_len: int) -> _Block:
-    """One layer of `block` on this GPU: its times, collectives, overlap budgets, parameter and gradient bytes."""
+def _block(block: TransformerModel, training: TrainingSpec, compute: ComputeModel, seq_len: int,
+           checkpointing: Checkpointing) -> _Block:
+    """One layer of `block` on this GPU, recomputing as `checkpointing` says: its times, collectives, overlap
+    budgets, parameter and gradient bytes."""
     s, par, b = training.strategy, training.parallel, training.micro_batch
     tp, cp = par.tp, par.cp
-    times = compute.layer(block, b, seq_len, training.activation_checkpointing, tp, par.sequence_parallel,
+    times = compute.layer(block, b, seq_len, checkpointing, tp, par.sequence_parallel,
                           training.flash_attention, cp, par.ep)
     dense, experts = layer_params_on_gpu(block, tp, par.ep)
     gemm_s = compute.gemms_s(block, b, seq_len, tp, cp, par.ep)
@@ -106,7 +110,6 @@ def _block(block: TransformerModel, training: TrainingSpec, compute: ComputeMode
     # selective recomputation re-runs the attention core only: no TP collectives, but its context-parallel ones;
     # torchtitan's op policy keeps the reduce-scatters' outputs and re-runs the rest (sequence parallelism: the
     # two all-gathers; without it, the attention's all-reduce: the recomputation stops before the MLP's)
-    checkpointing = training.activation_checkpointing
     if checkpointing == "full":
         recompute = forward[0]
     elif checkpointing == "op":
@@ -143,7 +146,7 @@ def _block(block: TransformerModel, training: TrainingSpec, compute: ComputeMode
                   {"dense": int(dense * PARAM_BYTES), "experts": int(experts * PARAM_BYTES)},
                   {"dense": int(trained * PARAM_BYTES), "experts": int(trained_experts * PARAM_BYTES)},
                   {"dense": int(trained * s.grad_reduce_bytes), "experts": int(trained_experts * s.grad_reduce_bytes)},
-                  tensors)
+                  tensors, checkpointing)
 
 
 def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeModel, seq_len: int,
@@ -159,8 +162,15 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
         kind = "ddp"
     head_f, head_b = compute.head(model, b, seq_len, tp, cp)
     L = model.spec.layers
-    kinds = [(_block(block, training, compute, seq_len), n) for block, n in model.blocks]
-    layers = [bundle for bundle, n in kinds for _ in range(n)]  # layer i's kind of block
+    # layer i's kind of block, as it recomputes (a kind's layers with and without recomputation priced once each)
+    checkpointing = layer_checkpointing(training, L)
+    bundles: dict[tuple[TransformerModel, Checkpointing], _Block] = {}
+    layers: list[_Block] = []
+    for block in (block for block, n in model.blocks for _ in range(n)):
+        key = (block, checkpointing[len(layers)])
+        if key not in bundles:
+            bundles[key] = _block(block, training, compute, seq_len, key[1])
+        layers.append(bundles[key])
     # the blocks' parameters on this GPU: the routed experts apart when expert parallelism gives them a group
     _, experts = blocks_params_on_gpu(model, tp, par.ep)
     root_params = model.root_params / tp
@@ -292,7 +302,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
             if layer.times.recompute_s:
                 ready = add_pass(tasks, f"m{m}.rec{i}", "recompute", layer.times.recompute_s, ready + deps,
                                  layer.recompute_calls, layer.budgets["recompute"],
-                                 rings=layer.forward[1] if training.activation_checkpointing != "op" else ())
+                                 rings=layer.forward[1] if layer.checkpointing != "op" else ())
                 deps = ()
             ready = add_pass(tasks, f"m{m}.bwd{i}", "backward", layer.times.backward_s, ready + deps,
                              layer.backward[0], layer.budgets["backward"], rings=layer.backward[1])

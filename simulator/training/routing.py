@@ -25,6 +25,7 @@ import math
 from typing import TYPE_CHECKING
 
 from simulator.core.errors import ConfigError
+from simulator.training.recompute import blocks_recomputing
 from simulator.training.shards import virtual_stage_layers
 from workloads.model import TransformerModel
 from workloads.spec import RoutingSpec, TrainingSpec
@@ -109,4 +110,8 @@ def wait_s(model: TransformerModel, training: TrainingSpec, compute: ComputeMode
     mixtures = max(sum(n for c in range(par.virtual_stages)
                        for block, n in model.block_counts(*ranges[c * par.pp + stage]) if block.spec.moe)
                    for stage in range(par.pp))
+    if training.recompute_layers is not None:  # no pipelining: of the mixture layers, those that recompute
+        recomputing = sum(r for block, _, r in blocks_recomputing(model, training) if block.spec.moe)
+        per_layer -= busiest.recompute_s - mean.recompute_s
+        return (per_layer * mixtures + (busiest.recompute_s - mean.recompute_s) * recomputing) * micro_steps
     return per_layer * mixtures * micro_steps

@@ -82,7 +82,8 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
                  "model_parallel_size_tp_x_pp": "int", "micro_batch": "int", "global_batch": "int",
                  "grad_accum": "int", "zero_stage": "int|str", "zeropp": "bool", "precision": "str",
                  "activation_checkpointing": "bool|str", "fsdp_sharding_strategy": "str", "offload": "bool|str",
-                 "fsdp_mixed_precision_mode": "str", "packed_sample_len": "int", "lora_rank": "int"},
+                 "fsdp_mixed_precision_mode": "str", "packed_sample_len": "int", "lora_rank": "int",
+                 "recompute_layers": "int", "recompute_num_layers": "int"},
     "cluster": {"gpu": "str", "num_gpus": "int", "gpus_per_node": "int", "nodes": "int", "intra_node": "str",
                 "inter_node": "str", "inter_node_bw_per_node": "str", "ib_links": "str"},
 }
@@ -556,25 +557,56 @@ def _precision(text: str | None, gpu: str, defaults: list[str]) -> Precision:
     return precision
 
 
-def _checkpointing(value: bool | str | None, defaults: list[str], framework: str = "") -> Checkpointing:
-    """true/false (full recompute or none), a Megatron-LM flag (recompute-activations: selective;
-    recompute-granularity full: full), or text naming selective / full / none. torchtitan's selective is its
-    per-op policy ("op"): selective_ac_option 'op' in its Llama 3 train configs (llama3_8b.toml) since 2024."""
+# torchtitan's 'selective layer' policy wraps every k-th block in a checkpoint, k its selective_ac_option, whose
+# default was "2" (torchtitan/config_manager.py, 2024: "2 = checkpoint every other layer")
+_TORCHTITAN_LAYER_EVERY = 2
+
+
+def _checkpointing(value: bool | str | None, defaults: list[str], framework: str = "") -> tuple[Checkpointing,
+                                                                                              int | None]:
+    """(activation checkpointing, k: every k-th layer recomputes; None: every layer) of true/false (full
+    recompute or none; also no / off), a Megatron-LM flag (recompute-activations: selective; recompute-granularity
+    full: full), or text naming selective / full / none. A policy that checkpoints some layers only (text naming
+    layers, blocks or 'every') is full recomputation of every k-th layer, k the number in the text ('every 2nd
+    block'), under torchtitan its option's default where the text gives none (flagged); refused without one.
+    torchtitan's selective is otherwise its per-op policy ("op"): selective_ac_option 'op' in its Llama 3 train
+    configs (llama3_8b.toml) since 2024."""
     if value is None:
         defaults.append("activation_checkpointing not stated: none")
-        return "none"
+        return "none", None
     low = str(checkpointing_of(value)).lower()
+    if re.search(r"\b(layers?|blocks?|every)\b", low):
+        every = re.search(r"\b(\d+)", low)
+        if every is not None and int(every.group(1)) >= 1:
+            return "full", int(every.group(1))
+        if framework == "torchtitan":
+            defaults.append(f"torchtitan's selective layer checkpointing: every {_TORCHTITAN_LAYER_EVERY}nd block "
+                            "recomputed whole (selective_ac_option's default)")
+            return "full", _TORCHTITAN_LAYER_EVERY
+        raise Unexpressible(f"activation_checkpointing {value!r}: some layers are checkpointed, but not which "
+                            "(state every k-th layer, or recompute_layers)")
     if "selective" in low and framework == "torchtitan":
         defaults.append("torchtitan's selective activation checkpointing: its per-op policy (selective_ac_option "
                         "'op', the llama3 train configs' setting)")
-        return "op"
+        return "op", None
     if "selective" in low:
-        return "selective"
+        return "selective", None
     if "full" in low or low == "true":
-        return "full"
-    if "none" in low or low == "false":
-        return "none"
+        return "full", None
+    if "none" in low or low in ("false", "no", "off", "no ac", "disabled"):
+        return "none", None
     raise Unexpressible(f"activation_checkpointing {value!r} not understood")
+
+
+def _recomputation(training: Mapping[str, Any], layers: int, defaults: list[str]) -> dict[str, Any]:
+    """activation_checkpointing and recompute_layers of a case: from its checkpointing text (_checkpointing), or
+    a count it states (`recompute_layers`, or Megatron's `recompute_num_layers`)."""
+    checkpointing, every = _checkpointing(training.get("activation_checkpointing"), defaults,
+                                          framework_of(training))
+    count = training.get("recompute_layers", training.get("recompute_num_layers"))
+    if every is not None:
+        count = layers // every
+    return {"activation_checkpointing": checkpointing, "recompute_layers": count}
 
 
 def _batch(training: Mapping[str, Any], n_dp: int, n_gpus: int, pp: int, defaults: list[str]) -> dict[str, Any]:
@@ -644,16 +676,20 @@ def _flash_attention(framework: str) -> bool:
 
 
 def _fused_elementwise(training: Mapping[str, Any], defaults: list[str]) -> bool:
-    """torchtitan runs its Llama blocks as PyTorch eager ops unless torch.compile is on (`torch_compile`,
-    or named among its `techniques`; its `compile` default is off, flagged where the case says neither);
-    every other framework here fuses them."""
-    if framework_of(training) != "torchtitan":
+    """Under a framework whose models run as PyTorch eager ops unless torch.compile is on (its convention's
+    fused_elementwise default is false: torchtitan, PyTorch DDP and FSDP), whether the case compiled
+    (`torch_compile`, or torch.compile among its `techniques`; flagged where it says neither); every other
+    framework here fuses them."""
+    known = _known_framework(training)
+    eager = known is not None and any(d.path == "fused_elementwise" and d.value is False
+                                      for d in FRAMEWORKS[known].defaults)
+    if not eager:
         return True
     compiled = training.get("torch_compile")
     if compiled is None and training.get("techniques") is not None:
         compiled = "torch.compile" in str(training["techniques"]).lower()
     if compiled is None:
-        defaults.append("torch_compile not stated: off (torchtitan's default): eager element-wise ops")
+        defaults.append(f"torch_compile not stated: off (opt-in under {known}): eager element-wise ops")
     return bool(compiled)
 
 
@@ -710,6 +746,8 @@ def _known_framework(training: Mapping[str, Any]) -> Framework | None:
         known = "fsdp2"
     elif known is None and re.search(r"\bfsdp\b|fullyshardeddataparallel", text):
         known = "pytorch-fsdp"
+    elif known is None and re.search(r"\bddp\b|distributeddataparallel", text):
+        known = "pytorch-ddp"
     return known
 
 
@@ -768,8 +806,7 @@ def map_case(case: TrainingCase) -> MappedCase:
         job = TrainingSpec(model=model, seq_len=seq_len,
                            precision=_precision(layout.training.get("precision") or training.get("quantization"),
                                                 gpu, defaults),
-                           activation_checkpointing=_checkpointing(layout.training.get("activation_checkpointing"),
-                                                                   defaults, framework_of(training)),
+                           **_recomputation(layout.training, model.layers, defaults),
                            flash_attention=_flash_attention(str(training.get("framework", ""))),
                            fused_elementwise=_fused_elementwise(training, defaults),
                            launch_blocking=_launch_blocking(case, defaults),

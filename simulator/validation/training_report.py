@@ -139,7 +139,7 @@ _MAPPED_TRAINING_KEYS = frozenset({
     "strategy", "tp", "pp", "cp", "ep", "dp", "dp_derived", "fsdp", "model_parallel_size_tp_x_pp", "micro_batch",
     "global_batch", "global_batch_tokens", "grad_accum", "precision", "activation_checkpointing",
     "fsdp_sharding_strategy", "fsdp_mixed_precision_mode", "zero_stage", "zeropp", "pp_schedule", "async_tp",
-    "comm_overlap", "quantization"})
+    "comm_overlap", "quantization", "recompute_layers", "recompute_num_layers"})
 
 
 # published memory per GPU: the key, and its unit in bytes. torchtitan's `memory_GiB` is its logged peak
@@ -235,6 +235,15 @@ def _metric_problem(metric: CaseMetric | None, case: TrainingCase, training: Tra
     return None
 
 
+def _recompute_factor(training: TrainingSpec) -> float:
+    """Hardware over model FLOPs of a job (_RECOMPUTE_FACTOR), the recomputed forward counted on the layers
+    that recompute (TrainingSpec.recompute_layers of the model's)."""
+    full = _RECOMPUTE_FACTOR[training.activation_checkpointing]
+    if training.recompute_layers is None or not isinstance(training.model, ModelSpec):
+        return full
+    return 1.0 + (full - 1.0) * min(1.0, training.recompute_layers / training.model.layers)
+
+
 def published_tokens_per_s(case: TrainingCase) -> float | None:
     """The source's tokens/s per GPU, where it publishes one (the first tokens/s-per-GPU name it has)."""
     for _, kind, value in _named_metrics(case):
@@ -256,7 +265,7 @@ def predicted_metric(case: MappedCase, prediction: StepPrediction) -> float:
     problem = _metric_problem(metric, case.case, case.training)
     if metric is None or problem or case.training is None:
         raise ConfigError(f"case {case.case.id}: {problem or 'not expressed'}")
-    factor = _RECOMPUTE_FACTOR[case.training.activation_checkpointing] if metric.hardware_flops else 1.0
+    factor = _recompute_factor(case.training) if metric.hardware_flops else 1.0
     if metric.kind == "tokens_per_s_per_gpu":
         return prediction.tokens_per_s_per_gpu
     if metric.kind == "tokens_per_s":

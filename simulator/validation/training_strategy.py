@@ -129,7 +129,7 @@ def _named_strategy(training: Mapping[str, Any], names: list[str], family: Famil
                                       "zeropp_quantized_gradients"), True) if zeropp else {}
         return StrategySpec(kind=_ZERO_KINDS[stage], fp32_grad_copy=True, **zeropp_knobs)  # DeepSpeed's ZeRO optimizer
     stated = training.get("fsdp_sharding_strategy")
-    if stated is None:
+    if stated is None and "hsdp" not in names:
         defaults.append("fsdp_sharding_strategy not stated: FULL_SHARD")
     sharding = _FSDP_SHARDINGS.get(stated or "FULL_SHARD")
     if sharding is None:

@@ -67,6 +67,18 @@ def test_recompute_flags():
     assert job(SHAPE).training["activation_checkpointing"] == "none"
 
 
+def test_block_recompute_of_some_layers():
+    """--recompute-method block --recompute-num-layers N: N of the 32 layers recompute in full (recompute_layers);
+    with pipeline parallelism every layer does, with a warning; N at least a stage's layers is all of them."""
+    flags = SHAPE + "--recompute-granularity full --recompute-method block --recompute-num-layers "
+    some = job(flags + "8")
+    assert (some.training["activation_checkpointing"], some.training["recompute_layers"]) == ("full", 8)
+    assert some.warnings == []
+    staged = job(flags + "8 --pipeline-model-parallel-size 2")
+    assert "recompute_layers" not in staged.training and "modelled as all of them" in staged.warnings[0]
+    assert "recompute_layers" not in job(flags + "32").training
+
+
 def test_virtual_pipeline_and_experts():
     """32 layers, PP 4, 4 layers per virtual stage: 2 stages per rank; 8 experts top-2, EP 8."""
     t = job(SHAPE + "--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 4 --num-experts 8 "

@@ -35,13 +35,26 @@ def test_llama3_8b_example():
 
 
 def test_defaults_are_torchtitans():
-    """Unstated: local batch 8, seq_len 2048, selective AC every 2nd block (read as selective, warned), no
-    compile (eager element-wise ops), FSDP over every GPU."""
+    """Unstated: local batch 8, seq_len 2048, selective AC every 2nd block (full recomputation of 16 of the 32
+    layers), no compile (eager element-wise ops), FSDP over every GPU."""
     imported = job(BASE)
     t = imported.training
     assert (t["micro_batch"], t["global_batch"], t["seq_len"]) == (8, 8 * 64, 2048)
-    assert t["activation_checkpointing"] == "selective" and "one block in 2 whole" in imported.warnings[0]
+    assert (t["activation_checkpointing"], t["recompute_layers"]) == ("full", 16) and imported.warnings == []
     assert t["fused_elementwise"] is False and t["strategy"]["kind"] == "fsdp"
+
+
+@pytest.mark.parametrize(("option", "pp", "expected"), [
+    ("1", 1, ("full", None)), ("3", 1, ("full", 10)), ("op", 1, ("op", None)), ("2", 2, ("selective", None))])
+def test_selective_ac_every_nth_block(option: str, pp: int, expected: tuple[str, int | None]):
+    """selective_ac_option n recomputes every n-th of the 32 blocks whole: full with 32 // n layers (n = 1:
+    all); with pipeline parallelism, where recompute_layers is not modelled, selective with a warning."""
+    text = (f'{BASE}[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "{option}"\n'
+            f'[parallelism]\npipeline_parallel_degree = {pp}\n')
+    imported = job(text)
+    t = imported.training
+    assert (t["activation_checkpointing"], t.get("recompute_layers")) == expected
+    assert bool(imported.warnings) == (pp > 1)
 
 
 @pytest.mark.parametrize(("flavor", "preset"), [("8B", "llama3-8b"), ("70B", "llama3-70b"), ("405B", "llama3-405b")])

@@ -1,0 +1,46 @@
+"""Which layers recompute their forward pass in backward.
+
+`activation_checkpointing` says how a layer recomputes (selective, op, full); `recompute_layers` limits full
+recomputation to that many of the model's layers, the others keeping every activation as without
+checkpointing. Frameworks that checkpoint some layers only:
+- torchtitan: mode selective with `selective_ac_option` an integer k wraps every k-th block in a checkpoint
+  (torchtitan/parallelisms/parallelize_llama.py `_apply_ac_to_transformer_block`; "2" was the option's default);
+- fms-fsdp: `selective_checkpointing` k, every k-th LLaMABlock (fms_fsdp/policies/ac_handler.py);
+- Megatron-LM: `--recompute-granularity full --recompute-method block --recompute-num-layers N`, the first N
+  layers of each model chunk (megatron/core/transformer/transformer_block.py `_checkpointed_forward`).
+The recomputing layers are spread evenly over the model (every k-th when their count divides the layers'), where
+torchtitan and fms-fsdp put them; Megatron's first-N order runs the same work in another order.
+"""
+
+from __future__ import annotations
+
+from workloads.model import TransformerModel
+from workloads.spec import Checkpointing, TrainingSpec
+
+
+def recomputing(layers: int, count: int | None) -> tuple[bool, ...]:
+    """For each of `layers` layers, whether it recomputes: all of them for count None, else `count` of them (at
+    most all) evenly spaced, the last of every run of layers / count."""
+    if count is None:
+        return (True,) * layers
+    count = min(count, layers)
+    return tuple((i + 1) * count // layers > i * count // layers for i in range(layers))
+
+
+def layer_checkpointing(training: TrainingSpec, layers: int) -> tuple[Checkpointing, ...]:
+    """Each layer's activation checkpointing: the job's where the layer recomputes, none elsewhere."""
+    checkpointing = training.activation_checkpointing
+    if checkpointing == "none":
+        return ("none",) * layers
+    return tuple(checkpointing if on else "none" for on in recomputing(layers, training.recompute_layers))
+
+
+def blocks_recomputing(model: TransformerModel, training: TrainingSpec) -> list[tuple[TransformerModel, int, int]]:
+    """(block, its layers, how many of them recompute) for each kind of block of `model` (model.blocks, in
+    layer order)."""
+    flags = [c != "none" for c in layer_checkpointing(training, model.spec.layers)]
+    out, start = [], 0
+    for block, n in model.blocks:
+        out.append((block, n, sum(flags[start:start + n])))
+        start += n
+    return out

@@ -1,8 +1,10 @@
-"""The held-out training cases (benchmarks/data/heldout_training_cases.yaml): NVIDIA NeMo's published
-pre-training tables, in the schema of ../shared/data/training/cases.yaml but kept out of it, so that
-`validate-training` on them is an out-of-sample error. These tests check the file, not the model's error:
-it parses, its rows are their own source and none is in the shared cases, the batch columns agree with each
-other as the tables print them, and the rows the lowering expresses stay expressed.
+"""The training runs kept out of ../shared/data/training/cases.yaml, in its schema, so that `validate-training` on
+them is an out-of-sample error: NVIDIA NeMo's published pre-training tables (benchmarks/data/
+heldout_training_cases.yaml) and the runs of two other sources (outside_sources_training_cases.yaml: IBM's
+fms-fsdp README tables, torchtitan's 2024 performance page). These tests check the files, not the model's
+error: they parse, their rows name their sources and none is in the shared cases, the batch columns agree as
+the tables print them, and the rows the lowering expresses stay expressed, the others skipped for the reason
+their source leaves open.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from simulator.validation.training_cases import map_case, parse_cases
 
 REPO = Path(__file__).resolve().parents[2]
 HELDOUT = REPO / "benchmarks" / "data" / "heldout_training_cases.yaml"
+OUTSIDE = REPO / "benchmarks" / "data" / "outside_sources_training_cases.yaml"
 SHARED_CASES = REPO.parent / "shared" / "data" / "training" / "cases.yaml"
 EXPRESSED_AT_LEAST = 33  # of 33
 
@@ -36,15 +39,17 @@ def test_file_parses_and_every_row_is_a_nemoperf_row_with_its_table():
 
 
 @pytest.mark.skipif(not SHARED_CASES.exists(), reason="shared data not checked out next to the repo")
-def test_no_row_is_in_the_shared_cases():
-    """Held out: no id and no (model, GPUs, published tokens/s/GPU) of this file appears in the shared cases."""
+@pytest.mark.parametrize("path", [HELDOUT, OUTSIDE], ids=["heldout", "outside-sources"])
+def test_no_row_is_in_the_shared_cases(path: Path):
+    """Kept out: no id and no (model, GPUs, published tokens/s/GPU) of either file appears in the shared cases."""
     shared = parse_cases(SHARED_CASES.read_text(), str(SHARED_CASES))
+    kept_out = parse_cases(path.read_text(), str(path))
 
     def key(c):
         return str(c.model.get("name")).lower(), c.cluster.get("num_gpus"), c.metrics.get("tokens_per_sec_per_GPU")
 
-    assert not {c.id for c in _cases()} & {c.id for c in shared}
-    assert not {key(c) for c in _cases()} & {key(c) for c in shared}
+    assert not {c.id for c in kept_out} & {c.id for c in shared}
+    assert not {key(c) for c in kept_out} & {key(c) for c in shared}
 
 
 def test_batch_columns_agree_as_printed():
@@ -69,3 +74,29 @@ def test_every_row_is_expressed_with_its_stated_schedule():
         vp = m.case.training.get("vp") or 1
         assert m.training is not None and m.training.parallel.virtual_stages == vp, m.case.id
         assert m.training.parallel.pipeline_schedule == ("interleaved" if vp > 1 else "1f1b"), m.case.id
+
+
+def _outside():
+    return parse_cases(OUTSIDE.read_text(), str(OUTSIDE))
+
+
+def test_outside_file_parses_and_every_row_names_its_page_and_revision():
+    """27 rows of two sources, each with its url, table and the repository commit its figures were read at."""
+    assert len(_outside()) == 27
+    assert {c.source for c in _outside()} == {"fmsfsdp", "torchtitan2024"}
+    for entry in yaml.safe_load(OUTSIDE.read_text()):
+        assert entry["source"]["url"].startswith("https://github.com/")
+        assert entry["source"]["repo_commit"] and entry["source"]["table"]
+
+
+def test_outside_rows_expressed_and_the_reason_for_the_others():
+    """19 rows are expressed; the eight fms-fsdp rows that checkpoint every k-th block without saying k are
+    skipped saying so (torchtitan's 'selective layer' takes its option's default, every 2nd block: 16 of Llama 3
+    8B's 32 layers, 20 of Llama 2 13B's 40)."""
+    mapped = [map_case(c) for c in _outside()]
+    skipped = [m for m in mapped if m.skipped is not None]
+    assert len(mapped) - len(skipped) == 19
+    assert all(m.case.source == "fmsfsdp" and "but not which" in m.skipped for m in skipped)
+    layer = [m for m in mapped if m.case.id.endswith("-layerac")]
+    assert [(m.training.activation_checkpointing, m.training.recompute_layers) for m in layer] == [
+        ("full", 16), ("full", 20)]

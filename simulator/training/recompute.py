@@ -29,10 +29,11 @@ def recomputing(layers: int, count: int | None) -> tuple[bool, ...]:
 
 def layer_checkpointing(training: TrainingSpec, layers: int) -> tuple[Checkpointing, ...]:
     """Each layer's activation checkpointing: the job's where the layer recomputes, none elsewhere."""
-    checkpointing = training.activation_checkpointing
+    checkpointing: Checkpointing = training.activation_checkpointing
+    none: Checkpointing = "none"
     if checkpointing == "none":
-        return ("none",) * layers
-    return tuple(checkpointing if on else "none" for on in recomputing(layers, training.recompute_layers))
+        return (none,) * layers
+    return tuple(checkpointing if on else none for on in recomputing(layers, training.recompute_layers))
 
 
 def blocks_recomputing(model: TransformerModel, training: TrainingSpec) -> list[tuple[TransformerModel, int, int]]:

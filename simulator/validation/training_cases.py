@@ -83,7 +83,7 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
                  "grad_accum": "int", "zero_stage": "int|str", "zeropp": "bool", "precision": "str",
                  "activation_checkpointing": "bool|str", "fsdp_sharding_strategy": "str", "offload": "bool|str",
                  "fsdp_mixed_precision_mode": "str", "packed_sample_len": "int", "lora_rank": "int",
-                 "recompute_layers": "int", "recompute_num_layers": "int"},
+                 "recompute_layers": "int", "recompute_num_layers": "int", "tp_comm_overlap": "bool"},
     "cluster": {"gpu": "str", "num_gpus": "int", "gpus_per_node": "int", "nodes": "int", "intra_node": "str",
                 "inter_node": "str", "inter_node_bw_per_node": "str", "ib_links": "str"},
 }

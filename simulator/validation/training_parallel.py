@@ -46,6 +46,7 @@ with sequence parallelism on where tp > 1 (Megatron-Core requires it).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -258,7 +259,7 @@ def _megatron_core(d: _Draft) -> None:
     if d.knobs["overlap_param_gather"] and d.unnamed:
         d.parts.append("--overlap-param-gather implies the distributed optimizer: zero1")
     if d.tp > 1:
-        d.spec["tp_comm_overlap"] = d.spec["sequence_parallel"] = "--tp-comm-overlap" in flags
+        d.spec["tp_comm_overlap"] = d.spec["sequence_parallel"] = _states_tp_overlap(d.training)
         d.parts.append("sequence parallelism on (--tp-comm-overlap requires --sequence-parallel)"
                        if d.spec["sequence_parallel"] else "sequence parallelism off")
     if d.layered:
@@ -277,6 +278,15 @@ def _megatron_core(d: _Draft) -> None:
         d.parts.append("micro_batch 1")
 
 
+def _states_tp_overlap(training: Mapping[str, Any]) -> bool:
+    """Whether a case says its TP collectives overlap GEMMs: `tp_comm_overlap` true, or its `comm_overlap` or
+    `techniques` naming Megatron's --tp-comm-overlap or NeMo's ub_tp_comm_overlap (userbuffers)."""
+    if training.get("tp_comm_overlap") is not None:
+        return bool(training["tp_comm_overlap"])
+    text = f"{training.get('comm_overlap') or ''} {training.get('techniques') or ''}".lower().replace("_", "-")
+    return bool(re.search(r"tp-comm-overlap|ub-tp-comm-overlap|userbuffers", text))
+
+
 def _nemo(d: _Draft) -> None:
     d.kind = "zero1"
     d.knobs.update(overlap_grad_reduce=True, overlap_param_gather=True, grad_reduce_bytes=2)
@@ -287,6 +297,8 @@ def _nemo(d: _Draft) -> None:
         d.spec["sequence_parallel"] = d.spec["tp_async_grad_reduce"] = True
         d.parts.append("sequence parallelism on with tp > 1 (NeMo llama recipes); each column-parallel layer's "
                        "backward reduce-scatter beside its weight-gradient GEMM (Transformer Engine's Linear)")
+        if _states_tp_overlap(d.training):
+            d.spec["tp_comm_overlap"] = True
     if d.layered:
         d.parts.append("ranks tp-dp-pp (Megatron-Core)")
     d.plain_schedule("no virtual pipeline stated")

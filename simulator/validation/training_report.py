@@ -139,7 +139,7 @@ _MAPPED_TRAINING_KEYS = frozenset({
     "strategy", "tp", "pp", "cp", "ep", "dp", "dp_derived", "fsdp", "model_parallel_size_tp_x_pp", "micro_batch",
     "global_batch", "global_batch_tokens", "grad_accum", "precision", "activation_checkpointing",
     "fsdp_sharding_strategy", "fsdp_mixed_precision_mode", "zero_stage", "zeropp", "pp_schedule", "async_tp",
-    "comm_overlap", "quantization", "recompute_layers", "recompute_num_layers"})
+    "comm_overlap", "tp_comm_overlap", "quantization", "recompute_layers", "recompute_num_layers"})
 
 
 # published memory per GPU: the key, and its unit in bytes. torchtitan's `memory_GiB` is its logged peak

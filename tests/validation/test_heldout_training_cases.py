@@ -1,10 +1,10 @@
 """The training runs kept out of ../shared/data/training/cases.yaml, in its schema, so that `validate-training` on
 them is an out-of-sample error: NVIDIA NeMo's published pre-training tables (benchmarks/data/
-heldout_training_cases.yaml) and the runs of two other sources (outside_sources_training_cases.yaml: IBM's
-fms-fsdp README tables, torchtitan's 2024 performance page). These tests check the files, not the model's
-error: they parse, their rows name their sources and none is in the shared cases, the batch columns agree as
-the tables print them, and the rows the lowering expresses stay expressed, the others skipped for the reason
-their source leaves open.
+heldout_training_cases.yaml) and the runs of three other sources (outside_sources_training_cases.yaml: IBM's
+fms-fsdp README tables, torchtitan's 2024 performance page, NVIDIA's DGX Cloud Benchmarking Llama 3.1 tables).
+These tests check the files, not the model's error: they parse, their rows name their sources and none is in
+the shared cases, the batch columns agree as the tables print them, and the rows the lowering expresses stay
+expressed, the others skipped for the reason their source leaves open.
 """
 
 from __future__ import annotations
@@ -41,12 +41,12 @@ def test_file_parses_and_every_row_is_a_nemoperf_row_with_its_table():
 @pytest.mark.skipif(not SHARED_CASES.exists(), reason="shared data not checked out next to the repo")
 @pytest.mark.parametrize("path", [HELDOUT, OUTSIDE], ids=["heldout", "outside-sources"])
 def test_no_row_is_in_the_shared_cases(path: Path):
-    """Kept out: no id and no (model, GPUs, published tokens/s/GPU) of either file appears in the shared cases."""
+    """Kept out: no id and no (model, GPUs, published figures) of either file appears in the shared cases."""
     shared = parse_cases(SHARED_CASES.read_text(), str(SHARED_CASES))
     kept_out = parse_cases(path.read_text(), str(path))
 
     def key(c):
-        return str(c.model.get("name")).lower(), c.cluster.get("num_gpus"), c.metrics.get("tokens_per_sec_per_GPU")
+        return str(c.model.get("name")).lower(), c.cluster.get("num_gpus"), frozenset(c.metrics.values())
 
     assert not {c.id for c in kept_out} & {c.id for c in shared}
     assert not {key(c) for c in kept_out} & {key(c) for c in shared}
@@ -81,21 +81,25 @@ def _outside():
 
 
 def test_outside_file_parses_and_every_row_names_its_page_and_revision():
-    """27 rows of two sources, each with its url, table and the repository commit its figures were read at."""
-    assert len(_outside()) == 27
-    assert {c.source for c in _outside()} == {"fmsfsdp", "torchtitan2024"}
+    """55 rows of three sources, each with its url, table and the repository commit its figures were read at."""
+    assert len(_outside()) == 55
+    assert {c.source for c in _outside()} == {"fmsfsdp", "torchtitan2024", "dgxc"}
     for entry in yaml.safe_load(OUTSIDE.read_text()):
         assert entry["source"]["url"].startswith("https://github.com/")
         assert entry["source"]["repo_commit"] and entry["source"]["table"]
 
 
 def test_outside_rows_expressed_and_the_reason_for_the_others():
-    """19 rows are expressed; the eight fms-fsdp rows that checkpoint every k-th block without saying k are
+    """47 rows are expressed; the eight fms-fsdp rows that checkpoint every k-th block without saying k are
     skipped saying so (torchtitan's 'selective layer' takes its option's default, every 2nd block: 16 of Llama 3
-    8B's 32 layers, 20 of Llama 2 13B's 40)."""
+    8B's 32 layers, 20 of Llama 2 13B's 40). The DGX Cloud recipes' TP overlap (ub_tp_comm_overlap) is read
+    where their configs set it: the 70B and 405B ones, not the 8B."""
     mapped = [map_case(c) for c in _outside()]
     skipped = [m for m in mapped if m.skipped is not None]
-    assert len(mapped) - len(skipped) == 19
+    assert len(mapped) - len(skipped) == 47
+    for m in mapped:
+        if m.case.source == "dgxc":
+            assert m.training.parallel.tp_comm_overlap is ("-8b-" not in m.case.id), m.case.id
     assert all(m.case.source == "fmsfsdp" and "but not which" in m.skipped for m in skipped)
     layer = [m for m in mapped if m.case.id.endswith("-layerac")]
     assert [(m.training.activation_checkpointing, m.training.recompute_layers) for m in layer] == [

@@ -457,6 +457,23 @@ NEMO_13B: dict[str, Any] = {
 }
 
 
+@pytest.mark.parametrize(("training", "overlap"), [
+    ({}, False),  # NeMo's performance tables do not say: off, its training default
+    ({"comm_overlap": "ub_tp_comm_overlap: true, overlap_p2p_comm"}, True),
+    ({"techniques": "TP comm overlap (userbuffers)"}, True),
+    ({"comm_overlap": "--tp-comm-overlap"}, True),
+    ({"tp_comm_overlap": True}, True),
+    ({"tp_comm_overlap": False, "comm_overlap": "ub_tp_comm_overlap"}, False),
+])
+def test_nemo_tp_overlap_where_the_case_states_it(training, overlap):
+    """A NeMo case with TP overlaps its TP collectives with GEMMs (userbuffers) only where it says so:
+    `tp_comm_overlap`, or ub_tp_comm_overlap / --tp-comm-overlap / userbuffers in its comm_overlap or
+    techniques text."""
+    m = _map(NEMO_13B, training={"tp": 2, "pp": 2, "dp_derived": 4, **training})
+    assert m.skipped is None and m.training is not None
+    assert m.training.parallel.tp_comm_overlap is overlap
+
+
 def test_stated_virtual_pipeline_size_is_the_interleaved_schedule():
     """vp 10 with pp 4 (NeMo's VP column): interleaved 1F1B over 10 model chunks per pipeline rank, the
     schedule stated (not flagged); vp 1 is plain 1F1B, also stated; no vp: 1F1B, flagged."""

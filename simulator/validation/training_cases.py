@@ -748,6 +748,8 @@ def _known_framework(training: Mapping[str, Any]) -> Framework | None:
         known = "pytorch-fsdp"
     elif known is None and re.search(r"\bddp\b|distributeddataparallel", text):
         known = "pytorch-ddp"
+    if known is None and "maxtext" in text:
+        known = "maxtext"
     return known
 
 

@@ -187,6 +187,13 @@ def test_plain_pytorch_runs_eager_unless_compiled(framework, training, known, fu
     assert any(d.startswith("torch_compile not stated: off") for d in m.defaults) is flagged
 
 
+def test_a_maxtext_case_takes_maxtexts_conventions():
+    """A framework text naming MaxText takes its conventions (fp32 weights and gradient reduction)."""
+    m = mapped(case(training={"framework": "MaxText (JAX)", "strategy": ["fsdp"]}))
+    assert m.skipped is None and m.training.framework == "maxtext"
+    assert (m.training.strategy.grad_reduce_bytes, m.training.strategy.fp32_params) == (4, True)
+
+
 FMS_7B = {  # foundation-model-stack/fms-fsdp README, "Training throughput benchmarks" (commit 5e522b4, eager)
     "id": "fms-fsdp-7b-hsdp-128xa100",
     "source": {"title": "fms-fsdp README", "url": "https://github.com/foundation-model-stack/fms-fsdp"},

@@ -411,8 +411,8 @@ class TrainingSpec(BaseModel):
         strict=True, default=None, ge=0,
         description="With activation_checkpointing full: how many of the model's layers recompute, spread evenly "
         "over it (every k-th layer: torchtitan's selective_ac_option k and fms-fsdp's selective_checkpointing k "
-        "are layers / k; Megatron's --recompute-method block --recompute-num-layers N recomputes N); the other "
-        "layers keep all their activations. Default: every layer. Not with pipeline parallelism.")
+        "are layers / k; Megatron's --recompute-method block --recompute-num-layers N recomputes N of each model "
+        "chunk's); the other layers keep all their activations. Default: every layer.")
     optimizer: Optimizer = Field(default="adamw", description="Optimizer (Adam keeps two fp32 moments).")
     flash_attention: bool = Field(
         default=True, description="Fused attention that keeps no seq x seq scores (FlashAttention, PyTorch SDPA).")
@@ -468,9 +468,6 @@ class TrainingSpec(BaseModel):
         if self.recompute_layers is not None and self.activation_checkpointing != "full":
             raise ValueError(f"recompute_layers: {self.recompute_layers} layers recompute in full; it needs "
                              f"activation_checkpointing full, not {self.activation_checkpointing}")
-        if self.recompute_layers is not None and self.parallel.pp > 1:
-            raise ValueError("recompute_layers with pipeline parallelism (pp > 1) is not modelled: give "
-                             "activation_checkpointing full or none for every layer")
         if self.parallel.pp > 1 and self.strategy.kind in ("zero2", "zero3"):
             raise ValueError(f"strategy {self.strategy.kind} with pipeline parallelism: DeepSpeed shards gradients "
                              "and parameters only without PP (use zero1, ddp or fsdp)")

@@ -69,7 +69,7 @@ RecomputeOpt = Annotated[str | None, typer.Option(
 RecomputeLayersOpt = Annotated[int | None, typer.Option(
     help="With --recompute full: how many layers recompute, spread evenly (every k-th layer: layers / k, as "
     "torchtitan's selective_ac_option k; Megatron's --recompute-method block --recompute-num-layers N); the others "
-    "keep their activations. Default: all. Not with --pp > 1.")]
+    "keep their activations. Default: all.")]
 PrecisionOpt = Annotated[str | None, typer.Option(help="Compute precision: bf16 (default), fp16, fp8 or fp32.")]
 FrameworkOpt = Annotated[str | None, typer.Option(
     help="The framework that runs the job: pytorch-ddp, pytorch-fsdp, fsdp2 (torchtitan), deepspeed, megatron-core, "

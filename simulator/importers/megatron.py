@@ -22,8 +22,7 @@ Flag names and defaults are Megatron-LM's (megatron/training/arguments.py):
   --seq-length, --bf16 / --fp16 (else fp32), --fp8-format (fp8).
 - Recomputation: --recompute-activations (selective), --recompute-granularity full|selective,
   --checkpoint-activations (full; its name before 2022); --recompute-method block with --recompute-num-layers N
-  recomputes N blocks of a stage: recompute_layers N without pipeline parallelism, all of them with it (with a
-  warning).
+  recomputes N blocks of each model chunk: recompute_layers N x the chunks (pipeline stages x virtual stages).
 - Attention: Transformer Engine (--transformer-impl transformer_engine, the default) runs cuDNN's fused
   attention; --transformer-impl local fuses it only with --use-flash-attn.
 - NeMo overrides (model.tensor_model_parallel_size=8, model.sequence_parallel=true, trainer.precision=bf16-mixed,
@@ -111,7 +110,7 @@ def import_megatron(text: str, source: str, gpus: int, model: ModelSpec | None) 
         training["global_batch"] = s.integer("global-batch-size", 1)
     if s.has("seq-length"):
         training["seq_len"] = s.integer("seq-length", 1)
-    training.update(_checkpointing(s, pp, layers))
+    training.update(_checkpointing(s, pp * parallel.get("virtual_stages", 1), layers))
     training.update(_attention(s, notes))
     training["strategy"] = _strategy(s, training["precision"])
     training["parallel"] = parallel
@@ -202,7 +201,7 @@ def _interleaving(s: Settings, pp: int, layers: int) -> dict[str, Any]:
     return {"pipeline_schedule": "interleaved", "virtual_stages": stages} if stages > 1 and pp > 1 else {}
 
 
-def _checkpointing(s: Settings, pp: int, layers: int) -> dict[str, Any]:
+def _checkpointing(s: Settings, chunks: int, layers: int) -> dict[str, Any]:
     """The recomputation flags as activation_checkpointing (and recompute_layers)."""
     granularity = s.text("recompute-granularity", "", ("full", "selective", "null", ""))
     if s.boolean("checkpoint-activations"):
@@ -211,13 +210,9 @@ def _checkpointing(s: Settings, pp: int, layers: int) -> dict[str, Any]:
         granularity = "selective"
     method = s.text("recompute-method", "uniform", ("uniform", "block", "null"))
     checkpointing = {"activation_checkpointing": granularity if granularity in ("full", "selective") else "none"}
-    recomputed = s.integer("recompute-num-layers", layers, least=0)
-    if granularity == "full" and method == "block" and recomputed < -(-layers // pp):
-        if pp == 1:
-            return {**checkpointing, "recompute_layers": recomputed}
-        s.warnings.append(f"--recompute-method block --recompute-num-layers {s.value('recompute-num-layers')}: only "
-                          "some blocks of each stage are recomputed; with pipeline parallelism modelled as all of "
-                          "them")
+    per_chunk = s.integer("recompute-num-layers", layers, least=0)
+    if granularity == "full" and method == "block" and per_chunk * chunks < layers:
+        return {**checkpointing, "recompute_layers": per_chunk * chunks}  # the first N of each model chunk
     return checkpointing
 
 

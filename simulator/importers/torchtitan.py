@@ -24,7 +24,7 @@ example configs torchtitan/models/llama3/train_configs/llama3_8b.toml and friend
   batch into pp micro-batches.
 - [activation_checkpoint] mode (selective) none / selective / full; selective_ac_option "op" is torchtitan's
   per-op policy, an integer n recomputes every n-th block whole: full with recompute_layers layers / n (1: every
-  block; with pipeline parallelism read as selective, with a warning).
+  block).
 - torchtitan runs its blocks as eager PyTorch ops without compile: fused_elementwise false.
 """
 
@@ -100,7 +100,7 @@ def import_torchtitan(text: str, source: str, gpus: int, model: ModelSpec | None
     if not compiled:
         notes.append("no compile: norms, rotary and activations run as eager PyTorch ops (fused_elementwise false)")
     training["micro_batch"], training["global_batch"] = _batches(s, pp, rep * shard, notes)
-    training.update(_checkpointing(s, pp, layers))
+    training.update(_checkpointing(s, layers))
     training["strategy"] = _strategy(s, rep, shard, pp)
     parallel: dict[str, Any] = {"tp": tp, "pp": pp, "cp": cp, "ep": ep}
     if tp > 1 or pp > 1 or cp > 1:
@@ -227,7 +227,7 @@ def _schedule(s: Settings, pp: int, layers: int) -> dict[str, Any]:
     return {"pipeline_schedule": "interleaved", "virtual_stages": stages}
 
 
-def _checkpointing(s: Settings, pp: int, layers: int) -> dict[str, Any]:
+def _checkpointing(s: Settings, layers: int) -> dict[str, Any]:
     """activation_checkpointing (and recompute_layers) of [activation_checkpoint] mode and selective_ac_option."""
     mode = s.text("activation_checkpoint.mode", "selective", ("none", "selective", "full"))
     if mode != "selective":
@@ -239,9 +239,4 @@ def _checkpointing(s: Settings, pp: int, layers: int) -> dict[str, Any]:
         raise s.error("activation_checkpoint.selective_ac_option", "'op' or a positive integer", option)
     if int(option) == 1:
         return {"activation_checkpointing": "full"}
-    if pp > 1:
-        s.warnings.append(f"activation_checkpoint.selective_ac_option {option} recomputes one block in {option} "
-                          "whole: with pipeline parallelism modelled as selective (attention recomputed in every "
-                          "block), which understates its recompute")
-        return {"activation_checkpointing": "selective"}
     return {"activation_checkpointing": "full", "recompute_layers": layers // int(option)}

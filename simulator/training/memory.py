@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from simulator.training.pipeline import peak_in_flight
 from simulator.training.prediction import MemoryBreakdown
-from simulator.training.recompute import blocks_recomputing
+from simulator.training.recompute import blocks_recomputing, runs_recomputing
 from simulator.training.routing import routed_load
 from simulator.training.shards import (
     blocks_params_on_gpu,
@@ -148,15 +148,12 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
 
     def kept(block: TransformerModel, checkpointing: Checkpointing) -> float:
         return block.activation_bytes_per_layer(b, local_seq, checkpointing, tp, sp, load, packed)
-    if training.recompute_layers is None:  # one chunk's activations, averaged over the stage's chunks
-        # (interleaved: a stage holds several)
-        chunk = sum(n * kept(block, stored) for start, stop in chunks
-                    for block, n in model.block_counts(start, stop)) / len(chunks)
-        recomputing = [block for block, _ in model.blocks] if stored in ("full", "op") else []
-    else:  # no pipelining: the whole model, its recomputing layers keeping their inputs, the others everything
-        per_block = blocks_recomputing(model, training)
-        chunk = sum(r * kept(block, stored) + (n - r) * kept(block, plain) for block, n, r in per_block)
-        recomputing = [block for block, _, r in per_block if r]
+    # one chunk's activations, averaged over the stage's chunks (interleaved: a stage holds several); a layer
+    # that recomputes keeps what its checkpointing keeps, the others (recompute_layers) everything
+    runs = [run for start, stop in chunks for run in runs_recomputing(model, training, start, stop)]
+    chunk = sum(r * kept(block, stored) + (n - r) * kept(block, plain) for block, n, r in runs) / len(chunks)
+    recomputing = [block for block, _, r in blocks_recomputing(model, training) if r] \
+        if stored in ("full", "op") else []
     activations = (in_flight * chunk
                    + (in_flight * model.embedding_activation_bytes(b, local_seq) if first else 0.0)
                    + (model.output_activation_bytes(b, local_seq, tp) if last else 0.0)

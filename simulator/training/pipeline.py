@@ -49,6 +49,7 @@ from dataclasses import dataclass, replace
 
 from simulator.core.errors import ConfigError
 from simulator.training.compute import ComputeModel
+from simulator.training.recompute import layer_recomputes
 from simulator.training.shards import (
     blocks_params_on_gpu,
     owned_params,
@@ -124,6 +125,7 @@ class _Chunk:
     experts: float = 0.0  # of which routed experts with a group of their own (expert parallelism)
     outside: float = 0.0  # of which outside its blocks: the embedding or output layer
     trained: float = 0.0  # of `params`, those that train (LoRA: the blocks' adapters, nothing outside them)
+    recomputes: tuple[bool, ...] = ()  # of each of its layers in order, whether it recomputes (recompute_layers)
 
 
 def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: ComputeModel, seq_len: int,
@@ -148,10 +150,14 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
     attention_s = compute.attention_forward_s(model, b, seq_len, tp, cp)
 
     def collectives(kind: str, block: TransformerModel, layers: int) -> tuple[list[CollectiveCall], Rings]:
-        """A forward or a backward task's collectives over `layers` layers of `block` (tasks.pass_collectives)."""
+        """A forward or a backward task's collectives over `layers` layers of `block` (tasks.pass_collectives);
+        "plain": a backward over layers that do not recompute (recompute_layers)."""
         if kind == "forward":
             return pass_collectives(block, b, seq_len, par, attention_s, ("forward",), layers,
                                     routed_load=compute.routed_load)
+        if kind == "plain":
+            return pass_collectives(block, b, seq_len, par, attention_s, ("backward",), layers, 1,
+                                    compute.routed_load)
         return pass_collectives(block, b, seq_len, par, attention_s, recomputed, layers, len(kinds),
                                 compute.routed_load)
 
@@ -166,20 +172,34 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
         gemm_s = compute.gemms_s(block, b, seq_len, tp, cp, par.ep) if tp_overlap or async_grad or regather else {}
         budgets["forward", block] = overlap_budgets(collectives("forward", block, 1)[0], gemm_s, ("forward",),
                                                     tp=tp_overlap, expert_s=expert_s) if overlap else None
-        budgets["backward", block] = overlap_budgets(collectives("backward", block, 1)[0], gemm_s, kinds,
-                                                     par.tp_comm_overlap_backward, tp_overlap, expert_s,
-                                                     async_grad) if overlap or async_grad or regather else None
-    def blocks_pass(direction: str, block: TransformerModel | None, n: int) -> tuple[
+        for task_kind, task_passes in (("backward", kinds), ("plain", ("backward",))):
+            budgets[task_kind, block] = overlap_budgets(collectives(task_kind, block, 1)[0], gemm_s, task_passes,
+                                                   par.tp_comm_overlap_backward, tp_overlap, expert_s,
+                                                   async_grad) if overlap or async_grad or regather else None
+
+    def blocks_pass(direction: str, block: TransformerModel | None, n: int, recomputing: int = 0) -> tuple[
             float, list[CollectiveCall], Rings, tuple[tuple[float, ...], ...] | None]:
         """Seconds, collectives, context-parallel rings and overlap budgets of a pass over `n` layers of
-        `block`; None: a pass over no layers (a chunk holding only the embedding or the output layer)."""
+        `block`, `recomputing` of them recomputing in a backward (the others' backward as without
+        recomputation); None: a pass over no layers (a chunk holding only the embedding or the output layer)."""
         if block is None:
             return 0.0, [], (), None
         t = times[block]
-        seconds = n * (t.forward_s if direction == "forward" else t.recompute_s + t.backward_s)
-        calls, rings = collectives(direction, block, n)
-        return seconds, calls, rings, budgets[direction, block]
+        if direction == "forward":
+            return n * t.forward_s, *collectives("forward", block, n), budgets["forward", block]
+        seconds = n * t.backward_s + recomputing * t.recompute_s
+        parts = [(part, layers) for part, layers in (("backward", recomputing), ("plain", n - recomputing)) if layers]
+        calls: list[CollectiveCall] = []
+        rings: Rings = ()
+        budget: tuple[tuple[float, ...], ...] | None = () if budgets["backward", block] is not None else None
+        for part, layers in parts:
+            more, more_rings = collectives(part, block, layers)
+            calls, rings = calls + more, rings + more_rings
+            if budget is not None:
+                budget += budgets[part, block] or ()
+        return seconds, calls, rings, budget
 
+    recomputes = layer_recomputes(training, model.spec.layers)
     ranges = virtual_stage_layers(model.spec.layers, p * v, par.pipeline_split)  # (first, past-the-last) layer of each
     embedding = (model.embedding_params + model.final_norm_params) / tp
     output = (model.output_params or model.spec.vocab * model.spec.hidden) / tp  # tied: the last stage's copy
@@ -190,7 +210,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
         trained = (sum(trainable_blocks_params_on_gpu(model, training, tp, par.ep, start, stop))
                    + (outside if training.lora_rank is None else 0.0))
         chunks[k % p, k // p] = _Chunk(model.block_counts(start, stop), k == 0, k == p * v - 1,
-                                       dense + experts + outside, experts, outside, trained)
+                                       dense + experts + outside, experts, outside, trained, recomputes[start:stop])
     send_size = int(ACTIVATION_BYTES * b * local_seq * model.spec.hidden / (tp if par.p2p_scatter_gather else 1))
     grad_op = "all_reduce" if kind == "ddp" or (kind == "zero1" and s.zero_grad_all_reduce) else "reduce_scatter"
     # tied input and output embeddings live on the first and the last stage: their gradients are summed
@@ -274,16 +294,21 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
             if k < p * v - 1:
                 deps += (f"back{k + 1}.{j}",)
             split = j == last_backward and reducing
-            backward_order = tuple(reversed(chunk.blocks))  # last layers first: a mixture's dense blocks last
-            pieces: list[tuple[str, TransformerModel | None, int]] = [
-                (f"{name(work, stage)}.l{i}", block, 1) for i, block in enumerate(
-                    block for block, n in backward_order for _ in range(n))] if split else [
-                (name(work, stage) + ("" if i == 0 else ".dense"), block, n)
-                for i, (block, n) in enumerate(backward_order)]
-            pieces = pieces or [(name(work, stage), None, 0)]  # the embedding or the output layer alone
+            # last layers first (a mixture's dense blocks last), each run with the count of its layers that recompute
+            layer_blocks = [block for block, n in chunk.blocks for _ in range(n)]
+            runs, offset = [], 0
+            for block, n in chunk.blocks:
+                runs.append((block, n, sum(chunk.recomputes[offset:offset + n])))
+                offset += n
+            pieces: list[tuple[str, TransformerModel | None, int, int]] = [
+                (f"{name(work, stage)}.l{i}", layer_blocks[-1 - i], 1, int(chunk.recomputes[-1 - i]))
+                for i in range(len(layer_blocks))] if split else [
+                (name(work, stage) + ("" if i == 0 else ".dense"), block, n, r)
+                for i, (block, n, r) in enumerate(reversed(runs))]
+            pieces = pieces or [(name(work, stage), None, 0, 0)]  # the embedding or the output layer alone
             accumulate = compute.grad_accumulation(chunk.trained, s.grad_accumulation_bytes)
-            for piece, piece_block, n in pieces:
-                seconds, calls, rings, budget = blocks_pass("backward", piece_block, n)
+            for piece, piece_block, n, recomputing in pieces:
+                seconds, calls, rings, budget = blocks_pass("backward", piece_block, n, recomputing)
                 duration = seconds + (head_b if chunk.last and piece == pieces[0][0] else 0.0) + (
                     accumulate if piece == pieces[-1][0] else 0.0)
                 ready = add_pass(tasks, piece, "backward", duration, deps, calls, budget, stage, alone(j), rings)

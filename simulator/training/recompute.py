@@ -9,7 +9,8 @@ checkpointing. Frameworks that checkpoint some layers only:
 - Megatron-LM: `--recompute-granularity full --recompute-method block --recompute-num-layers N`, the first N
   layers of each model chunk (megatron/core/transformer/transformer_block.py `_checkpointed_forward`).
 The recomputing layers are spread evenly over the model (every k-th when their count divides the layers'), where
-torchtitan and fms-fsdp put them; Megatron's first-N order runs the same work in another order.
+torchtitan and fms-fsdp put them; Megatron's first-N order runs the same work in another order. With pipeline
+parallelism each model chunk recomputes the layers of the spread that fall in it.
 """
 
 from __future__ import annotations
@@ -36,12 +37,24 @@ def layer_checkpointing(training: TrainingSpec, layers: int) -> tuple[Checkpoint
     return tuple(checkpointing if on else none for on in recomputing(layers, training.recompute_layers))
 
 
-def blocks_recomputing(model: TransformerModel, training: TrainingSpec) -> list[tuple[TransformerModel, int, int]]:
-    """(block, its layers, how many of them recompute) for each kind of block of `model` (model.blocks, in
-    layer order)."""
-    flags = [c != "none" for c in layer_checkpointing(training, model.spec.layers)]
-    out, start = [], 0
-    for block, n in model.blocks:
+def layer_recomputes(training: TrainingSpec, layers: int) -> tuple[bool, ...]:
+    """For each layer, whether it recomputes anything in backward."""
+    return tuple(c != "none" for c in layer_checkpointing(training, layers))
+
+
+def runs_recomputing(model: TransformerModel, training: TrainingSpec, start: int = 0,
+                     stop: int | None = None) -> list[tuple[TransformerModel, int, int]]:
+    """(block, its layers, how many of them recompute) for each run of one kind of block among layers `start` ..
+    `stop` - 1 (a pipeline chunk's; default the whole model), in layer order (model.block_counts)."""
+    flags = layer_recomputes(training, model.spec.layers)
+    stop = model.spec.layers if stop is None else stop
+    out = []
+    for block, n in model.block_counts(start, stop):
         out.append((block, n, sum(flags[start:start + n])))
         start += n
     return out
+
+
+def blocks_recomputing(model: TransformerModel, training: TrainingSpec) -> list[tuple[TransformerModel, int, int]]:
+    """runs_recomputing over the whole model: (block, its layers, how many recompute) per kind of block."""
+    return runs_recomputing(model, training)

@@ -25,7 +25,7 @@ import math
 from typing import TYPE_CHECKING
 
 from simulator.core.errors import ConfigError
-from simulator.training.recompute import blocks_recomputing
+from simulator.training.recompute import runs_recomputing
 from simulator.training.shards import virtual_stage_layers
 from workloads.model import TransformerModel
 from workloads.spec import RoutingSpec, TrainingSpec
@@ -105,13 +105,11 @@ def wait_s(model: TransformerModel, training: TrainingSpec, compute: ComputeMode
             par.sequence_parallel, training.flash_attention, par.cp, par.ep)
     busiest = compute.layer(*args)
     mean = compute.with_routed_load(mean_load).layer(*args)
-    per_layer = busiest.total_s - mean.total_s
+    passes = busiest.forward_s + busiest.backward_s - mean.forward_s - mean.backward_s
+    recompute = busiest.recompute_s - mean.recompute_s  # on the layers that recompute (recompute_layers)
     ranges = virtual_stage_layers(model.spec.layers, par.pp * par.virtual_stages, par.pipeline_split)
-    mixtures = max(sum(n for c in range(par.virtual_stages)
-                       for block, n in model.block_counts(*ranges[c * par.pp + stage]) if block.spec.moe)
-                   for stage in range(par.pp))
-    if training.recompute_layers is not None:  # no pipelining: of the mixture layers, those that recompute
-        recomputing = sum(r for block, _, r in blocks_recomputing(model, training) if block.spec.moe)
-        per_layer -= busiest.recompute_s - mean.recompute_s
-        return (per_layer * mixtures + (busiest.recompute_s - mean.recompute_s) * recomputing) * micro_steps
-    return per_layer * mixtures * micro_steps
+    busiest_stage = max(sum(n * passes + r * recompute for c in range(par.virtual_stages)
+                            for block, n, r in runs_recomputing(model, training, *ranges[c * par.pp + stage])
+                            if block.spec.moe)
+                        for stage in range(par.pp))
+    return busiest_stage * micro_steps

@@ -68,15 +68,17 @@ def test_recompute_flags():
 
 
 def test_block_recompute_of_some_layers():
-    """--recompute-method block --recompute-num-layers N: N of the 32 layers recompute in full (recompute_layers);
-    with pipeline parallelism every layer does, with a warning; N at least a stage's layers is all of them."""
+    """--recompute-method block --recompute-num-layers N recomputes N layers of each model chunk in full: 8 of
+    the 32 (recompute_layers 8), 2 of each of 2 stages x 4 virtual stages (16); N at least a chunk's layers
+    is all of them (no recompute_layers)."""
     flags = SHAPE + "--recompute-granularity full --recompute-method block --recompute-num-layers "
     some = job(flags + "8")
     assert (some.training["activation_checkpointing"], some.training["recompute_layers"]) == ("full", 8)
     assert some.warnings == []
-    staged = job(flags + "8 --pipeline-model-parallel-size 2")
-    assert "recompute_layers" not in staged.training and "modelled as all of them" in staged.warnings[0]
+    staged = job(flags + "2 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 4")
+    assert staged.training["recompute_layers"] == 16 and staged.warnings == []
     assert "recompute_layers" not in job(flags + "32").training
+    assert "recompute_layers" not in job(flags + "4 --pipeline-model-parallel-size 8").training
 
 
 def test_virtual_pipeline_and_experts():

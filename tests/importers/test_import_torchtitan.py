@@ -45,16 +45,16 @@ def test_defaults_are_torchtitans():
 
 
 @pytest.mark.parametrize(("option", "pp", "expected"), [
-    ("1", 1, ("full", None)), ("3", 1, ("full", 10)), ("op", 1, ("op", None)), ("2", 2, ("selective", None))])
+    ("1", 1, ("full", None)), ("3", 1, ("full", 10)), ("op", 1, ("op", None)), ("2", 2, ("full", 16))])
 def test_selective_ac_every_nth_block(option: str, pp: int, expected: tuple[str, int | None]):
     """selective_ac_option n recomputes every n-th of the 32 blocks whole: full with 32 // n layers (n = 1:
-    all); with pipeline parallelism, where recompute_layers is not modelled, selective with a warning."""
+    all), with pipeline parallelism too."""
     text = (f'{BASE}[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "{option}"\n'
             f'[parallelism]\npipeline_parallel_degree = {pp}\n')
     imported = job(text)
     t = imported.training
     assert (t["activation_checkpointing"], t.get("recompute_layers")) == expected
-    assert bool(imported.warnings) == (pp > 1)
+    assert imported.warnings == []
 
 
 @pytest.mark.parametrize(("flavor", "preset"), [("8B", "llama3-8b"), ("70B", "llama3-70b"), ("405B", "llama3-405b")])

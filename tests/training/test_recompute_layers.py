@@ -42,21 +42,31 @@ def test_the_count_recomputes_that_many(layers: int, count: int):
     assert sum(recomputing(layers, count)) == min(count, layers)
 
 
-@pytest.mark.parametrize("extra", [{}, {"kind": "ddp"}, {"parallel": ParallelSpec(tp=2, sequence_parallel=True)}])
+PIPELINED = {"kind": "zero1", "global_batch": 64, "nodes": 4}
+
+
+@pytest.mark.parametrize("extra", [
+    {}, {"kind": "ddp"}, {"parallel": ParallelSpec(tp=2, sequence_parallel=True)},
+    {**PIPELINED, "parallel": ParallelSpec(pp=4)},
+    {**PIPELINED, "parallel": ParallelSpec(tp=2, pp=2, cp=2, sequence_parallel=True, tp_comm_overlap=True)},
+    {**PIPELINED, "parallel": ParallelSpec(pp=2, pipeline_schedule="interleaved", virtual_stages=4)},
+], ids=["fsdp", "ddp", "tp-sp", "pp", "tp-pp-cp-overlap", "interleaved"])
 def test_all_layers_is_full_and_none_is_no_recomputation(extra):
     """recompute_layers = the model's layers prices exactly what full recomputation does; 0 exactly what none
-    does: the same step time and memory (FSDP, DDP, TP with sequence parallelism)."""
+    does: the same step time and memory (FSDP, DDP, TP with sequence parallelism; pipelines, with TP overlap
+    and context parallelism, and interleaved)."""
     full, every = predict(None, **extra), predict(32, **extra)
     none, zero = predict(None, "none", **extra), predict(0, **extra)
     assert every.step_time_s == full.step_time_s and every.memory_per_gpu_bytes == full.memory_per_gpu_bytes
     assert zero.step_time_s == none.step_time_s and zero.memory_per_gpu_bytes == none.memory_per_gpu_bytes
 
 
-def test_a_mixture_under_imbalance_too():
+@pytest.mark.parametrize("parallel", [ParallelSpec(ep=8), ParallelSpec(ep=8, pp=2)], ids=["ep", "ep-pp"])
+def test_a_mixture_under_imbalance_too(parallel):
     """The same for a mixture of experts with expert parallelism and a routing imbalance (the busiest rank's
-    wait counts the recomputation of the layers that recompute)."""
-    kw = {"model": MIXTRAL, "nodes": 4, "kind": "zero1", "parallel": ParallelSpec(ep=8),
-          "routing": RoutingSpec(load_imbalance=1.3)}
+    wait counts the recomputation of the layers that recompute), with and without a pipeline."""
+    kw = {"model": MIXTRAL, "nodes": 4, "kind": "zero1", "parallel": parallel,
+          "routing": RoutingSpec(load_imbalance=1.3), "global_batch": 64}
     assert predict(32, **kw).step_time_s == predict(None, **kw).step_time_s
     assert predict(0, **kw).step_time_s == predict(None, "none", **kw).step_time_s
     assert predict(None, "none", **kw).step_time_s < predict(16, **kw).step_time_s < predict(None, **kw).step_time_s
@@ -85,12 +95,18 @@ def test_more_recomputing_layers_are_never_faster_and_never_hold_more(low: int, 
     assert more.memory_per_gpu_bytes <= fewer.memory_per_gpu_bytes
 
 
+def test_in_a_pipeline_each_stage_recomputes_its_share():
+    """With 4 stages of 8 layers and 16 recomputing layers (every 2nd), every stage recomputes 4 of its 8: the
+    step lies strictly between none and full, and its memory too."""
+    kw = {**PIPELINED, "parallel": ParallelSpec(pp=4)}
+    none, half, full = predict(None, "none", **kw), predict(16, **kw), predict(None, **kw)
+    assert none.step_time_s < half.step_time_s < full.step_time_s
+    assert full.memory_per_gpu_bytes < half.memory_per_gpu_bytes < none.memory_per_gpu_bytes
+
+
 def test_bad_settings_name_the_field():
-    """recompute_layers needs full recomputation, is not modelled with pipeline parallelism, and is >= 0."""
+    """recompute_layers needs full recomputation and is >= 0."""
     with pytest.raises(ValidationError, match="needs activation_checkpointing full, not selective"):
         TrainingSpec(model="llama2-7b", activation_checkpointing="selective", recompute_layers=4)
-    with pytest.raises(ValidationError, match="with pipeline parallelism"):
-        TrainingSpec(model="llama2-7b", activation_checkpointing="full", recompute_layers=4,
-                     parallel=ParallelSpec(pp=2))
     with pytest.raises(ValidationError, match="recompute_layers"):
         TrainingSpec(model="llama2-7b", activation_checkpointing="full", recompute_layers=-1)

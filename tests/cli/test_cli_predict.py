@@ -73,6 +73,7 @@ def test_scale_runs_the_scenarios_job_at_each_node_count():
         (["predict", "--strategy", "zero9"], "strategy"),
         (["predict", "does-not-exist.yaml"], "not found"),
         (["scale", "--nodes", "1,two"], "--nodes"),
+        (["predict", "--recompute-layers", "8"], "needs activation_checkpointing full"),
     ],
 )
 def test_bad_input_exits_2_naming_the_field(args, needle):
@@ -80,6 +81,26 @@ def test_bad_input_exits_2_naming_the_field(args, needle):
     out = run(*args)
     assert out.returncode == 2, out.stdout + out.stderr
     assert needle in out.stderr and "Traceback" not in out.stderr
+
+
+def test_recompute_layers_lies_between_none_and_full():
+    """--recompute full --recompute-layers 16 of Llama 2 7B's 32: echoed in the JSON scenario and the header,
+    the step between --recompute none and full (scale takes the flag too)."""
+    model = ("--model", "llama2-7b", "--strategy", "fsdp", "--micro-batch", "2", "--seq-len", "4096")
+    job = (*model, "--nodes", "2")
+    steps = {}
+    for name, extra in (("none", ("--recompute", "none")), ("full", ("--recompute", "full")),
+                        ("half", ("--recompute", "full", "--recompute-layers", "16"))):
+        out = run("predict", *job, *extra, "--json")
+        assert out.returncode == 0, out.stderr
+        p = json.loads(out.stdout)
+        steps[name] = p["step_time_s"]
+        assert p["scenario"]["training"]["recompute_layers"] == (16 if name == "half" else None)
+    assert steps["none"] < steps["half"] < steps["full"]
+    table = run("predict", *job, "--recompute", "full", "--recompute-layers", "16")
+    assert "recompute full (16 layers)" in table.stdout
+    scaled = run("scale", *model, "--nodes", "1,2", "--recompute", "full", "--recompute-layers", "16", "--json")
+    assert scaled.returncode == 0, scaled.stderr
 
 
 def test_out_of_memory_is_a_result_not_an_error():

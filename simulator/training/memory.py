@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from simulator.training.pipeline import peak_in_flight
 from simulator.training.prediction import MemoryBreakdown
-from simulator.training.recompute import blocks_recomputing, runs_recomputing
+from simulator.training.recompute import runs_recomputing
 from simulator.training.routing import routed_load
 from simulator.training.shards import (
     blocks_params_on_gpu,
@@ -152,7 +152,7 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
     # that recomputes keeps what its checkpointing keeps, the others (recompute_layers) everything
     runs = [run for start, stop in chunks for run in runs_recomputing(model, training, start, stop)]
     chunk = sum(r * kept(block, stored) + (n - r) * kept(block, plain) for block, n, r in runs) / len(chunks)
-    recomputing = [block for block, _, r in blocks_recomputing(model, training) if r] \
+    recomputing = [block for block, _, r in runs_recomputing(model, training) if r] \
         if stored in ("full", "op") else []
     activations = (in_flight * chunk
                    + (in_flight * model.embedding_activation_bytes(b, local_seq) if first else 0.0)

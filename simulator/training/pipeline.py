@@ -33,6 +33,8 @@ the optimizer, or at the start of the step before each chunk's first forward wit
 overlap_param_gather); fsdp gathers each chunk's parameters before its first forward, keeps them
 for all micro-batches, and reduce-scatters the gradients of the last. A chunk's backward ends with
 the strategy's gradient-accumulation pass over the chunk's parameters (compute.grad_accumulation).
+With recompute_layers a chunk's backward recomputes only its layers that recompute (simulator.training.recompute);
+the others' backward runs as without recomputation.
 With tied embeddings the first stage's input embedding and the last stage's output layer are one
 matrix: after both stages' last backward their gradients are all-reduced between the two (Megatron
 _allreduce_embedding_grads, DeepSpeed _exec_reduce_tied_grads), at the gradient reduction's
@@ -49,7 +51,7 @@ from dataclasses import dataclass, replace
 
 from simulator.core.errors import ConfigError
 from simulator.training.compute import ComputeModel
-from simulator.training.recompute import layer_recomputes
+from simulator.training.recompute import layer_recomputes, runs_recomputing
 from simulator.training.shards import (
     blocks_params_on_gpu,
     owned_params,
@@ -126,6 +128,7 @@ class _Chunk:
     outside: float = 0.0  # of which outside its blocks: the embedding or output layer
     trained: float = 0.0  # of `params`, those that train (LoRA: the blocks' adapters, nothing outside them)
     recomputes: tuple[bool, ...] = ()  # of each of its layers in order, whether it recomputes (recompute_layers)
+    recomputing: tuple[int, ...] = ()  # of each run of `blocks`, how many layers recompute
 
 
 def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: ComputeModel, seq_len: int,
@@ -209,8 +212,10 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
         outside = (embedding if k == 0 else 0.0) + (output if k == p * v - 1 else 0.0)
         trained = (sum(trainable_blocks_params_on_gpu(model, training, tp, par.ep, start, stop))
                    + (outside if training.lora_rank is None else 0.0))
-        chunks[k % p, k // p] = _Chunk(model.block_counts(start, stop), k == 0, k == p * v - 1,
-                                       dense + experts + outside, experts, outside, trained, recomputes[start:stop])
+        runs = runs_recomputing(model, training, start, stop)
+        chunks[k % p, k // p] = _Chunk(tuple((block, n) for block, n, _ in runs), k == 0, k == p * v - 1,
+                                       dense + experts + outside, experts, outside, trained, recomputes[start:stop],
+                                       tuple(r for _, _, r in runs))
     send_size = int(ACTIVATION_BYTES * b * local_seq * model.spec.hidden / (tp if par.p2p_scatter_gather else 1))
     grad_op = "all_reduce" if kind == "ddp" or (kind == "zero1" and s.zero_grad_all_reduce) else "reduce_scatter"
     # tied input and output embeddings live on the first and the last stage: their gradients are summed
@@ -294,17 +299,14 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
             if k < p * v - 1:
                 deps += (f"back{k + 1}.{j}",)
             split = j == last_backward and reducing
-            # last layers first (a mixture's dense blocks last), each run with the count of its layers that recompute
+            # last layers first (a mixture's dense blocks last), with how many of them recompute
             layer_blocks = [block for block, n in chunk.blocks for _ in range(n)]
-            runs, offset = [], 0
-            for block, n in chunk.blocks:
-                runs.append((block, n, sum(chunk.recomputes[offset:offset + n])))
-                offset += n
             pieces: list[tuple[str, TransformerModel | None, int, int]] = [
                 (f"{name(work, stage)}.l{i}", layer_blocks[-1 - i], 1, int(chunk.recomputes[-1 - i]))
                 for i in range(len(layer_blocks))] if split else [
                 (name(work, stage) + ("" if i == 0 else ".dense"), block, n, r)
-                for i, (block, n, r) in enumerate(reversed(runs))]
+                for i, ((block, n), r) in enumerate(reversed(tuple(zip(chunk.blocks, chunk.recomputing,
+                                                                       strict=True))))]
             pieces = pieces or [(name(work, stage), None, 0, 0)]  # the embedding or the output layer alone
             accumulate = compute.grad_accumulation(chunk.trained, s.grad_accumulation_bytes)
             for piece, piece_block, n, recomputing in pieces:

@@ -30,7 +30,7 @@ from simulator.training.pace import NOMINAL, Pace, pace_classes
 from simulator.training.pipeline import plan_pipeline
 from simulator.training.plan import plan_step
 from simulator.training.prediction import StepPrediction
-from simulator.training.recompute import blocks_recomputing
+from simulator.training.recompute import runs_recomputing
 from simulator.training.routing import check_routing, kept_share
 from simulator.training.routing import wait_s as routing_wait_s
 from simulator.training.shards import (
@@ -345,7 +345,7 @@ def compute_scale_for(measured_tokens_per_s: float, topology: TopologySpec, trai
     compute = ComputeModel.for_job(gpu, training, topology.gpu_power_limit_w, gemm_efficiency=gemm_efficiency)
     modelled = training.micro_batch * seq_len / compute.micro_step_s(
         model, training.micro_batch, seq_len, training.activation_checkpointing,
-        blocks_recomputing(model, training))
+        runs_recomputing(model, training))
     return measured_tokens_per_s / modelled
 
 

@@ -54,7 +54,3 @@ def runs_recomputing(model: TransformerModel, training: TrainingSpec, start: int
         start += n
     return out
 
-
-def blocks_recomputing(model: TransformerModel, training: TrainingSpec) -> list[tuple[TransformerModel, int, int]]:
-    """runs_recomputing over the whole model: (block, its layers, how many recompute) per kind of block."""
-    return runs_recomputing(model, training)

@@ -52,6 +52,7 @@ import numpy as np
 from simulator.core.errors import ClusterSimError, ConfigError
 from simulator.training.prediction import StepPrediction
 from simulator.validation.training_cases import Family, MappedCase, TrainingCase, map_case
+from simulator.validation.training_parallel import framework_of
 from topologies.spec import TopologySpec
 from workloads.spec import ModelSpec, TrainingSpec
 
@@ -111,6 +112,9 @@ def _time_per_step(words: list[str]) -> str | None:
 _METRIC_WORDS: tuple[tuple[MetricKind, Callable[[list[str]], bool], float], ...] = (
     ("tokens_per_s_per_gpu", lambda w: bool({"token", "tokens", "tok"} & set(w) and _PER_S & set(w)
                                             and _PER_GPU & set(w)), 1.0),
+    # torchtitan's tables head the column "TPS/GPU" (tokens per second per GPU; "WPS", words, before 2025)
+    ("tokens_per_s_per_gpu", lambda w: w[:1] in (["tps"], ["wps"]) and w[-1] in _PER_GPU and w[1:-1] in ([], ["per"]),
+     1.0),
     ("tflops_per_gpu", lambda w: any(x.startswith(("tflop", "teraflop")) for x in w) and bool(_PER_GPU & set(w)), 1.0),
     ("mfu_pct", lambda w: w in (["mfu"], ["mfu", "pct"], ["mfu", "percent"], ["model", "flops", "utilization"],
                                 ["model", "flops", "utilisation"]), 1.0),
@@ -217,6 +221,11 @@ def _named_metrics(case: TrainingCase) -> list[tuple[str, MetricKind, float]]:
         if key in known or value is None or _NOT_A_THROUGHPUT.search(words):
             continue
         match = next(((kind, scale) for kind, reads, scale in _METRIC_WORDS if reads(words.split("_"))), None)
+        if match is None and words in ("tps", "wps") and framework_of(case.training) == "torchtitan":
+            # torchtitan logs tps (wps before 2025) per device: the rank's tokens over the time and the
+            # non-data-parallel degree (torchtitan train.py, ntokens_since_last_log / (time_delta *
+            # non_data_parallel_size)); elsewhere a bare "TPS" may be the cluster's, and is not read
+            match = ("tokens_per_s_per_gpu", 1.0)
         if match:
             named.append((key, match[0], value * match[1]))
     # MFU written as a fraction (0.45): no training run reaches 1% MFU, so a value up to 1 is a fraction

@@ -722,6 +722,8 @@ def test_metric_preference_tokens_then_tflops_then_mfu():
     ({"elapsed_time_per_step_s": 2.5}, "step_time_s", 2.5),
     ({"model_flops_utilization": 0.41}, "mfu_pct", 41.0),
     ({"MFU": 0.38}, "mfu_pct", 38.0),
+    ({"TPS/GPU": 5762}, "tokens_per_s_per_gpu", 5762.0),
+    ({"wps per gpu": 2904}, "tokens_per_s_per_gpu", 2904.0),
 ])
 def test_metric_names_outside_the_table_are_read_by_their_words(metrics, kind, published):
     """A source's own name for a throughput (per GPU, the cluster's, or the step time, in ms or s) is read by its
@@ -737,6 +739,17 @@ def test_metric_names_outside_the_table_are_read_by_their_words(metrics, kind, p
     expected = {"tokens_per_s_per_gpu": 1000.0, "tflops_per_gpu": 6.0, "mfu_pct": 0.6, "step_time_s": step_s,
                 "samples_per_s": 8 * 4096 / seq_len / step_s, "tokens_per_s": 8000.0}[kind]
     assert predicted_metric(mapped(entry), prediction) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("framework", "read"), [("torchtitan (PyTorch FSDP2)", True), ("Megatron-LM", False)])
+def test_a_bare_tps_is_per_gpu_under_torchtitan_only(framework, read):
+    """torchtitan logs tps (wps before 2025) per device: under torchtitan a bare 'TPS' / 'WPS' is tokens/s per
+    GPU; under another framework a bare TPS may be the cluster's, and is not read."""
+    for key in ("TPS", "wps"):
+        entry = case(training={"framework": framework})
+        entry["metrics"] = {key: 5762}
+        metric = choose_metric(parse(entry)[0])
+        assert (metric is not None and metric.kind == "tokens_per_s_per_gpu") is read
 
 
 @pytest.mark.parametrize("metrics", [{"aggregate_TFLOPs": 900.0}, {"HFU_%": 55.0}, {"speedup_over_baseline": 1.3},

@@ -1,5 +1,6 @@
 """Warnings about a training job that can run but was probably not meant: a global batch that reads
-as a count of tokens, a sequence longer than the model's context, a model whose matrix dimensions
+as a count of tokens, a sequence longer than the model's context, more recomputing layers than the model
+has, a model whose matrix dimensions
 miss the tensor cores' alignment, a GB200 NVL72 job whose tray count splits over racks only into small
 NVLink domains (TopologySpec.uneven_nvlink_note). The job is predicted all the same.
 
@@ -51,6 +52,9 @@ def job_warnings(training: TrainingSpec, model: ModelSpec, topology: TopologySpe
         warnings.append(
             f"training.seq_len {training.seq_len:,} is longer than model {model.name}'s context (max_seq_len "
             f"{model.max_seq_len:,}): right for context extension, otherwise check the sequence length")
+    if training.recompute_layers is not None and training.recompute_layers > model.layers:
+        warnings.append(f"training.recompute_layers {training.recompute_layers:,} is more than model {model.name}'s "
+                        f"{model.layers:,} layers: every layer recomputes, as with activation_checkpointing full alone")
     warnings.extend(_alignment_warnings(training, model))
     return warnings
 

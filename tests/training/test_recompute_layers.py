@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from simulator.scenario import complete_training
+from simulator.training.job_warnings import job_warnings
 from simulator.training.predict import predict_step
 from simulator.training.recompute import recomputing
 from topologies.presets import load_preset
@@ -102,6 +103,14 @@ def test_in_a_pipeline_each_stage_recomputes_its_share():
     none, half, full = predict(None, "none", **kw), predict(16, **kw), predict(None, **kw)
     assert none.step_time_s < half.step_time_s < full.step_time_s
     assert full.memory_per_gpu_bytes < half.memory_per_gpu_bytes < none.memory_per_gpu_bytes
+
+
+def test_more_layers_than_the_model_has_is_warned():
+    """recompute_layers 40 of Llama 2 7B's 32: all recompute (as full), with a warning naming the field."""
+    training = TrainingSpec(model=LLAMA.name, activation_checkpointing="full", recompute_layers=40)
+    assert any("recompute_layers 40 is more than model llama2-7b's 32 layers" in w
+               for w in job_warnings(training, LLAMA))
+    assert not job_warnings(training.model_copy(update={"recompute_layers": 32}), LLAMA)
 
 
 def test_bad_settings_name_the_field():

@@ -109,8 +109,9 @@ def _scenario(kind: str, config: Path, topology: str, nodes: int, job: ImportedJ
     if model_value is None:
         raise ConfigError(f"{config}: a {kind} config names no model; give --model NAME|FILE")
     training = {"model": model_value, **job.training}
-    if recompute is not None:
+    if recompute is not None:  # replaces the config's recomputation, its count of recomputing layers included
         training["activation_checkpointing"] = recompute
+        training.pop("recompute_layers", None)
     return {"name": f"{printable(config.name)} ({kind})", "topology": topology_value, "nodes": nodes,
             "training": training}
 

@@ -124,9 +124,11 @@ class CandidateLayout:
         return "interleaved" if self.virtual_stages > 1 else "1f1b"
 
     def training(self, base: TrainingSpec) -> TrainingSpec:
-        """`base` (model, batch, precision, strategy knobs, placement) run with this layout."""
+        """`base` (model, batch, precision, strategy knobs, placement) run with this layout; full recomputation
+        keeps the base's recompute_layers, the other choices drop it."""
         data: dict[str, Any] = base.model_dump()
-        data.update(micro_batch=self.micro_batch, grad_accum=None, activation_checkpointing=self.recompute)
+        data.update(micro_batch=self.micro_batch, grad_accum=None, activation_checkpointing=self.recompute,
+                    recompute_layers=data["recompute_layers"] if self.recompute == "full" else None)
         zero1_variant = data["strategy"]["zero_grad_all_reduce"] and self.strategy == "zero1"
         data["strategy"] = {**data["strategy"], "kind": self.strategy, "zero_grad_all_reduce": zero1_variant}
         data["parallel"] = {**data["parallel"], "tp": self.tp, "pp": self.pp, "cp": self.cp, "ep": self.ep,

@@ -40,6 +40,26 @@ def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
     return invoke
 
 
+@pytest.mark.parametrize(("recompute", "expected"), [(None, ("full", 16)), ("none", ("none", None)),
+                                                      ("full", ("full", None))])
+def test_recompute_replaces_the_configs_recomputation_and_its_layer_count(tmp_path: Path, recompute: str | None,
+                                                                          expected: tuple[str, int | None]):
+    """A torchtitan config recomputing every 2nd of 32 blocks imports as full over 16 layers; --recompute
+    replaces both (none: no count left to contradict it; full: every layer)."""
+    config = tmp_path / "job.toml"
+    config.write_text('[model]\nname = "llama3"\nflavor = "8B"\n[activation_checkpoint]\nmode = "selective"\n'
+                      'selective_ac_option = "2"\n')
+    out = tmp_path / "scenario.yaml"
+    flags = ["--recompute", recompute] if recompute else []
+    imported = CliRunner().invoke(app, ["import", "torchtitan", str(config), "--topology", "dgx-h100", "--nodes", "1",
+                                        *flags, "-o", str(out)])
+    assert imported.exit_code == 0, imported.output
+    predicted = CliRunner().invoke(app, ["predict", str(out), "--json"])
+    assert predicted.exit_code == 0, predicted.output
+    training = json.loads(predicted.stdout)["scenario"]["training"]
+    assert (training["activation_checkpointing"], training["recompute_layers"]) == expected
+
+
 @pytest.mark.parametrize(("kind", "name", "extra", "expected"), EXAMPLES, ids=[e[0] for e in EXAMPLES])
 def test_examples_import_and_predict(tmp_path: Path, kind: str, name: str, extra: list[str],
                                      expected: tuple[int, int, bool, str, int, str]):

@@ -112,6 +112,16 @@ def test_impossible_requests_name_the_option(space, batch, needle):
         enumerate_layouts(TINY, 4, 8, batch, space)
 
 
+def test_a_layout_keeps_the_jobs_recompute_layers_only_with_full_recomputation():
+    """A job recomputing 2 of its 4 layers: a full-recomputation layout keeps the 2, the others drop the count
+    (it belongs to full recomputation) instead of failing validation."""
+    base = TrainingSpec(model=TINY, seq_len=256, global_batch=8, activation_checkpointing="full", recompute_layers=2)
+    layouts = {recompute: CandidateLayout(tp=1, pp=1, dp=8, micro_batch=1, micro_steps=1, strategy="fsdp",
+                                          recompute=recompute) for recompute in ("none", "selective", "full")}
+    assert {name: lay.training(base).recompute_layers for name, lay in layouts.items()} == {
+        "none": None, "selective": None, "full": 2}
+
+
 def test_estimate_pays_the_pipeline_bubble():
     """With one data-parallel rank (no gradient reduction), a 4-stage pipeline takes (m + 3) stage
     times for m micro-batches: 8 micro-batches cost 11/4 of one, apart from the optimizer step."""

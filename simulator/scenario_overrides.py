@@ -88,8 +88,9 @@ def apply_options(scenario: ScenarioSpec | None, options: Mapping[str, Any], sou
         if scenario is None:
             training = TrainingSpec(model=model.name)
     train = merged(options.get("training") or {}, _given(options, JOB_OPTIONS))
-    if options.get("recompute") is not None:
+    if options.get("recompute") is not None:  # replaces the job's recomputation, its count of layers too
         train["activation_checkpointing"] = options["recompute"]
+        train.setdefault("recompute_layers", None)
     if options.get("framework") is not None:
         train["framework"] = options["framework"]
     strategy = options.get("strategy")

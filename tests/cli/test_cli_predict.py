@@ -103,6 +103,21 @@ def test_recompute_layers_lies_between_none_and_full():
     assert scaled.returncode == 0, scaled.stderr
 
 
+def test_recompute_on_the_command_line_replaces_the_scenarios_layer_count(tmp_path: Path):
+    """A scenario recomputing 16 layers: --recompute none or full replaces its recomputation, count included;
+    --recompute-layers beside it sets a new count."""
+    scenario = tmp_path / "job.yaml"
+    scenario.write_text("topology: dgx-a100\nnodes: 2\ntraining:\n  model: llama2-7b\n  micro_batch: 2\n"
+                        "  activation_checkpointing: full\n  recompute_layers: 16\n  strategy: {kind: fsdp}\n")
+    for flags, expected in (((), ("full", 16)), (("--recompute", "none"), ("none", None)),
+                            (("--recompute", "full"), ("full", None)),
+                            (("--recompute", "full", "--recompute-layers", "8"), ("full", 8))):
+        out = run("predict", str(scenario), *flags, "--json")
+        assert out.returncode == 0, out.stderr
+        training = json.loads(out.stdout)["scenario"]["training"]
+        assert (training["activation_checkpointing"], training["recompute_layers"]) == expected
+
+
 def test_out_of_memory_is_a_result_not_an_error():
     """A job that cannot fit is predicted, with fits_in_memory false."""
     out = run("predict", "--model", "llama2-70b", "--nodes", "1", "--strategy", "ddp", "--micro-batch", "4",

@@ -196,7 +196,7 @@ _OUTSIDE_INTRO = (
     "`validate-training benchmarks/data/outside_sources_training_cases.yaml`: {n} runs of three sources the shared "
     "cases do not hold, IBM's fms-fsdp README tables (PyTorch FSDP on 128 A100s and 96 H100s, eager and "
     "compiled), torchtitan's 2024 performance page (FSDP2 on 64 A100s, 2D on 128 H100s) and NVIDIA's DGX Cloud "
-    "Benchmarking tables (NeMo 24.12's Llama 3.1, GPT-3 175B and Nemotron-4 recipes, MaxText's Llama 3 70B, on "
+    "Benchmarking tables (NeMo 24.12's Llama 3.1, GPT-3 175B, Nemotron-4 and Grok-1 recipes, MaxText's Llama 3 70B, on "
     "8-2,304 H100s). No constant is "
     "fitted to them; the PyTorch frameworks' eager default was set while they were read "
     "([the set](../heldout-training.md#runs-of-other-sources)). The lookup table is evaluated among these "

@@ -279,6 +279,8 @@ def _architecture(name: str, framework: str) -> dict[str, bool]:
     low = name.lower()
     if re.search(r"llama|mistral|mixtral|qwen", low):
         return {"gated_mlp": True, "tied_embeddings": False, "learned_positions": False, "bias": False}
+    if "grok" in low:  # xai-org/grok-1 model.py: a GELU-gated MLP, the output through the input embedding, RoPE
+        return {"gated_mlp": True, "tied_embeddings": True, "learned_positions": False, "bias": False}
     if "mpt" in low and "foundry" in framework.lower():
         # LLM Foundry's benchmark yamls leave MPTConfig defaults: learned positions, biases, tied output.
         return {"tied_embeddings": True, "learned_positions": True, "bias": True}

@@ -80,11 +80,14 @@ PUBLISHED = [
     ("nemotron4-15b", 15.7e9, 0.005, "Parmar et al. 2024, Nemotron-4 15B Technical Report, Table 1: 3.2B embedding + "
      "12.5B non-embedding (we count 15.63B)"),
     ("llama4-scout-17b-16e", 109e9, 0.015, "meta-llama/Llama-4-Scout-17B-16E model card: 109B total (we count 107.8B)"),
+    ("grok1-314b", 314e9, 0.007, "xai-org/grok-1 README: 314B parameters (we count 315.7B, its extra norms left out)"),
 ]
 
 # (preset, published active parameters per token, relative tolerance, source)
 ACTIVE = [
     ("mixtral-8x7b", 12.9e9, 0.005, "Jiang et al. 2024, section 2: 13B active (12.9B in its abstract's figure)"),
+    ("grok1-314b", 83.76e9, 0.001, "xai-org/grok-1 run.py: 2 of 8 experts a token; by hand 64 x (2 x 3 x 6144 x "
+     "32768 + 2 x 6144 x 6144 + 2 x 6144 x 1024 + 6144 x 8) + 131072 x 6144 = 83.76B"),
     ("mixtral-8x22b", 39e9, 0.005, "Mistral AI, Mixtral 8x22B announcement: 39B active"),
     ("qwen3-30b-a3b", 3.3e9, 0.02, "Qwen/Qwen3-30B-A3B model card: 3.3B activated, 29.9B non-embedding (we count "
      "3.35B and 29.9B: the card's figure is cut, not rounded)"),

@@ -10,8 +10,8 @@ from simulator.core.errors import ConfigError
 from workloads.model import transformer
 from workloads.presets import list_models, load_model, model_from_yaml_text, resolve_model
 
-EXPECTED = {"bert-large", "deepseek-v3", "gemma-7b", "gpt2-xl", "gpt3-13b", "gpt3-175b", "gpt3-20b", "gpt3-5b",
-            "llama2-13b", "llama2-70b", "llama2-7b", "llama3-405b", "llama3-70b", "llama3-8b", "llama3.2-1b",
+EXPECTED = {"bert-large", "deepseek-v3", "gemma-7b", "gpt2-xl", "grok1-314b", "gpt3-13b", "gpt3-175b", "gpt3-20b",
+            "gpt3-5b", "llama2-13b", "llama2-70b", "llama2-7b", "llama3-405b", "llama3-70b", "llama3-8b", "llama3.2-1b",
             "llama3.2-3b", "llama4-scout-17b-16e", "mistral-7b", "mixtral-8x22b", "mixtral-8x7b", "mpt-30b", "mpt-70b",
             "mpt-7b", "nemotron3-22b", "nemotron3-8b", "nemotron4-15b", "nemotron4-340b", "opt-175b",
             "qwen2.5-72b", "qwen2.5-7b", "qwen3-235b-a22b", "qwen3-30b-a3b"}

@@ -66,13 +66,14 @@ from workloads.spec import (
     Checkpointing,
     ModelSpec,
     Precision,
+    RoutingSpec,
     StrategyKind,
     TrainingSpec,
     checkpointing_of,
 )
 
 _SECTIONS = ("model", "training", "cluster", "metrics")
-# Field -> what parse_cases accepts besides null ("int", "str", "int|str", "bool|str", "str-list").
+# Field -> what parse_cases accepts besides null ("int", "str", "bool", "number", "int|str", "bool|str", "str-list").
 _FIELD_TYPES: dict[str, dict[str, str]] = {
     "model": {"name": "str", "layers": "int", "hidden": "int", "heads": "int", "kv_heads": "int", "ffn": "int",
               "vocab": "int|str", "seq_len": "int|str", "experts": "int", "experts_per_token": "int",
@@ -83,7 +84,9 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
                  "grad_accum": "int", "zero_stage": "int|str", "zeropp": "bool", "precision": "str",
                  "activation_checkpointing": "bool|str", "fsdp_sharding_strategy": "str", "offload": "bool|str",
                  "fsdp_mixed_precision_mode": "str", "packed_sample_len": "int", "lora_rank": "int",
-                 "recompute_layers": "int", "recompute_num_layers": "int", "tp_comm_overlap": "bool"},
+                 "recompute_layers": "int", "recompute_num_layers": "int", "tp_comm_overlap": "bool",
+                 "capacity_factor": "number", "moe_expert_capacity_factor": "number", "pad_to_capacity": "bool",
+                 "moe_pad_expert_input_to_capacity": "bool"},
     "cluster": {"gpu": "str", "num_gpus": "int", "gpus_per_node": "int", "nodes": "int", "intra_node": "str",
                 "inter_node": "str", "inter_node_bw_per_node": "str", "ib_links": "str"},
 }
@@ -116,6 +119,7 @@ def _type_ok(value: Any, kind: str) -> bool:
         "int": is_int,
         "str": isinstance(value, str),
         "bool": isinstance(value, bool),
+        "number": isinstance(value, int | float) and not isinstance(value, bool),
         "int|str": is_int or isinstance(value, str),
         "bool|str": isinstance(value, bool | str),
         "str-list": isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value)),
@@ -359,6 +363,9 @@ def _released_preset(name: str) -> ModelSpec | None:
 # A mixture of experts' fields in a case's model section -> ModelSpec fields.
 _MOE_FIELDS = {"experts": "experts", "experts_per_token": "experts_per_token", "expert_ffn": "expert_ffn_hidden",
                "shared_experts": "shared_experts"}
+# A case's shape fields -> ModelSpec fields: what a case states of a released model over its preset's values.
+_PRESET_FIELDS = {"layers": "layers", "hidden": "hidden", "heads": "heads", "kv_heads": "kv_heads", "ffn": "ffn_hidden",
+                  "vocab": "vocab", **_MOE_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -499,15 +506,27 @@ def _shape_from_size(case: TrainingCase, model: Mapping[str, Any], seq_len: int,
 
 def _model_spec(case: TrainingCase, model: Mapping[str, Any], seq_len: int, defaults: list[str]) -> ModelSpec:
     """The case's model section (with filled-in fields) as a ModelSpec; a released model named
-    without any of its shape takes its public config (the model preset); fields its source states
+    without any of its shape takes its public config (the model preset), one named with part of it (that
+    agrees with the preset's layers, hidden size and heads) the rest of it, flagged; fields its source states
     once for a table or the whole document (_STATED_ONCE) fill the rows that leave them out, and a
     stated size then gives the layer count (_layers_from_size)."""
     shape = ("layers", "hidden", "heads", "vocab")
     missing = [k for k in shape if model.get(k) is None]
-    preset = _released_preset(str(model.get("name") or "")) if len(missing) == len(shape) else None
-    if preset is not None:
+    preset = _released_preset(str(model.get("name") or "")) if missing or model.get("ffn") is None else None
+    if preset is not None and len(missing) == len(shape):
         defaults.append(f"model shape not stated: the released model's public config ({preset.source})")
         return ModelSpec(**{**preset.model_dump(), "max_seq_len": seq_len, "train_seq_len": None,
+                            "source": f"training case {case.id} (model preset {preset.name})"})
+    if preset is not None and all(model.get(key) in (None, getattr(preset, key)) for key in ("layers", "hidden",
+                                                                                          "heads")):
+        # part of the shape stated, and it is the released model's: the rest from its config
+        stated = {field: model[key] for key, field in _PRESET_FIELDS.items() if model.get(key) is not None}
+        if isinstance(stated.get("vocab"), str):
+            stated["vocab"] = _k_count(stated["vocab"], 1000)
+        filled = [key for key, field in _PRESET_FIELDS.items() if field not in stated and getattr(preset, field)
+                  and key in (*shape, "ffn", "kv_heads")]
+        defaults.append(f"{', '.join(filled)} not stated: the released model's ({preset.source})")
+        return ModelSpec(**{**preset.model_dump(), **stated, "max_seq_len": seq_len, "train_seq_len": None,
                             "source": f"training case {case.id} (model preset {preset.name})"})
     for fact in _STATED_ONCE:
         if model.get(fact.field) is None and all(text in case.where for text in fact.where):
@@ -562,6 +581,15 @@ def _precision(text: str | None, gpu: str, defaults: list[str]) -> Precision:
 # torchtitan's 'selective layer' policy wraps every k-th block in a checkpoint, k its selective_ac_option, whose
 # default was "2" (torchtitan/config_manager.py, 2024: "2 = checkpoint every other layer")
 _TORCHTITAN_LAYER_EVERY = 2
+
+
+def _routing(training: Mapping[str, Any]) -> RoutingSpec:
+    """A mixture of experts' capacity as a case states it: `capacity_factor` (or Megatron-Core's
+    moe_expert_capacity_factor) and `pad_to_capacity` (moe_pad_expert_input_to_capacity); dropless and unpadded
+    where it says nothing (RoutingSpec's defaults)."""
+    factor = training.get("capacity_factor", training.get("moe_expert_capacity_factor"))
+    pad = training.get("pad_to_capacity", training.get("moe_pad_expert_input_to_capacity"))
+    return RoutingSpec(capacity_factor=None if factor is None else float(factor), pad_to_capacity=bool(pad))
 
 
 def _checkpointing(value: bool | str | None, defaults: list[str], framework: str = "") -> tuple[Checkpointing,
@@ -819,6 +847,7 @@ def map_case(case: TrainingCase) -> MappedCase:
                            framework=_framework(training, strategy.kind),
                            packed_sample_len=training.get("packed_sample_len"),
                            lora_rank=_lora_rank(case, defaults),
+                           routing=_routing(training),
                            **_batch(_micro_batch_of_tokens(layout.training, seq_len, defaults), layout.dp, n_gpus,
                                     layout.parallel.pp, defaults))
         job = with_framework(job)

@@ -121,3 +121,25 @@ def test_unknown_release_is_skipped_naming_the_missing_shape():
     mapped = _map_named({"name": "Falcon-40B"})
     assert mapped.skipped == ("model shape not stated: layers, hidden, heads (nor a size in params, e.g. '18B', to "
                               "derive them)")
+
+
+@pytest.mark.parametrize(("model", "expected", "filled"), [
+    ({"name": "Llama 3.1 8B", "layers": 32, "hidden": 4096, "heads": 32}, (14336, 8, 128256), "kv_heads, ffn, vocab"),
+    ({"name": "Llama 3.1 8B", "layers": 32, "hidden": 4096, "heads": 32, "vocab": "128K"}, (14336, 8, 128000),
+     "kv_heads, ffn"),
+    ({"name": "Grok 1 314B", "layers": 64}, (32768, 8, 131072), "hidden, heads, kv_heads, ffn, vocab"),
+])
+def test_a_released_model_named_with_part_of_its_shape_takes_the_rest(model, expected, filled):
+    """Part of the shape stated, agreeing with the released model's layers, hidden size and heads: the rest
+    (FFN width, vocabulary, KV heads, the family's block) from its preset, flagged; what is stated wins."""
+    m = _map_named(model)
+    assert m.skipped is None, m.skipped
+    assert (m.model.ffn_hidden, m.model.kv_heads, m.model.vocab) == expected
+    assert any(d.startswith(f"{filled} not stated: the released model's") for d in m.defaults), m.defaults
+
+
+def test_a_shape_that_disagrees_with_the_named_release_is_not_completed_from_it():
+    """A stated hidden size other than the release's: the name is not that model; the missing vocabulary is
+    then a reason to skip, not a value to borrow."""
+    m = _map_named({"name": "Llama 3.1 8B", "layers": 32, "hidden": 5120, "heads": 32})
+    assert m.skipped == "model shape not stated: vocab"

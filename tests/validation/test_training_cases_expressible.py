@@ -7,8 +7,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 import yaml
 
+from simulator.core.errors import ConfigError
 from simulator.training.predict import predict_step
 from simulator.validation.training_cases import map_case, parse_cases
 
@@ -63,6 +65,24 @@ def test_moe_shape_stated_in_the_case():
     assert mapped.model is not None and mapped.training is not None
     assert (mapped.model.experts, mapped.model.experts_per_token, mapped.model.expert_ffn_hidden) == (16, 2, 1408)
     assert mapped.training.parallel.ep == 8
+
+
+def test_expert_capacity_stated_in_the_case():
+    """A capacity factor and padding as the case states them (Megatron-Core's flag names too) reach the routing;
+    unstated: dropless, unpadded; on a dense model the prediction refuses it naming training.routing (which
+    validate-training reports as the case's skip reason)."""
+    plain = map_case(case(MOE_CASE))
+    assert (plain.training.routing.capacity_factor, plain.training.routing.pad_to_capacity) == (None, False)
+    padded = map_case(case(MOE_CASE, training={"moe_expert_capacity_factor": 1.0,
+                                               "moe_pad_expert_input_to_capacity": True}))
+    assert (padded.training.routing.capacity_factor, padded.training.routing.pad_to_capacity) == (1.0, True)
+    dropping = map_case(case(MOE_CASE, training={"capacity_factor": 1.25}))
+    assert (dropping.training.routing.capacity_factor, dropping.training.routing.pad_to_capacity) == (1.25, False)
+    dense = {"name": "Llama 2 7B", "layers": 32, "hidden": 4096, "heads": 32, "vocab": 32000, "ffn": 11008}
+    refused = map_case(case(MOE_CASE, model=dense, training={"ep": None, "strategy": ["tp", "dp"],
+                                                             "capacity_factor": 1.25}))
+    with pytest.raises(ConfigError, match="training.routing"):
+        predict_step(refused.topology, refused.training, refused.model)
 
 
 def test_unexpressible_expert_cases_say_why():

@@ -526,7 +526,8 @@ def _model_spec(case: TrainingCase, model: Mapping[str, Any], seq_len: int, defa
         filled = [key for key, field in _PRESET_FIELDS.items() if field not in stated and getattr(preset, field)
                   and key in (*shape, "ffn", "kv_heads")]
         defaults.append(f"{', '.join(filled)} not stated: the released model's ({preset.source})")
-        return ModelSpec(**{**preset.model_dump(), **stated, "max_seq_len": seq_len, "train_seq_len": None,
+        block = _architecture(str(model.get("name")), str(case.training.get("framework", "")))  # the run's own
+        return ModelSpec(**{**preset.model_dump(), **block, **stated, "max_seq_len": seq_len, "train_seq_len": None,
                             "source": f"training case {case.id} (model preset {preset.name})"})
     for fact in _STATED_ONCE:
         if model.get(fact.field) is None and all(text in case.where for text in fact.where):

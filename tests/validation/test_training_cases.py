@@ -273,9 +273,21 @@ def test_megatron_2020_tflops_count_recomputation():
     assert any("--checkpoint-activations" in d for d in m.defaults)
 
 
+UNRELEASED = "MPT-70b in-house variant"  # a name no model preset is: nothing of a released shape is borrowed
+
+
+def test_a_foundry_run_without_its_ffn_takes_the_presets_and_keeps_its_block():
+    """LLM Foundry's MPT-70b without its FFN width: the mpt-70b preset's (32,768), flagged; the block stays the
+    one LLM Foundry's benchmark runs (learned positions, biases, tied output)."""
+    m = mapped(case(model={"ffn": None}))
+    assert m.skipped is None and m.model.ffn_hidden == 32768
+    assert (m.model.learned_positions, m.model.bias, m.model.tied_embeddings) == (True, True, True)
+    assert any(d.startswith("ffn not stated: the released model's (model preset mpt-70b") for d in m.defaults)
+
+
 def test_case_without_hidden_size_is_skipped():
-    """No hidden size: skipped, naming the missing field."""
-    m = mapped(case(model={"hidden": None}))
+    """No hidden size, and no released model of that name: skipped, naming the missing field."""
+    m = mapped(case(model={"hidden": None, "name": UNRELEASED}))
     assert m.skipped == "model shape not stated: hidden" and m.in_scope
 
 
@@ -290,7 +302,7 @@ def test_heads_the_source_states_for_all_its_tables_fill_its_rows():
     m = mapped(prequel)
     assert m.skipped is None and m.model is not None and m.model.heads == 64
     assert any("all NHEADS=64 (above too)" in d for d in m.defaults)
-    assert mapped(case(model={"heads": None})).skipped == "model shape not stated: heads"
+    assert mapped(case(model={"heads": None, "name": UNRELEASED})).skipped == "model shape not stated: heads"
 
 
 def test_hidden_the_source_fixes_for_a_table_and_layers_from_the_stated_size():
@@ -625,7 +637,7 @@ def test_sequence_lengths_as_sources_write_them(seq_len: str | int, tokens: int)
 
 def test_seq_len_in_k_and_missing_fields_use_flagged_defaults():
     """'8K' tokens = 8192; no micro-batch: global batch / GPUs; no ffn: 4 x hidden, all flagged."""
-    m = mapped(case(model={"seq_len": "8K", "ffn": None},
+    m = mapped(case(model={"seq_len": "8K", "ffn": None, "name": UNRELEASED},
                     training={"micro_batch": None, "grad_accum": None, "global_batch": 1024}))
     assert (m.training.seq_len, m.training.micro_batch, m.model.ffn_hidden) == (8192, 2, None)
     assert "micro_batch not stated: global_batch / (GPUs x grad_accum 1) = 2" in m.defaults

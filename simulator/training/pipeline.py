@@ -130,6 +130,11 @@ class _Chunk:
     recomputes: tuple[bool, ...] = ()  # of each of its layers in order, whether it recomputes (recompute_layers)
     recomputing: tuple[int, ...] = ()  # of each run of `blocks`, how many layers recompute
 
+    @property
+    def layer_blocks(self) -> tuple[TransformerModel, ...]:
+        """Each of its layers' kind of block, in order."""
+        return tuple(block for block, n in self.blocks for _ in range(n))
+
 
 def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: ComputeModel, seq_len: int,
                   micro_steps: int, dp: int, shard_group: int) -> StepPlan:
@@ -300,10 +305,10 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 deps += (f"back{k + 1}.{j}",)
             split = j == last_backward and reducing
             # last layers first (a mixture's dense blocks last), with how many of them recompute
-            layer_blocks = [block for block, n in chunk.blocks for _ in range(n)]
             pieces: list[tuple[str, TransformerModel | None, int, int]] = [
-                (f"{name(work, stage)}.l{i}", layer_blocks[-1 - i], 1, int(chunk.recomputes[-1 - i]))
-                for i in range(len(layer_blocks))] if split else [
+                (f"{name(work, stage)}.l{i}", block, 1, int(recomputes))
+                for i, (block, recomputes) in enumerate(zip(reversed(chunk.layer_blocks), reversed(chunk.recomputes),
+                                                            strict=True))] if split else [
                 (name(work, stage) + ("" if i == 0 else ".dense"), block, n, r)
                 for i, ((block, n), r) in enumerate(reversed(tuple(zip(chunk.blocks, chunk.recomputing,
                                                                        strict=True))))]

@@ -463,6 +463,10 @@ def test_cluster_text_lowers_to_gpu_preset_and_network(cluster, gpu, gpus_per_no
         ({"gpu": "H100", "inter_node": "AWS p5.48xlarge, EFA"}, "aws-p5", "H100-SXM5-80GB", ("efa", 32, 100.0)),
         ({"gpu": "H200 (p5e.48xlarge)"}, "aws-p5e", "H200-SXM-141GB", ("efa", 32, 100.0)),
         ({"gpu": "H100 80GB", "intra_node": "GCP a3-megagpu-8g"}, "gcp-a3-mega", "H100-SXM5-80GB", ("tcpxo", 8, 200.0)),
+        ({"gpu": "H200", "inter_node": "p5en EFA"}, "aws-p5en", "H200-SXM-141GB", ("efa", 16, 200.0)),
+        ({"gpu": "H200 (Google Cloud A3 Ultra)"}, "gcp-a3-ultra", "H200-SXM-141GB", ("roce", 8, 400.0)),
+        ({"gpu": "B200", "inter_node": "a4-highgpu-8g, RoCE"}, "gcp-a4", "B200-180GB", ("roce", 8, 400.0)),
+        ({"gpu": "B200 (GCP A4)"}, "gcp-a4", "B200-180GB", ("roce", 8, 400.0)),
         ({"gpu": "GCP A3 High"}, "gcp-a3-high", "H100-SXM5-80GB", ("tcpx", 4, 200.0)),
         ({"gpu": "Azure ND96isr H100 v5"}, "azure-nd-h100-v5", "H100-SXM5-80GB", ("ib", 8, 400.0)),
         ({"gpu": "A100 80GB (Azure NDm A100 v4)"}, "azure-nd-a100-v4", "A100-SXM4-80GB", ("ib", 8, 200.0)),
@@ -486,11 +490,16 @@ def test_a_cloud_instance_named_in_the_cluster_text_is_its_server_and_network(cl
 
 
 def test_instance_names_that_are_not_in_the_table_fall_back_to_the_gpu_text():
-    """p5en (EFA v3) is not in the table: the GPU text decides, as without an instance name."""
+    """An instance type the table does not name (p6-b200) leaves the GPU text to decide, as without an instance
+    name; a bare "A4" (a paper size, an Azure VM size) is not read as Google Cloud's A4."""
     m = mapped(case(training={"precision": None, "grad_accum": None},
-                    cluster={"nodes": None, "gpus_per_node": None, "num_gpus": 16, "gpu": "H200",
-                             "inter_node": "p5en EFA", "inter_node_bw_per_node": None, "intra_node": None}))
-    assert m.skipped is None and m.topology.name == "hgx-h200" and m.topology.inter_node.transport == "efa"
+                    cluster={"nodes": None, "gpus_per_node": None, "num_gpus": 16, "gpu": "B200",
+                             "inter_node": "p6-b200 EFA", "inter_node_bw_per_node": None, "intra_node": None}))
+    assert m.skipped is None and m.topology.name == "dgx-b200" and m.topology.inter_node.transport == "efa"
+    m = mapped(case(training={"precision": None, "grad_accum": None},
+                    cluster={"nodes": None, "gpus_per_node": None, "num_gpus": 16, "gpu": "B200",
+                             "inter_node": "A4 InfiniBand", "inter_node_bw_per_node": None, "intra_node": None}))
+    assert m.skipped is None and m.topology.name == "dgx-b200" and m.topology.inter_node.transport == "ib"
 
 
 @pytest.mark.parametrize(("text", "nics"), [("400 Gbps", (8, 50.0)), ("50 GB/s", (8, 50.0)), ("25 GBps", (8, 25.0)),

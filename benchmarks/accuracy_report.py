@@ -193,14 +193,14 @@ _HELDOUT_INTRO = (
     "among the cases above and that no constant is fitted to ([the set](../heldout-training.md), with what was "
     "decided after seeing it). The lookup table is evaluated among these runs themselves.")
 _OUTSIDE_INTRO = (
-    "`validate-training benchmarks/data/outside_sources_training_cases.yaml`: {n} runs of three sources the shared "
+    "`validate-training benchmarks/data/outside_sources_training_cases.yaml`: {n} runs of four sources the shared "
     "cases do not hold, IBM's fms-fsdp README tables (PyTorch FSDP on 128 A100s and 96 H100s, eager and "
-    "compiled), torchtitan's 2024 performance page (FSDP2 on 64 A100s, 2D on 128 H100s) and NVIDIA's DGX Cloud "
+    "compiled), torchtitan's 2024 performance page (FSDP2 on 64 A100s, 2D on 128 H100s), NVIDIA's DGX Cloud "
     "Benchmarking tables (NeMo 24.12's Llama 3.1, GPT-3 175B, Nemotron-4 and Grok-1 recipes, MaxText's Llama 3 70B, on "
-    "8-2,304 H100s). No constant is "
-    "fitted to them; the PyTorch frameworks' eager default was set while they were read "
-    "([the set](../heldout-training.md#runs-of-other-sources)). The lookup table is evaluated among these "
-    "runs themselves.")
+    "8-2,304 H100s) and Trainy's torchtitan runs of Llama 3.1 8B on 32 and 64 H200s. No constant is "
+    "fitted to them; the PyTorch frameworks' eager default, MaxText's policies and torchtitan's compiled loss were "
+    "added while they were read ([the set](../heldout-training.md#runs-of-other-sources)). The lookup table is "
+    "evaluated among these runs themselves.")
 
 
 def training_page(reports: dict[str, dict[str, Any]]) -> str:

@@ -34,6 +34,7 @@ class Job:
     tp: int
     pp: int
     virtual_stages: int = 1
+    compiled: bool = False  # the job states torch.compile (fused_elementwise true)
 
 
 @dataclass(frozen=True)
@@ -151,8 +152,10 @@ FRAMEWORKS: dict[str, Conventions] = {
                 "parallelism parameters stay gathered after forward", _pp),
         Default("fused_elementwise", False, "torchtitan/config/job_config.py: compile is off by default (PyTorch "
                 "eager element-wise ops)"),
-        Default("cross_entropy", "eager", "torchtitan train.py / components/loss.py: the loss is "
-                "torch.nn.functional.cross_entropy(pred.flatten(0, 1).float(), labels), not compiled"),
+        Default("cross_entropy", lambda job: "fused" if job.compiled else "eager", "torchtitan "
+                "components/loss.py: the loss is torch.nn.functional.cross_entropy(pred.flatten(0, 1).float(), "
+                "labels), eager, or compiled with the model under training.compile (build_cross_entropy_loss, "
+                "since bbb1b616e, 2025-04-02; eager before it, compiled or not)"),
         Default("parallel.sequence_parallel", True, "torchtitan parallelize_llama: the TP plan shards the norms "
                 "(SequenceParallel)", _tp),
         Default("parallel.placement", "tp-dp-pp", "torchtitan ParallelDims: device mesh (pp, dp_replicate, "
@@ -217,6 +220,9 @@ FRAMEWORKS: dict[str, Conventions] = {
         Default("strategy.grad_reduce_bytes", 4, "MaxText/configs/base.yml: weight_dtype float32 (gradients "
                 "take the weights' dtype)"),
         Default("strategy.fp32_params", True, "MaxText/configs/base.yml: weight_dtype float32"),
+        Default("activation_checkpointing", "nothing_saveable", "MaxText/configs/base.yml: remat_policy 'full', "
+                "jax.checkpoint with no policy (layers/decoders.py get_remat_policy): nothing kept, what backward "
+                "needs recomputed (workloads/remat.py)"),
     )),
 }
 

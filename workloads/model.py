@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from simulator.core.errors import ConfigError
+from workloads.remat import REMAT_POLICIES, is_remat_policy, recomputed_gemms, recomputes_attention
 from workloads.spec import Checkpointing, ModelSpec
 
 ACTIVATION_BYTES = 2  # bf16/fp16 activations, as Korthikanti et al. 2022 assume
@@ -261,6 +262,18 @@ class TransformerModel:
         gemms = self.unfused_gemms()
         return [gemm for i, gemm in enumerate(gemms) if i % 2 == 1 and i < len(gemms) - 1]
 
+    def remat_recomputed_gemms(self, policy: str) -> tuple[str, ...]:
+        """The layer_gemms entries a JAX policy re-runs in backward (workloads.remat: every needed matmul output
+        the policy does not keep). nothing_saveable re-runs every matmul but the down projections, whatever the
+        block; the other policies ConfigError for a mixture of experts or MLA, whose tensors MaxText names
+        otherwise."""
+        if policy == "nothing_saveable":
+            return tuple(name for name, *_ in self.layer_gemms(1) if name not in ("mlp_down", "shared_down"))
+        if self.spec.moe or self.spec.mla:
+            raise ConfigError(f"activation_checkpointing {policy!r} (a JAX policy as MaxText names it) is modelled "
+                              "for dense blocks without MLA; use nothing_saveable, selective or full for this model")
+        return recomputed_gemms(policy)
+
     def gemm_experts(self, name: str) -> int:
         """Into how many expert GEMMs the rows of layer_gemms' `name` split: E for a mixture of experts'
         routed mlp_up and mlp_down, 1 otherwise."""
@@ -310,13 +323,20 @@ class TransformerModel:
         """model_flops_per_token plus what recomputation adds: full recomputes every block's
         forward once (not the output layer), giving Narayanan et al. 2021 eq. 3, 96 B s L h^2
         (1 + s/(6h) + V/(16 L h)) per B s tokens; selective recomputes only the attention score
-        and value part (Korthikanti et al. 2022, selective activation recomputation), 4 L h s per token."""
-        extra = {
-            "none": 0.0,
-            "selective": self.spec.layers * self.attention_forward_flops(1, seq_len),
-            "full": self.blocks_forward_flops(seq_len),
-        }
-        return self.model_flops_per_token(seq_len) + extra[_checked(checkpointing)]
+        and value part (Korthikanti et al. 2022, selective activation recomputation), 4 L h s per token; op and
+        JAX's policies the matmuls they re-run (op_recomputed_gemms, remat_recomputed_gemms) and, for a policy
+        that does not keep attention's output, attention (dense blocks)."""
+        mode = _checked(checkpointing)
+        attention = self.spec.layers * self.attention_forward_flops(1, seq_len)
+        gemms = {name: 2.0 * m * n * k for name, m, n, k in self.layer_gemms(1)}
+        if mode == "op":
+            extra = self.spec.layers * sum(gemms[name] * part for name, part, _ in self.op_recomputed_gemms())
+        elif is_remat_policy(mode):
+            extra = (self.spec.layers * sum(gemms[name] for name in self.remat_recomputed_gemms(mode))
+                     + (attention if recomputes_attention(mode) else 0.0))
+        else:
+            extra = {"none": 0.0, "selective": attention, "full": self.blocks_forward_flops(seq_len)}[mode]
+        return self.model_flops_per_token(seq_len) + extra
 
     # --- activation memory -------------------------------------------------------------------
 
@@ -332,7 +352,10 @@ class TransformerModel:
         full: only the block's input, 2 s b h (sharded over t with SP, as Megatron stores it). op
         (torchtitan's per-op policy): the block's input, the outputs of every first, third, ... matmul
         (unfused_gemms: a column-parallel one's split over t, a row-parallel one's partial sums whole), the
-        attention output with its fp32 log-sum-exp, and, with SP, the two reduce-scatters' outputs.
+        attention output with its fp32 log-sum-exp, and, with SP, the two reduce-scatters' outputs. A JAX policy
+        (workloads.remat): the block's input and the tensors the policy keeps, q/k/v and the MLP's up and gate
+        outputs split over t, the output projection's partial sums whole, attention's output with its fp32
+        log-sum-exp.
         The 34 assumes a GPT block (MHA, 4h GeLU MLP, dropout); for GQA/SwiGLU models it is an
         approximation. FlashAttention keeps no s x s tensors, so with it `none` is closer to
         `selective`. A mixture of experts keeps its MLP's two 16-bit intermediates (16 s b h at the
@@ -357,6 +380,14 @@ class TransformerModel:
             shard = t if sequence_parallel else 1
             kept += h / shard + self.out_dim / t + (2 * h / t if sequence_parallel and t > 1 else 0.0)
             return float(s * b) * (ACTIVATION_BYTES * kept + 4.0 * a / t)
+        if is_remat_policy(mode):
+            self.remat_recomputed_gemms(mode)  # dense blocks only
+            names = REMAT_POLICIES[mode]
+            widths = {"qkv": (self.q_dim + 2 * self.kv_dim) / t, "attn_out": float(h),
+                      "mlp_up": (2 if self.spec.gated_mlp else 1) * self.ffn_hidden / t,
+                      "context": self.out_dim / t}
+            kept = h / (t if sequence_parallel else 1) + sum(widths[name] for name in names)
+            return float(s * b) * (ACTIVATION_BYTES * kept + (4.0 * a / t if "context" in names else 0.0))
         scores = 5.0 * a * min(s, packed_sample_len or s) / h if mode == "none" else 0.0
         extra = 0.0  # beyond the 34: a mixture's wider MLP and routed copies, MLA's widths and latents
         if self.spec.moe:
@@ -392,8 +423,9 @@ class TransformerModel:
 
 
 def _checked(checkpointing: str) -> str:
-    if checkpointing not in ("none", "selective", "full", "op"):
-        raise ConfigError(f"activation_checkpointing must be none, selective, full or op (got {checkpointing!r})")
+    if checkpointing not in ("none", "selective", "full", "op") and not is_remat_policy(checkpointing):
+        raise ConfigError(f"activation_checkpointing must be none, selective, full, op or one of JAX's policies "
+                          f"({', '.join(REMAT_POLICIES)}) (got {checkpointing!r})")
     return checkpointing
 
 

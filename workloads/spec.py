@@ -12,9 +12,13 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from simulator.core.units import from_text, parse_bytes, parse_count
 from workloads.frameworks import FRAMEWORKS, Framework, framework_name
+from workloads.remat import policy_name
 
 Precision = Literal["bf16", "fp16", "fp8", "fp32"]
-Checkpointing = Literal["none", "selective", "full", "op"]
+# none, selective, full and op, then JAX's policies as MaxText names them (workloads.remat.REMAT_POLICIES)
+Checkpointing = Literal["none", "selective", "full", "op", "nothing_saveable", "save_out_proj", "save_qkv_proj",
+                        "save_dot_except_mlp", "save_dot_except_mlpwi", "save_dot_with_context_except_mlp", "minimal",
+                        "minimal_with_context"]
 # Megatron-LM's recomputation flags as activation_checkpointing values (megatron/training/arguments.py):
 # --recompute-activations sets --recompute-granularity selective (attention's softmax and dropout recomputed,
 # Korthikanti et al. 2022); --recompute-granularity full recomputes whole layers; --checkpoint-activations, its
@@ -365,9 +369,13 @@ class RoutingSpec(BaseModel):
 
 def checkpointing_of(value: object) -> object:
     """A Megatron flag name (MEGATRON_CHECKPOINTING; with or without its dashes, 'recompute-granularity full'
-    or '=full') as its activation_checkpointing value; anything else as given."""
+    or '=full') or a MaxText remat_policy ('remat_policy=full', 'minimal_flash': workloads.remat.policy_name) as
+    its activation_checkpointing value; anything else as given."""
     if not isinstance(value, str):
         return value
+    policy = policy_name(value)
+    if policy is not None:
+        return policy
     key = "-".join(value.strip().lstrip("-").lower().replace("=", " ").replace("_", "-").split())
     return MEGATRON_CHECKPOINTING.get(key, value)
 
@@ -403,10 +411,14 @@ class TrainingSpec(BaseModel):
     grad_accum: int | None = Field(strict=True, default=None, ge=1, description="Micro-steps per optimizer step.")
     precision: Precision = Field(default="bf16", description="Compute precision (mixed with fp32 master weights).")
     activation_checkpointing: Checkpointing = Field(
-        default="none", description="none, selective (Megatron's: attention's core recomputed), full, or op "
+        default="none", description="none, selective (Megatron's: attention's core recomputed), full, op "
         "(torchtitan's per-op selective checkpointing: every other matmul's output and attention's kept, the rest "
-        "recomputed); Megatron-LM's flags are accepted too: recompute-activations (selective), "
-        "recompute-granularity full (full), checkpoint-activations (full).")
+        "recomputed), or one of JAX's policies as MaxText names them: nothing_saveable (MaxText's remat_policy "
+        "full), save_out_proj, save_qkv_proj, save_dot_except_mlp, save_dot_except_mlpwi, "
+        "save_dot_with_context_except_mlp, minimal, minimal_with_context (the named matmul outputs kept, what "
+        "backward needs of the rest recomputed; 'remat_policy=NAME' is read too). Megatron-LM's flags are "
+        "accepted: recompute-activations (selective), recompute-granularity full (full), checkpoint-activations "
+        "(full).")
     recompute_layers: int | None = Field(
         strict=True, default=None, ge=0,
         description="With activation_checkpointing full: how many of the model's layers recompute, spread evenly "
@@ -429,7 +441,8 @@ class TrainingSpec(BaseModel):
         default="fused", description="The loss over the logits: fused (Megatron's vocabulary-parallel cross "
         "entropy, its gradient written over the saved softmax: 4 bytes a logit) or eager (PyTorch's "
         "F.cross_entropy on fp32 logits: the log-softmax output it saves, then in backward that output's "
-        "gradient and the input gradient, 12 bytes a logit at the start of backward).")
+        "gradient and the input gradient, 12 bytes a logit at the start of backward). A compiled loss "
+        "(torchtitan's under compile) is fused.")
     launch_blocking: bool = Field(
         default=False, description="CUDA_LAUNCH_BLOCKING=1: every kernel launch waits for the kernel to finish, so "
         "the host's per-operation time lies between kernels instead of behind them (a workaround for NCCL hangs; "

@@ -49,8 +49,8 @@ class Scenario:
     Job: `strategy` (a kind such as "fsdp", or the strategy's fields), `tp`, `pp`, `cp`, `cp_comm`, `ep`,
     `ep_comm_overlap`, `sequence_parallel`, `pipeline_schedule`, `virtual_stages`, `pipeline_split`,
     `placement`, `micro_batch`, `global_batch`, `seq_len`, `recompute` (activation checkpointing: none,
-    selective, full), `framework` (whose defaults fill what the job leaves unstated), MoE routing
-    (`load_imbalance`, `capacity_factor`, `pad_to_capacity`) and `training`
+    selective, full, op, or a JAX policy such as save_qkv_proj), `framework` (whose defaults fill what the
+    job leaves unstated), MoE routing (`load_imbalance`, `capacity_factor`, `pad_to_capacity`) and `training`
     (any other training fields, e.g. {"precision": "fp8"}; nested mappings merge key by key).
     Scenario fields: `name`, `stragglers` ([{"slowdown": 1.2, "device": "s3/gpu2"}]), `jitter`
     ({"cv": 0.02}), `nccl_env` ({"NCCL_ALGO": "Ring"}) and `run` ({"train_tokens": 2e12, "failures":

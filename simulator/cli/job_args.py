@@ -64,8 +64,10 @@ PackedSampleLenOpt = Annotated[int | None, typer.Option(
     help="Tokens of each sample packed into a sequence, attention within the sample (packed fine-tuning; the "
     "scenario's packed_sample_len). Default: attention over the whole sequence.")]
 RecomputeOpt = Annotated[str | None, typer.Option(
-    help="Activation recomputation: none, selective or full (the scenario's activation_checkpointing); Megatron's "
-    "recompute-activations (selective) and recompute-granularity=full (full) too.")]
+    help="Activation recomputation: none, selective, full, op (torchtitan's per-op policy) or a JAX policy as "
+    "MaxText names it (save_qkv_proj, minimal, nothing_saveable, ...; remat_policy=NAME too) (the scenario's "
+    "activation_checkpointing); Megatron's recompute-activations (selective) and recompute-granularity=full (full) "
+    "too.")]
 RecomputeLayersOpt = Annotated[int | None, typer.Option(
     help="With --recompute full: how many layers recompute, spread evenly (every k-th layer: layers / k, as "
     "torchtitan's selective_ac_option k; Megatron's --recompute-method block --recompute-num-layers N); the others "

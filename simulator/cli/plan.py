@@ -254,7 +254,8 @@ def plan(
         "--strategy", "--strategies", help="Data-parallel strategies to try, repeatable or comma-separated (ddp, "
         "zero1, zero2, zero3, fsdp, hsdp); sharded ones only with PP 1. Default: ddp,zero1,fsdp.")] = None,
     recompute: Annotated[str, typer.Option(help="Activation recomputation to try: none, selective, full (or "
-                                           "Megatron's recompute-activations, recompute-granularity=full).")]
+                                           "Megatron's recompute-activations, recompute-granularity=full), op, or "
+                                           "a JAX policy as MaxText names it (save_qkv_proj, minimal, ...).")]
     = "none,selective,full",
     sequence_parallel: Annotated[str, typer.Option(help="With TP > 1: on, off or both.")] = "on",
     interleaved: Annotated[bool, typer.Option(help="Also try the interleaved 1F1B schedule (2 virtual stages).")]

@@ -25,7 +25,9 @@ example configs torchtitan/models/llama3/train_configs/llama3_8b.toml and friend
 - [activation_checkpoint] mode (selective) none / selective / full; selective_ac_option "op" is torchtitan's
   per-op policy, an integer n recomputes every n-th block whole: full with recompute_layers layers / n (1: every
   block).
-- torchtitan runs its blocks as eager PyTorch ops without compile: fused_elementwise false.
+- torchtitan runs its blocks as eager PyTorch ops without compile: fused_elementwise false. Its loss is
+  F.cross_entropy on fp32 logits, compiled with the model where [compile] components (["model", "loss"])
+  name it: cross_entropy fused, else eager (components/loss.py).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ _IRRELEVANT = ("job", "profiling", "metrics", "lr_scheduler", "checkpoint", "com
                "training.steps", "training.warmup_steps", "training.gc_freq", "training.gc_debug", "training.seed",
                "training.deterministic", "parallelism.disable_loss_parallel", "parallelism.enable_compiled_autograd",
                "parallelism.pipeline_parallel_schedule_csv", "parallelism.context_parallel_rotate_method",
-               "activation_checkpoint.per_op_sac_force_recompute_mm_shapes_by_fqns", "compile.components",
+               "activation_checkpoint.per_op_sac_force_recompute_mm_shapes_by_fqns",
                "float8.precompute_float8_dynamic_scale_for_fsdp", "float8.force_recompute_fp8_weight_in_bwd",
                "float8.recipe_name", "float8.filter_fqns", "float8.emulate", "float8.moe_fqns_prototype")
 
@@ -99,6 +101,10 @@ def import_torchtitan(text: str, source: str, gpus: int, model: ModelSpec | None
         "optimizer": s.text("optimizer.name", "AdamW", ("AdamW", "Adam")).lower(), "framework": "fsdp2"}
     if not compiled:
         notes.append("no compile: norms, rotary and activations run as eager PyTorch ops (fused_elementwise false)")
+    components = s.value("compile.components")
+    if components is not None and not (isinstance(components, list) and all(isinstance(c, str) for c in components)):
+        raise s.error("compile.components", "a list of names (model, loss)", components)
+    training["cross_entropy"] = "fused" if compiled and "loss" in (components or ["loss"]) else "eager"
     training["micro_batch"], training["global_batch"] = _batches(s, pp, rep * shard, notes)
     training.update(_checkpointing(s, layers))
     training["strategy"] = _strategy(s, rep, shard, pp)

@@ -121,7 +121,10 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   (torchtitan's per-op policy, TransformerModel.op_recomputed_gemms) every second weight matmul up to the
   last one backward needs (wk, wo, w3 of a Llama block), and the element-wise work; attention's output is
   kept, so attention is not re-run. Its save list names aten.mm (torchtitan parallelize_llama.py
-  _save_list), so under float8 training every matmul (torch._scaled_mm) is re-run, with its casts.
+  _save_list), so under float8 training every matmul (torch._scaled_mm) is re-run, with its casts. A JAX
+  policy (workloads.remat, MaxText's remat_policy) re-runs the matmuls whose outputs backward needs and it
+  does not keep (never the MLP's down projection), attention unless it keeps attention's output, and the
+  element-wise work.
 - The optimizer is memory-bound: Adam reads and writes fp32 master weights, two moments and the
   gradient (OPTIMIZER_BYTES_PER_PARAM per locally owned parameter).
 - Gradient accumulation outside the GEMMs (DeepSpeed's bf16 optimizer adds each micro-batch's
@@ -162,6 +165,7 @@ import numpy as np
 from simulator.training.routing import routed_load
 from topologies.hardware import GpuSpec
 from workloads.model import ACTIVATION_BYTES, TransformerModel, sharded_gemms
+from workloads.remat import is_remat_policy, recomputes_attention
 from workloads.spec import TrainingSpec
 
 GEMM_EFFICIENCY = {"volta": 0.80, "turing": 0.75, "ampere": 0.80, "ada": 0.70, "hopper": 0.67, "blackwell": 0.62}
@@ -361,6 +365,11 @@ class ComputeModel:
             recomputed_s = gemm_s if fp8 else sum(each_gemm_s[name] * part
                                                   for name, part, _ in model.op_recomputed_gemms())
             recompute = recomputed_s * (1.0 + cast_forward_s / gemm_s) + elementwise_s + KERNEL_LAUNCH_S
+        elif is_remat_policy(checkpointing):  # a JAX policy re-runs the matmuls whose outputs it does not keep
+            # (their fp8 casts too), attention unless it keeps its output, and the element-wise work
+            recomputed_s = sum(each_gemm_s[name] for name in model.remat_recomputed_gemms(checkpointing))
+            recompute = (recomputed_s * (1.0 + cast_forward_s / gemm_s) + elementwise_s + KERNEL_LAUNCH_S
+                         + (core if recomputes_attention(checkpointing) else 0.0))
         else:
             recompute = {"none": 0.0, "selective": core, "full": forward}[checkpointing]
         return LayerTimes(forward / self.scale, backward / self.scale, recompute / self.scale)
@@ -411,9 +420,14 @@ class ComputeModel:
         """Forward seconds of each of a block's weight GEMMs (qkv, attn_out, mlp_up, mlp_down; a mixture of
         experts' router and shared experts too) on one GPU of a tensor-parallel group of `tp` (and
         context- and expert-parallel groups of `cp` and `ep`): part of layer()'s forward, what an
-        overlapped TP collective can hide behind (simulator.training.tasks.overlap_budgets)."""
+        overlapped TP collective can hide behind (simulator.training.tasks.overlap_budgets). With MLA, `qkv` is
+        also given, as its column-parallel projections q_up and kv_up together: the GEMMs the attention's TP
+        collectives pair with, as a plain block's qkv (sharded_gemms splits them so)."""
         gemms = sharded_gemms(model.layer_gemms(micro_batch * seq_len // cp), tp)
-        return {name: seconds / self.scale for name, seconds in self._gemms_s(gemms, model, ep).items()}
+        seconds = {name: each / self.scale for name, each in self._gemms_s(gemms, model, ep).items()}
+        if model.spec.mla is not None:
+            seconds["qkv"] = seconds["q_up"] + seconds["kv_up"]
+        return seconds
 
     def attention_forward_s(self, model: TransformerModel, micro_batch: int, seq_len: int, tp: int = 1,
                             cp: int = 1) -> float:

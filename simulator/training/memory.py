@@ -51,6 +51,7 @@ from simulator.training.shards import (
 )
 from simulator.training.tasks import PARAM_BYTES
 from workloads.model import TransformerModel
+from workloads.remat import is_remat_policy
 from workloads.spec import Checkpointing, TrainingSpec
 
 GIB = 1024**3
@@ -153,7 +154,7 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
     runs = [run for start, stop in chunks for run in runs_recomputing(model, training, start, stop)]
     chunk = sum(r * kept(block, stored) + (n - r) * kept(block, plain) for block, n, r in runs) / len(chunks)
     recomputing = [block for block, _, r in runs_recomputing(model, training) if r] \
-        if stored in ("full", "op") else []
+        if stored in ("full", "op") or is_remat_policy(stored) else []
     activations = (in_flight * chunk
                    + (in_flight * model.embedding_activation_bytes(b, local_seq) if first else 0.0)
                    + (model.output_activation_bytes(b, local_seq, tp) if last else 0.0)

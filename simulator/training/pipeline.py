@@ -51,7 +51,12 @@ from dataclasses import dataclass, replace
 
 from simulator.core.errors import ConfigError
 from simulator.training.compute import ComputeModel
-from simulator.training.recompute import layer_recomputes, runs_recomputing
+from simulator.training.recompute import (
+    layer_recomputes,
+    reruns_attention,
+    reruns_forward_collectives,
+    runs_recomputing,
+)
 from simulator.training.shards import (
     blocks_params_on_gpu,
     owned_params,
@@ -149,12 +154,12 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
     times = {block: compute.layer(block, b, seq_len, training.activation_checkpointing, tp, par.sequence_parallel,
                                   training.flash_attention, cp, par.ep) for block, _ in model.blocks}
     head_f, head_b = compute.head(model, b, seq_len, tp, cp)
-    full = training.activation_checkpointing == "full"
-    kinds = ("forward", "backward") if full else ("backward",)  # a backward task's passes of each layer
+    checkpointing = training.activation_checkpointing
+    # a backward task's passes of each layer: the forward's too where recomputation re-runs its collectives
+    kinds = ("forward", "backward") if reruns_forward_collectives(checkpointing) else ("backward",)
     # a backward task's passes of each layer for context parallelism: selective recomputation re-runs attention,
     # torchtitan's op policy keeps its output (and its re-run TP all-gathers are not counted here)
-    recomputed = ("forward", "backward") if training.activation_checkpointing in ("selective", "full") else (
-        "backward",)
+    recomputed = ("forward", "backward") if reruns_attention(checkpointing) else ("backward",)
     attention_s = compute.attention_forward_s(model, b, seq_len, tp, cp)
 
     def collectives(kind: str, block: TransformerModel, layers: int) -> tuple[list[CollectiveCall], Rings]:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 
 from simulator.core.errors import ConfigError
 from simulator.training.compute import ComputeModel, LayerTimes
-from simulator.training.recompute import layer_checkpointing
+from simulator.training.recompute import layer_checkpointing, reruns_attention, reruns_forward_collectives
 from simulator.training.shards import (
     blocks_params_on_gpu,
     gathers_ahead,
@@ -109,15 +109,18 @@ def _block(block: TransformerModel, training: TrainingSpec, compute: ComputeMode
     backward = pass_collectives(block, b, seq_len, par, attention_s, ("backward",), routed_load=load)
     # selective recomputation re-runs the attention core only: no TP collectives, but its context-parallel ones;
     # torchtitan's op policy keeps the reduce-scatters' outputs and re-runs the rest (sequence parallelism: the
-    # two all-gathers; without it, the attention's all-reduce: the recomputation stops before the MLP's)
-    if checkpointing == "full":
+    # two all-gathers; without it, the attention's all-reduce: the recomputation stops before the MLP's); a JAX
+    # policy re-runs the forward's collectives where it re-runs a matmul, else selective's or none
+    if reruns_forward_collectives(checkpointing):
         recompute = forward[0]
     elif checkpointing == "op":
         recompute = [replace(call, count=call.count // 2) if call.op == "all_reduce" else call
                      for call in forward[0] if call.group == "tp" and call.op in ("all_gather", "all_reduce")]
-    else:
+    elif reruns_attention(checkpointing):
         recompute = pass_collectives(block, b, seq_len, par, attention_s, ("forward",), tp_passes=0,
                                      routed_load=load)[0]
+    else:
+        recompute = []
     tp_overlap, expert_s = par.tp_comm_overlap, expert_budgets(times, par) if block.spec.moe else None
     overlap = tp_overlap or expert_s is not None
     budgets = {"forward": overlap_budgets(forward[0], gemm_s, ("forward",), tp=tp_overlap, expert_s=expert_s)
@@ -302,7 +305,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
             if layer.times.recompute_s:
                 ready = add_pass(tasks, f"m{m}.rec{i}", "recompute", layer.times.recompute_s, ready + deps,
                                  layer.recompute_calls, layer.budgets["recompute"],
-                                 rings=layer.forward[1] if layer.checkpointing != "op" else ())
+                                 rings=layer.forward[1] if reruns_attention(layer.checkpointing) else ())
                 deps = ()
             ready = add_pass(tasks, f"m{m}.bwd{i}", "backward", layer.times.backward_s, ready + deps,
                              layer.backward[0], layer.budgets["backward"], rings=layer.backward[1])

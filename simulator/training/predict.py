@@ -95,10 +95,6 @@ def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> 
             raise ConfigError("training.strategy: hybrid sharding (hsdp, HYBRID_SHARD) with expert parallelism is "
                               "not modelled (use fsdp FULL_SHARD)")
     check_routing(training, model)
-    overlapped = [name for name in ("tp_comm_overlap", "tp_async_grad_reduce") if getattr(training.parallel, name)]
-    if spec.mla is not None and overlapped and layout.tp > 1:
-        raise ConfigError(f"training.parallel.{overlapped[0]} with multi-head latent attention (model.mla) is not "
-                          "modelled: which of its GEMMs the overlapped collectives pair with is not known here")
     if training.lora_rank is not None and spec.moe:
         raise ConfigError("training.lora_rank with a mixture of experts is not modelled: adapters are priced on "
                           "dense blocks")

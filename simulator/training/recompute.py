@@ -1,7 +1,7 @@
 """Which layers recompute their forward pass in backward.
 
-`activation_checkpointing` says how a layer recomputes (selective, op, full); `recompute_layers` limits full
-recomputation to that many of the model's layers, the others keeping every activation as without
+`activation_checkpointing` says how a layer recomputes (selective, op, full, a JAX policy); `recompute_layers`
+limits full recomputation to that many of the model's layers, the others keeping every activation as without
 checkpointing. Frameworks that checkpoint some layers only:
 - torchtitan: mode selective with `selective_ac_option` an integer k wraps every k-th block in a checkpoint
   (torchtitan/parallelisms/parallelize_llama.py `_apply_ac_to_transformer_block`; "2" was the option's default);
@@ -16,6 +16,7 @@ parallelism each model chunk recomputes the layers of the spread that fall in it
 from __future__ import annotations
 
 from workloads.model import TransformerModel
+from workloads.remat import is_remat_policy, recomputed_gemms, recomputes_attention
 from workloads.spec import Checkpointing, TrainingSpec
 
 
@@ -26,6 +27,21 @@ def recomputing(layers: int, count: int | None) -> tuple[bool, ...]:
         return (True,) * layers
     count = min(count, layers)
     return tuple((i + 1) * count // layers > i * count // layers for i in range(layers))
+
+
+def reruns_attention(checkpointing: str) -> bool:
+    """Whether a layer recomputing so re-runs its attention kernel (and a context-parallel ring's exchanges):
+    selective and full do; torchtitan's op keeps attention's output; a JAX policy does unless it keeps it."""
+    if is_remat_policy(checkpointing):
+        return recomputes_attention(checkpointing)
+    return checkpointing in ("selective", "full")
+
+
+def reruns_forward_collectives(checkpointing: str) -> bool:
+    """Whether a layer recomputing so re-runs its forward's tensor-parallel collectives: full does, and a JAX
+    policy that re-runs a matmul is taken to (the collectives around the matmuls it re-runs; XLA's own
+    placement of them is not modelled)."""
+    return checkpointing == "full" or (is_remat_policy(checkpointing) and bool(recomputed_gemms(checkpointing)))
 
 
 def layer_checkpointing(training: TrainingSpec, layers: int) -> tuple[Checkpointing, ...]:

@@ -60,6 +60,7 @@ from simulator.training.groups import communicators
 from simulator.training.memory import memory_per_gpu
 from simulator.training.predict import job_layout, predict_step
 from simulator.training.prediction import StepPrediction
+from simulator.training.recompute import reruns_forward_collectives
 from simulator.training.routing import routed_load
 from simulator.training.shards import (
     blocks_params_on_gpu,
@@ -272,7 +273,7 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
     ranks = job_layout(training, model, v)
     views = communicators(v, ranks)
     head_f, head_b = compute.head(model, b, seq_len, t, c)
-    passes = 3 if layout.recompute == "full" else 2  # forward, backward (+ recomputed forward)
+    passes = 3 if reruns_forward_collectives(layout.recompute) else 2  # forward, backward (+ recomputed forward)
     kinds = ("forward", "backward") + (("forward",) if layout.recompute != "none" else ())
     # an average stage: 1 / p of every kind of block's layers (a mixture's dense first blocks too)
     forward_s = backward_s = layers_s = tp_s = cp_s = 0.0

@@ -39,7 +39,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
@@ -61,6 +61,7 @@ from topologies.hardware import gpu_spec
 from topologies.spec import TopologySpec
 from workloads.frameworks import FRAMEWORKS, Framework
 from workloads.presets import load_model
+from workloads.remat import is_remat_policy
 from workloads.spec import (
     AttentionKernel,
     Checkpointing,
@@ -104,6 +105,7 @@ class TrainingCase:
     metrics: Mapping[str, Any]
     note: str = ""
     where: str = ""  # the source section's url and table, as written ("" when the case has none)
+    title: str = ""  # the source section's title, as written
 
     @property
     def source(self) -> str:
@@ -176,8 +178,9 @@ def _parse_one(entry: Any, source: str, index: int) -> TrainingCase:
     reference = entry.get("source")
     where_published = " | ".join(str(reference.get(key) or "") for key in ("url", "table")) \
         if isinstance(reference, Mapping) else ""
+    title = str(reference.get("title") or "") if isinstance(reference, Mapping) else ""
     return TrainingCase(case_id, sections["model"], sections["training"], sections["cluster"],
-                        sections["metrics"], note, where_published)
+                        sections["metrics"], note, where_published, title)
 
 
 def parse_cases(text: str, source: str) -> list[TrainingCase]:
@@ -601,11 +604,18 @@ def _checkpointing(value: bool | str | None, defaults: list[str], framework: str
     layers, blocks or 'every') is full recomputation of every k-th layer, k the number in the text ('every 2nd
     block'), under torchtitan its option's default where the text gives none (flagged); refused without one.
     torchtitan's selective is otherwise its per-op policy ("op"): selective_ac_option 'op' in its Llama 3 train
-    configs (llama3_8b.toml) since 2024."""
+    configs (llama3_8b.toml) since 2024. A MaxText remat_policy ('remat_policy save_qkv_proj') is that JAX
+    policy (workloads.remat); under MaxText, full is its remat_policy 'full', nothing_saveable."""
     if value is None:
         defaults.append("activation_checkpointing not stated: none")
         return "none", None
     low = str(checkpointing_of(value)).lower()
+    if is_remat_policy(low):
+        return cast(Checkpointing, low), None
+    if framework == "maxtext" and low in ("full", "true"):
+        defaults.append("MaxText's full rematerialisation: JAX's nothing_saveable (the MLP's down projection is not "
+                        "re-run)")
+        return "nothing_saveable", None
     if re.search(r"\b(layers?|blocks?|every)\b", low):
         every = re.search(r"\b(\d+)", low)
         if every is not None and int(every.group(1)) >= 1:
@@ -633,7 +643,7 @@ def _recomputation(training: Mapping[str, Any], layers: int, defaults: list[str]
     """activation_checkpointing and recompute_layers of a case: from its checkpointing text (_checkpointing), or
     a count it states (`recompute_layers`, or Megatron's `recompute_num_layers`)."""
     checkpointing, every = _checkpointing(training.get("activation_checkpointing"), defaults,
-                                          framework_of(training))
+                                          framework_of(training) or _known_framework(training) or "")
     count = training.get("recompute_layers", training.get("recompute_num_layers"))
     if every is not None:
         count = layers // every
@@ -724,6 +734,34 @@ def _fused_elementwise(training: Mapping[str, Any], defaults: list[str]) -> bool
     return bool(compiled)
 
 
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+# torchtitan compiles its loss with the model from bbb1b616e (2025-04-02, components/loss.py
+# build_cross_entropy_loss); before it the loss ran eager, compiled model or not
+_TORCHTITAN_COMPILED_LOSS_FROM = (2025, 4)
+
+
+def _published_month(case: TrainingCase) -> tuple[int, int] | None:
+    """(year, month) that the source's title names: '(Dec 2024)', '(June 2025)', '(2024-08)'; None without one."""
+    text = case.title.lower()
+    numeric = re.search(r"\b(20\d\d)-(0[1-9]|1[0-2])\b", text)
+    if numeric:
+        return int(numeric.group(1)), int(numeric.group(2))
+    named = re.search(rf"\b({'|'.join(_MONTHS)})[a-z]*\.? (20\d\d)\b", text)
+    return (int(named.group(2)), _MONTHS.index(named.group(1)) + 1) if named else None
+
+
+def _cross_entropy(case: TrainingCase, compiled: bool, defaults: list[str]) -> dict[str, Any]:
+    """The loss of a compiled torchtitan run published before _TORCHTITAN_COMPILED_LOSS_FROM: eager (flagged);
+    otherwise its framework's convention ({})."""
+    month = _published_month(case)
+    if framework_of(case.training) != "torchtitan" or not compiled or month is None \
+            or month >= _TORCHTITAN_COMPILED_LOSS_FROM:
+        return {}
+    defaults.append(f"torchtitan of {month[0]}-{month[1]:02d}: the loss ran eager beside the compiled model (it is "
+                    "compiled with it from 2025-04)")
+    return {"cross_entropy": "eager"}
+
+
 # BLOOM's runs on Jean Zay from the 3D-topology benchmarks on (date tags from 02-20) and in production exported
 # CUDA_LAUNCH_BLOCKING=1: async launches hung at 320 GPUs (tr11-176B-ml chronicles-prequel, "dealing with JZ
 # hanging"; tr11-176B-ml.slurm: "do not remove or the training will hang"). The 02-17 "Best TFLOPs" runs predate it.
@@ -750,7 +788,12 @@ def _attention_kernel(case: TrainingCase, defaults: list[str]) -> AttentionKerne
     """cudnn under Transformer Engine (_CUDNN_ATTENTION_FRAMEWORKS); triton for LLM Foundry's MPT benchmark
     tables: their runs were launched by scripts/train/benchmarking/submit_benchmarks.py, whose `--attn_impl`
     defaulted to 'triton' until v0.7.0 (llm-foundry 7f0fdae, 2024-03; every table was added before, the H100
-    ones in b2a43a1 and 5e85bd6 with sweep.sh never setting it); flash2 otherwise."""
+    ones in b2a43a1 and 5e85bd6 with sweep.sh never setting it); flash2 otherwise. A case that names its kernel
+    (`attention`, as MaxText's option: cudnn_flash_te is cuDNN's through Transformer Engine) runs that one."""
+    stated = str(case.training.get("attention") or "").lower()
+    for kernel in ("cudnn", "triton", "flash"):
+        if kernel in stated:
+            return "flash2" if kernel == "flash" else cast(AttentionKernel, kernel)
     if framework_of(case.training) in _CUDNN_ATTENTION_FRAMEWORKS:
         return "cudnn"
     if case.source == "llmfoundry":
@@ -836,12 +879,14 @@ def map_case(case: TrainingCase) -> MappedCase:
         family = FAMILY_OF_KIND[strategy.kind]
         seq_len = _seq_len(case, defaults)
         model = _model_spec(case, layout.model, seq_len, defaults)
+        compiled = _fused_elementwise(training, defaults)
         job = TrainingSpec(model=model, seq_len=seq_len,
                            precision=_precision(layout.training.get("precision") or training.get("quantization"),
                                                 gpu, defaults),
                            **_recomputation(layout.training, model.layers, defaults),
                            flash_attention=_flash_attention(str(training.get("framework", ""))),
-                           fused_elementwise=_fused_elementwise(training, defaults),
+                           fused_elementwise=compiled,
+                           **_cross_entropy(case, compiled, defaults),
                            launch_blocking=_launch_blocking(case, defaults),
                            attention_kernel=_attention_kernel(case, defaults),
                            strategy=strategy, parallel=layout.parallel,

@@ -44,6 +44,21 @@ def test_defaults_are_torchtitans():
     assert t["fused_elementwise"] is False and t["strategy"]["kind"] == "fsdp"
 
 
+@pytest.mark.parametrize(("compile_section", "loss"), [
+    ("", "eager"), ('[compile]\nenable = true\n', "fused"), ('[training]\ncompile = true\n', "fused"),
+    ('[compile]\nenable = true\ncomponents = ["model"]\n', "eager"),
+    ('[compile]\nenable = false\ncomponents = ["model", "loss"]\n', "eager")])
+def test_the_loss_is_compiled_with_the_model_where_components_name_it(compile_section: str, loss: str):
+    """torchtitan compiles its fp32 cross entropy with the model unless [compile] components leaves "loss" out
+    (components/loss.py; components default ["model", "loss"]): the fused loss's memory, else the eager one's."""
+    assert job(BASE + compile_section).training["cross_entropy"] == loss
+
+
+def test_compile_components_must_be_names():
+    with pytest.raises(ConfigError, match="compile.components: expected a list of names"):
+        job(BASE + '[compile]\nenable = true\ncomponents = "model"\n')
+
+
 @pytest.mark.parametrize(("option", "pp", "expected"), [
     ("1", 1, ("full", None)), ("3", 1, ("full", 10)), ("op", 1, ("op", None)), ("2", 2, ("full", 16))])
 def test_selective_ac_every_nth_block(option: str, pp: int, expected: tuple[str, int | None]):

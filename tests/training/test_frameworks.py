@@ -93,6 +93,15 @@ def test_nemo_overlaps_pipeline_sends_only_with_virtual_stages(pp, virtual_stage
     assert resolved("nemo", parallel=stated).parallel.overlap_p2p is False
 
 
+@pytest.mark.parametrize(("compiled", "loss"), [(None, "eager"), (False, "eager"), (True, "fused")])
+def test_torchtitan_compiles_its_loss_with_the_model(compiled, loss):
+    """torchtitan/components/loss.py: the fp32 cross entropy is compiled with the model under compile (the
+    fused loss's memory), eager otherwise; a stated loss wins."""
+    stated = {} if compiled is None else {"fused_elementwise": compiled}
+    assert resolved("fsdp2", **stated).cross_entropy == loss
+    assert resolved("fsdp2", **stated, cross_entropy="eager").cross_entropy == "eager"
+
+
 def test_a_strategy_the_framework_does_not_run_is_refused():
     out = subprocess.run([sys.executable, "-m", "simulator.cli.app", "predict", "--model", "llama2-7b", "--nodes",
                           "1", "--strategy", "fsdp", "--framework", "pytorch-ddp"], capture_output=True, text=True)

@@ -81,25 +81,28 @@ def _outside():
 
 
 def test_outside_file_parses_and_every_row_names_its_page_and_revision():
-    """107 rows of three sources, each with its url, table and the repository commit its figures were read at."""
-    assert len(_outside()) == 107
-    assert {c.source for c in _outside()} == {"fmsfsdp", "torchtitan2024", "dgxc"}
+    """109 rows of four sources, each with its url, table and the repository commit its figures were read at."""
+    assert len(_outside()) == 109
+    assert {c.source for c in _outside()} == {"fmsfsdp", "torchtitan2024", "dgxc", "trainy"}
     for entry in yaml.safe_load(OUTSIDE.read_text()):
         assert entry["source"]["url"].startswith("https://github.com/")
         assert entry["source"]["repo_commit"] and entry["source"]["table"]
 
 
 def test_outside_rows_expressed_and_the_reason_for_the_others():
-    """89 rows are expressed; the eight fms-fsdp rows that checkpoint every k-th block without saying k are
-    skipped saying so, as are the ten MaxText rows of its save_qkv_proj rematerialisation policy (torchtitan's
-    'selective layer' takes its option's default, every 2nd block: 16 of Llama 3 8B's 32 layers, 20 of Llama 2
-    13B's 40). The DGX Cloud recipes' TP overlap (ub_tp_comm_overlap) is read where their configs set it: every
+    """101 rows are expressed; the eight fms-fsdp rows that checkpoint every k-th block without saying k are
+    skipped saying so (torchtitan's 'selective layer' takes its option's default, every 2nd block: 16 of Llama 3
+    8B's 32 layers, 20 of Llama 2 13B's 40). The ten MaxText rows run its save_qkv_proj policy with cuDNN's
+    attention. The DGX Cloud recipes' TP overlap (ub_tp_comm_overlap) is read where their configs set it: every
     recipe with TP."""
     mapped = [map_case(c) for c in _outside()]
     skipped = [m for m in mapped if m.skipped is not None]
-    assert len(mapped) - len(skipped) == 89
-    assert sum("but not which" in m.skipped for m in skipped if m.case.source == "fmsfsdp") == 8
-    assert sum("save_qkv_proj" in m.skipped for m in skipped if m.case.source == "dgxc") == 10
+    assert len(mapped) - len(skipped) == 101
+    assert len(skipped) == sum("but not which" in m.skipped for m in skipped if m.case.source == "fmsfsdp") == 8
+    maxtext = [m.training for m in mapped if "maxtext" in m.case.id and m.training is not None]
+    assert len(maxtext) == 10
+    assert {(t.activation_checkpointing, t.attention_kernel, t.framework) for t in maxtext} == {
+        ("save_qkv_proj", "cudnn", "maxtext")}
     for m in mapped:
         if m.case.source == "dgxc" and m.training is not None:
             assert m.training.parallel.tp_comm_overlap is (m.training.parallel.tp > 1), m.case.id

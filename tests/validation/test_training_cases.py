@@ -194,6 +194,40 @@ def test_a_maxtext_case_takes_maxtexts_conventions():
     assert (m.training.strategy.grad_reduce_bytes, m.training.strategy.fp32_params) == (4, True)
 
 
+def test_a_maxtext_case_reads_its_remat_policy_and_attention():
+    """MaxText's remat_policy is that JAX policy; its 'full' is nothing_saveable (flagged), where another framework's
+    full stays full; attention=cudnn_flash_te is cuDNN's kernel."""
+    maxtext = {"framework": "MaxText (JAX)", "strategy": ["fsdp"]}
+    m = mapped(case(training={**maxtext, "activation_checkpointing": "remat_policy save_qkv_proj",
+                              "attention": "cudnn_flash_te"}))
+    assert m.skipped is None and m.training is not None
+    assert (m.training.activation_checkpointing, m.training.attention_kernel) == ("save_qkv_proj", "cudnn")
+    full = mapped(case(training={**maxtext, "activation_checkpointing": "full"}))
+    assert full.training is not None and full.training.activation_checkpointing == "nothing_saveable"
+    assert any("nothing_saveable" in d for d in full.defaults)
+    other = mapped(case(training={"activation_checkpointing": "full"}))
+    assert other.training is not None and other.training.activation_checkpointing == "full"
+
+
+@pytest.mark.parametrize(("title", "compiled", "loss", "flagged"), [
+    ("torchtitan benchmark: Llama 3.1 on H100 (Dec 2024)", True, "eager", True),
+    ("torchtitan docs/performance.md (2024-08)", True, "eager", True),
+    ("torchtitan benchmark: Async TP, Llama 3 on H100 (June 2025)", True, "fused", False),
+    ("torchtitan benchmark (June 2025)", False, "eager", False),
+    ("torchtitan benchmark", True, "fused", False),
+])
+def test_a_compiled_torchtitan_run_compiles_its_loss_from_april_2025(title, compiled, loss, flagged):
+    """torchtitan compiles its loss with the model from 2025-04 (components/loss.py): a compiled run published
+    before keeps the eager loss (flagged, the month read from the source's title); one without a month or later
+    takes the convention, fused when compiled."""
+    entry = case(id="torchtitan-user-8b", training={"framework": "torchtitan", "torch_compile": compiled,
+                                                    "activation_checkpointing": "full"})
+    entry["source"] = {"title": title, "url": "https://github.com/pytorch/torchtitan"}
+    m = mapped(entry)
+    assert m.training is not None and m.training.cross_entropy == loss
+    assert any("the loss ran eager" in d for d in m.defaults) is flagged
+
+
 FMS_7B = {  # foundation-model-stack/fms-fsdp README, "Training throughput benchmarks" (commit 5e522b4, eager)
     "id": "fms-fsdp-7b-hsdp-128xa100",
     "source": {"title": "fms-fsdp README", "url": "https://github.com/foundation-model-stack/fms-fsdp"},

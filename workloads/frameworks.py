@@ -216,7 +216,7 @@ FRAMEWORKS: dict[str, Conventions] = {
                 "mixed_precision PURE (LLM Foundry's yamls) reduces in bf16"),
         Default("strategy.fp32_params", True, _AMP_PARAMS),
     )),
-    "maxtext": Conventions("MaxText (JAX, fully sharded)", ("fsdp",), (
+    "maxtext": Conventions("MaxText (JAX, fully sharded)", ("fsdp", "hsdp"), (  # hsdp: FSDP with data parallelism
         Default("strategy.grad_reduce_bytes", 4, "MaxText/configs/base.yml: weight_dtype float32 (gradients "
                 "take the weights' dtype)"),
         Default("strategy.fp32_params", True, "MaxText/configs/base.yml: weight_dtype float32"),

@@ -180,7 +180,9 @@ class StrategySpec(BaseModel):
         default=None, description="Free gathered parameters after forward, gathering them again for backward "
         "(default: yes for FULL_SHARD/HYBRID_SHARD/ZeRO-3, no for SHARD_GRAD_OP).")
     shard_group_gpus: int | None = Field(
-        strict=True, default=None, ge=1, description="HSDP shard group size (default: GPUs per node).")
+        strict=True, default=None, ge=1, description="HSDP: how many consecutive data- x context-parallel ranks "
+        "each shard group spans, a divisor of a node's or whole nodes (torchtitan's data_parallel_shard_degree; "
+        "default: a node's).")
     grad_reduce_bytes: int = Field(
         strict=True, default=2, ge=1, le=4, description="Bytes per gradient element reduced (2: bf16/fp16, 4: fp32).")
     overlap_grad_reduce: bool = Field(

@@ -45,6 +45,7 @@ class Layout:
     order: tuple[str, ...]  # innermost first
     cp: int = 1
     ep: int = 1
+    shard: int = 0  # HSDP's shard group: that many consecutive ranks of the gradient group (0: one node's)
 
     @property
     def replicas(self) -> int:
@@ -110,6 +111,11 @@ class Layout:
         if dim == "edp" and self.ep % cp == 0:
             return ((dp_stride * (self.ep // cp), dp // (self.ep // cp)),)
         return None
+
+    def shard_ranks(self) -> int:
+        """Ranks of an HSDP shard group: `shard`, else the gradient group's ranks on one node (also the group of
+        ZeRO++'s secondary partition)."""
+        return self.shard or self.members_per_node("grad")
 
     @functools.cache  # noqa: B019 (as _digits)
     def members_per_node(self, dim: str) -> int:
@@ -199,7 +205,8 @@ def group_view(v: CommView, size: int, per_node: int, leaf_groups: int = 0) -> C
 
 def communicators(v: CommView, layout: Layout) -> dict[str, CommView]:
     """The views of the groups a step communicates in: "dp" (the gradient group: data- x context-parallel
-    ranks), "tp", HSDP's "shard" (one node of the DP group) and "replica" (the same GPU of every node),
+    ranks), "tp", HSDP's "shard" (Layout.shard_ranks consecutive ranks of the gradient group: one node's, a
+    part of them or whole nodes) and "replica" (the ranks holding the same shard, one of each shard group),
     "pp:intra" / "pp:inter" / "pp:spine" for a transfer between neighbouring stages on the same node, across
     nodes of one leaf group or across leaf groups, "cp" for a step of the context-parallel ring: a neighbour
     exchange that crosses the network when the ring spans nodes (every rank steps at once, so the slowest hop
@@ -216,9 +223,10 @@ def communicators(v: CommView, layout: Layout) -> dict[str, CommView]:
         "pp:intra": group_view(v, 2, 2),
         "pp:inter": group_view(v, 2, 1, leaf_groups=1),  # two nodes under one leaf group
         "pp:spine": group_view(v, 2, 1, leaf_groups=2),  # two nodes under different leaf groups
-        "shard": group_view(v, dp_per_node, dp_per_node),
     }
-    views["replica"] = group_view(v, max(1, layout.replicas // dp_per_node), 1, leaf("grad"))
+    shard = layout.shard_ranks()
+    views["shard"] = group_view(v, shard, min(shard, dp_per_node))
+    views["replica"] = group_view(v, max(1, layout.replicas // shard), max(1, dp_per_node // shard), leaf("grad"))
     views["cp"] = views["pp:intra" if layout.members_per_node("cp") == layout.cp else
                         "pp:spine" if leaf("cp") > 1 else "pp:inter"]
     views["cp:all"] = group_view(v, layout.cp, layout.members_per_node("cp"), leaf("cp"))

@@ -56,8 +56,8 @@ from workloads.spec import Checkpointing, TrainingSpec
 
 GIB = 1024**3
 RESERVE_BYTES = 1.5 * GIB  # CUDA context (~0.5-1 GiB) + NCCL buffers (~0.5 GiB at 8-16 channels)
-FRAGMENTATION = 0.05
-FP32_GRAD_COPY_BYTES = 4.0  # caching-allocator slack over the live tensors
+FRAGMENTATION = 0.05  # caching-allocator slack over the live tensors
+FP32_GRAD_COPY_BYTES = 4.0  # the optimizer's fp32 copy of a 16-bit gradient (StrategySpec.fp32_grad_copy)
 # PyTorch's eager cross entropy on fp32 logits (TrainingSpec.cross_entropy "eager"): at the start of backward,
 # beside the fp32 log-softmax output it saved (the 4 bytes a logit of output_activation_bytes), the gradient of
 # that output (nll_loss's backward) and the input gradient (log_softmax's backward), fp32 each

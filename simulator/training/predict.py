@@ -66,6 +66,28 @@ def micro_steps_of(training: TrainingSpec, dp: int) -> int:
     return training.global_batch // per_step
 
 
+def _shard_ranks(stated: int | None, layout: Layout) -> int:
+    """HSDP's shard group: `stated` consecutive ranks of the gradient group (data- x context-parallel), or its
+    ranks on one node; ConfigError where the group does not divide it, or spans part of a node beside whole
+    ones, or where a node holds one rank of it and none is stated (HSDP would shard nothing)."""
+    if layout.pp > 1:
+        raise ConfigError("training.strategy: hybrid sharding (hsdp, HYBRID_SHARD) with pipeline parallelism is not "
+                          "modelled (use fsdp FULL_SHARD)")
+    per_node = layout.members_per_node("grad")
+    shard = stated or per_node
+    field = "training.strategy.shard_group_gpus"
+    if stated is None and per_node == 1 and layout.replicas > 1:
+        raise ConfigError(f"{field}: a node holds one rank of the data-parallel group (tp x cp fills it), so a "
+                          "shard group of one node shards nothing; state how many data-parallel ranks each shard "
+                          "group spans (torchtitan's data_parallel_shard_degree)")
+    if layout.replicas % shard:
+        raise ConfigError(f"{field} {shard} must divide the {layout.replicas} data- x context-parallel ranks")
+    if (shard > per_node and shard % per_node) or (shard < per_node and per_node % shard):
+        raise ConfigError(f"{field} {shard}: a shard group takes whole nodes' {per_node} data-parallel ranks, or a "
+                          f"divisor of them")
+    return shard
+
+
 def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> Layout:
     """The job's parallel layout on the cluster; ConfigError for one that cannot run."""
     layout = layout_of(training.parallel, v.n_ranks, v.ranks_per_node)
@@ -82,9 +104,8 @@ def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> 
                           f"exceeds the model's {spec.layers} layers{places}")
     strategy = training.strategy
     hybrid = strategy.kind == "hsdp" or (strategy.kind == "fsdp" and strategy.fsdp_sharding == "HYBRID_SHARD")
-    if hybrid and (layout.tp > 1 or layout.pp > 1 or layout.cp > 1):
-        raise ConfigError("training.strategy: hybrid sharding (hsdp, HYBRID_SHARD) with tensor, pipeline or "
-                          "context parallelism is not modelled (use fsdp FULL_SHARD)")
+    if hybrid:
+        layout = replace(layout, shard=_shard_ranks(strategy.shard_group_gpus, layout))
     if layout.ep > 1:
         if not spec.moe:
             raise ConfigError(f"training.parallel.ep {layout.ep}: expert parallelism needs a mixture-of-experts "
@@ -142,7 +163,7 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
     `stage_slowdown` computing that much slower)."""
     layout = job_layout(training, model, v)
     groups = communicators(v, layout)
-    shard_group = layout.members_per_node("grad")
+    shard_group = layout.shard_ranks()
     if layout.pp == 1:
         dense, experts = trainable_blocks_params_on_gpu(model, training, layout.tp, layout.ep)
         local_params = owned_params(training, trainable_root_params(model, training, layout.tp) + dense, experts,
@@ -372,10 +393,6 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     seq_len = training.seq_len or model_spec.training_context
     layout = job_layout(training, model, v)
     micro_steps = micro_steps_of(training, layout.dp)
-    group = training.strategy.shard_group_gpus
-    if group is not None and group != v.ranks_per_node:
-        raise ConfigError(f"training.strategy.shard_group_gpus {group}: only one node ({v.ranks_per_node} GPUs) "
-                          "per HSDP shard group is modelled so far")
     least = min([pace.slowdown, *(factor for _, factor in pace.slow_ranks)])
     if least < 1.0:
         raise ConfigError(f"stragglers.slowdown must be >= 1, got {least:g}")
@@ -387,7 +404,7 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     timeline = steady_state_step(model, training, v, compute, seq_len, micro_steps, params, env, stages)
     waits = dict(timeline.compute_waits_s)
     by_collective = {label: t for label, t in waits.items() if label in COMMUNICATION_LABELS}
-    memory = memory_per_gpu(model, training, seq_len, layout.replicas, layout.members_per_node("grad"),
+    memory = memory_per_gpu(model, training, seq_len, layout.replicas, layout.shard_ranks(),
                             units_in_flight=gathers_ahead(model, training) + 1, micro_steps=micro_steps)
     tokens = training.micro_batch * seq_len * micro_steps * layout.dp
     critical_pace = slowest * stages.get(timeline.critical_stage, 1.0)

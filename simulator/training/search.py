@@ -15,7 +15,8 @@ mode, sequence parallelism and the pipeline schedule. The search runs in four ph
    given; 1 for a dense model) dividing d c, with sequence parallelism when t > 1; b (powers of two by
    default) makes the global batch a multiple of b d; ddp and zero1 (Megatron's distributed optimizer)
    always, sharded strategies (fsdp, zero2, zero3, hsdp) only without pipeline parallelism (hsdp also
-   without TP), and only one strategy when d = 1 (nothing to shard); sequence parallelism with t > 1;
+   without EP, and where t c leaves a node several data-parallel ranks: its shard group, one node's), and only
+   one strategy when d = 1 (nothing to shard); sequence parallelism with t > 1;
    with `interleaved`, also 2 virtual stages per rank where the layers (or the layers + 2, with that
    split) divide over 2p and the micro-batch count over p (Megatron's conditions). With a fused (flash)
    attention kernel, selective recomputation is left out when `none` is tried: flash attention already
@@ -182,8 +183,10 @@ def _checked(values: tuple[int, ...] | None, valid: list[int], flag: str, why: s
     return sorted(set(values))
 
 
-def _strategies(space: SearchSpace, tp: int, pp: int, cp: int, ep: int, replicas: int) -> list[StrategyKind]:
-    kinds = [k for k in space.strategies if (pp == 1 or k not in SHARDED) and (tp == cp == ep == 1 or k != "hsdp")]
+def _strategies(space: SearchSpace, tp: int, pp: int, cp: int, ep: int, replicas: int,
+                gpus_per_node: int) -> list[StrategyKind]:
+    hybrid = ep == 1 and tp * cp < gpus_per_node  # HSDP's default shard group, a node's ranks, shards something
+    kinds = [k for k in space.strategies if (pp == 1 or k not in SHARDED) and (hybrid or k != "hsdp")]
     if replicas == 1 and kinds:  # one rank: every strategy is DDP without communication
         return ["ddp"] if "ddp" in kinds else kinds[:1]
     return kinds
@@ -238,7 +241,7 @@ def enumerate_layouts(model: ModelSpec, gpus_per_node: int, n_gpus: int, global_
                 splits: tuple[tuple[PipelineSplit, int], ...] = (("layers", model.layers),
                                                                    ("embedding_and_loss", model.layers + 2))
                 chunks += [(2, how) for how, slots in splits if slots % (2 * p) == 0][:1]
-            for kind in _strategies(space, t, p, c, e, d * c):
+            for kind in _strategies(space, t, p, c, e, d * c, gpus_per_node):
                 for recompute in space.recompute:
                     for sp in (sorted(set(space.sequence_parallel)) if t > 1 else [False]):
                         if sp or e == 1 or t == 1:  # expert with tensor parallelism needs SP (Megatron-Core)
@@ -254,7 +257,7 @@ def enumerate_layouts(model: ModelSpec, gpus_per_node: int, n_gpus: int, global_
 def layout_memory_bytes(layout: CandidateLayout, training: TrainingSpec, model: TransformerModel, seq_len: int,
                         v: CommView) -> float:
     """Bytes per GPU by the memory model alone (phase 2), with predict_step's arguments."""
-    shard_group = job_layout(training, model, v).members_per_node("grad")
+    shard_group = job_layout(training, model, v).shard_ranks()
     return memory_per_gpu(model, training, seq_len, layout.replicas, shard_group,
                           units_in_flight=gathers_ahead(model, training) + 1,
                           micro_steps=layout.micro_steps).total_bytes
@@ -332,7 +335,7 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
         dp_s = max(0.0, all_reduce_s - backward)
     else:
         dp_s = max(0.0, reduce_s - backward) + max(0.0, updated_s - forward)
-    owned = owned_params(training, trained, trained_experts, layout.replicas, ranks.members_per_node("grad"))
+    owned = owned_params(training, trained, trained_experts, layout.replicas, ranks.shard_ranks())
     return pipeline_s + dp_s + compute.optimizer(owned, training.optimizer)
 
 

@@ -129,8 +129,6 @@ def _named_strategy(training: Mapping[str, Any], names: list[str], family: Famil
                                       "zeropp_quantized_gradients"), True) if zeropp else {}
         return StrategySpec(kind=_ZERO_KINDS[stage], fp32_grad_copy=True, **zeropp_knobs)  # DeepSpeed's ZeRO optimizer
     stated = training.get("fsdp_sharding_strategy")
-    if stated is None and "hsdp" not in names:
-        defaults.append("fsdp_sharding_strategy not stated: FULL_SHARD")
     sharding = _FSDP_SHARDINGS.get(stated or "FULL_SHARD")
     if sharding is None:
         raise Unexpressible(f"fsdp_sharding_strategy {stated!r} not known; known: {', '.join(_FSDP_SHARDINGS)}")
@@ -141,6 +139,8 @@ def _named_strategy(training: Mapping[str, Any], names: list[str], family: Famil
     shard_degree = training.get("fsdp")
     if sharding == "HYBRID_SHARD" or "hsdp" in names or (shard_degree and shard_degree < n_dp):
         return StrategySpec(kind="hsdp", fsdp_sharding="HYBRID_SHARD", shard_group_gpus=shard_degree, **knobs)
+    if stated is None:
+        defaults.append("fsdp_sharding_strategy not stated: FULL_SHARD")
     return StrategySpec(kind="fsdp", fsdp_sharding=sharding, **knobs)
 
 

@@ -10,7 +10,11 @@ from hypothesis import strategies as st
 
 from simulator.core.errors import ConfigError
 from simulator.importers.torchtitan import import_torchtitan
+from simulator.scenario import complete_training
+from simulator.training.predict import predict_step
+from topologies.presets import load_preset
 from workloads.presets import load_model
+from workloads.spec import TrainingSpec
 
 DATA = Path(__file__).parent / "data"
 BASE = '[model]\nname = "llama3"\nflavor = "8B"\n'
@@ -81,6 +85,22 @@ def test_llama3_flavors_map_to_presets(flavor: str, preset: str):
 def test_llama2_flavor():
     """llama2 13B is the llama2-13b preset."""
     assert job('[model]\nname = "llama2"\nflavor = "13B"\n').model == "llama2-13b"
+
+
+def test_hsdp_beside_tensor_parallelism_predicts():
+    """replicate 2 x shard 4 x TP 8 on 8 DGX H100 (torchtitan's 3D layout with HSDP): the imported job predicts,
+    its model states sharded over the 4-rank shard groups that span four nodes."""
+    imported = job(BASE.replace("8B", "70B") + "[parallelism]\ndata_parallel_replicate_degree = 2\n"
+                   "data_parallel_shard_degree = 4\ntensor_parallel_degree = 8\n", gpus=64)
+    training = TrainingSpec.model_validate({**imported.training, "model": imported.model})
+    model = load_model(imported.model)
+    topology = load_preset("dgx-h100", nodes=8)
+    hybrid = predict_step(topology, complete_training(training, model, topology), model)
+    sharded = training.model_copy(update={"strategy": training.strategy.model_copy(
+        update={"kind": "fsdp", "shard_group_gpus": None})})
+    full = predict_step(topology, complete_training(sharded, model, topology), model)
+    assert hybrid.step_time_s > 0
+    assert hybrid.memory.optimizer_bytes == pytest.approx(2 * full.memory.optimizer_bytes, rel=1e-9)
 
 
 def test_hsdp_ddp_and_explicit_degrees():

@@ -44,6 +44,21 @@ def test_a_degraded_nic_slows_the_step_wherever_it_is():
     assert on_s0.gpu_idle_by_class.keys() == {"s0 (nic3 x0.25)", "others"}
 
 
+@pytest.mark.parametrize("shard", [4, 16])
+def test_a_degraded_nic_slows_hsdp_wherever_it_is(shard: int):
+    """HSDP with shard groups of half a node or of two nodes (Llama-2-13B on 8 x DGX H100): a NIC at 0.25 gives
+    the same step on s0 or s5 (every node holds an equal part of the shard and replica groups), slower than the
+    healthy step, and counts the degraded node's GPUs apart."""
+    def step(faults: list[tuple[str, float]]) -> StepPrediction:
+        topology = load_preset("dgx-h100", nodes=8, link_faults=[{"device": d, "factor": f} for d, f in faults])
+        training = FSDP_13B.model_copy(update={"strategy": StrategySpec(kind="hsdp", shard_group_gpus=shard)})
+        return predict_step(topology, training, LLAMA_13B)
+    healthy, on_s0, on_s5 = step([]), step([("s0/nic3", 0.25)]), step([("s5/nic3", 0.25)])
+    assert on_s5.step_time_s == pytest.approx(on_s0.step_time_s, rel=1e-9)
+    assert on_s0.step_time_s > healthy.step_time_s
+    assert on_s0.gpu_idle_by_class.keys() == {"s0 (nic3 x0.25)", "others"}
+
+
 HEALTHY_PIPELINE = pipeline()
 
 

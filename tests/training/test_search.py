@@ -284,13 +284,15 @@ def test_hsdp_is_not_enumerated_with_expert_parallelism():
 
 
 def test_layouts_the_scenarios_settings_rule_out_are_skipped_and_counted():
-    """A scenario's own settings may not run with every layout: FSDP HYBRID_SHARD with tensor or pipeline
-    parallelism is refused by predict, so the search skips those layouts, counts them as ruled out and ranks
-    the rest; TP overlap is dropped for layouts without TP (not a pydantic traceback). A base whose
-    settings rule out every layout is one ConfigError naming the first refused."""
+    """A scenario's own settings may not run with every layout: FSDP HYBRID_SHARD over shard groups of 8 ranks is
+    refused by predict where tensor parallelism leaves fewer data-parallel ranks, so the search skips those
+    layouts, counts them as ruled out and ranks the rest; TP overlap is dropped for layouts without TP (not a
+    pydantic traceback). A base whose settings rule out every layout is one ConfigError naming the first
+    refused."""
     topology = load_preset("dgx-h100", nodes=1)
     space = SearchSpace(micro_batches=(1,), recompute=("none",), strategies=("fsdp",))
-    hybrid = TrainingSpec(model=TINY, global_batch=8, strategy={"kind": "fsdp", "fsdp_sharding": "HYBRID_SHARD"})
+    hybrid = TrainingSpec(model=TINY, global_batch=8, strategy={"kind": "fsdp", "fsdp_sharding": "HYBRID_SHARD",
+                                                               "shard_group_gpus": 8})
     result = search_layouts(topology, hybrid, TINY, space)
     assert result.ruled_out > 0
     assert result.ranked and all(r.layout.tp == r.layout.pp == 1 for r in result.ranked)
@@ -299,7 +301,7 @@ def test_layouts_the_scenarios_settings_rule_out_are_skipped_and_counted():
     result = search_layouts(topology, overlapped, TINY, replace(space, strategies=("zero1",)))
     assert result.ruled_out == 0 and {r.layout.tp for r in result.ranked} >= {1}
     assert all(r.prediction.step_time_s > 0 for r in result.ranked)
-    with pytest.raises(ConfigError, match="no layout can run with the scenario's settings.*HYBRID_SHARD|hybrid"):
+    with pytest.raises(ConfigError, match="no layout can run with the scenario's settings.*shard_group_gpus 8"):
         search_layouts(topology, hybrid, TINY, replace(space, tp=(2,)))
     moe = TINY.model_copy(update={"experts": 4, "experts_per_token": 2})
     a2a = TrainingSpec(model=moe, global_batch=8, strategy={"kind": "zero1"},

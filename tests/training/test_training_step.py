@@ -15,6 +15,7 @@ from simulator.training.compute import ATTENTION_SHAPE, ATTENTION_SHAPE_ARCHS, C
 from simulator.training.memory import memory_per_gpu
 from simulator.training.plan import plan_step
 from simulator.training.predict import compute_scale_for, predict_step, simulate_step, steady_state_step
+from simulator.training.prediction import StepPrediction
 from topologies.build import build
 from topologies.hardware import gpu_spec
 from topologies.presets import load_preset
@@ -238,11 +239,54 @@ def test_backward_prefetch_never_slows_a_step():
     assert with_prefetch <= without
 
 
-def test_hsdp_shard_groups_other_than_a_node_are_refused():
-    """An HSDP shard group that is not one node names the field."""
-    training = job("hsdp").model_copy(update={"strategy": StrategySpec(kind="hsdp", shard_group_gpus=4)})
-    with pytest.raises(ConfigError, match="shard_group_gpus"):
-        predict_step(load_preset("dgx-h100", nodes=2), training, SMALL)
+def hsdp(shard: int | None, nodes: int = 4, tp: int = 1, cp: int = 1, kind: str = "hsdp") -> StepPrediction:
+    training = TrainingSpec(model=SMALL, seq_len=1024, micro_batch=1, global_batch=16 * nodes,
+                            strategy=StrategySpec(kind=kind, shard_group_gpus=shard),
+                            parallel=ParallelSpec(tp=tp, cp=cp, sequence_parallel=tp > 1))
+    return predict_step(load_preset("dgx-h100", nodes=nodes), training, SMALL)
+
+
+@pytest.mark.parametrize(("tp", "cp"), [(1, 1), (2, 1), (8, 1), (2, 2)])
+def test_hsdp_over_every_data_parallel_rank_is_fsdp(tp: int, cp: int):
+    """A shard group of the whole data- x context-parallel group leaves one replica: the step and memory of FSDP
+    FULL_SHARD, with tensor and context parallelism too (4 DGX H100: 32 / tp data- x context-parallel ranks)."""
+    ranks = 32 // tp
+    shared, full = hsdp(ranks, tp=tp, cp=cp), hsdp(None, tp=tp, cp=cp, kind="fsdp")
+    assert shared.step_time_s == pytest.approx(full.step_time_s, rel=1e-12)
+    assert shared.memory_per_gpu_bytes == pytest.approx(full.memory_per_gpu_bytes, rel=1e-12)
+
+
+def test_hsdp_shard_groups_of_part_of_a_node_or_several_nodes():
+    """Shard groups of 4, 8 (one node, the default), 16 and 32 ranks: the model states shrink as the group grows
+    (parameters, gradients and optimizer states over the group) and 8 is what no statement gives."""
+    memory = {shard: hsdp(shard).memory for shard in (4, 8, 16, 32)}
+    states = {shard: m.parameters_bytes + m.gradients_bytes + m.optimizer_bytes for shard, m in memory.items()}
+    assert states[4] > states[8] > states[16] > states[32]
+    assert hsdp(None).step_time_s == hsdp(8).step_time_s
+
+
+def test_hsdp_with_tensor_parallelism_shards_over_the_stated_ranks():
+    """TP 2 on 8-GPU nodes leaves 4 data-parallel ranks a node: a shard group of 8 spans two nodes, and shards
+    the model states 8 ways (half of what 4, one node's, leaves)."""
+    by_node, two_nodes = hsdp(4, tp=2).memory, hsdp(8, tp=2).memory
+    assert two_nodes.optimizer_bytes == pytest.approx(by_node.optimizer_bytes / 2, rel=1e-9)
+
+
+@pytest.mark.parametrize(("shard", "tp", "nodes", "message"), [
+    (3, 1, 4, "shard_group_gpus 3 must divide the 32"),
+    (12, 1, 6, "shard_group_gpus 12: a shard group takes whole nodes' 8 data-parallel ranks, or a divisor"),
+    (None, 8, 4, "a node holds one rank of the data-parallel group"),
+])
+def test_hsdp_shard_groups_that_cannot_be_laid_out_name_the_field(shard, tp, nodes, message):
+    with pytest.raises(ConfigError, match=message):
+        hsdp(shard, nodes=nodes, tp=tp)
+
+
+def test_hsdp_with_pipeline_parallelism_is_refused():
+    training = TrainingSpec(model=SMALL, seq_len=1024, micro_batch=1, global_batch=64,
+                            strategy=StrategySpec(kind="hsdp", shard_group_gpus=8), parallel=ParallelSpec(pp=2))
+    with pytest.raises(ConfigError, match="hybrid sharding .* with pipeline parallelism"):
+        predict_step(load_preset("dgx-h100", nodes=4), training, SMALL)
 
 
 def test_planning_figures_by_hand():

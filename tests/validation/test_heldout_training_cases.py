@@ -103,6 +103,9 @@ def test_outside_rows_expressed_and_the_reason_for_the_others():
     assert len(maxtext) == 10
     assert {(t.activation_checkpointing, t.attention_kernel, t.framework) for t in maxtext} == {
         ("save_qkv_proj", "cudnn", "maxtext")}
+    # configure.sh: FSDP over every GPU up to 32 nodes, over 16 nodes (128 GPUs) with data parallelism beyond
+    assert sorted({(t.strategy.kind, t.strategy.shard_group_gpus) for t in maxtext}, key=str) == [
+        ("fsdp", None), ("hsdp", 128)]
     for m in mapped:
         if m.case.source == "dgxc" and m.training is not None:
             assert m.training.parallel.tp_comm_overlap is (m.training.parallel.tp > 1), m.case.id

@@ -256,6 +256,24 @@ def test_hsdp_over_every_data_parallel_rank_is_fsdp(tp: int, cp: int):
     assert shared.memory_per_gpu_bytes == pytest.approx(full.memory_per_gpu_bytes, rel=1e-12)
 
 
+@given(nodes=st.sampled_from([2, 4, 8]), tp=st.sampled_from([1, 2, 4]), cp=st.sampled_from([1, 2]),
+       data=st.data())
+@settings(max_examples=12, deadline=None)
+def test_hsdp_shard_group_properties(nodes: int, tp: int, cp: int, data: st.DataObject):
+    """Any shard group that can be laid out (a divisor of a node's data-parallel ranks, or whole nodes of them):
+    idle time within [0, step time], and model states no larger than a smaller group's."""
+    per_node, ranks = 8 // tp, nodes * 8 // tp
+    shards = [s for s in range(1, ranks + 1) if ranks % s == 0 and (s <= per_node and per_node % s == 0
+                                                                    or s > per_node and s % per_node == 0)]
+    small, large = sorted(data.draw(st.lists(st.sampled_from(shards), min_size=2, max_size=2)))
+    predictions = [hsdp(shard, nodes=nodes, tp=tp, cp=cp) for shard in (small, large)]
+    for p in predictions:
+        assert 0.0 <= p.gpu_idle_s <= p.step_time_s
+    states = [p.memory.parameters_bytes + p.memory.gradients_bytes + p.memory.optimizer_bytes
+              for p in predictions]
+    assert states[1] <= states[0] * (1 + 1e-12)
+
+
 def test_hsdp_shard_groups_of_part_of_a_node_or_several_nodes():
     """Shard groups of 4, 8 (one node, the default), 16 and 32 ranks: the model states shrink as the group grows
     (parameters, gradients and optimizer states over the group) and 8 is what no statement gives."""

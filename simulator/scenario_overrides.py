@@ -71,9 +71,9 @@ def apply_options(scenario: ScenarioSpec | None, options: Mapping[str, Any], sou
                   ) -> tuple[ScenarioSpec, TopologySpec, TrainingSpec, ModelSpec]:
     """Apply `options` (module docstring; None values leave a field as it is) to the scenario (None: the
     embedded one), validating every changed field, and fill what the job leaves unstated (complete_training).
-    `strategy` is a kind (fsdp) or a strategy's fields; `recompute` is activation_checkpointing; `training`
-    holds any other training fields (nested mappings merge key by key). ConfigError names `source` and the
-    field."""
+    `strategy` is a kind (fsdp) or a strategy's fields, `shard_group_gpus` its HSDP shard group; `recompute` is
+    activation_checkpointing; `training` holds any other training fields (nested mappings merge key by key).
+    ConfigError names `source` and the field."""
     spec = scenario or DEFAULT_SCENARIO
     topology, training, model = scenario_specs(spec)
     if scenario is None and any(value is not None for value in options.values()):
@@ -93,10 +93,11 @@ def apply_options(scenario: ScenarioSpec | None, options: Mapping[str, Any], sou
         train.setdefault("recompute_layers", None)
     if options.get("framework") is not None:
         train["framework"] = options["framework"]
-    strategy = options.get("strategy")
-    if strategy is not None:
-        given = {"kind": strategy} if isinstance(strategy, str) else dict(strategy)
-        train["strategy"] = {**training.strategy.model_dump(exclude_unset=True), **given}
+    strategy, shard = options.get("strategy"), options.get("shard_group_gpus")
+    if strategy is not None or shard is not None:
+        given = {} if strategy is None else {"kind": strategy} if isinstance(strategy, str) else dict(strategy)
+        train["strategy"] = {**training.strategy.model_dump(exclude_unset=True), **given,
+                             **({"shard_group_gpus": shard} if shard is not None else {})}
     for section, keys in (("parallel", PARALLEL_OPTIONS), ("routing", ROUTING_OPTIONS)):
         values = _given(options, keys)
         if values:

@@ -46,7 +46,8 @@ class Scenario:
     ([{"device": "s3/nic2", "factor": 0.5}], replacing the topology's).
     Model: a preset name ("llama2-7b"), a model YAML or HuggingFace config.json path, a ModelSpec or its
     fields. Given without a scenario file, only the embedded scenario's cluster is kept.
-    Job: `strategy` (a kind such as "fsdp", or the strategy's fields), `tp`, `pp`, `cp`, `cp_comm`, `ep`,
+    Job: `strategy` (a kind such as "fsdp", or the strategy's fields), `shard_group_gpus` (HSDP's shard group),
+    `tp`, `pp`, `cp`, `cp_comm`, `ep`,
     `ep_comm_overlap`, `sequence_parallel`, `pipeline_schedule`, `virtual_stages`, `pipeline_split`,
     `placement`, `micro_batch`, `global_batch`, `seq_len`, `recompute` (activation checkpointing: none,
     selective, full, op, or a JAX policy such as save_qkv_proj), `framework` (whose defaults fill what the
@@ -64,7 +65,8 @@ class Scenario:
                  topology: str | Mapping[str, Any] | TopologySpec | None = None, nodes: int | None = None,
                  gpus_per_node: int | None = None, gpu: str | None = None,
                  link_faults: Sequence[Mapping[str, Any]] | None = None,
-                 strategy: str | Mapping[str, Any] | None = None, tp: int | None = None, pp: int | None = None,
+                 strategy: str | Mapping[str, Any] | None = None, shard_group_gpus: int | None = None,
+                 tp: int | None = None, pp: int | None = None,
                  cp: int | None = None, cp_comm: str | None = None, ep: int | None = None,
                  ep_comm_overlap: bool | None = None, sequence_parallel: bool | None = None,
                  pipeline_schedule: str | None = None, virtual_stages: int | None = None,

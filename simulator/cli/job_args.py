@@ -73,6 +73,10 @@ RecomputeLayersOpt = Annotated[int | None, typer.Option(
     "torchtitan's selective_ac_option k; Megatron's --recompute-method block --recompute-num-layers N); the others "
     "keep their activations. Default: all.")]
 PrecisionOpt = Annotated[str | None, typer.Option(help="Compute precision: bf16 (default), fp16, fp8 or fp32.")]
+ShardGroupOpt = Annotated[int | None, typer.Option(
+    min=1, help="With --strategy hsdp: how many consecutive data-parallel ranks each shard group spans, a divisor of "
+    "a node's or whole nodes (torchtitan's data_parallel_shard_degree; the scenario's "
+    "strategy.shard_group_gpus). Default: a node's.")]
 FrameworkOpt = Annotated[str | None, typer.Option(
     help="The framework that runs the job: pytorch-ddp, pytorch-fsdp, fsdp2 (torchtitan), deepspeed, megatron-core, "
     "nemo, megatron-deepspeed, llm-foundry or maxtext. What the job leaves unstated takes that framework's "
@@ -80,7 +84,7 @@ FrameworkOpt = Annotated[str | None, typer.Option(
 
 # flag (the command function's parameter) -> the training field it sets, where the names differ
 FIELD_OF = {"ep_overlap": "ep_comm_overlap", "schedule": "pipeline_schedule", "moe_imbalance": "load_imbalance"}
-JOB_OPTIONS = ("topology", "nodes", "gpus_per_node", "model", "strategy", "micro_batch", "seq_len",
+JOB_OPTIONS = ("topology", "nodes", "gpus_per_node", "model", "strategy", "shard_group_gpus", "micro_batch", "seq_len",
                "packed_sample_len", "lora_rank", "recompute", "recompute_layers", "precision", "framework")
 
 

@@ -50,6 +50,7 @@ from simulator.cli.job_args import (
     ScheduleOpt,
     SeqLenOpt,
     SequenceParallelOpt,
+    ShardGroupOpt,
     StrategyOpt,
     TopologyOpt,
     TpOpt,
@@ -258,7 +259,8 @@ ReportOpt = Annotated[Path | None, typer.Option(
 
 def predict(
     scenario: ScenarioArg = None, topology: TopologyOpt = None, nodes: NodesOpt = None, gpus_per_node: GpusOpt = None,
-    model: ModelOpt = None, strategy: StrategyOpt = None, tp: TpOpt = None, pp: PpOpt = None, cp: CpOpt = None,
+    model: ModelOpt = None, strategy: StrategyOpt = None, shard_group_gpus: ShardGroupOpt = None, tp: TpOpt = None,
+    pp: PpOpt = None, cp: CpOpt = None,
     cp_comm: CpCommOpt = None, ep: EpOpt = None, ep_overlap: EpOverlapOpt = None,
     moe_imbalance: MoeImbalanceOpt = None, capacity_factor: CapacityFactorOpt = None,
     pad_to_capacity: PadToCapacityOpt = None, sequence_parallel: SequenceParallelOpt = None,
@@ -339,7 +341,8 @@ def predict(
 def scale(
     scenario: ScenarioArg = None, topology: TopologyOpt = None,
     nodes: Annotated[str, typer.Option(help="Comma-separated node counts, e.g. 1,2,4,8.")] = "1,2,4,8",
-    gpus_per_node: GpusOpt = None, model: ModelOpt = None, strategy: StrategyOpt = None, tp: TpOpt = None,
+    gpus_per_node: GpusOpt = None, model: ModelOpt = None, strategy: StrategyOpt = None,
+    shard_group_gpus: ShardGroupOpt = None, tp: TpOpt = None,
     pp: PpOpt = None, cp: CpOpt = None, cp_comm: CpCommOpt = None, ep: EpOpt = None, ep_overlap: EpOverlapOpt = None,
     moe_imbalance: MoeImbalanceOpt = None, capacity_factor: CapacityFactorOpt = None,
     pad_to_capacity: PadToCapacityOpt = None, sequence_parallel: SequenceParallelOpt = None,

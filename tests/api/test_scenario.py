@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simulator import ConfigError, Scenario
+from simulator import ConfigError, Scenario, predict
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -97,3 +97,12 @@ def test_an_unknown_option_to_replace_is_a_type_error():
     """`replace` takes the keyword arguments of Scenario, as the constructor does."""
     with pytest.raises(TypeError, match="nodez"):
         Scenario().replace(nodez=2)
+
+
+def test_the_hsdp_shard_group_as_an_option_or_a_strategy_field():
+    """shard_group_gpus=16 is strategy.shard_group_gpus, given beside the strategy or in it."""
+    job = {"model": "llama3-70b", "nodes": 16, "tp": 2, "sequence_parallel": True, "global_batch": 256}
+    option = Scenario(**job, strategy="hsdp", shard_group_gpus=16)
+    field = Scenario(**job, strategy={"kind": "hsdp", "shard_group_gpus": 16})
+    assert option.training.strategy.shard_group_gpus == field.training.strategy.shard_group_gpus == 16
+    assert predict(option).step_time_s == predict(field).step_time_s

@@ -103,6 +103,27 @@ def test_recompute_layers_lies_between_none_and_full():
     assert scaled.returncode == 0, scaled.stderr
 
 
+def test_hsdp_shard_group_on_the_command_line(tmp_path: Path):
+    """--strategy hsdp --shard-group-gpus 16 beside TP 2 on 16 nodes: echoed, the same step as the scenario file
+    stating strategy.shard_group_gpus, and the flag alone sets it on a scenario's HSDP strategy (scale takes it
+    too); without it, TP 8 leaves one data-parallel rank a node and the error names the field."""
+    job = ("--model", "llama3-70b", "--nodes", "16", "--tp", "2", "--sequence-parallel", "--global-batch", "256")
+    out = run("predict", *job, "--strategy", "hsdp", "--shard-group-gpus", "16", "--json")
+    assert out.returncode == 0, out.stderr
+    flagged = json.loads(out.stdout)
+    assert flagged["scenario"]["training"]["strategy"]["shard_group_gpus"] == 16
+    scenario = tmp_path / "hsdp.yaml"
+    scenario.write_text("topology: dgx-h100\nnodes: 16\ntraining:\n  model: llama3-70b\n  global_batch: 256\n"
+                        "  strategy: {kind: hsdp}\n  parallel: {tp: 2, sequence_parallel: true}\n")
+    filed = run("predict", str(scenario), "--shard-group-gpus", "16", "--json")
+    assert filed.returncode == 0, filed.stderr
+    assert json.loads(filed.stdout)["step_time_s"] == flagged["step_time_s"]
+    scaled = run("scale", str(scenario), "--nodes", "8,16", "--shard-group-gpus", "8", "--json")
+    assert scaled.returncode == 0, scaled.stderr
+    refused = run("predict", "--model", "llama3-70b", "--nodes", "16", "--tp", "8", "--strategy", "hsdp")
+    assert refused.returncode == 2 and "shard_group_gpus" in refused.stderr
+
+
 def test_recompute_on_the_command_line_replaces_the_scenarios_layer_count(tmp_path: Path):
     """A scenario recomputing 16 layers: --recompute none or full replaces its recomputation, count included;
     --recompute-layers beside it sets a new count."""

@@ -27,6 +27,7 @@ there (TransformerModel.remat_recomputed_gemms).
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 # a policy's kept tensors, in layer_gemms' names plus "context" (module docstring); mlp_down is left out of
@@ -66,12 +67,11 @@ def recomputes_attention(policy: str) -> bool:
 
 def policy_name(value: str) -> str | None:
     """A MaxText remat_policy value ('save_qkv_proj', 'remat_policy=full', 'remat_policy save_qkv_proj') as the
-    policy it names in REMAT_POLICIES; None where it names none."""
+    policy it names in REMAT_POLICIES; None where it names none. A bare 'full' is not MaxText's: it stays the
+    general full recomputation."""
     text = value.strip().lower()
-    for prefix in ("remat_policy", "remat-policy"):
-        if text.startswith(prefix):
-            text = text[len(prefix):].strip(" =:").strip()
-            name = REMAT_ALIASES.get(text, text)
-            return name if name in REMAT_POLICIES else None
-    name = REMAT_ALIASES.get(text, text) if text != "full" else text
+    prefixed = re.match(r"remat[-_]policy[\s=:]*(.*)$", text)
+    name = prefixed.group(1).strip() if prefixed else text
+    if prefixed or name != "full":
+        name = REMAT_ALIASES.get(name, name)
     return name if name in REMAT_POLICIES else None

@@ -223,6 +223,13 @@ FRAMEWORKS: dict[str, Conventions] = {
         Default("activation_checkpointing", "nothing_saveable", "MaxText/configs/base.yml: remat_policy 'full', "
                 "jax.checkpoint with no policy (layers/decoders.py get_remat_policy): nothing kept, what backward "
                 "needs recomputed (workloads/remat.py)"),
+        Default("strategy.limit_all_gathers", 2, "MaxText's GPU XLA flags (configs/gpu/a3/*.sh, "
+                "docs/run_maxtext/run_maxtext_single_host_gpu.md): pipelined all-gather and reduce-scatter with "
+                "xla_gpu_enable_while_loop_double_buffering: the scan over layers gathers the next layer's weights "
+                "during this one and reduce-scatters the previous one's gradients, two layers' buffers at once"),
+        Default("allocator", "xla", "JAX: XLA's buffer assignment places a step's temporaries when it compiles "
+                "the step (docs.jax.dev GPU memory allocation: a preallocated pool, not PyTorch's caching "
+                "allocator)"),
     )),
 }
 

@@ -34,6 +34,7 @@ PipelineSplit = Literal["layers", "embedding_and_loss"]
 AttentionKernel = Literal["flash2", "cudnn", "triton"]
 CpComm = Literal["p2p", "a2a"]
 TiedGradSync = Literal["before_dp", "after_dp"]
+Allocator = Literal["caching", "xla"]
 CrossEntropy = Literal["fused", "eager"]
 CpMerge = Literal["fused", "eager"]
 # Order of the parallel dimensions over consecutive GPU ranks, innermost first: "tp-pp-dp" puts a
@@ -170,7 +171,9 @@ class StrategySpec(BaseModel):
     backward_prefetch: bool = Field(
         default=True, description="FSDP backward_prefetch (BACKWARD_PRE): gather the next block during backward.")
     limit_all_gathers: int = Field(
-        strict=True, default=2, ge=1, description="All-gathers in flight at most (FSDP rate limiter).")
+        strict=True, default=2, ge=1, description="Blocks gathered at once at most (FSDP's rate limiter: at 2, "
+        "the block computing and the next, prefetched); each holds its 16-bit parameters and, in backward, its "
+        "unreduced gradients.")
     prefetch_bucket_elements: Count | None = Field(
         strict=True, default=None, ge=1, description="DeepSpeed ZeRO-3's stage3_prefetch_bucket_size: parameters "
         "are fetched at most this many elements ahead of the block computing, so the blocks whose gathers may be in "
@@ -445,6 +448,11 @@ class TrainingSpec(BaseModel):
         "F.cross_entropy on fp32 logits: the log-softmax output it saves, then in backward that output's "
         "gradient and the input gradient, 12 bytes a logit at the start of backward). A compiled loss "
         "(torchtitan's under compile) is fused.")
+    allocator: Allocator = Field(
+        default="caching", description="How device memory is handed out: caching (PyTorch's CUDA caching allocator, "
+        "whose cached blocks leave about 5% of the live tensors' size unusable) or xla (XLA's buffer assignment "
+        "packs a step's temporaries into one block when the program is compiled: no such slack). The maxtext "
+        "framework sets xla.")
     launch_blocking: bool = Field(
         default=False, description="CUDA_LAUNCH_BLOCKING=1: every kernel launch waits for the kernel to finish, so "
         "the host's per-operation time lies between kernels instead of behind them (a workaround for NCCL hangs; "

@@ -18,7 +18,11 @@ backwards done in its pipeline schedule (1F1B: p - s on stage s, so the first st
 cross entropy, EAGER_LOSS_BYTES more a logit at the start of backward); with a fused
 (flash) attention kernel no s x s scores are stored, as with selective recomputation. Full recomputation keeps
 each block's input only (torchtitan's op policy: every other matmul's output and attention's), and the block
-being recomputed holds the rest of its activations again (one block at a time: the largest block's, on top).
+being recomputed holds the rest of its activations again (one block at a time: the largest block's, on top). The
+loss's tensors are gone by then (freed by the output layer's backward, which runs before the last block's): XLA's
+buffer assignment reuses their space, so its last stage holds the larger of the two; PyTorch's peak reserved memory
+holds both (the caching allocator keeps the freed logits' block; torchtitan's published peaks of context-parallel
+and 2D runs, 2-8% under with the larger alone, agree).
 With LoRA (training.lora_rank) only the adapters have gradients and optimizer states; the frozen weights keep
 their parameter bytes (no fp32 master copy). Model states per GPU are its stage's parameters over the
 tensor-parallel degree (the first stage also holds the
@@ -32,7 +36,7 @@ DDP's gradient buckets (a copy of every gradient with grad_bucket_copy, PyTorch'
 2); DeepSpeed ZeRO's flat gradient bucket with contiguous_gradients (reduce_bucket_size elements of the model's
 dtype, 1 GB at the default 5e8; ZeRO-1/2 allocate it for each backward and a second one with overlap_comm, ZeRO-3
 one at start-up: stage_1_and_2.py backward, stage3.py). Reserve: the CUDA context and allocator fragmentation
-(RESERVE_BYTES + FRAGMENTATION of the rest).
+(RESERVE_BYTES + FRAGMENTATION of the rest, none under XLA's buffer assignment).
 """
 
 from __future__ import annotations
@@ -56,7 +60,10 @@ from workloads.spec import Checkpointing, TrainingSpec
 
 GIB = 1024**3
 RESERVE_BYTES = 1.5 * GIB  # CUDA context (~0.5-1 GiB) + NCCL buffers (~0.5 GiB at 8-16 channels)
-FRAGMENTATION = 0.05  # caching-allocator slack over the live tensors
+# slack over the live tensors by allocator (TrainingSpec.allocator): PyTorch's caching allocator keeps freed blocks
+# for reuse, some unusable for the next request; XLA's buffer assignment packs a step's temporaries into one
+# block at compile time (its heap simulator), so nothing is left between them
+FRAGMENTATION = {"caching": 0.05, "xla": 0.0}
 FP32_GRAD_COPY_BYTES = 4.0  # the optimizer's fp32 copy of a 16-bit gradient (StrategySpec.fp32_grad_copy)
 # PyTorch's eager cross entropy on fp32 logits (TrainingSpec.cross_entropy "eager"): at the start of backward,
 # beside the fp32 log-softmax output it saved (the 4 bytes a logit of output_activation_bytes), the gradient of
@@ -155,14 +162,15 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
     chunk = sum(r * kept(block, stored) + (n - r) * kept(block, plain) for block, n, r in runs) / len(chunks)
     recomputing = [block for block, _, r in runs_recomputing(model, training) if r] \
         if stored in ("full", "op") or is_remat_policy(stored) else []
-    activations = (in_flight * chunk
-                   + (in_flight * model.embedding_activation_bytes(b, local_seq) if first else 0.0)
-                   + (model.output_activation_bytes(b, local_seq, tp) if last else 0.0)
-                   + (EAGER_LOSS_BYTES * b * local_seq * model.spec.vocab / tp
-                      if last and training.cross_entropy == "eager" else 0.0))
-    if recomputing:  # the block being recomputed holds all its activations again until its backward ends: on
-        # top of what it keeps, the rest of what it would keep without recomputation
-        activations += max(kept(block, plain) - kept(block, stored) for block in recomputing)
+    # the loss's tensors (the last stage's logits, its eager cross entropy's gradients) live from the end of the
+    # forward until the output layer's backward; the block being recomputed holds all its activations again
+    # (on top of what it keeps, the rest of what it would keep without recomputation) only after that
+    loss = (model.output_activation_bytes(b, local_seq, tp)
+            + (EAGER_LOSS_BYTES * b * local_seq * model.spec.vocab / tp if training.cross_entropy == "eager" else 0.0)
+            if last else 0.0)
+    rerun = max((kept(block, plain) - kept(block, stored) for block in recomputing), default=0.0)
+    activations = (in_flight * chunk + (in_flight * model.embedding_activation_bytes(b, local_seq) if first else 0.0)
+                   + (max(loss, rerun) if training.allocator == "xla" else loss + rerun))
     buffers = 0.0
     if s.kind == "ddp":  # the buckets: a copy of every gradient, or two buckets being reduced
         buffers = per_gpu(s.grad_reduce_bytes, 1) if s.grad_bucket_copy else 2.0 * s.bucket_bytes
@@ -183,5 +191,5 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
         optimizer_bytes=per_gpu(o_bytes, 2),
         activations_bytes=activations,
         buffers_bytes=buffers,
-        reserve_bytes=RESERVE_BYTES + FRAGMENTATION * live,
+        reserve_bytes=RESERVE_BYTES + FRAGMENTATION[training.allocator] * live,
     )

@@ -34,7 +34,7 @@ from simulator.training.recompute import runs_recomputing
 from simulator.training.routing import check_routing, kept_share
 from simulator.training.routing import wait_s as routing_wait_s
 from simulator.training.shards import (
-    gathers_ahead,
+    gathered_blocks,
     owned_params,
     trainable_blocks_params_on_gpu,
     trainable_root_params,
@@ -405,7 +405,7 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     waits = dict(timeline.compute_waits_s)
     by_collective = {label: t for label, t in waits.items() if label in COMMUNICATION_LABELS}
     memory = memory_per_gpu(model, training, seq_len, layout.replicas, layout.shard_ranks(),
-                            units_in_flight=gathers_ahead(model, training) + 1, micro_steps=micro_steps)
+                            units_in_flight=gathered_blocks(model, training), micro_steps=micro_steps)
     tokens = training.micro_batch * seq_len * micro_steps * layout.dp
     critical_pace = slowest * stages.get(timeline.critical_stage, 1.0)
     nominal_compute_s = timeline.compute_s / critical_pace

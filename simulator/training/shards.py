@@ -115,6 +115,16 @@ def owned_params(training: TrainingSpec, dense: float, experts: float, dp: int, 
             + experts / shard_degrees(training, dp // training.parallel.ep, shard_group)[state])
 
 
+def gathered_blocks(model: TransformerModel, training: TrainingSpec) -> int:
+    """Blocks whose gathered parameters (and unreduced gradients) a GPU holds at once. FSDP's limit_all_gathers
+    counts them: at the default 2, the block computing and the next, whose gather is prefetched (the
+    FullyShardedDataParallel docstring: memory "from only two consecutive FSDP instances"); XLA's double-buffered
+    layer loop holds the same two. DeepSpeed ZeRO-3's prefetch bucket counts blocks fetched beyond the one
+    computing (gathers_ahead)."""
+    s = training.strategy
+    return s.limit_all_gathers if s.prefetch_bucket_elements is None else gathers_ahead(model, training) + 1
+
+
 def gathers_ahead(model: TransformerModel, training: TrainingSpec) -> int:
     """Blocks whose parameter gathers may be in flight beyond the one computing: FSDP's limit_all_gathers, or
     DeepSpeed ZeRO-3's prefetch bucket (prefetch_bucket_elements) over the largest block's elements on a GPU

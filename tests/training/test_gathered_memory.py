@@ -1,0 +1,84 @@
+"""What a sharded job holds gathered, and how the allocator counts: FSDP's limit_all_gathers blocks, DeepSpeed's
+prefetch beyond the block computing, XLA's buffer assignment under the maxtext framework, checked by hand for
+Llama 3 70B and against NVIDIA's MaxText run that fits its memory fraction."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.scenario import complete_training
+from simulator.training.memory import FRAGMENTATION, RESERVE_BYTES, memory_per_gpu
+from simulator.training.predict import predict_step
+from simulator.training.shards import gathered_blocks, gathers_ahead
+from topologies.presets import load_preset
+from workloads.model import transformer
+from workloads.presets import load_model
+from workloads.spec import StrategySpec, TrainingSpec
+
+GIB = 1024**3
+LLAMA3_70B = load_model("llama3-70b")
+# one block: q and output 8192 x 8192 each, k and v 8192 x 1024 each, a gated MLP of 3 x 8192 x 28672, two norms
+BLOCK_PARAMS = 2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672 + 2 * 8192
+
+
+def fsdp_memory(**strategy: object):
+    training = TrainingSpec(model="llama3-70b", seq_len=8192, micro_batch=1,
+                            strategy=StrategySpec(kind="fsdp", **strategy))
+    model = transformer(LLAMA3_70B)
+    return memory_per_gpu(model, training, 8192, dp=64, shard_group=64,
+                          units_in_flight=gathered_blocks(model, training))
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3])
+def test_fsdp_holds_limit_all_gathers_blocks(limit: int):
+    """Each block FSDP's limiter lets stay gathered holds its 16-bit parameters and, in backward, its unreduced
+    gradients (2 bytes each at the default reduce dtype): one block more is exactly that much more."""
+    training = TrainingSpec(model="llama3-70b", strategy=StrategySpec(kind="fsdp", limit_all_gathers=limit))
+    assert gathered_blocks(transformer(LLAMA3_70B), training) == limit
+    more = (fsdp_memory(limit_all_gathers=limit + 1).parameters_bytes
+            - fsdp_memory(limit_all_gathers=limit).parameters_bytes)
+    assert more == pytest.approx(BLOCK_PARAMS * (2 + 2), rel=1e-9)
+
+
+def test_deepspeed_counts_its_prefetch_beyond_the_block_computing():
+    """ZeRO-3's prefetch bucket counts blocks fetched beyond the one computing: 5e7 elements hold no whole 70B
+    block (8.6e8), so one block computes and one is fetched."""
+    training = TrainingSpec(model="llama3-70b",
+                            strategy=StrategySpec(kind="zero3", prefetch_bucket_elements=50_000_000))
+    model = transformer(LLAMA3_70B)
+    assert gathers_ahead(model, training) == 1 and gathered_blocks(model, training) == 2
+
+
+def maxtext_70b(**stated: object):
+    """NVIDIA's DGX Cloud MaxText Llama 3 70B run (dgxc-benchmarking maxtext/configure.sh at 1b9bb6b): FSDP over
+    128 H100s, per-device batch 2, sequence 8,192, remat_policy save_qkv_proj, bf16."""
+    topology = load_preset("dgx-h100", nodes=16)
+    training = TrainingSpec(model="llama3-70b", framework="maxtext", seq_len=8192, micro_batch=2, global_batch=256,
+                            activation_checkpointing="save_qkv_proj", **stated)
+    return predict_step(topology, complete_training(training, LLAMA3_70B, topology), LLAMA3_70B)
+
+
+def test_maxtexts_run_fits_the_memory_fraction_it_ran_with():
+    """The run set XLA_PYTHON_CLIENT_MEM_FRACTION=0.94: everything XLA holds fits in 94% of 80 GiB (75.2 GiB),
+    the CUDA context and NCCL's buffers beside it. Under PyTorch's accounting (a third gathered block's slack,
+    the caching allocator's) the same job would not fit 80 GiB at all."""
+    p = maxtext_70b()
+    assert p.memory.reserve_bytes == pytest.approx(RESERVE_BYTES, rel=1e-12)  # no caching-allocator slack
+    assert p.memory.total_bytes - RESERVE_BYTES <= 0.94 * 80 * GIB
+    caching = maxtext_70b(allocator="caching")
+    live = p.memory.total_bytes - RESERVE_BYTES
+    assert caching.memory.total_bytes > p.memory.total_bytes + FRAGMENTATION["caching"] * live
+
+
+def test_xla_reuses_the_logits_space_for_the_recomputed_block():
+    """Under XLA the last stage holds the larger of the loss's tensors (2 x 8,192 x 128,256 logits at 4 bytes:
+    MaxText keeps bf16 logits and their bf16 exponentials, plus 4 s b h of norm and projection inputs) and the
+    recomputed block's working set (what save_qkv_proj drops of what the block would keep), not both: the
+    smaller, here the block's, comes off."""
+    xla, caching = maxtext_70b(), maxtext_70b(allocator="caching")
+    logits = 2 * 8192 * 128256 * 4 + 4 * 8192 * 2 * 8192
+    block = transformer(LLAMA3_70B).blocks[0][0]
+    rerun = (block.activation_bytes_per_layer(2, 8192, "selective", 1, False, 1.0, None)
+             - block.activation_bytes_per_layer(2, 8192, "save_qkv_proj", 1, False, 1.0, None))
+    assert 0 < rerun < logits
+    assert caching.memory.activations_bytes - xla.memory.activations_bytes == pytest.approx(rerun, rel=1e-9)

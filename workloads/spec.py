@@ -448,6 +448,11 @@ class TrainingSpec(BaseModel):
         "F.cross_entropy on fp32 logits: the log-softmax output it saves, then in backward that output's "
         "gradient and the input gradient, 12 bytes a logit at the start of backward). A compiled loss "
         "(torchtitan's under compile) is fused.")
+    memory_fraction: float | None = Field(
+        default=None, gt=0.0, le=1.0, description="The share of each GPU's memory the framework's allocator may "
+        "take: JAX's XLA_PYTHON_CLIENT_MEM_FRACTION (e.g. 0.94 in NVIDIA's MaxText recipes), PyTorch's "
+        "torch.cuda.set_per_process_memory_fraction. The CUDA context and NCCL's buffers sit beside it. Default: "
+        "none, all of it (PyTorch; JAX since its pool may grow past its 75% preallocation).")
     allocator: Allocator = Field(
         default="caching", description="How device memory is handed out: caching (PyTorch's CUDA caching allocator, "
         "whose cached blocks leave about 5% of the live tensors' size unusable) or xla (XLA's buffer assignment "

@@ -213,7 +213,7 @@ def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour:
         *((f"  {name}: {c['gpus']:,.0f} GPUs", f"{c['idle_s']:.3f} s ({100 * c['idle_fraction']:.1f}%)")
           for name, c in p.gpu_idle_by_class.items() if len(p.gpu_idle_by_class) > 1),
         ("exposed communication", f"{p.exposed_comm_s:.3f} s"),
-        ("memory per GPU", f"{p.memory_per_gpu_bytes / GIB:.1f} GiB of {p.memory_capacity_bytes / GIB:.0f} GiB: "
+        ("memory per GPU", f"{p.memory_per_gpu_bytes / GIB:.1f} GiB of {p.memory_capacity_bytes / GIB:.3g} GiB: "
                            f"{verdict}"),
     ]
     for label, value in rows:

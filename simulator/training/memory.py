@@ -80,6 +80,14 @@ STATE_BYTES = {  # (parameters, gradients, optimizer) per parameter
 }
 
 
+def usable_bytes(capacity_bytes: float, training: TrainingSpec) -> float:
+    """What a job may hold on a GPU of `capacity_bytes`: all of it, or with training.memory_fraction the
+    allocator's pool (that share) and, beside it, the CUDA context and NCCL's buffers (RESERVE_BYTES)."""
+    if training.memory_fraction is None:
+        return capacity_bytes
+    return min(capacity_bytes, training.memory_fraction * capacity_bytes + RESERVE_BYTES)
+
+
 def in_flight_micro_batches(training: TrainingSpec, micro_steps: int, stage: int) -> int:
     """Most chunks whose activations `stage` holds at once: forwards done minus backwards done,
     at its peak, over its schedule (see the module docstring)."""

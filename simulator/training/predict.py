@@ -25,7 +25,7 @@ from simulator.network.closed_form import uncontended_time_s
 from simulator.network.flows import FlowClass
 from simulator.training.compute import ComputeModel
 from simulator.training.groups import Layout, communicators, layout_of
-from simulator.training.memory import memory_per_gpu
+from simulator.training.memory import memory_per_gpu, usable_bytes
 from simulator.training.pace import NOMINAL, Pace, pace_classes
 from simulator.training.pipeline import plan_pipeline
 from simulator.training.plan import plan_step
@@ -427,7 +427,7 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
                                                          training.lora_rank is not None) * tokens,
         peak_tflops=compute.peak_flops / 1e12,
         memory=memory,
-        memory_capacity_bytes=cluster.gpu.memory_gib * 1024**3,
+        memory_capacity_bytes=usable_bytes(cluster.gpu.memory_gib * 1024**3, training),
         comm_by_collective_s=by_collective,
         calibration=calibration,
         spans=timeline.spans,

@@ -10,7 +10,9 @@
   critical one: a straggler, the busiest expert-parallel rank).
 - tokens_per_s; tflops_per_gpu: model FLOPs (6 N + attention, no recomputation) per second per
   GPU; mfu = tflops_per_gpu / the GPU's dense peak at the compute precision.
-- memory_per_gpu_bytes and fits_in_memory (OOM is a result, not an error), with its breakdown.
+- memory_per_gpu_bytes and fits_in_memory (OOM is a result, not an error), with its breakdown;
+  memory_capacity_bytes is what the job may hold per GPU: the GPU's memory, or with the job's
+  memory_fraction that share and the CUDA context and NCCL's buffers beside it.
 Planning figures for training on N tokens: time_to_train_s, gpu_hours, cost at a price per
 GPU-hour, and energy: each GPU draws its board power (TDP) while computing and IDLE_POWER_FRACTION
 of it while waiting (HBM, NVLink and the SMs polling NCCL flags stay up; measured H100/A100 idle

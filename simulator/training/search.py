@@ -58,7 +58,7 @@ from simulator.collectives.predict import predict_collective
 from simulator.core.errors import ClusterSimError, ConfigError, config_error_from
 from simulator.training.compute import ComputeModel
 from simulator.training.groups import communicators
-from simulator.training.memory import memory_per_gpu
+from simulator.training.memory import memory_per_gpu, usable_bytes
 from simulator.training.predict import job_layout, predict_step
 from simulator.training.prediction import StepPrediction
 from simulator.training.recompute import reruns_forward_collectives
@@ -397,7 +397,7 @@ def _candidates(topology: TopologySpec, base: TrainingSpec, model_spec: ModelSpe
         space = replace(space, recompute=tuple(r for r in space.recompute if r != "selective"))
     layouts = enumerate_layouts(model_spec, topology.gpus_per_node, v.n_ranks, base.global_batch, space, seq_len,
                                 base.flash_attention, base.parallel.cp_comm)
-    capacity = cluster.gpu.memory_gib * GIB
+    capacity = usable_bytes(cluster.gpu.memory_gib * GIB, base)  # the layouts keep the base's memory_fraction
     compute = ComputeModel.for_job(cluster.gpu, base, topology.gpu_power_limit_w)
     candidates: list[Candidate] = []
     smallest = (float("inf"), layouts[0])

@@ -892,6 +892,7 @@ def map_case(case: TrainingCase) -> MappedCase:
                            strategy=strategy, parallel=layout.parallel,
                            framework=_framework(training, strategy.kind),
                            packed_sample_len=training.get("packed_sample_len"),
+                           memory_fraction=training.get("memory_fraction"),
                            lora_rank=_lora_rank(case, defaults),
                            routing=_routing(training),
                            **_batch(_micro_batch_of_tokens(layout.training, seq_len, defaults), layout.dp, n_gpus,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from simulator.scenario import complete_training
-from simulator.training.memory import FRAGMENTATION, RESERVE_BYTES, memory_per_gpu
+from simulator.training.memory import FRAGMENTATION, RESERVE_BYTES, memory_per_gpu, usable_bytes
 from simulator.training.predict import predict_step
 from simulator.training.shards import gathered_blocks, gathers_ahead
 from topologies.presets import load_preset
@@ -60,14 +60,24 @@ def maxtext_70b(**stated: object):
 
 def test_maxtexts_run_fits_the_memory_fraction_it_ran_with():
     """The run set XLA_PYTHON_CLIENT_MEM_FRACTION=0.94: everything XLA holds fits in 94% of 80 GiB (75.2 GiB),
-    the CUDA context and NCCL's buffers beside it. Under PyTorch's accounting (a third gathered block's slack,
-    the caching allocator's) the same job would not fit 80 GiB at all."""
-    p = maxtext_70b()
+    the CUDA context and NCCL's buffers beside it; at JAX's old default, a 75% pool (60 GiB), it would not.
+    Under PyTorch's caching allocator the same job would hold 5% more than what it keeps live."""
+    p = maxtext_70b(memory_fraction=0.94)
+    assert p.memory_capacity_bytes == pytest.approx(0.94 * 80 * GIB + RESERVE_BYTES, rel=1e-12)
     assert p.memory.reserve_bytes == pytest.approx(RESERVE_BYTES, rel=1e-12)  # no caching-allocator slack
-    assert p.memory.total_bytes - RESERVE_BYTES <= 0.94 * 80 * GIB
+    assert p.fits_in_memory and p.memory.total_bytes - RESERVE_BYTES <= 0.94 * 80 * GIB
+    assert not maxtext_70b(memory_fraction=0.75).fits_in_memory
     caching = maxtext_70b(allocator="caching")
     live = p.memory.total_bytes - RESERVE_BYTES
     assert caching.memory.total_bytes > p.memory.total_bytes + FRAGMENTATION["caching"] * live
+
+
+@pytest.mark.parametrize(("fraction", "usable_gib"), [(None, 80.0), (0.5, 41.5), (0.99, 80.0)])
+def test_a_memory_fraction_leaves_the_context_beside_the_pool(fraction, usable_gib):
+    """With a fraction f the job may hold f of the GPU's memory plus the 1.5 GiB of CUDA context and NCCL
+    buffers outside the allocator's pool, never more than the GPU has."""
+    training = TrainingSpec(model="llama3-70b", memory_fraction=fraction)
+    assert usable_bytes(80 * GIB, training) == pytest.approx(usable_gib * GIB, rel=1e-12)
 
 
 def test_xla_reuses_the_logits_space_for_the_recomputed_block():

@@ -101,8 +101,8 @@ def test_outside_rows_expressed_and_the_reason_for_the_others():
     assert len(skipped) == sum("but not which" in m.skipped for m in skipped if m.case.source == "fmsfsdp") == 8
     maxtext = [m.training for m in mapped if "maxtext" in m.case.id and m.training is not None]
     assert len(maxtext) == 10
-    assert {(t.activation_checkpointing, t.attention_kernel, t.framework) for t in maxtext} == {
-        ("save_qkv_proj", "cudnn", "maxtext")}
+    assert {(t.activation_checkpointing, t.attention_kernel, t.framework, t.memory_fraction, t.allocator)
+            for t in maxtext} == {("save_qkv_proj", "cudnn", "maxtext", 0.94, "xla")}
     # configure.sh: FSDP over every GPU up to 32 nodes, over 16 nodes (128 GPUs) with data parallelism beyond
     assert sorted({(t.strategy.kind, t.strategy.shard_group_gpus) for t in maxtext}, key=str) == [
         ("fsdp", None), ("hsdp", 128)]

@@ -194,6 +194,16 @@ def test_a_maxtext_case_takes_maxtexts_conventions():
     assert (m.training.strategy.grad_reduce_bytes, m.training.strategy.fp32_params) == (4, True)
 
 
+def test_a_case_reads_its_memory_fraction():
+    """A stated memory fraction (JAX's XLA_PYTHON_CLIENT_MEM_FRACTION) bounds what the job may hold; a bad one
+    leaves the case out, naming the field."""
+    maxtext = {"framework": "MaxText (JAX)", "strategy": ["fsdp"]}
+    m = mapped(case(training={**maxtext, "memory_fraction": 0.94}))
+    assert m.skipped is None and m.training is not None and m.training.memory_fraction == 0.94
+    bad = mapped(case(training={**maxtext, "memory_fraction": 1.5}))
+    assert bad.training is None and bad.skipped is not None and "memory_fraction" in bad.skipped
+
+
 def test_a_maxtext_case_reads_its_remat_policy_and_attention():
     """MaxText's remat_policy is that JAX policy; its 'full' is nothing_saveable (flagged), where another framework's
     full stays full; attention=cudnn_flash_te is cuDNN's kernel."""

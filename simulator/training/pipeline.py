@@ -31,7 +31,8 @@ distributed optimizer) reduce-scatters (all-reduces with zero_grad_all_reduce, a
 optimizer does), updates its shard, then all-gathers the parameters (after
 the optimizer, or at the start of the step before each chunk's first forward with
 overlap_param_gather); fsdp gathers each chunk's parameters before its first forward, keeps them
-for all micro-batches, and reduce-scatters the gradients of the last. A chunk's backward ends with
+for all micro-batches, and reduce-scatters the gradients of the last; HSDP does so within its shard
+group, then all-reduces each rank's shard across the groups. A chunk's backward ends with
 the strategy's gradient-accumulation pass over the chunk's parameters (compute.grad_accumulation).
 With recompute_layers a chunk's backward recomputes only its layers that recompute (simulator.training.recompute);
 the others' backward runs as without recomputation.
@@ -249,16 +250,28 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
         return not reducing or (v == 1 and j != last_backward)
     tasks: list[Task] = []
 
+    hybrid = s.kind == "hsdp" or (s.kind == "fsdp" and s.fsdp_sharding == "HYBRID_SHARD")
+
     def by_group(prefix: str, op: str, params: float, experts: float, bytes_per_param: int,
                  deps: tuple[str, ...], stage: int) -> list[str]:
         """`op` over `params` parameters of a stage: over the data-parallel group, the `experts` among
-        them (expert parallelism) over the expert data-parallel group; the tasks' names."""
-        parts = [("dp", params - experts, prefix)] + ([("edp", experts, prefix + ".x")] if experts else [])
-        for group, count, task in parts:
+        them (expert parallelism) over the expert data-parallel group; the tasks' names. HSDP gathers and
+        reduce-scatters within its shard group, then all-reduces each rank's shard across the groups on a
+        stream of its own (as without pipelining, simulator.training.plan)."""
+        group = "shard" if hybrid else "dp"
+        parts = [(group, params - experts, prefix)] + ([("edp", experts, prefix + ".x")] if experts else [])
+        names = []
+        for part_group, count, task in parts:
             stream = "ag" if op == "all_gather" else "rs"
-            tasks.append(Task(task, stream, op, collective=CollectiveCall(op, int(count * bytes_per_param), group),
-                              deps=deps, stage=stage))
-        return [task for _, _, task in parts]
+            size = int(count * bytes_per_param)
+            tasks.append(Task(task, stream, op, collective=CollectiveCall(op, size, part_group), deps=deps,
+                              stage=stage))
+            names.append(task)
+            if hybrid and op == "reduce_scatter":
+                tasks.append(Task(f"{task}.across", "ar", "all_reduce", collective=CollectiveCall(
+                    "all_reduce", size // shard_group, "replica"), deps=(task,), stage=stage))
+                names.append(f"{task}.across")
+        return names
 
     def name(work: Work, stage: int) -> str:
         return f"{work[0]}{stage}.{work[2]}.{work[1]}"

@@ -70,9 +70,6 @@ def _shard_ranks(stated: int | None, layout: Layout) -> int:
     """HSDP's shard group: `stated` consecutive ranks of the gradient group (data- x context-parallel), or its
     ranks on one node; ConfigError where the group does not divide it, or spans part of a node beside whole
     ones, or where a node holds one rank of it and none is stated (HSDP would shard nothing)."""
-    if layout.pp > 1:
-        raise ConfigError("training.strategy: hybrid sharding (hsdp, HYBRID_SHARD) with pipeline parallelism is not "
-                          "modelled (use fsdp FULL_SHARD)")
     per_node = layout.members_per_node("grad")
     shard = stated or per_node
     field = "training.strategy.shard_group_gpus"

@@ -44,6 +44,20 @@ def test_a_degraded_nic_slows_the_step_wherever_it_is():
     assert on_s0.gpu_idle_by_class.keys() == {"s0 (nic3 x0.25)", "others"}
 
 
+def test_a_degraded_nic_slows_hsdp_with_pipelining_wherever_it_is():
+    """HSDP beside pipeline parallelism (the small model, PP 2 over 4 DGX H100, shard groups of one node's 8
+    data-parallel ranks of a stage): a NIC at 0.25 on s0 or on s3 gives the same step, slower than the healthy
+    one."""
+    def step(faults: list[tuple[str, float]]) -> StepPrediction:
+        topology = load_preset("dgx-h100", nodes=4, link_faults=[{"device": d, "factor": f} for d, f in faults])
+        training = TrainingSpec(model=SMALL, seq_len=2048, micro_batch=1, global_batch=64,
+                                strategy=StrategySpec(kind="hsdp", shard_group_gpus=8), parallel=ParallelSpec(pp=2))
+        return predict_step(topology, training, SMALL)
+    healthy, on_s0, on_s3 = step([]), step([("s0/nic3", 0.25)]), step([("s3/nic3", 0.25)])
+    assert on_s3.step_time_s == pytest.approx(on_s0.step_time_s, rel=1e-9)
+    assert on_s0.step_time_s > healthy.step_time_s
+
+
 @pytest.mark.parametrize("shard", [4, 16])
 def test_a_degraded_nic_slows_hsdp_wherever_it_is(shard: int):
     """HSDP with shard groups of half a node or of two nodes (Llama-2-13B on 8 x DGX H100): a NIC at 0.25 gives

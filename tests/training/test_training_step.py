@@ -246,10 +246,11 @@ def test_backward_prefetch_never_slows_a_step():
     assert with_prefetch <= without
 
 
-def hsdp(shard: int | None, nodes: int = 4, tp: int = 1, cp: int = 1, kind: str = "hsdp") -> StepPrediction:
+def hsdp(shard: int | None, nodes: int = 4, tp: int = 1, cp: int = 1, kind: str = "hsdp",
+         pp: int = 1) -> StepPrediction:
     training = TrainingSpec(model=SMALL, seq_len=1024, micro_batch=1, global_batch=16 * nodes,
                             strategy=StrategySpec(kind=kind, shard_group_gpus=shard),
-                            parallel=ParallelSpec(tp=tp, cp=cp, sequence_parallel=tp > 1))
+                            parallel=ParallelSpec(tp=tp, cp=cp, pp=pp, sequence_parallel=tp > 1))
     return predict_step(load_preset("dgx-h100", nodes=nodes), training, SMALL)
 
 
@@ -307,11 +308,23 @@ def test_hsdp_shard_groups_that_cannot_be_laid_out_name_the_field(shard, tp, nod
         hsdp(shard, nodes=nodes, tp=tp)
 
 
-def test_hsdp_with_pipeline_parallelism_is_refused():
-    training = TrainingSpec(model=SMALL, seq_len=1024, micro_batch=1, global_batch=64,
-                            strategy=StrategySpec(kind="hsdp", shard_group_gpus=8), parallel=ParallelSpec(pp=2))
-    with pytest.raises(ConfigError, match="hybrid sharding .* with pipeline parallelism"):
-        predict_step(load_preset("dgx-h100", nodes=4), training, SMALL)
+@pytest.mark.parametrize(("tp", "pp"), [(1, 2), (2, 2), (2, 4)])
+def test_hsdp_with_pipelining_over_every_data_parallel_rank_is_fsdp(tp: int, pp: int):
+    """With pipeline parallelism too, a shard group of the whole data-parallel group leaves one replica: the step
+    and memory of FSDP FULL_SHARD (4 DGX H100: 32 / (tp pp) data-parallel ranks a stage)."""
+    ranks = 32 // (tp * pp)
+    shared, full = hsdp(ranks, tp=tp, pp=pp), hsdp(None, tp=tp, pp=pp, kind="fsdp")
+    assert shared.step_time_s == pytest.approx(full.step_time_s, rel=1e-12)
+    assert shared.memory_per_gpu_bytes == pytest.approx(full.memory_per_gpu_bytes, rel=1e-12)
+
+
+def test_hsdp_with_pipelining_shards_over_its_group_and_reduces_across():
+    """PP 2 on 4 DGX H100 leaves 16 data-parallel ranks a stage: shard groups of 4 (half a node's), 8 and 16 hold
+    model states in that order, each halving what the one before holds of the optimizer's."""
+    memory = {shard: hsdp(shard, pp=2).memory for shard in (4, 8, 16)}
+    states = {shard: m.parameters_bytes + m.gradients_bytes + m.optimizer_bytes for shard, m in memory.items()}
+    assert states[4] > states[8] > states[16]
+    assert memory[4].optimizer_bytes == pytest.approx(memory[8].optimizer_bytes * 2, rel=1e-9)
 
 
 def test_planning_figures_by_hand():

@@ -189,6 +189,9 @@ FRAMEWORKS: dict[str, Conventions] = {
         *_MEGATRON_COMMON,
         Default("strategy.overlap_grad_reduce", False, _MEGATRON_OVERLAP),
         Default("strategy.overlap_param_gather", False, _MEGATRON_OVERLAP),
+        Default("parallel.overlap_p2p", True, "megatron/training/arguments.py: --no-overlap-p2p-communication "
+                "(store_false: overlap_p2p_comm on unless given), turned off without virtual pipeline stages",
+                _interleaved),
     )),
     "nemo": Conventions("NVIDIA NeMo (Megatron-Core) recipes", ("zero1", "ddp"), (
         *(default for default in _MEGATRON_COMMON if default.path != "strategy.grad_reduce_bytes"),

@@ -82,15 +82,17 @@ def test_megatron_reduces_bf16_gradients_in_fp32(precision, reduce_bytes):
 
 
 @pytest.mark.parametrize(("pp", "virtual_stages", "overlap"), [(1, 1, False), (4, 1, False), (4, 2, True)])
-def test_nemo_overlaps_pipeline_sends_only_with_virtual_stages(pp, virtual_stages, overlap):
+def test_megatron_and_nemo_overlap_pipeline_sends_only_with_virtual_stages(pp, virtual_stages, overlap):
     """nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py: overlap_p2p_comm with pp > 1 and a virtual
-    pipeline size > 1, batched blocking sends otherwise; Megatron-Core alone leaves it off; a stated value wins."""
+    pipeline size > 1, batched blocking sends otherwise; Megatron-LM's arguments.py likewise (on unless
+    --no-overlap-p2p-communication, turned off without virtual stages); a stated value wins."""
     schedule = "interleaved" if virtual_stages > 1 else "1f1b"
     parallel = ParallelSpec(pp=pp, virtual_stages=virtual_stages, pipeline_schedule=schedule)
     assert resolved("nemo", parallel=parallel).parallel.overlap_p2p == overlap
-    assert resolved("megatron-core", parallel=parallel).parallel.overlap_p2p is False
+    assert resolved("megatron-core", parallel=parallel).parallel.overlap_p2p == overlap
     stated = ParallelSpec(pp=pp, virtual_stages=virtual_stages, pipeline_schedule=schedule, overlap_p2p=False)
     assert resolved("nemo", parallel=stated).parallel.overlap_p2p is False
+    assert resolved("megatron-core", parallel=stated).parallel.overlap_p2p is False
 
 
 @pytest.mark.parametrize(("compiled", "loss"), [(None, "eager"), (False, "eager"), (True, "fused")])

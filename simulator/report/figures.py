@@ -218,7 +218,7 @@ def memory_figure(p: StepPrediction) -> go.Figure:
     colour = "#555555" if p.fits_in_memory else OOM_COLOUR
     verdict = "fits" if p.fits_in_memory else "OUT OF MEMORY"
     fig.add_vline(x=capacity_gib, line={"color": colour, "width": 3, "dash": "dash"},
-                  annotation={"text": f"capacity {capacity_gib:.0f} GiB", "font": {"color": colour}})
+                  annotation={"text": f"capacity {capacity_gib:.3g} GiB", "font": {"color": colour}})
     fig.update_layout(
         template=TEMPLATE, barmode="stack", height=260, margin=MARGIN,
         title={"text": f"Memory per GPU: {m.total_bytes / GIB:.1f} GiB of {capacity_gib:.0f} GiB, {verdict}",

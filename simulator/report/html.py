@@ -119,7 +119,7 @@ def _metrics(p: StepPrediction) -> str:
         *(_metric(f"GPU idle: {name}, {c['gpus']:,.0f} GPUs ({c['idle_s']:.3f} s)", f"{100 * c['idle_fraction']:.1f}%")
           for name, c in p.gpu_idle_by_class.items() if len(p.gpu_idle_by_class) > 1),
         _metric("exposed communication", f"{p.exposed_comm_s:.3f} s"),
-        _metric(f"memory per GPU: {p.memory_per_gpu_bytes / GIB:.1f} of {p.memory_capacity_bytes / GIB:.0f} GiB",
+        _metric(f"memory per GPU: {p.memory_per_gpu_bytes / GIB:.1f} of {p.memory_capacity_bytes / GIB:.3g} GiB",
                 verdict, oom=not p.fits_in_memory),
     ]
     return (f'<div class="metrics">\n{"".join(cards)}\n</div>\n'

@@ -10,9 +10,10 @@ HYBRID_SHARD shards within its shard group. A ZeRO-1 that all-reduces whole grad
 (zero_grad_all_reduce; DeepSpeed's bf16 optimizer accumulates and reduces an fp32 copy) holds that buffer
 whole too, beside the 16-bit gradients. SGD keeps 4 bytes of master weights (8 with momentum; we count
 momentum). fp32 training keeps 4 + 4 + 8. Sharded strategies also hold the gathered parameters of the units in
-flight (the current one plus the prefetched ones) and their gradients before reduce-scatter. Activations:
-Korthikanti et al. 2022 per layer (workloads.model, with the tensor-parallel degree and sequence parallelism),
-times the layers a stage holds, times the micro-batches it has in flight: the peak of forwards done minus
+flight (the current one plus the prefetched ones) and their gradients before reduce-scatter; with pipeline
+parallelism FSDP holds the stage's whole parameters and their gradients, accumulated over the micro-batches.
+Activations: Korthikanti et al. 2022 per layer (workloads.model, with the tensor-parallel degree and sequence
+parallelism), times the layers a stage holds, times the micro-batches it has in flight: the peak of forwards done minus
 backwards done in its pipeline schedule (1F1B: p - s on stage s, so the first stage holds p micro-batches of L
 / p layers; GPipe: all m), plus the embedding's on the first stage and the logits on the last (with an eager
 cross entropy, EAGER_LOSS_BYTES more a logit at the start of backward); with a fused
@@ -147,13 +148,17 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
         return bytes_per_param * ((count - experts) / shards[0][kind] + experts / shards[1][kind])
 
     p_shard = shards[0][0]
-    gathered = 0.0
-    if p_shard > 1 and p > 1:  # with pipelining FSDP keeps the stage's gathered parameters all step
-        gathered = n * p_bytes
-    elif p_shard > 1:  # full 16-bit parameters (and their unreduced gradients) of the units being computed
+    gathered, unreduced = 0.0, 0.0  # gathered 16-bit parameters; their gradients before the reduce-scatter
+    if p_shard > 1 and p > 1:  # with pipelining FSDP keeps the stage's gathered parameters all step, and its
+        # unreduced gradients accumulate over the micro-batches in the reduction's dtype until the last one's
+        # reduce-scatter (torch.distributed.pipelining stage.py backward_maybe_with_nosync: no gradient sync, no
+        # reshard after backward, for every micro-batch; FSDP2 accumulates in its reduce dtype)
+        gathered, unreduced = n * PARAM_BYTES, counts[1][0] * s.grad_reduce_bytes
+    elif p_shard > 1:  # those of the units being computed
         trained_layer = max(sum(trainable_layer_params_on_gpu(block, training, tp, par.ep))
                             for block, _ in model.blocks)
-        gathered = units_in_flight * (layer * PARAM_BYTES + trained_layer * s.grad_reduce_bytes)
+        gathered, unreduced = (units_in_flight * layer * PARAM_BYTES,
+                               units_in_flight * trained_layer * s.grad_reduce_bytes)
     # a fused attention kernel keeps no scores: without recomputation a layer keeps what selective recompute does
     plain: Checkpointing = "selective" if training.flash_attention else "none"
     stored = training.activation_checkpointing if training.activation_checkpointing != "none" else plain
@@ -187,15 +192,16 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
         buffers = s.zero_bucket_elements * (4 if training.precision == "fp32" else PARAM_BYTES) * (2 if double else 1)
     # the optimizer step's peak: activations are freed, the fp32 copy of the shard's gradients is made
     copy = per_gpu(FP32_GRAD_COPY_BYTES, 2) if s.fp32_grad_copy and regime == "mixed" else 0.0
-    if copy > activations + gathered:
-        activations, gathered = 0.0, 0.0
+    if copy > activations + gathered + unreduced:
+        activations, gathered, unreduced = 0.0, 0.0, 0.0
         o_bytes += FP32_GRAD_COPY_BYTES
     if s.zeropp_hierarchical_partition:  # hpZ's secondary bf16 shard over the node's data-parallel GPUs
         gathered += n * PARAM_BYTES / max(1, shard_group)
-    live = per_gpu(p_bytes, 0) + per_gpu(g_bytes, 1) + per_gpu(o_bytes, 2) + gathered + activations + buffers
+    live = (per_gpu(p_bytes, 0) + per_gpu(g_bytes, 1) + per_gpu(o_bytes, 2) + gathered + unreduced + activations
+            + buffers)
     return MemoryBreakdown(
         parameters_bytes=per_gpu(p_bytes, 0) + gathered,
-        gradients_bytes=per_gpu(g_bytes, 1),
+        gradients_bytes=per_gpu(g_bytes, 1) + unreduced,
         optimizer_bytes=per_gpu(o_bytes, 2),
         activations_bytes=activations,
         buffers_bytes=buffers,

@@ -35,9 +35,9 @@ def test_fsdp_holds_limit_all_gathers_blocks(limit: int):
     gradients (2 bytes each at the default reduce dtype): one block more is exactly that much more."""
     training = TrainingSpec(model="llama3-70b", strategy=StrategySpec(kind="fsdp", limit_all_gathers=limit))
     assert gathered_blocks(transformer(LLAMA3_70B), training) == limit
-    more = (fsdp_memory(limit_all_gathers=limit + 1).parameters_bytes
-            - fsdp_memory(limit_all_gathers=limit).parameters_bytes)
-    assert more == pytest.approx(BLOCK_PARAMS * (2 + 2), rel=1e-9)
+    fewer, more = fsdp_memory(limit_all_gathers=limit), fsdp_memory(limit_all_gathers=limit + 1)
+    assert more.parameters_bytes - fewer.parameters_bytes == pytest.approx(BLOCK_PARAMS * 2, rel=1e-9)
+    assert more.gradients_bytes - fewer.gradients_bytes == pytest.approx(BLOCK_PARAMS * 2, rel=1e-9)
 
 
 def test_deepspeed_counts_its_prefetch_beyond_the_block_computing():

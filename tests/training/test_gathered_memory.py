@@ -13,7 +13,7 @@ from simulator.training.shards import gathered_blocks, gathers_ahead
 from topologies.presets import load_preset
 from workloads.model import transformer
 from workloads.presets import load_model
-from workloads.spec import StrategySpec, TrainingSpec
+from workloads.spec import ParallelSpec, StrategySpec, TrainingSpec
 
 GIB = 1024**3
 LLAMA3_70B = load_model("llama3-70b")
@@ -92,3 +92,18 @@ def test_xla_reuses_the_logits_space_for_the_recomputed_block():
              - block.activation_bytes_per_layer(2, 8192, "save_qkv_proj", 1, False, 1.0, None))
     assert 0 < rerun < logits
     assert caching.memory.activations_bytes - xla.memory.activations_bytes == pytest.approx(rerun, rel=1e-9)
+
+
+def test_fsdp_with_pipelining_holds_the_stages_parameters_and_accumulated_gradients():
+    """Under PP 2, FSDP keeps the first stage's 40 blocks, embedding and final norm gathered in bf16 all step and
+    accumulates their unsharded gradients over the micro-batches in the reduce dtype (fp32 here), beside the
+    8-way shards: parameters 2 + 2/8 bytes and gradients 4 + 4/8 bytes a parameter (the first stage, holding
+    two micro-batches of activations under 1F1B, needs the most)."""
+    training = TrainingSpec(model="llama3-70b", seq_len=8192, micro_batch=1, activation_checkpointing="full",
+                            strategy=StrategySpec(kind="fsdp", grad_reduce_bytes=4),
+                            parallel=ParallelSpec(pp=2))
+    m = memory_per_gpu(transformer(LLAMA3_70B), training, 8192, dp=8, shard_group=8, units_in_flight=2,
+                       micro_steps=8)
+    first_stage = 40 * BLOCK_PARAMS + 128256 * 8192 + 8192
+    assert m.parameters_bytes == pytest.approx(first_stage * (2 + 2 / 8), rel=1e-9)
+    assert m.gradients_bytes == pytest.approx(first_stage * (4 + 4 / 8), rel=1e-9)

@@ -27,7 +27,7 @@ PARALLEL_OPTIONS = ("tp", "pp", "cp", "cp_comm", "ep", "ep_comm_overlap", "seque
 ROUTING_OPTIONS = ("load_imbalance", "capacity_factor", "pad_to_capacity")
 TOPOLOGY_OPTIONS = ("nodes", "gpus_per_node", "gpu", "link_faults")  # fields of the topology replaced in place
 JOB_OPTIONS = ("micro_batch", "global_batch", "seq_len", "packed_sample_len", "lora_rank", "recompute_layers",
-               "precision")
+               "precision", "memory_fraction")
 
 
 def merged(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:

@@ -51,7 +51,8 @@ class Scenario:
     `ep_comm_overlap`, `sequence_parallel`, `pipeline_schedule`, `virtual_stages`, `pipeline_split`,
     `placement`, `micro_batch`, `global_batch`, `seq_len`, `recompute` (activation checkpointing: none,
     selective, full, op, or a JAX policy such as save_qkv_proj), `framework` (whose defaults fill what the
-    job leaves unstated), MoE routing (`load_imbalance`, `capacity_factor`, `pad_to_capacity`) and `training`
+    job leaves unstated), `memory_fraction` (the share of each GPU's memory the allocator may take), MoE
+    routing (`load_imbalance`, `capacity_factor`, `pad_to_capacity`) and `training`
     (any other training fields, e.g. {"precision": "fp8"}; nested mappings merge key by key).
     Scenario fields: `name`, `stragglers` ([{"slowdown": 1.2, "device": "s3/gpu2"}]), `jitter`
     ({"cv": 0.02}), `nccl_env` ({"NCCL_ALGO": "Ring"}) and `run` ({"train_tokens": 2e12, "failures":
@@ -72,7 +73,8 @@ class Scenario:
                  pipeline_schedule: str | None = None, virtual_stages: int | None = None,
                  pipeline_split: str | None = None, placement: str | None = None, micro_batch: int | None = None,
                  global_batch: int | None = None, seq_len: int | None = None, recompute: str | None = None,
-                 framework: str | None = None, load_imbalance: float | None = None,
+                 framework: str | None = None, memory_fraction: float | None = None,
+                 load_imbalance: float | None = None,
                  capacity_factor: float | None = None, pad_to_capacity: bool | None = None,
                  training: Mapping[str, Any] | None = None,
                  stragglers: Sequence[Mapping[str, Any]] | Mapping[str, Any] | None = None,

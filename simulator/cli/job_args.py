@@ -77,6 +77,11 @@ ShardGroupOpt = Annotated[int | None, typer.Option(
     min=1, help="With --strategy hsdp: how many consecutive data-parallel ranks each shard group spans, a divisor of "
     "a node's or whole nodes (torchtitan's data_parallel_shard_degree; the scenario's "
     "strategy.shard_group_gpus). Default: a node's.")]
+MemoryFractionOpt = Annotated[float | None, typer.Option(
+    help="The share of each GPU's memory the framework's allocator may take (JAX's XLA_PYTHON_CLIENT_MEM_FRACTION, "
+    "0.94 in NVIDIA's MaxText recipes; PyTorch's set_per_process_memory_fraction): the job fits when everything "
+    "but the CUDA context and NCCL's buffers fits in that share (the scenario's training.memory_fraction). "
+    "Default: the whole GPU.")]
 FrameworkOpt = Annotated[str | None, typer.Option(
     help="The framework that runs the job: pytorch-ddp, pytorch-fsdp, fsdp2 (torchtitan), deepspeed, megatron-core, "
     "nemo, megatron-deepspeed, llm-foundry or maxtext. What the job leaves unstated takes that framework's "
@@ -85,7 +90,8 @@ FrameworkOpt = Annotated[str | None, typer.Option(
 # flag (the command function's parameter) -> the training field it sets, where the names differ
 FIELD_OF = {"ep_overlap": "ep_comm_overlap", "schedule": "pipeline_schedule", "moe_imbalance": "load_imbalance"}
 JOB_OPTIONS = ("topology", "nodes", "gpus_per_node", "model", "strategy", "shard_group_gpus", "micro_batch", "seq_len",
-               "packed_sample_len", "lora_rank", "recompute", "recompute_layers", "precision", "framework")
+               "packed_sample_len", "lora_rank", "recompute", "recompute_layers", "precision", "framework",
+               "memory_fraction")
 
 
 def job_options(flags: dict[str, Any]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from simulator.cli.job_args import (
     GlobalBatchTokensOpt,
     GpusOpt,
     LoraRankOpt,
+    MemoryFractionOpt,
     MicroBatchOpt,
     ModelOpt,
     NodesOpt,
@@ -269,6 +270,7 @@ def predict(
     global_batch_tokens: GlobalBatchTokensOpt = None, seq_len: SeqLenOpt = None,
     packed_sample_len: PackedSampleLenOpt = None, lora_rank: LoraRankOpt = None, recompute: RecomputeOpt = None,
     recompute_layers: RecomputeLayersOpt = None, precision: PrecisionOpt = None, framework: FrameworkOpt = None,
+    memory_fraction: MemoryFractionOpt = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     measured_tokens_per_s_per_gpu: Annotated[float | None, typer.Option(
@@ -359,6 +361,7 @@ def scale(
     recompute: RecomputeOpt = None, recompute_layers: RecomputeLayersOpt = None,
     precision: PrecisionOpt = None,
     framework: FrameworkOpt = None,
+    memory_fraction: MemoryFractionOpt = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     report: ReportOpt = None,

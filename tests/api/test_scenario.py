@@ -106,3 +106,14 @@ def test_the_hsdp_shard_group_as_an_option_or_a_strategy_field():
     field = Scenario(**job, strategy={"kind": "hsdp", "shard_group_gpus": 16})
     assert option.training.strategy.shard_group_gpus == field.training.strategy.shard_group_gpus == 16
     assert predict(option).step_time_s == predict(field).step_time_s
+
+
+def test_the_memory_fraction_as_an_option_or_a_training_field():
+    """memory_fraction=0.94 is training.memory_fraction, given as an option or in `training`; it bounds what the
+    job may hold (94% of the GPU plus the CUDA context and NCCL's buffers beside it)."""
+    job = {"model": "llama3-70b", "nodes": 16, "framework": "maxtext", "recompute": "save_qkv_proj",
+           "micro_batch": 2, "global_batch": 256}
+    option, field = Scenario(**job, memory_fraction=0.94), Scenario(**job, training={"memory_fraction": 0.94})
+    assert option.training.memory_fraction == field.training.memory_fraction == 0.94
+    assert predict(option).memory_capacity_bytes == predict(field).memory_capacity_bytes < 80 * 2**30
+    assert predict(option.replace(memory_fraction=0.75)).fits_in_memory is False

@@ -251,3 +251,30 @@ def test_predict_json_is_the_same_in_every_process():
                               env={**os.environ, "PYTHONHASHSEED": seed}, check=True).stdout
                for seed in ("1", "4", "7")}
     assert len(outputs) == 1
+
+
+def test_memory_fraction_on_the_command_line(tmp_path: Path):
+    """--memory-fraction 0.94 on NVIDIA's MaxText Llama 3 70B job: echoed, the same capacity as the scenario
+    file stating training.memory_fraction (94% of 80 GiB plus the 1.5 GiB of context beside it), fitting;
+    at JAX's old 0.75 it does not fit; out of (0, 1] the error names the field. scale takes it too."""
+    job = ("--model", "llama3-70b", "--nodes", "16", "--framework", "maxtext", "--recompute", "save_qkv_proj",
+           "--micro-batch", "2", "--global-batch", "256")
+    out = run("predict", *job, "--memory-fraction", "0.94", "--json")
+    assert out.returncode == 0, out.stderr
+    flagged = json.loads(out.stdout)
+    assert flagged["scenario"]["training"]["memory_fraction"] == 0.94
+    assert flagged["memory_capacity_bytes"] == pytest.approx((0.94 * 80 + 1.5) * 2**30, rel=1e-12)
+    assert flagged["fits_in_memory"]
+    scenario = tmp_path / "maxtext.yaml"
+    scenario.write_text("topology: dgx-h100\nnodes: 16\ntraining:\n  model: llama3-70b\n  framework: maxtext\n"
+                        "  activation_checkpointing: save_qkv_proj\n  micro_batch: 2\n  global_batch: 256\n"
+                        "  memory_fraction: 0.94\n")
+    filed = run("predict", str(scenario), "--json")
+    assert filed.returncode == 0, filed.stderr
+    assert json.loads(filed.stdout)["memory_capacity_bytes"] == flagged["memory_capacity_bytes"]
+    tight = run("predict", *job, "--memory-fraction", "0.75", "--json")
+    assert tight.returncode == 0 and not json.loads(tight.stdout)["fits_in_memory"]
+    refused = run("predict", *job, "--memory-fraction", "1.5")
+    assert refused.returncode == 2 and "memory_fraction" in refused.stderr
+    scaled = run("scale", str(scenario), "--nodes", "16,32", "--memory-fraction", "0.75", "--json")
+    assert scaled.returncode == 0, scaled.stderr

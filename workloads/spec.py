@@ -242,6 +242,11 @@ class StrategySpec(BaseModel):
             raise ValueError(f"{zeropp[0]} is a ZeRO++ option of ZeRO-3; kind is {self.kind}")
         return self
 
+    @property
+    def hybrid(self) -> bool:
+        """HSDP: sharded within a shard group, replicated across the groups (kind hsdp, or fsdp HYBRID_SHARD)."""
+        return self.kind == "hsdp" or (self.kind == "fsdp" and self.fsdp_sharding == "HYBRID_SHARD")
+
 
 class ParallelSpec(BaseModel):
     """Model parallelism: tensor (Megatron), sequence and pipeline parallelism, and how ranks are placed.

@@ -48,6 +48,7 @@ from simulator.training.recompute import runs_recomputing
 from simulator.training.routing import routed_load
 from simulator.training.shards import (
     blocks_params_on_gpu,
+    gathered_blocks,
     layer_params_on_gpu,
     shard_degrees,
     trainable_blocks_params_on_gpu,
@@ -99,9 +100,11 @@ def in_flight_micro_batches(training: TrainingSpec, micro_steps: int, stage: int
 
 
 def memory_per_gpu(model: TransformerModel, training: TrainingSpec, seq_len: int, dp: int,
-                   shard_group: int, units_in_flight: int, micro_steps: int = 1) -> MemoryBreakdown:
-    """Bytes per GPU of the stage that needs the most (see module docstring)."""
+                   shard_group: int, units_in_flight: int | None = None, micro_steps: int = 1) -> MemoryBreakdown:
+    """Bytes per GPU of the stage that needs the most (see module docstring); `units_in_flight` gathered blocks of a
+    sharded strategy, by default what the strategy holds (shards.gathered_blocks)."""
     par = training.parallel
+    units_in_flight = gathered_blocks(model, training) if units_in_flight is None else units_in_flight
     p, v = par.pp, par.virtual_stages
     ranges = virtual_stage_layers(model.spec.layers, p * v, par.pipeline_split)
     # a pipeline needs at least p micro-batches in flight to fill; size the schedule for that

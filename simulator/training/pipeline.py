@@ -250,15 +250,13 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
         return not reducing or (v == 1 and j != last_backward)
     tasks: list[Task] = []
 
-    hybrid = s.kind == "hsdp" or (s.kind == "fsdp" and s.fsdp_sharding == "HYBRID_SHARD")
-
     def by_group(prefix: str, op: str, params: float, experts: float, bytes_per_param: int,
                  deps: tuple[str, ...], stage: int) -> list[str]:
         """`op` over `params` parameters of a stage: over the data-parallel group, the `experts` among
         them (expert parallelism) over the expert data-parallel group; the tasks' names. HSDP gathers and
         reduce-scatters within its shard group, then all-reduces each rank's shard across the groups on a
         stream of its own (as without pipelining, simulator.training.plan)."""
-        group = "shard" if hybrid else "dp"
+        group = "shard" if s.hybrid else "dp"
         parts = [(group, params - experts, prefix)] + ([("edp", experts, prefix + ".x")] if experts else [])
         names = []
         for part_group, count, task in parts:
@@ -267,7 +265,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
             tasks.append(Task(task, stream, op, collective=CollectiveCall(op, size, part_group), deps=deps,
                               stage=stage))
             names.append(task)
-            if hybrid and op == "reduce_scatter":
+            if s.hybrid and op == "reduce_scatter":
                 tasks.append(Task(f"{task}.across", "ar", "all_reduce", collective=CollectiveCall(
                     "all_reduce", size // shard_group, "replica"), deps=(task,), stage=stage))
                 names.append(f"{task}.across")

@@ -34,7 +34,6 @@ from simulator.training.recompute import runs_recomputing
 from simulator.training.routing import check_routing, kept_share
 from simulator.training.routing import wait_s as routing_wait_s
 from simulator.training.shards import (
-    gathered_blocks,
     owned_params,
     trainable_blocks_params_on_gpu,
     trainable_root_params,
@@ -100,8 +99,7 @@ def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> 
         raise ConfigError(f"training.parallel: pp {layout.pp} x virtual_stages {training.parallel.virtual_stages} "
                           f"exceeds the model's {spec.layers} layers{places}")
     strategy = training.strategy
-    hybrid = strategy.kind == "hsdp" or (strategy.kind == "fsdp" and strategy.fsdp_sharding == "HYBRID_SHARD")
-    if hybrid:
+    if strategy.hybrid:
         layout = replace(layout, shard=_shard_ranks(strategy.shard_group_gpus, layout))
     if layout.ep > 1:
         if not spec.moe:
@@ -109,7 +107,7 @@ def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> 
                               f"model (model {spec.name} has a dense MLP; set experts > 1)")
         if spec.experts % layout.ep:
             raise ConfigError(f"training.parallel.ep {layout.ep} must divide the model's {spec.experts} experts")
-        if hybrid:
+        if strategy.hybrid:
             raise ConfigError("training.strategy: hybrid sharding (hsdp, HYBRID_SHARD) with expert parallelism is "
                               "not modelled (use fsdp FULL_SHARD)")
     check_routing(training, model)
@@ -401,8 +399,7 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     timeline = steady_state_step(model, training, v, compute, seq_len, micro_steps, params, env, stages)
     waits = dict(timeline.compute_waits_s)
     by_collective = {label: t for label, t in waits.items() if label in COMMUNICATION_LABELS}
-    memory = memory_per_gpu(model, training, seq_len, layout.replicas, layout.shard_ranks(),
-                            units_in_flight=gathered_blocks(model, training), micro_steps=micro_steps)
+    memory = memory_per_gpu(model, training, seq_len, layout.replicas, layout.shard_ranks(), micro_steps=micro_steps)
     tokens = training.micro_batch * seq_len * micro_steps * layout.dp
     critical_pace = slowest * stages.get(timeline.critical_stage, 1.0)
     nominal_compute_s = timeline.compute_s / critical_pace

@@ -65,7 +65,6 @@ from simulator.training.recompute import reruns_forward_collectives
 from simulator.training.routing import routed_load
 from simulator.training.shards import (
     blocks_params_on_gpu,
-    gathered_blocks,
     owned_params,
     trainable_blocks_params_on_gpu,
     trainable_root_params,
@@ -259,7 +258,6 @@ def layout_memory_bytes(layout: CandidateLayout, training: TrainingSpec, model: 
     """Bytes per GPU by the memory model alone (phase 2), with predict_step's arguments."""
     shard_group = job_layout(training, model, v).shard_ranks()
     return memory_per_gpu(model, training, seq_len, layout.replicas, shard_group,
-                          units_in_flight=gathered_blocks(model, training),
                           micro_steps=layout.micro_steps).total_bytes
 
 

@@ -23,7 +23,7 @@ def shard_degrees(training: TrainingSpec, dp: int, shard_group: int) -> tuple[in
         return 1, 1, dp
     if kind == "zero2" or (kind == "fsdp" and sharding == "SHARD_GRAD_OP"):
         return 1, dp, dp
-    if kind == "hsdp" or (kind == "fsdp" and sharding == "HYBRID_SHARD"):
+    if training.strategy.hybrid:
         return shard_group, shard_group, shard_group
     return dp, dp, dp  # zero3, fsdp FULL_SHARD
 

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from simulator.calibration.apply import predict_calibrated
 from simulator.core.errors import config_error_from
-from simulator.scenario import ScenarioSpec, pace_of
+from simulator.scenario import ScenarioSpec, nccl_setup, pace_of
 from simulator.training.predict import micro_steps_of
 from simulator.training.prediction import StepPrediction
 from topologies.spec import TopologySpec
@@ -36,6 +36,6 @@ def weak_scaling(jobs: Iterable[ScaledJob], grad_accum: int | None = None, calib
         except ValidationError as exc:
             raise config_error_from(exc, "command line: training") from None
         pace = pace_of(spec, topo.nodes, topo.gpus_per_node)  # stragglers, and jitter over N GPUs
-        step = predict_calibrated(topo, training, model, calibration, force, None, pace, spec.nccl_env)
+        step = predict_calibrated(topo, training, model, calibration, force, None, pace, nccl_setup(spec))
         rows.append(((count, spec, topo, training, model), step))
     return rows

@@ -23,10 +23,13 @@ scenario (docs/scenarios.md):
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from simulator.collectives.nccl_releases import checked_release, parse_release
+from simulator.collectives.nccl_setup import NcclSetup
 from simulator.core.errors import ConfigError, config_error_from
 from simulator.run.spec import RunSpec
 from simulator.training.pace import Pace
@@ -82,6 +85,13 @@ class ScenarioSpec(BaseModel):
     nccl_env: dict[str, str] = Field(
         default_factory=dict, description="NCCL environment for every collective, e.g. NCCL_NVLS_ENABLE: '0', "
         "NCCL_COLLNET_ENABLE: '0', NCCL_ALGO: Ring, NCCL_PROTO: Simple.")
+    nccl_version: str | None = Field(
+        default=None, description="NCCL release the job runs, e.g. '2.21' or '2.18.6' (its container's): the "
+        "algorithms it offers (NVLS from 2.17, PAT from 2.23, ...) and, with nccl_selection nccl, its tuner's "
+        "choice. Default: the newest modelled.")
+    nccl_selection: Literal["model", "nccl"] = Field(
+        default="model", description="Each collective's algorithm and protocol: 'model', the pair the cost model "
+        "prices fastest, or 'nccl', the pair the release's tuner ranks first (NCCL's own constants).")
     run: RunSpec | None = Field(default=None, description="Training to a token count through failures, checkpoints "
                                 "and restarts (time to train, goodput).")
 
@@ -99,6 +109,18 @@ class ScenarioSpec(BaseModel):
             except ConfigError as exc:
                 raise ValueError(str(exc)) from None
         return value
+
+    @field_validator("nccl_version")
+    @classmethod
+    def _release(cls, value: str | None) -> str | None:
+        if value is not None:
+            checked_release(value)
+        return value
+
+
+def nccl_setup(scenario: ScenarioSpec) -> NcclSetup:
+    """The scenario's NCCL: its environment, release and selection."""
+    return NcclSetup.of(scenario.nccl_env, parse_release(scenario.nccl_version), scenario.nccl_selection)
 
 
 def stragglers_of(scenario: ScenarioSpec) -> tuple[StragglerSpec, ...]:
@@ -256,5 +278,6 @@ def scenario_echo(scenario: ScenarioSpec, topology: TopologySpec, training: Trai
         "training": {**training.model_dump(mode="json"), "model": model.model_dump(mode="json")},
         "stragglers": [straggler.model_dump(mode="json") for straggler in stragglers_of(scenario)] or None,
         "jitter": scenario.jitter and scenario.jitter.model_dump(mode="json"), "nccl_env": dict(scenario.nccl_env),
+        "nccl_version": scenario.nccl_version, "nccl_selection": scenario.nccl_selection,
         "run": scenario.run and scenario.run.model_dump(mode="json"),
     }

@@ -13,7 +13,7 @@ from simulator.api.results import Result, records
 from simulator.api.scenario import Scenario, ScenarioLike, as_scenario
 from simulator.core.errors import ConfigError
 from simulator.report.json_out import layout_json
-from simulator.scenario import ScenarioSpec
+from simulator.scenario import ScenarioSpec, nccl_setup
 from simulator.training.search import DEFAULT_KEEP, DEFAULT_SLACK, RankedLayout, SearchSpace, describe, search_layouts
 from topologies.spec import TopologySpec
 from workloads.spec import Checkpointing, ModelSpec, StrategyKind, TrainingSpec, checkpointing_of
@@ -148,7 +148,7 @@ def plan(scenario: ScenarioLike | None = None, *, tp: Iterable[int] | None = Non
         topology.nodes * topology.gpus_per_node // (par.tp * par.pp * par.cp))
     base = TrainingSpec.model_validate({**training.model_dump(), "grad_accum": None, "global_batch": global_batch})
     start = time.perf_counter()
-    result = search_layouts(topology, base, model, space, keep, slack, workers)
+    result = search_layouts(topology, base, model, space, keep, slack, workers, nccl=nccl_setup(spec))
     seconds = time.perf_counter() - start
     ranked: list[RankedLayout] = list(result.ranked[:top] if top is not None else result.ranked)
     layouts = tuple(

@@ -18,7 +18,7 @@ from simulator.report.json_out import prediction_json, scale_row_json
 from simulator.report.trace import trace_events
 from simulator.run.summary import predict_run
 from simulator.scaling import weak_scaling
-from simulator.scenario import pace_of, scenario_echo
+from simulator.scenario import nccl_setup, pace_of, scenario_echo
 from simulator.training.job_warnings import job_warnings
 from simulator.training.prediction import StepPrediction
 
@@ -108,7 +108,7 @@ def predict(scenario: ScenarioLike | None = None, *, train_tokens: float | None 
         warnings.warn(warning, UserWarning, stacklevel=2)
     step = predict_calibrated(topology, training, model, None if calibration is None else Path(calibration),
                               force_calibration, measured_tokens_per_s_per_gpu,
-                              pace_of(spec, topology.nodes, topology.gpus_per_node), spec.nccl_env)
+                              pace_of(spec, topology.nodes, topology.gpus_per_node), nccl_setup(spec))
     run = predict_run(spec.run, topology, training, model, step) if spec.run is not None else None
     tokens = train_tokens if train_tokens is not None else (
         spec.run.train_tokens if spec.run is not None else DEFAULT_TRAIN_TOKENS)

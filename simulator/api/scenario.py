@@ -26,7 +26,8 @@ from simulator.scenario_overrides import apply_options, merged
 from topologies.spec import TopologySpec
 from workloads.spec import ModelSpec, TrainingSpec
 
-SCENARIO_FIELDS = ("name", "stragglers", "jitter", "nccl_env", "run")  # replaced on the scenario itself
+# replaced on the scenario itself
+SCENARIO_FIELDS = ("name", "stragglers", "jitter", "nccl_env", "nccl_version", "nccl_selection", "run")
 Resolved = tuple[ScenarioSpec, TopologySpec, TrainingSpec, ModelSpec]
 
 
@@ -55,8 +56,10 @@ class Scenario:
     routing (`load_imbalance`, `capacity_factor`, `pad_to_capacity`) and `training`
     (any other training fields, e.g. {"precision": "fp8"}; nested mappings merge key by key).
     Scenario fields: `name`, `stragglers` ([{"slowdown": 1.2, "device": "s3/gpu2"}]), `jitter`
-    ({"cv": 0.02}), `nccl_env` ({"NCCL_ALGO": "Ring"}) and `run` ({"train_tokens": 2e12, "failures":
-    "llama3"}: time to train through failures), each replacing the scenario's.
+    ({"cv": 0.02}), `nccl_env` ({"NCCL_ALGO": "Ring"}), `nccl_version` (the NCCL release the job runs, "2.21"),
+    `nccl_selection` ("model" or "nccl": whose choice of algorithm and protocol) and `run`
+    ({"train_tokens": 2e12, "failures": "llama3"}: time to train through failures), each replacing the
+    scenario's.
     """
 
     _base: ScenarioSpec | None
@@ -79,6 +82,7 @@ class Scenario:
                  training: Mapping[str, Any] | None = None,
                  stragglers: Sequence[Mapping[str, Any]] | Mapping[str, Any] | None = None,
                  jitter: Mapping[str, Any] | None = None, nccl_env: Mapping[str, str] | None = None,
+                 nccl_version: str | None = None, nccl_selection: str | None = None,
                  run: Mapping[str, Any] | None = None) -> None:
         options = {key: value for key, value in locals().items() if key != "self" and value is not None}
         object.__setattr__(self, "_base", None)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from simulator.calibration.profile import CalibrationProfile, profile_from_dict
 from simulator.collectives.comm import CommView, comm_view
+from simulator.collectives.nccl_setup import DEFAULT_NCCL, NcclSetup
 from simulator.collectives.params import ModelParams, prior_params
 from simulator.core.input_file import read_input_text
 from simulator.core.yaml_text import load_yaml_text
@@ -37,7 +38,7 @@ def calibrated_params(profile: CalibrationProfile | None, gpu: str, intra_node: 
 
 def predict_calibrated(topology: TopologySpec, training: TrainingSpec, model: ModelSpec, calibration: Path | None,
                        force: bool, measured_tokens_per_s: float | None = None, pace: Pace = NOMINAL,
-                       env: dict[str, str] | None = None) -> StepPrediction:
+                       nccl: NcclSetup = DEFAULT_NCCL) -> StepPrediction:
     """Predict with what the user measured: a calibration profile (collective parameters, and the
     GEMM efficiency of its compute section) and/or a single-GPU tokens/s for this job."""
     profile = load_profile(calibration)
@@ -56,4 +57,4 @@ def predict_calibrated(topology: TopologySpec, training: TrainingSpec, model: Mo
     if measured_tokens_per_s is not None:
         scale = compute_scale_for(measured_tokens_per_s, topology, training, model, gemm)
         source.append(f"measured {measured_tokens_per_s:g} tokens/s/GPU (compute x {scale:.3f})")
-    return predict_step(topology, training, model, params, scale, gemm, "; ".join(source) or None, pace, env)
+    return predict_step(topology, training, model, params, scale, gemm, "; ".join(source) or None, pace, nccl)

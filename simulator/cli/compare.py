@@ -17,7 +17,7 @@ from simulator.cli.predict import _run, prediction_json
 from simulator.core.errors import ConfigError
 from simulator.report.differences import differences, resolved_view
 from simulator.run.summary import RunPrediction, predict_run
-from simulator.scenario import pace_of, scenario_echo
+from simulator.scenario import nccl_setup, pace_of, scenario_echo
 from simulator.training.prediction import StepPrediction
 
 HELP = """Compare scenarios: predict each and print the differences that matter, relative to the first.
@@ -139,7 +139,7 @@ def compare(
         spec = with_stragglers(spec, straggler)
         topology = with_link_faults(topology, link_fault)
         pace = pace_of(spec, topology.nodes, topology.gpus_per_node)
-        predictions.append((path, spec, _run(topology, training, model, None, False, None, pace, spec.nccl_env)))
+        predictions.append((path, spec, _run(topology, training, model, None, False, None, pace, nccl_setup(spec))))
         runs.append(predict_run(spec.run, topology, training, model, predictions[-1][2]) if spec.run else None)
         echoes.append(scenario_echo(spec, topology, training, model))
         resolved.append(resolved_view(spec, topology, training, model))

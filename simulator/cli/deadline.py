@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from simulator.cli.common import table_console
+from simulator.collectives.nccl_setup import NcclSetup
 from simulator.core.errors import ConfigError
 from simulator.run.deadline import DeadlineRow, cheapest, fewest, plan_by_deadline
 from simulator.run.spec import RunSpec
@@ -53,8 +54,8 @@ def _row_json(row: DeadlineRow, usd: float | None) -> dict[str, Any]:
 
 def show_deadline(topology: TopologySpec, training: TrainingSpec, model: ModelSpec, space: SearchSpace,
                   run: RunSpec, deadline_days: float, counts: list[int], keep: int, slack: float, workers: int,
-                  usd: float | None, as_json: bool) -> None:
-    """Plan each node count, print the curve and the two answers."""
+                  usd: float | None, as_json: bool, nccl: NcclSetup) -> None:
+    """Plan each node count (`nccl` running the collectives), print the curve and the two answers."""
     if not deadline_days > 0:
         raise ConfigError(f"--deadline-days must be > 0, got {deadline_days}")
     columns = (TextColumn("plan by deadline"), BarColumn(), MofNCompleteColumn(), TextColumn("node counts"),
@@ -62,7 +63,7 @@ def show_deadline(topology: TopologySpec, training: TrainingSpec, model: ModelSp
     with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task("deadline", total=len(set(counts)))
         rows = plan_by_deadline(topology, training, model, space, run, counts, keep, slack, workers,
-                                on_count=lambda _: progress.advance(task))
+                                on_count=lambda _: progress.advance(task), nccl=nccl)
     few, cheap = fewest(rows, deadline_days), cheapest(rows, deadline_days)
     failures = run.failures if isinstance(run.failures, str) else "explicit"
     if as_json:

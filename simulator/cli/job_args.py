@@ -13,6 +13,8 @@ from typing import Annotated, Any
 import typer
 
 from simulator.cli.common import count_option, read_yaml
+from simulator.collectives.nccl_releases import release_option
+from simulator.collectives.select import selection_option
 from simulator.core.errors import ConfigError
 from simulator.scenario import ScenarioSpec, scenario_from_data
 from simulator.scenario_overrides import PARALLEL_OPTIONS, ROUTING_OPTIONS, apply_options
@@ -82,6 +84,13 @@ MemoryFractionOpt = Annotated[float | None, typer.Option(
     "0.94 in NVIDIA's MaxText recipes; PyTorch's set_per_process_memory_fraction): the job fits when everything "
     "but the CUDA context and NCCL's buffers fits in that share (the scenario's training.memory_fraction). "
     "Default: the whole GPU.")]
+NcclVersionOpt = Annotated[str | None, typer.Option(
+    help="The NCCL release the job runs, e.g. 2.21 or 2.18.6: the algorithms it offers (NVLS from 2.17, PAT from "
+    "2.23, ...) and, with --nccl-selection nccl, its tuner's choice (the scenario's nccl_version). Default: the "
+    "newest modelled.")]
+NcclSelectionOpt = Annotated[str | None, typer.Option(
+    help="Each collective's algorithm and protocol: model (the pair the cost model prices fastest; default) or nccl "
+    "(the pair the release's tuner ranks first, with NCCL's own constants) (the scenario's nccl_selection).")]
 FrameworkOpt = Annotated[str | None, typer.Option(
     help="The framework that runs the job: pytorch-ddp, pytorch-fsdp, fsdp2 (torchtitan), deepspeed, megatron-core, "
     "nemo, megatron-deepspeed, llm-foundry or maxtext. What the job leaves unstated takes that framework's "
@@ -92,6 +101,17 @@ FIELD_OF = {"ep_overlap": "ep_comm_overlap", "schedule": "pipeline_schedule", "m
 JOB_OPTIONS = ("topology", "nodes", "gpus_per_node", "model", "strategy", "shard_group_gpus", "micro_batch", "seq_len",
                "packed_sample_len", "lora_rank", "recompute", "recompute_layers", "precision", "framework",
                "memory_fraction")
+
+
+def with_nccl(scenario: ScenarioSpec, version: str | None, selection: str | None) -> ScenarioSpec:
+    """`scenario` with --nccl-version and --nccl-selection applied (None: as it is); ConfigError names the flag."""
+    updates: dict[str, str] = {}
+    if version is not None:
+        release_option(version, "--nccl-version")
+        updates["nccl_version"] = version
+    if selection is not None:
+        updates["nccl_selection"] = selection_option(selection, "--nccl-selection")
+    return scenario.model_copy(update=updates) if updates else scenario
 
 
 def job_options(flags: dict[str, Any]) -> dict[str, Any]:

@@ -28,16 +28,20 @@ from simulator.cli.job_args import (
     GlobalBatchOpt,
     GlobalBatchTokensOpt,
     ModelOpt,
+    NcclSelectionOpt,
+    NcclVersionOpt,
     NodesOpt,
     PrecisionOpt,
     SeqLenOpt,
     TopologyOpt,
     global_batch_of,
+    with_nccl,
 )
 from simulator.cli.run_args import FailuresOpt, IntervalOpt, TrainTokensOpt, run_spec
+from simulator.collectives.nccl_setup import NcclSetup
 from simulator.core.errors import ConfigError, config_error_from
 from simulator.report.json_out import layout_json
-from simulator.scenario import complete_training, scenario_from_data, scenario_specs
+from simulator.scenario import DEFAULT_SCENARIO, complete_training, nccl_setup, scenario_from_data, scenario_specs
 from simulator.training.job_warnings import job_warnings
 from simulator.training.routing import describe as describe_routing
 from simulator.training.search import (
@@ -166,15 +170,19 @@ def _space(tp: str | None, pp: str | None, micro_batch: str, strategies: str, re
 
 def _job(scenario: Path | None, model: str | None, topology: str | None, nodes: int | None,
          batch: tuple[str | None, str | None], seq_len: int | None, precision: str | None,
-         routing: dict[str, float | None] | None = None) -> tuple[TopologySpec, TrainingSpec, ModelSpec]:
-    """The job to lay out: the scenario's (if given) with the options applied, as `predict` applies
-    them (another --topology brings its own node count unless --nodes is given). Without a scenario,
-    --model, --topology and --global-batch are required. ConfigError names the option."""
+         routing: dict[str, float | None] | None = None, nccl: tuple[str | None, str | None] = (None, None),
+         ) -> tuple[TopologySpec, TrainingSpec, ModelSpec, NcclSetup]:
+    """The job to lay out and its NCCL: the scenario's (if given) with the options applied, as `predict`
+    applies them (another --topology brings its own node count unless --nodes is given; `nccl`: --nccl-version
+    and --nccl-selection). Without a scenario, --model, --topology and --global-batch are required.
+    ConfigError names the option."""
     topo: TopologySpec | None = None
     model_spec: ModelSpec | None = None
     base = TrainingSpec(model=model or "")
+    spec = DEFAULT_SCENARIO
     if scenario is not None:
-        topo, base, model_spec = scenario_specs(scenario_from_data(read_yaml(scenario, "scenario"), str(scenario)))
+        spec = scenario_from_data(read_yaml(scenario, "scenario"), str(scenario))
+        topo, base, model_spec = scenario_specs(spec)
     try:
         if model is not None:
             model_spec = resolve_model(model)
@@ -201,7 +209,7 @@ def _job(scenario: Path | None, model: str | None, topology: str | None, nodes: 
         training = TrainingSpec.model_validate(data)
     except ValidationError as exc:
         raise config_error_from(exc, "command line") from None
-    return topo, complete_training(training, model_spec, topo), model_spec
+    return topo, complete_training(training, model_spec, topo), model_spec, nccl_setup(with_nccl(spec, *nccl))
 
 
 def _seconds(t: float) -> str:
@@ -238,7 +246,7 @@ def plan(
         "placement are kept); the options below override it.")] = None,
     model: ModelOpt = None, topology: TopologyOpt = None, global_batch: GlobalBatchOpt = None,
     global_batch_tokens: GlobalBatchTokensOpt = None, nodes: NodesOpt = None, seq_len: SeqLenOpt = None,
-    precision: PrecisionOpt = None,
+    precision: PrecisionOpt = None, nccl_version: NcclVersionOpt = None, nccl_selection: NcclSelectionOpt = None,
     top: Annotated[int, typer.Option(help="Layouts to show.")] = 10,
     tp: Annotated[str | None, typer.Option(help="Tensor-parallel sizes to try, e.g. 4,8 (default: all valid).")]
     = None,
@@ -283,9 +291,10 @@ def plan(
         raise ConfigError(f"--workers must be >= 1, got {workers}")
     space = _space(tp, pp, micro_batch, ",".join(strategy or DEFAULT_STRATEGIES), recompute, sequence_parallel,
                    interleaved, cp, ep)
-    topo, training, model_spec = _job(scenario, model, topology, nodes, (global_batch, global_batch_tokens),
-                                      seq_len, precision,
-                                      {"load_imbalance": moe_imbalance, "capacity_factor": capacity_factor})
+    topo, training, model_spec, nccl = _job(scenario, model, topology, nodes, (global_batch, global_batch_tokens),
+                                            seq_len, precision,
+                                            {"load_imbalance": moe_imbalance, "capacity_factor": capacity_factor},
+                                            (nccl_version, nccl_selection))
     for warning in job_warnings(training, model_spec, topo):
         print_message(Console(stderr=True), "warning", "yellow", warning)
     if (train_tokens is None) != (deadline_days is None):
@@ -293,7 +302,7 @@ def plan(
     run = run_spec(None, train_tokens, failures, checkpoint_interval)
     if run is not None and deadline_days is not None:
         show_deadline(topo, training, model_spec, space, run, deadline_days, node_counts(node_counts_text, topo.nodes),
-                      keep, slack, workers, usd_per_gpu_hour, as_json)
+                      keep, slack, workers, usd_per_gpu_hour, as_json, nccl)
         return
     start = time.perf_counter()
     columns = (TextColumn("plan: simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("layouts"),
@@ -308,7 +317,7 @@ def plan(
 
     try:
         result = search_layouts(topo, training, model_spec, space, keep, slack, workers, on_start=started,
-                                on_predicted=lambda: progress.advance(task))
+                                on_predicted=lambda: progress.advance(task), nccl=nccl)
     finally:
         if progress.tasks[0].started:  # stopping a bar never shown prints an empty line before the error
             progress.stop()

@@ -38,6 +38,8 @@ from simulator.cli.job_args import (
     MemoryFractionOpt,
     MicroBatchOpt,
     ModelOpt,
+    NcclSelectionOpt,
+    NcclVersionOpt,
     NodesOpt,
     PackedSampleLenOpt,
     PadToCapacityOpt,
@@ -59,6 +61,7 @@ from simulator.cli.job_args import (
     job_options,
     load_scenario,
     override,
+    with_nccl,
 )
 from simulator.cli.run_args import (
     FailuresOpt,
@@ -76,6 +79,8 @@ from simulator.run.summary import RunPrediction
 from simulator.scaling import ScaledJob, weak_scaling
 from simulator.scenario import (
     DEFAULT_SCENARIO,
+    ScenarioSpec,
+    nccl_setup,
     pace_of,
     scenario_echo,
 )
@@ -187,6 +192,13 @@ def _ranks(text: str | None, n_gpus: int) -> tuple[int, ...]:
     return ranks
 
 
+def _nccl_text(spec: ScenarioSpec) -> str:
+    """The job's NCCL for a table's header where the scenario sets it: ', NCCL 2.18, NCCL's tuner's choices'."""
+    release = f", NCCL {spec.nccl_version}" if spec.nccl_version is not None else ""
+    chosen = ", NCCL's tuner's choices" if spec.nccl_selection == "nccl" else ""
+    return release + chosen
+
+
 def job_text(training: TrainingSpec, micro_steps: int) -> str:
     """The job as resolved, for a table's header: 'sequence 2,048, micro-batch 1 x 96, global batch 1,536,
     recompute none, bf16' (micro-batch: sequences per GPU x micro-batches a step; packed samples' length if
@@ -270,7 +282,8 @@ def predict(
     global_batch_tokens: GlobalBatchTokensOpt = None, seq_len: SeqLenOpt = None,
     packed_sample_len: PackedSampleLenOpt = None, lora_rank: LoraRankOpt = None, recompute: RecomputeOpt = None,
     recompute_layers: RecomputeLayersOpt = None, precision: PrecisionOpt = None, framework: FrameworkOpt = None,
-    memory_fraction: MemoryFractionOpt = None,
+    memory_fraction: MemoryFractionOpt = None, nccl_version: NcclVersionOpt = None,
+    nccl_selection: NcclSelectionOpt = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     measured_tokens_per_s_per_gpu: Annotated[float | None, typer.Option(
@@ -294,7 +307,7 @@ def predict(
     check_writable(trace, "trace")
     check_writable(report, "report")
     spec, topo, training, model_spec = override(load_scenario(scenario), options, global_batch, global_batch_tokens)
-    spec = with_stragglers(spec, straggler)
+    spec = with_nccl(with_stragglers(spec, straggler), nccl_version, nccl_selection)
     topo = with_link_faults(topo, link_fault)
     for warning in job_warnings(training, model_spec, topo):
         print_message(Console(stderr=True), "warning", "yellow", warning)
@@ -302,12 +315,12 @@ def predict(
     if run is not None:
         check_run(run, topo, training, model_spec)
     p = _run(topo, training, model_spec, calibration, force_calibration, measured_tokens_per_s_per_gpu,
-             pace_of(spec, topo.nodes, topo.gpus_per_node), spec.nccl_env)
+             pace_of(spec, topo.nodes, topo.gpus_per_node), nccl_setup(spec))
     tokens = run.train_tokens if run is not None else 1e12  # the failure-free planning figures' token count
     outcome = predict_run_shown(run, topo, training, model_spec, p) if run is not None else None
     title = (f"{model_spec.name}, {training.strategy.kind}{_layout_text(training)}{_routing_text(training)}, "
              f"{topo.nodes} x {topo.gpus_per_node} {topo.gpu} ({topo.name or 'cluster'}), "
-             f"{training.framework or 'no framework'}")  # whose defaults filled the job: a framework's or ours
+             f"{training.framework or 'no framework'}{_nccl_text(spec)}")  # whose defaults filled the job
     par = training.parallel
     job = job_text(training, micro_steps_of(training, p.n_gpus // (par.tp * par.pp * par.cp)))
     header = f"{title}\n{job}"
@@ -361,7 +374,8 @@ def scale(
     recompute: RecomputeOpt = None, recompute_layers: RecomputeLayersOpt = None,
     precision: PrecisionOpt = None,
     framework: FrameworkOpt = None,
-    memory_fraction: MemoryFractionOpt = None,
+    memory_fraction: MemoryFractionOpt = None, nccl_version: NcclVersionOpt = None,
+    nccl_selection: NcclSelectionOpt = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     report: ReportOpt = None,
@@ -386,7 +400,8 @@ def scale(
         spec, topo, training, model_spec = override(loaded, {**options, "nodes": count},
                                                     global_batch if first else None,
                                                     global_batch_tokens if first else None)
-        jobs.append((count, with_stragglers(spec, straggler), with_link_faults(topo, link_fault), training, model_spec))
+        jobs.append((count, with_nccl(with_stragglers(spec, straggler), nccl_version, nccl_selection),
+                     with_link_faults(topo, link_fault), training, model_spec))
     rows = [(job[0], p) for job, p in weak_scaling(jobs, grad_accum, calibration, force_calibration)]
     base = rows[0][1].tokens_per_s_per_gpu
     if report is not None:

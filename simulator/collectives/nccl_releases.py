@@ -201,14 +201,22 @@ def parse_release(text: str | None) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def release_option(text: str | None, option: str = "--nccl-version") -> tuple[int, int] | None:
-    """A user-given release (CLI option or scenario field); ConfigError unless it reads as 2.x[.y]."""
-    if text is None:
-        return None
+def checked_release(text: str) -> tuple[int, int]:
+    """(major, minor) of a user-given release; ValueError unless it reads as 2.x[.y]."""
     release = parse_release(text)
     if release is None or release[0] != 2:
-        raise ConfigError(f"{option}: expected an NCCL 2.x release such as 2.27 or 2.18.6, got {text!r}")
+        raise ValueError(f"expected an NCCL 2.x release such as 2.27 or 2.18.6, got {text!r}")
     return release
+
+
+def release_option(text: str | None, option: str = "--nccl-version") -> tuple[int, int] | None:
+    """A user-given release (a CLI option); ConfigError naming `option` unless it reads as 2.x[.y]."""
+    if text is None:
+        return None
+    try:
+        return checked_release(text)
+    except ValueError as exc:
+        raise ConfigError(f"{option}: {exc}") from None
 
 
 def tuner_release(release: tuple[int, int] | None) -> TunerRelease:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from simulator.collectives.nccl_setup import DEFAULT_NCCL, NcclSetup
 from simulator.core.errors import ConfigError
 from simulator.run.spec import RunSpec
 from simulator.run.summary import RunPrediction, predict_run
@@ -36,14 +37,16 @@ class DeadlineRow:
 
 def plan_by_deadline(topology: TopologySpec, training: TrainingSpec, model: ModelSpec, space: SearchSpace,
                      run: RunSpec, counts: Sequence[int], keep: int, slack: float, workers: int,
-                     on_count: Callable[[int], None] | None = None) -> list[DeadlineRow]:
-    """A row per node count (ascending); a count with no layout that runs keeps the reason."""
+                     on_count: Callable[[int], None] | None = None,
+                     nccl: NcclSetup = DEFAULT_NCCL) -> list[DeadlineRow]:
+    """A row per node count (ascending), `nccl` running the collectives; a count with no layout that runs keeps
+    the reason."""
     rows = []
     for nodes in sorted(set(counts)):
         topo = validate_topology_spec({**topology.model_dump(), "nodes": nodes}, "--node-counts")
         n_gpus = nodes * topo.gpus_per_node
         try:
-            best = search_layouts(topo, training, model, space, keep, slack, workers).ranked[0]
+            best = search_layouts(topo, training, model, space, keep, slack, workers, nccl=nccl).ranked[0]
         except ConfigError as exc:
             rows.append(DeadlineRow(nodes, n_gpus, refused=str(exc)))
         else:

@@ -64,7 +64,7 @@ def evaluate(scenario: Scenario) -> dict[str, Any]:
         return _row(scenario, {}, scenario.error or "scenario not resolved")
     try:
         p = predict_step(scenario.topology, scenario.training, scenario.model,
-                         pace=scenario.pace, env=dict(scenario.nccl_env))
+                         pace=scenario.pace, nccl=scenario.nccl)
     except ClusterSimError as exc:
         return _row(scenario, {}, str(exc))
     except Exception as exc:  # a bug in one scenario must not stop the sweep; recorded with its type

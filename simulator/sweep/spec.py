@@ -19,8 +19,9 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from simulator.collectives.nccl_setup import DEFAULT_NCCL, NcclSetup
 from simulator.core.errors import ClusterSimError, ConfigError, config_error_from
-from simulator.scenario import ScenarioSpec, pace_of, resolve_scenario, scenario_from_data
+from simulator.scenario import ScenarioSpec, nccl_setup, pace_of, resolve_scenario, scenario_from_data
 from simulator.training.pace import NOMINAL, Pace
 from topologies.presets import load_preset
 from topologies.spec import TopologySpec
@@ -70,7 +71,7 @@ class Scenario:
     model: ModelSpec | None
     pace: Pace = NOMINAL  # the GPUs' compute factors (stragglers, jitter)
     error: str | None = None
-    nccl_env: tuple[tuple[str, str], ...] = ()
+    nccl: NcclSetup = DEFAULT_NCCL  # the job's NCCL: environment, release, selection
 
 
 def sweep_from_data(data: object, source: str) -> SweepSpec:
@@ -173,8 +174,9 @@ def _resolve(base: dict[str, Any], overrides: dict[str, Any]) -> Scenario:
                 "straggler_slowdown": pace.slowdown, "nccl_env": dict(sorted(spec.nccl_env.items()))}
     if pace.slow_ranks:  # placed stragglers (scenarios without keep their hash)
         resolved["slow_ranks"] = [list(item) for item in pace.slow_ranks]
-    return Scenario(_digest(resolved), overrides, topology, training, model, pace,
-                    nccl_env=tuple(sorted(spec.nccl_env.items())))
+    if spec.nccl_version is not None or spec.nccl_selection != "model":  # (scenarios without keep their hash)
+        resolved["nccl"] = {"version": spec.nccl_version, "selection": spec.nccl_selection}
+    return Scenario(_digest(resolved), overrides, topology, training, model, pace, nccl=nccl_setup(spec))
 
 
 def _points(spec: SweepSpec) -> Iterator[dict[str, Any]]:

@@ -18,8 +18,8 @@ from dataclasses import replace
 from simulator.collectives.comm import CommView, comm_view, server_classes
 from simulator.collectives.cost import CollectiveEstimate
 from simulator.collectives.flows import collective_flow, collective_resources, resource_capacities
+from simulator.collectives.nccl_setup import DEFAULT_NCCL, NcclSetup
 from simulator.collectives.params import ModelParams
-from simulator.collectives.predict import predict_collective
 from simulator.core.errors import ConfigError
 from simulator.network.closed_form import uncontended_time_s
 from simulator.network.flows import FlowClass
@@ -152,10 +152,10 @@ def slowed_stages(plan: StepPlan, stage_slowdown: Mapping[int, float]) -> StepPl
 
 def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, compute: ComputeModel,
                   seq_len: int, micro_steps: int, params: ModelParams | None = None,
-                  env: Mapping[str, str] | None = None, stage_slowdown: Mapping[int, float] | None = None,
+                  nccl: NcclSetup = DEFAULT_NCCL, stage_slowdown: Mapping[int, float] | None = None,
                   ) -> Timeline:
     """The SimPy timeline of one optimizer step: one GPU, or one GPU per pipeline stage (those of
-    `stage_slowdown` computing that much slower)."""
+    `stage_slowdown` computing that much slower); `nccl` runs the collectives."""
     layout = job_layout(training, model, v)
     groups = communicators(v, layout)
     shard_group = layout.shard_ranks()
@@ -186,7 +186,7 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
         group = group_of(task)
         key = (call.op, call.size_bytes, group)
         if key not in cache:
-            cache[key] = predict_collective(groups[group], call.op, call.size_bytes, env=env, params=params)
+            cache[key] = nccl.predict(groups[group], call.op, call.size_bytes, params)
         estimate_of[task.name] = cache[key]
         return cache[key]
 
@@ -276,7 +276,7 @@ FULL_RUN_FIRSTS = 11  # a pipeline step of at most this many times m1 micro-step
 
 def steady_state_step(model: TransformerModel, training: TrainingSpec, v: CommView, compute: ComputeModel,
                       seq_len: int, micro_steps: int, params: ModelParams | None = None,
-                      env: Mapping[str, str] | None = None, stage_slowdown: Mapping[int, float] | None = None,
+                      nccl: NcclSetup = DEFAULT_NCCL, stage_slowdown: Mapping[int, float] | None = None,
                       ) -> Timeline:
     """The step's timeline, simulating few micro-steps: beyond a point (see _extrapolation_points)
     each period of micro-steps adds exactly the same time, waits and compute, so the step is the
@@ -296,13 +296,13 @@ def steady_state_step(model: TransformerModel, training: TrainingSpec, v: CommVi
     run's waits do."""
     points = _extrapolation_points(training, micro_steps)
     if points is None:
-        return simulate_step(model, training, v, compute, seq_len, micro_steps, params, env, stage_slowdown)
+        return simulate_step(model, training, v, compute, seq_len, micro_steps, params, nccl, stage_slowdown)
     first, period = points
     runs: dict[int, Timeline] = {}
 
     def run(m: int) -> Timeline:
         if m not in runs:
-            runs[m] = simulate_step(model, training, v, compute, seq_len, m, params, env, stage_slowdown)
+            runs[m] = simulate_step(model, training, v, compute, seq_len, m, params, nccl, stage_slowdown)
         return runs[m]
 
     def increment(m: int, q: int) -> float:
@@ -364,12 +364,13 @@ def compute_scale_for(measured_tokens_per_s: float, topology: TopologySpec, trai
 def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: ModelSpec,
                  params: ModelParams | None = None, compute_scale: float = 1.0,
                  gemm_efficiency: float | None = None, calibration: str | None = None,
-                 pace: Pace = NOMINAL, env: Mapping[str, str] | None = None,
+                 pace: Pace = NOMINAL, nccl: NcclSetup = DEFAULT_NCCL,
                  attention_scale: float = 1.0) -> StepPrediction:
     """Predict one optimizer step of `training` (model `model_spec`) on `topology`. `params` are
     calibrated collective parameters, `gemm_efficiency` a measured GEMM asymptote, `compute_scale`
     a measured-over-modelled compute rate, `attention_scale` a factor on the attention kernels'
-    efficiency (simulator.validation.training_fit); `calibration` names where they came from.
+    efficiency (simulator.validation.training_fit); `calibration` names where they came from. `nccl` is
+    the job's NCCL: its environment, release and selection (simulator.collectives.nccl_setup).
 
     Slow GPUs (`pace`, simulator.training.pace) compute that much slower; every collective waits for
     the slowest, so the step runs at its pace: the representative GPU (of its stage, with pipeline
@@ -396,7 +397,7 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     stages = pace.stage_slowdown(layout.pp, {rank: (rank // stage_stride) % layout.pp for rank, _ in pace.slow_ranks})
     compute = ComputeModel.for_job(cluster.gpu, training, topology.gpu_power_limit_w,
                                    compute_scale / slowest, gemm_efficiency, attention_scale)
-    timeline = steady_state_step(model, training, v, compute, seq_len, micro_steps, params, env, stages)
+    timeline = steady_state_step(model, training, v, compute, seq_len, micro_steps, params, nccl, stages)
     waits = dict(timeline.compute_waits_s)
     by_collective = {label: t for label, t in waits.items() if label in COMMUNICATION_LABELS}
     memory = memory_per_gpu(model, training, seq_len, layout.replicas, layout.shard_ranks(), micro_steps=micro_steps)

@@ -54,7 +54,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from simulator.collectives.comm import CommView, comm_view
-from simulator.collectives.predict import predict_collective
+from simulator.collectives.nccl_setup import DEFAULT_NCCL, NcclSetup
 from simulator.core.errors import ClusterSimError, ConfigError, config_error_from
 from simulator.training.compute import ComputeModel
 from simulator.training.groups import communicators
@@ -261,15 +261,16 @@ def layout_memory_bytes(layout: CandidateLayout, training: TrainingSpec, model: 
                           micro_steps=layout.micro_steps).total_bytes
 
 
-def _collective_s(view: CommView, op: str, size_bytes: float) -> float:
-    """One collective alone on its group's communicator, by the collective model (closed form)."""
-    return predict_collective(view, op, int(size_bytes)).time_s if size_bytes > 0 else 0.0
-
-
 def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: TransformerModel,
-                    compute: ComputeModel, v: CommView, seq_len: int) -> float:
+                    compute: ComputeModel, v: CommView, seq_len: int, nccl: NcclSetup = DEFAULT_NCCL) -> float:
     """Closed-form step time (module docstring, phase 3): only for choosing what to simulate. The
-    groups' communicators follow the placement as predict_step's do (simulator.training.groups)."""
+    groups' communicators follow the placement as predict_step's do (simulator.training.groups); `nccl`
+    runs the collectives."""
+
+    def _collective_s(view: CommView, op: str, size_bytes: float) -> float:
+        """One collective alone on its group's communicator, by the collective model (closed form)."""
+        return nccl.predict(view, op, int(size_bytes)).time_s if size_bytes > 0 else 0.0
+
     t, p, c, b, m = layout.tp, layout.pp, layout.cp, layout.micro_batch, layout.micro_steps
     ranks = job_layout(training, model, v)
     views = communicators(v, ranks)
@@ -350,16 +351,17 @@ def _broad(candidates: list[Candidate], keep: int) -> list[Candidate]:
     return ordered[:keep]
 
 
-def _predict(topology: TopologySpec, training: TrainingSpec, model: ModelSpec) -> StepPrediction | str:
+def _predict(topology: TopologySpec, training: TrainingSpec, model: ModelSpec,
+             nccl: NcclSetup) -> StepPrediction | str:
     """predict_step without its spans (they are not needed and are large to send between
     processes); a ClusterSimError becomes its message."""
     try:
-        return replace(predict_step(topology, training, model), spans=())
+        return replace(predict_step(topology, training, model, nccl=nccl), spans=())
     except ClusterSimError as exc:
         return str(exc)
 
 
-def _predictions(jobs: Sequence[tuple[TopologySpec, TrainingSpec, ModelSpec]],
+def _predictions(jobs: Sequence[tuple[TopologySpec, TrainingSpec, ModelSpec, NcclSetup]],
                  workers: int) -> Iterator[tuple[int, StepPrediction | str]]:
     """(index, prediction or error) for each job, in completion order. The first runs here; if the
     rest would take over POOL_AFTER_S at its pace and `workers` > 1, they go to a process pool
@@ -381,7 +383,7 @@ def _predictions(jobs: Sequence[tuple[TopologySpec, TrainingSpec, ModelSpec]],
 
 
 def _candidates(topology: TopologySpec, base: TrainingSpec, model_spec: ModelSpec, space: SearchSpace,
-                slack: float) -> tuple[list[CandidateLayout], int, int, list[Candidate]]:
+                slack: float, nccl: NcclSetup) -> tuple[list[CandidateLayout], int, int, list[Candidate]]:
     """Phases 1-3: every valid layout, how many of them the base's own settings rule out, how many fit,
     and those that fit with their estimate, best first, no slower than `slack` x the best estimate.
     ConfigError when none fits."""
@@ -412,7 +414,8 @@ def _candidates(topology: TopologySpec, base: TrainingSpec, model_spec: ModelSpe
         smallest = min(smallest, (memory, layout), key=lambda pair: pair[0])
         if memory <= capacity:
             rank = compute.with_routed_load(routed_load(training.routing, layout.ep))  # the busiest expert rank
-            candidates.append((estimate_step_s(layout, training, model, rank, v, seq_len), memory, layout, training))
+            candidates.append((estimate_step_s(layout, training, model, rank, v, seq_len, nccl), memory, layout,
+                               training))
     if not candidates and smallest[0] == float("inf"):
         raise ConfigError(f"no layout can run with the scenario's settings; the first refused: {refused}")
     if not candidates:
@@ -426,12 +429,13 @@ def _candidates(topology: TopologySpec, base: TrainingSpec, model_spec: ModelSpe
 def search_layouts(topology: TopologySpec, base: TrainingSpec, model_spec: ModelSpec, space: SearchSpace,
                    keep: int = DEFAULT_KEEP, slack: float = DEFAULT_SLACK, workers: int = 1,
                    on_start: Callable[[int], None] | None = None,
-                   on_predicted: Callable[[], None] | None = None) -> SearchResult:
+                   on_predicted: Callable[[], None] | None = None,
+                   nccl: NcclSetup = DEFAULT_NCCL) -> SearchResult:
     """Rank the layouts of `space` for `base` (its model, global batch, sequence, precision and
-    strategy knobs) on `topology` (module docstring): simulate at most `keep` layouts whose
-    estimate is within `slack` x the best, in up to `workers` processes. `on_start(n)` is told how
-    many will be simulated and `on_predicted()` is called after each. ConfigError when no layout is
-    valid, none fits in memory, or predict_step refuses every one."""
+    strategy knobs) on `topology` with `nccl` running the collectives (module docstring): simulate at
+    most `keep` layouts whose estimate is within `slack` x the best, in up to `workers` processes.
+    `on_start(n)` is told how many will be simulated and `on_predicted()` is called after each.
+    ConfigError when no layout is valid, none fits in memory, or predict_step refuses every one."""
     if keep < 1:
         raise ConfigError(f"--keep must be >= 1, got {keep}")
     if not slack >= 1.0:  # NaN too
@@ -441,12 +445,12 @@ def search_layouts(topology: TopologySpec, base: TrainingSpec, model_spec: Model
         space = replace(space, strategies=tuple(kind for kind in space.strategies if kind in runs))
         if not space.strategies:
             raise ConfigError(f"--strategies: {base.framework} runs none of those asked; it runs {', '.join(runs)}")
-    layouts, ruled_out, fitting, candidates = _candidates(topology, base, model_spec, space, slack)
+    layouts, ruled_out, fitting, candidates = _candidates(topology, base, model_spec, space, slack, nccl)
     kept = _broad(candidates, keep)
     if on_start is not None:
         on_start(len(kept))
     ranked, failed = [], []
-    for index, outcome in _predictions([(topology, training, model_spec) for _, _, _, training in kept], workers):
+    for index, outcome in _predictions([(topology, training, model_spec, nccl) for _, _, _, training in kept], workers):
         estimate, _, layout, _ = kept[index]
         if isinstance(outcome, str):
             failed.append((layout, outcome))

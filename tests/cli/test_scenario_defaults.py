@@ -110,7 +110,7 @@ def test_unstated_strategy_that_does_not_suit_the_layout_names_the_field():
 
 def test_plan_resolves_the_job_as_predict_does():
     """plan without --seq-len: the model's context too (the shared complete_training)."""
-    topology, training, _ = _job(None, "gpt3-175b", "dgx-a100", 128, ("1536", None), None, None)
+    topology, training, _, _ = _job(None, "gpt3-175b", "dgx-a100", 128, ("1536", None), None, None)
     _, _, predicted, _ = override(None, options(model="gpt3-175b", topology="dgx-a100", nodes=128,
                                                  global_batch=1536))
     assert training.seq_len == predicted.seq_len == 2048

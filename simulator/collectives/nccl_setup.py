@@ -1,0 +1,41 @@
+"""What decides the collectives a job's NCCL runs: its environment (NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE,
+channel limits, ...), its release (which algorithms it offers, and the tuner whose choice it makes) and
+whose choice of algorithm and protocol a prediction takes: the pair the cost model prices fastest
+('model') or the pair that release's tuner ranks first ('nccl'; simulator.collectives.select)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from simulator.collectives.comm import CommView
+from simulator.collectives.cost import CollectiveEstimate
+from simulator.collectives.params import ModelParams
+from simulator.collectives.predict import predict_collective
+
+
+@dataclass(frozen=True)
+class NcclSetup:
+    """A job's NCCL: environment variables, release (major, minor; None: the newest modelled) and selection."""
+
+    env: tuple[tuple[str, str], ...] = ()
+    release: tuple[int, int] | None = None
+    selection: str = "model"
+
+    @classmethod
+    def of(cls, env: Mapping[str, str] | None = None, release: tuple[int, int] | None = None,
+           selection: str = "model") -> NcclSetup:
+        return cls(tuple(sorted((env or {}).items())), release, selection)
+
+    @property
+    def env_map(self) -> dict[str, str]:
+        return dict(self.env)
+
+    def predict(self, view: CommView, op: str, size_bytes: int, params: ModelParams | None = None
+                ) -> CollectiveEstimate:
+        """One collective on `view` as this NCCL runs it (predict_collective)."""
+        return predict_collective(view, op, size_bytes, env=self.env_map, params=params, nccl_release=self.release,
+                                  selection=self.selection)
+
+
+DEFAULT_NCCL = NcclSetup()

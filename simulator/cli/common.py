@@ -121,13 +121,13 @@ def gbps_option(text: str | None, flag: str) -> float | None:
     return None if text is None else _parsed(parse_gbps, text, flag)
 
 
-def parse_env(text: str | None) -> dict[str, str]:
-    """'NCCL_ALGO=ring NCCL_PROTO=simple' -> dict; ConfigError on a token without '='."""
+def parse_env(text: str | None, option: str = "--env") -> dict[str, str]:
+    """'NCCL_ALGO=ring NCCL_PROTO=simple' -> dict; ConfigError naming `option` on a token without '='."""
     env: dict[str, str] = {}
     for token in (text or "").split():
         key, sep, value = token.partition("=")
         if not sep or not key:
-            raise ConfigError(f"--env: expected NAME=VALUE, got {token!r}")
+            raise ConfigError(f"{option}: expected NAME=VALUE, got {token!r}")
         env[key] = value
     return env
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from simulator.cli.common import count_option, read_yaml
+from simulator.cli.common import count_option, parse_env, read_yaml
 from simulator.collectives.nccl_releases import release_option
 from simulator.collectives.select import selection_option
 from simulator.core.errors import ConfigError
@@ -88,6 +88,9 @@ NcclVersionOpt = Annotated[str | None, typer.Option(
     help="The NCCL release the job runs, e.g. 2.21 or 2.18.6: the algorithms it offers (NVLS from 2.17, PAT from "
     "2.23, ...) and, with --nccl-selection nccl, its tuner's choice (the scenario's nccl_version). Default: the "
     "newest modelled.")]
+NcclEnvOpt = Annotated[str | None, typer.Option(
+    help="NCCL environment for every collective, e.g. 'NCCL_NVLS_ENABLE=0 NCCL_ALGO=Ring', over the scenario's "
+    "nccl_env (a variable given here replaces the scenario's).")]
 NcclSelectionOpt = Annotated[str | None, typer.Option(
     help="Each collective's algorithm and protocol: model (the pair the cost model prices fastest; default) or nccl "
     "(the pair the release's tuner ranks first, with NCCL's own constants) (the scenario's nccl_selection).")]
@@ -103,9 +106,13 @@ JOB_OPTIONS = ("topology", "nodes", "gpus_per_node", "model", "strategy", "shard
                "memory_fraction")
 
 
-def with_nccl(scenario: ScenarioSpec, version: str | None, selection: str | None) -> ScenarioSpec:
-    """`scenario` with --nccl-version and --nccl-selection applied (None: as it is); ConfigError names the flag."""
-    updates: dict[str, str] = {}
+def with_nccl(scenario: ScenarioSpec, version: str | None, selection: str | None,
+              env: str | None = None) -> ScenarioSpec:
+    """`scenario` with --nccl-version, --nccl-selection and --nccl-env applied (None: as it is); ConfigError
+    names the flag."""
+    updates: dict[str, object] = {}
+    if env is not None:
+        updates["nccl_env"] = {**scenario.nccl_env, **parse_env(env, "--nccl-env")}
     if version is not None:
         release_option(version, "--nccl-version")
         updates["nccl_version"] = version

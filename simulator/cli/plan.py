@@ -28,6 +28,7 @@ from simulator.cli.job_args import (
     GlobalBatchOpt,
     GlobalBatchTokensOpt,
     ModelOpt,
+    NcclEnvOpt,
     NcclSelectionOpt,
     NcclVersionOpt,
     NodesOpt,
@@ -170,11 +171,12 @@ def _space(tp: str | None, pp: str | None, micro_batch: str, strategies: str, re
 
 def _job(scenario: Path | None, model: str | None, topology: str | None, nodes: int | None,
          batch: tuple[str | None, str | None], seq_len: int | None, precision: str | None,
-         routing: dict[str, float | None] | None = None, nccl: tuple[str | None, str | None] = (None, None),
+         routing: dict[str, float | None] | None = None,
+         nccl: tuple[str | None, str | None, str | None] = (None, None, None),
          ) -> tuple[TopologySpec, TrainingSpec, ModelSpec, NcclSetup]:
     """The job to lay out and its NCCL: the scenario's (if given) with the options applied, as `predict`
-    applies them (another --topology brings its own node count unless --nodes is given; `nccl`: --nccl-version
-    and --nccl-selection). Without a scenario, --model, --topology and --global-batch are required.
+    applies them (another --topology brings its own node count unless --nodes is given; `nccl`: --nccl-version,
+    --nccl-selection and --nccl-env). Without a scenario, --model, --topology and --global-batch are required.
     ConfigError names the option."""
     topo: TopologySpec | None = None
     model_spec: ModelSpec | None = None
@@ -247,6 +249,7 @@ def plan(
     model: ModelOpt = None, topology: TopologyOpt = None, global_batch: GlobalBatchOpt = None,
     global_batch_tokens: GlobalBatchTokensOpt = None, nodes: NodesOpt = None, seq_len: SeqLenOpt = None,
     precision: PrecisionOpt = None, nccl_version: NcclVersionOpt = None, nccl_selection: NcclSelectionOpt = None,
+    nccl_env: NcclEnvOpt = None,
     top: Annotated[int, typer.Option(help="Layouts to show.")] = 10,
     tp: Annotated[str | None, typer.Option(help="Tensor-parallel sizes to try, e.g. 4,8 (default: all valid).")]
     = None,
@@ -294,7 +297,7 @@ def plan(
     topo, training, model_spec, nccl = _job(scenario, model, topology, nodes, (global_batch, global_batch_tokens),
                                             seq_len, precision,
                                             {"load_imbalance": moe_imbalance, "capacity_factor": capacity_factor},
-                                            (nccl_version, nccl_selection))
+                                            (nccl_version, nccl_selection, nccl_env))
     for warning in job_warnings(training, model_spec, topo):
         print_message(Console(stderr=True), "warning", "yellow", warning)
     if (train_tokens is None) != (deadline_days is None):

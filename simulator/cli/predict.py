@@ -38,6 +38,7 @@ from simulator.cli.job_args import (
     MemoryFractionOpt,
     MicroBatchOpt,
     ModelOpt,
+    NcclEnvOpt,
     NcclSelectionOpt,
     NcclVersionOpt,
     NodesOpt,
@@ -193,10 +194,11 @@ def _ranks(text: str | None, n_gpus: int) -> tuple[int, ...]:
 
 
 def _nccl_text(spec: ScenarioSpec) -> str:
-    """The job's NCCL for a table's header where the scenario sets it: ', NCCL 2.18, NCCL's tuner's choices'."""
+    """The job's NCCL for a table's header where the scenario sets it: ', NCCL 2.18, NCCL's tuner's choices,
+    NCCL_NVLS_ENABLE=0'."""
     release = f", NCCL {spec.nccl_version}" if spec.nccl_version is not None else ""
     chosen = ", NCCL's tuner's choices" if spec.nccl_selection == "nccl" else ""
-    return release + chosen
+    return release + chosen + "".join(f", {name}={value}" for name, value in sorted(spec.nccl_env.items()))
 
 
 def job_text(training: TrainingSpec, micro_steps: int) -> str:
@@ -283,7 +285,7 @@ def predict(
     packed_sample_len: PackedSampleLenOpt = None, lora_rank: LoraRankOpt = None, recompute: RecomputeOpt = None,
     recompute_layers: RecomputeLayersOpt = None, precision: PrecisionOpt = None, framework: FrameworkOpt = None,
     memory_fraction: MemoryFractionOpt = None, nccl_version: NcclVersionOpt = None,
-    nccl_selection: NcclSelectionOpt = None,
+    nccl_selection: NcclSelectionOpt = None, nccl_env: NcclEnvOpt = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     measured_tokens_per_s_per_gpu: Annotated[float | None, typer.Option(
@@ -307,7 +309,7 @@ def predict(
     check_writable(trace, "trace")
     check_writable(report, "report")
     spec, topo, training, model_spec = override(load_scenario(scenario), options, global_batch, global_batch_tokens)
-    spec = with_nccl(with_stragglers(spec, straggler), nccl_version, nccl_selection)
+    spec = with_nccl(with_stragglers(spec, straggler), nccl_version, nccl_selection, nccl_env)
     topo = with_link_faults(topo, link_fault)
     for warning in job_warnings(training, model_spec, topo):
         print_message(Console(stderr=True), "warning", "yellow", warning)
@@ -375,7 +377,7 @@ def scale(
     precision: PrecisionOpt = None,
     framework: FrameworkOpt = None,
     memory_fraction: MemoryFractionOpt = None, nccl_version: NcclVersionOpt = None,
-    nccl_selection: NcclSelectionOpt = None,
+    nccl_selection: NcclSelectionOpt = None, nccl_env: NcclEnvOpt = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     report: ReportOpt = None,
@@ -400,7 +402,7 @@ def scale(
         spec, topo, training, model_spec = override(loaded, {**options, "nodes": count},
                                                     global_batch if first else None,
                                                     global_batch_tokens if first else None)
-        jobs.append((count, with_nccl(with_stragglers(spec, straggler), nccl_version, nccl_selection),
+        jobs.append((count, with_nccl(with_stragglers(spec, straggler), nccl_version, nccl_selection, nccl_env),
                      with_link_faults(topo, link_fault), training, model_spec))
     rows = [(job[0], p) for job, p in weak_scaling(jobs, grad_accum, calibration, force_calibration)]
     base = rows[0][1].tokens_per_s_per_gpu

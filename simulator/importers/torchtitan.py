@@ -107,7 +107,7 @@ def import_torchtitan(text: str, source: str, gpus: int, model: ModelSpec | None
     training["cross_entropy"] = "fused" if compiled and "loss" in (components or ["loss"]) else "eager"
     training["micro_batch"], training["global_batch"] = _batches(s, pp, rep * shard, notes)
     training.update(_checkpointing(s, layers))
-    training["strategy"] = _strategy(s, rep, shard, pp)
+    training["strategy"] = _strategy(s, rep, shard * cp, pp)
     parallel: dict[str, Any] = {"tp": tp, "pp": pp, "cp": cp, "ep": ep}
     if tp > 1 or pp > 1 or cp > 1:
         parallel["placement"] = "tp-dp-pp"
@@ -150,8 +150,10 @@ def _precision(s: Settings) -> str:
 
 
 def _strategy(s: Settings, rep: int, shard: int, pp: int) -> dict[str, Any]:
-    """HSDP with both data-parallel degrees > 1, FSDP with shard alone, DDP otherwise; FSDP reduces in
-    mixed_precision_reduce and, with PP, keeps parameters gathered after forward (torchtitan apply_fsdp)."""
+    """HSDP with both data-parallel degrees > 1, FSDP with shard alone, DDP otherwise, `shard` being FSDP's
+    mesh: data_parallel_shard_degree x context_parallel_degree (torchtitan's dp_shard_cp, which FSDP shards over
+    whenever either is above 1; parallelize.py); FSDP reduces in mixed_precision_reduce and, with PP, keeps
+    parameters gathered after forward (torchtitan apply_fsdp)."""
     kind = "hsdp" if rep > 1 and shard > 1 else "fsdp" if shard > 1 else "ddp"
     strategy: dict[str, Any] = {"kind": kind}
     if kind == "ddp":

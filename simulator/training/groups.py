@@ -19,7 +19,9 @@ Expert-parallel ranks are the first ep members of that group (context-parallel r
 data-parallel ones: Megatron-Core's expert ranks follow tp, its expert data-parallel group folds cp
 in): the "ep" group splits each MoE block's experts and trades tokens by all-to-all; the members
 holding the same experts, every ep-th one, reduce the expert gradients: the "edp" group, of
-replicas / ep ranks.
+replicas / ep ranks. With HSDP the expert-parallel group lies inside each shard group (torchtitan carves
+ep out of dp_shard x cp): the experts' states shard over the ranks of a shard group holding the same
+experts ("eshard", shard / ep of them) and all-reduce across the shard groups as the dense part does.
 """
 
 from __future__ import annotations
@@ -117,6 +119,11 @@ class Layout:
         ZeRO++'s secondary partition)."""
         return self.shard or self.members_per_node("grad")
 
+    def expert_shard_ranks(self) -> int:
+        """Ranks of an HSDP shard group that hold the same experts (every ep-th of its ranks: expert parallelism
+        runs inside each shard group), over which they shard the experts' states."""
+        return max(1, self.shard_ranks() // self.ep)
+
     @functools.cache  # noqa: B019 (as _digits)
     def members_per_node(self, dim: str) -> int:
         """How many members of rank 0's `dim` group share its node: the sums of digits below the node size
@@ -211,7 +218,8 @@ def communicators(v: CommView, layout: Layout) -> dict[str, CommView]:
     nodes of one leaf group or across leaf groups, "cp" for a step of the context-parallel ring: a neighbour
     exchange that crosses the network when the ring spans nodes (every rank steps at once, so the slowest hop
     paces the ring), "cp:all" for the whole context-parallel group (all-to-all CP), "ep" for the expert-parallel
-    group's all-to-alls and "edp" for the expert gradients' reduction."""
+    group's all-to-alls, "edp" for the expert gradients' reduction and, with HSDP, "eshard" for the ranks of a
+    shard group that hold the same experts (every ep-th; their replicas are the dense part's)."""
     dp_per_node = layout.members_per_node("grad")
 
     def leaf(dim: str) -> int:
@@ -224,8 +232,9 @@ def communicators(v: CommView, layout: Layout) -> dict[str, CommView]:
         "pp:inter": group_view(v, 2, 1, leaf_groups=1),  # two nodes under one leaf group
         "pp:spine": group_view(v, 2, 1, leaf_groups=2),  # two nodes under different leaf groups
     }
-    shard = layout.shard_ranks()
+    shard, expert_shard = layout.shard_ranks(), layout.expert_shard_ranks()
     views["shard"] = group_view(v, shard, min(shard, dp_per_node))
+    views["eshard"] = group_view(v, expert_shard, min(expert_shard, layout.members_per_node("edp")))
     views["replica"] = group_view(v, max(1, layout.replicas // shard), max(1, dp_per_node // shard), leaf("grad"))
     views["cp"] = views["pp:intra" if layout.members_per_node("cp") == layout.cp else
                         "pp:spine" if leaf("cp") > 1 else "pp:inter"]

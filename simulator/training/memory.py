@@ -50,7 +50,7 @@ from simulator.training.shards import (
     blocks_params_on_gpu,
     gathered_blocks,
     layer_params_on_gpu,
-    shard_degrees,
+    state_shards,
     trainable_blocks_params_on_gpu,
     trainable_layer_params_on_gpu,
     virtual_stage_layers,
@@ -136,7 +136,7 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
     n = (sum(dense + experts for dense, experts in held)
          + ((model.embedding_params + model.final_norm_params) / tp if first else 0.0) + (output / tp if last else 0.0))
     n_experts = sum(experts for _, experts in held)
-    shards = (shard_degrees(training, dp, shard_group), shard_degrees(training, dp // par.ep, shard_group))
+    shards = state_shards(training, dp, shard_group)
     # what trains (LoRA: the adapters, beside the frozen weights) has gradients and optimizer states
     if training.lora_rank is not None:
         adapters = sum(trainable_blocks_params_on_gpu(model, training, tp, par.ep, start, stop)[0]

@@ -254,12 +254,14 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                  deps: tuple[str, ...], stage: int) -> list[str]:
         """`op` over `params` parameters of a stage: over the data-parallel group, the `experts` among
         them (expert parallelism) over the expert data-parallel group; the tasks' names. HSDP gathers and
-        reduce-scatters within its shard group, then all-reduces each rank's shard across the groups on a
-        stream of its own (as without pipelining, simulator.training.plan)."""
-        group = "shard" if s.hybrid else "dp"
-        parts = [(group, params - experts, prefix)] + ([("edp", experts, prefix + ".x")] if experts else [])
+        reduce-scatters within its shard group (the experts within its ranks holding them), then all-reduces
+        each rank's shard across the groups on a stream of its own (as without pipelining,
+        simulator.training.plan)."""
+        group, expert_group = ("shard", "eshard") if s.hybrid else ("dp", "edp")
+        parts = [(group, params - experts, prefix, shard_group)] + (
+            [(expert_group, experts, prefix + ".x", max(1, shard_group // par.ep))] if experts else [])
         names = []
-        for part_group, count, task in parts:
+        for part_group, count, task, shards in parts:
             stream = "ag" if op == "all_gather" else "rs"
             size = int(count * bytes_per_param)
             tasks.append(Task(task, stream, op, collective=CollectiveCall(op, size, part_group), deps=deps,
@@ -267,7 +269,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
             names.append(task)
             if s.hybrid and op == "reduce_scatter":
                 tasks.append(Task(f"{task}.across", "ar", "all_reduce", collective=CollectiveCall(
-                    "all_reduce", size // shard_group, "replica"), deps=(task,), stage=stage))
+                    "all_reduce", size // shards, "replica"), deps=(task,), stage=stage))
                 names.append(f"{task}.across")
         return names
 

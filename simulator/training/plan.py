@@ -185,7 +185,10 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     reductions: list[str] = []
     gathers_after_opt: list[Task] = []
     grad_group = "shard" if sharding == "HYBRID_SHARD" and kind == "fsdp" else "dp"
-    group_of = {"dense": grad_group, "experts": "edp"}
+    # HSDP shards the experts within the shard group's ranks that hold them (groups.py)
+    group_of = {"dense": grad_group, "experts": "eshard" if grad_group == "shard" else "edp"}
+    group_size = {"dp": dp, "edp": max(1, dp // par.ep), "shard": shard_group,
+                  "eshard": max(1, shard_group // par.ep)}
     suffix = {"dense": "", "experts": ".x"}  # task names of the experts' collectives
     parts = ("dense", "experts") if experts else ("dense",)
 
@@ -220,13 +223,13 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
         tasks.append(Task(name, "rs", "reduce_scatter", collective=CollectiveCall("reduce_scatter", size, group),
                           deps=(after,)))
         reductions.append(name)
-        if sharding == "HYBRID_SHARD":  # each rank all-reduces its 1/shard_group of the gradient, on a stream
-            # of its own, so the next unit's reduce-scatter does not queue behind it
+        if sharding == "HYBRID_SHARD":  # each rank all-reduces its shard of the gradient across the groups, on a
+            # stream of its own, so the next unit's reduce-scatter does not queue behind it
             tasks.append(Task(f"{name}.across", "ar", "all_reduce",
-                              collective=CollectiveCall("all_reduce", size // shard_group, "replica"), deps=(name,)))
+                              collective=CollectiveCall("all_reduce", size // group_size[group], "replica"),
+                              deps=(name,)))
             reductions.append(f"{name}.across")
 
-    group_size = {"dp": dp, "edp": max(1, dp // par.ep), "shard": shard_group}
     # an untied output layer's gradients are ready first (backward starts at it), the embedding's last
     output_grad_bytes = int(model.output_params / tp * s.grad_reduce_bytes) if trained_root else 0
 

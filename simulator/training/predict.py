@@ -107,9 +107,10 @@ def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> 
                               f"model (model {spec.name} has a dense MLP; set experts > 1)")
         if spec.experts % layout.ep:
             raise ConfigError(f"training.parallel.ep {layout.ep} must divide the model's {spec.experts} experts")
-        if strategy.hybrid:
-            raise ConfigError("training.strategy: hybrid sharding (hsdp, HYBRID_SHARD) with expert parallelism is "
-                              "not modelled (use fsdp FULL_SHARD)")
+        if strategy.hybrid and layout.shard_ranks() % layout.ep:
+            raise ConfigError(f"training.parallel.ep {layout.ep} must divide the HSDP shard group's "
+                              f"{layout.shard_ranks()} ranks (training.strategy.shard_group_gpus): expert "
+                              "parallelism runs inside each shard group")
     check_routing(training, model)
     if training.lora_rank is not None and spec.moe:
         raise ConfigError("training.lora_rank with a mixture of experts is not modelled: adapters are priced on "

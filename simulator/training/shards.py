@@ -109,10 +109,20 @@ def trainable_root_params(model: TransformerModel, training: TrainingSpec, tp: i
 def owned_params(training: TrainingSpec, dense: float, experts: float, dp: int, shard_group: int,
                  state: int = 2) -> float:
     """Of `dense` and `experts` parameters on a GPU, those whose `state` (0 parameters, 1 gradients, 2
-    optimizer states) it keeps: each part over its group's shard (dp data- x context-parallel ranks;
-    experts: dp / ep)."""
-    return (dense / shard_degrees(training, dp, shard_group)[state]
-            + experts / shard_degrees(training, dp // training.parallel.ep, shard_group)[state])
+    optimizer states) it keeps: each part over its group's shard (dp data- x context-parallel ranks, HSDP's
+    `shard_group`; experts: dp / ep, shard_group / ep)."""
+    dense_shards, expert_shards = state_shards(training, dp, shard_group)
+    return dense / dense_shards[state] + experts / expert_shards[state]
+
+
+Degrees = tuple[int, int, int]  # ranks sharing (parameters, gradients, optimizer states)
+
+
+def state_shards(training: TrainingSpec, dp: int, shard_group: int) -> tuple[Degrees, Degrees]:
+    """shard_degrees of the dense part and of the experts (over the ranks holding the same experts: dp / ep,
+    and inside an HSDP shard group shard_group / ep)."""
+    ep = training.parallel.ep
+    return shard_degrees(training, dp, shard_group), shard_degrees(training, dp // ep, max(1, shard_group // ep))
 
 
 def gathered_blocks(model: TransformerModel, training: TrainingSpec) -> int:

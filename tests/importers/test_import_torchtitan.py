@@ -111,6 +111,18 @@ def test_hsdp_ddp_and_explicit_degrees():
     assert ddp.training["strategy"] == {"kind": "ddp"}
 
 
+def test_hsdp_shards_over_the_shard_and_context_parallel_ranks():
+    """torchtitan's HSDP mesh is (dp_replicate, dp_shard_cp): replicate 2 x shard 4 x CP 2 on 16 GPUs shards over
+    groups of 8 ranks, and replicate 8 x CP 2 (shard 1) is HSDP over the 2 context-parallel ranks, not DDP
+    (FSDP applies whenever dp_shard or cp exceeds 1; torchtitan parallelize.py)."""
+    both = job(BASE + "[parallelism]\ndata_parallel_replicate_degree = 2\ndata_parallel_shard_degree = 4\n"
+               "context_parallel_degree = 2\n", gpus=16).training["strategy"]
+    assert (both["kind"], both["shard_group_gpus"]) == ("hsdp", 8)
+    cp_only = job(BASE + "[parallelism]\ndata_parallel_replicate_degree = 8\ndata_parallel_shard_degree = 1\n"
+                  "context_parallel_degree = 2\n", gpus=16).training["strategy"]
+    assert (cp_only["kind"], cp_only["shard_group_gpus"]) == ("hsdp", 2)
+
+
 def test_pipeline_micro_batches_and_interleaving():
     """PP 4 with Interleaved1F1B: micro-batches of pipeline_parallel_microbatch_size, 2 stages per rank, FSDP
     keeps parameters after forward, sends overlap compute; global batch 32 = local 4 x dp 8 (no accumulation)."""
@@ -184,15 +196,15 @@ def test_model_flag_replaces_name_and_flavor():
 @given(st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 4]), st.sampled_from([1, 2]), st.sampled_from([1, 2, 4]))
 def test_shard_degree_fills_the_cluster(tp: int, pp: int, cp: int, rep: int):
     """data_parallel_shard_degree -1 takes the GPUs the other degrees leave: replicate x shard x tp x pp x cp is
-    the cluster's 64 GPUs, the strategy is HSDP / FSDP / DDP by which data-parallel degrees exceed 1, and the step's
-    batch is the local batch times the data-parallel degree."""
+    the cluster's 64 GPUs, the strategy is HSDP / FSDP / DDP by which of replicate and shard x cp (FSDP's mesh,
+    dp_shard_cp) exceed 1, and the step's batch is the local batch times the data-parallel degree."""
     assume(64 % (rep * tp * pp * cp) == 0)
     shard = 64 // (rep * tp * pp * cp)
     text = BASE + (f"[training]\nlocal_batch_size = {pp}\n[parallelism]\ntensor_parallel_degree = {tp}\n"
                    f"pipeline_parallel_degree = {pp}\ncontext_parallel_degree = {cp}\n"
                    f"data_parallel_replicate_degree = {rep}\n")
     t = job(text).training
-    kind = "hsdp" if rep > 1 and shard > 1 else "fsdp" if shard > 1 else "ddp"
+    kind = "hsdp" if rep > 1 and shard * cp > 1 else "fsdp" if shard * cp > 1 else "ddp"
     assert t["strategy"]["kind"] == kind and t["global_batch"] == pp * rep * shard
     if kind == "hsdp":
-        assert t["strategy"]["shard_group_gpus"] == shard
+        assert t["strategy"]["shard_group_gpus"] == shard * cp

@@ -83,11 +83,12 @@ def test_the_commands_price_every_collective_with_the_scenario_nccl(command: lis
                                      ["plan", "--tp", "2", "--pp", "1", "--micro-batch", "1", "--strategy", "fsdp",
                                       "--recompute", "none", "--workers", "1"]])
 def test_the_flags_set_what_the_scenario_fields_set(command: list[str], calls: list[dict[str, Any]], tmp_path: Path):
-    """--nccl-version and --nccl-selection over a scenario file that states only the environment."""
+    """--nccl-version, --nccl-selection and --nccl-env over a scenario file: a variable the flag gives replaces
+    the scenario's."""
     path = tmp_path / "job.yaml"
-    path.write_text(json.dumps({**JOB, "nccl_env": SETUP["nccl_env"]}))
+    path.write_text(json.dumps({**JOB, "nccl_env": {"NCCL_PROTO": "Simple"}}))
     result = CliRunner().invoke(app, [command[0], str(path), *command[1:], "--nccl-version", "2.16.5",
-                                      "--nccl-selection", "nccl"])
+                                      "--nccl-selection", "nccl", "--nccl-env", "NCCL_PROTO=^LL"])
     assert result.exit_code == 0, result.output
     _all_with_the_setup(calls)
 
@@ -96,9 +97,9 @@ def test_predict_echoes_and_shows_the_job_nccl():
     """JSON: the scenario as predicted carries the release and the selection; the table's header names them."""
     runner = CliRunner()
     shown = runner.invoke(app, ["predict", "--model", "llama3-8b", "--nccl-version", "2.18", "--nccl-selection",
-                                "nccl"], terminal_width=200)
+                                "nccl", "--nccl-env", "NCCL_NVLS_ENABLE=0"], terminal_width=200)
     assert shown.exit_code == 0, shown.output
-    assert "NCCL 2.18, NCCL's tuner's choices" in " ".join(shown.output.split())  # the title wraps
+    assert "NCCL 2.18, NCCL's tuner's choices, NCCL_NVLS_ENABLE=0" in " ".join(shown.output.split())  # it wraps
     echoed = json.loads(runner.invoke(app, ["predict", "--model", "llama3-8b", "--nccl-version", "2.18",
                                             "--json"]).output)["scenario"]
     assert (echoed["nccl_version"], echoed["nccl_selection"]) == ("2.18", "model")
@@ -139,7 +140,8 @@ def test_a_bad_nccl_field_names_itself(field: str, value: str, message: str):
         predict(Scenario(model="llama3-8b", **{field: value}))
 
 
-@pytest.mark.parametrize(("flag", "value"), [("--nccl-version", "two"), ("--nccl-selection", "fastest")])
+@pytest.mark.parametrize(("flag", "value"), [("--nccl-version", "two"), ("--nccl-selection", "fastest"),
+                                           ("--nccl-env", "NCCL_ALGO")])
 def test_a_bad_nccl_flag_names_itself(flag: str, value: str):
     result = subprocess.run([sys.executable, "-m", "simulator.cli.app", "predict", flag, value], capture_output=True,
                             text=True)

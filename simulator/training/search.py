@@ -14,8 +14,8 @@ mode, sequence parallelism and the pipeline schedule. The search runs in four ph
    the heads); e (for a mixture of experts every divisor of the experts by default, or the `--ep` sizes
    given; 1 for a dense model) dividing d c, with sequence parallelism when t > 1; b (powers of two by
    default) makes the global batch a multiple of b d; ddp and zero1 (Megatron's distributed optimizer)
-   always, sharded strategies (fsdp, zero2, zero3, hsdp) only without pipeline parallelism (hsdp also
-   without EP, and where t c leaves a node several data-parallel ranks: its shard group, one node's), and only
+   always, sharded strategies (fsdp, zero2, zero3, hsdp) only without pipeline parallelism (hsdp also only
+   where t c leaves a node several data-parallel ranks, its shard group one node's, which e divides), and only
    one strategy when d = 1 (nothing to shard); sequence parallelism with t > 1;
    with `interleaved`, also 2 virtual stages per rank where the layers (or the layers + 2, with that
    split) divide over 2p and the micro-batch count over p (Megatron's conditions). With a fused (flash)
@@ -184,7 +184,8 @@ def _checked(values: tuple[int, ...] | None, valid: list[int], flag: str, why: s
 
 def _strategies(space: SearchSpace, tp: int, pp: int, cp: int, ep: int, replicas: int,
                 gpus_per_node: int) -> list[StrategyKind]:
-    hybrid = ep == 1 and tp * cp < gpus_per_node  # HSDP's default shard group, a node's ranks, shards something
+    # HSDP's default shard group, a node's data-parallel ranks, shards something and holds whole expert groups
+    hybrid = tp * cp < gpus_per_node and (gpus_per_node // (tp * cp)) % ep == 0
     kinds = [k for k in space.strategies if (pp == 1 or k not in SHARDED) and (hybrid or k != "hsdp")]
     if replicas == 1 and kinds:  # one rank: every strategy is DDP without communication
         return ["ddp"] if "ddp" in kinds else kinds[:1]

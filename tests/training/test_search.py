@@ -272,15 +272,22 @@ def test_plan_searches_expert_parallelism_for_a_mixture_of_experts():
     assert expert.prediction.comm_by_collective_s.get("ep_comm", 0.0) > 0.0
 
 
-def test_hsdp_is_not_enumerated_with_expert_parallelism():
-    """Hybrid sharding with EP > 1 is not modelled (predict refuses it), so the search does not offer it: a
-    mixture of experts with --strategies hsdp gets EP 1 layouts only (the first such layout must not end
-    the whole search)."""
+def test_hsdp_is_enumerated_with_the_expert_parallelism_its_shard_group_holds():
+    """HSDP's shard group in the search is a node's data-parallel ranks, and expert parallelism runs inside it: on
+    4-GPU nodes a 4-expert mixture gets HSDP with EP 1, 2 and 4 at TP 1 (4 ranks a node), EP 1 and 2 at TP 2
+    (2 ranks a node), where FSDP takes every EP dividing the 8 / TP data-parallel ranks; each HSDP layout predicts
+    (the first refused layout would end the search)."""
     moe = TINY.model_copy(update={"experts": 4, "experts_per_token": 2})
-    space = SearchSpace(micro_batches=(1,), recompute=("none",), strategies=("hsdp", "fsdp"), tp=(1,), pp=(1,))
+    space = SearchSpace(micro_batches=(1,), recompute=("none",), strategies=("hsdp", "fsdp"), tp=(1, 2), pp=(1,))
     layouts = enumerate_layouts(moe, 4, 8, 8, space)
-    assert {lay.ep for lay in layouts if lay.strategy == "hsdp"} == {1}
-    assert {lay.ep for lay in layouts if lay.strategy == "fsdp"} == {1, 2, 4}
+    assert {(lay.tp, lay.ep) for lay in layouts if lay.strategy == "hsdp"} == {(1, 1), (1, 2), (1, 4), (2, 1), (2, 2)}
+    assert {(lay.tp, lay.ep) for lay in layouts if lay.strategy == "fsdp"} == {(1, 1), (1, 2), (1, 4), (2, 1), (2, 2),
+                                                                             (2, 4)}
+    topology = load_preset("dgx-a100", nodes=2, gpus_per_node=4)
+    base = TrainingSpec(model=moe, global_batch=8)
+    for lay in layouts:
+        if lay.strategy == "hsdp":
+            assert predict_step(topology, lay.training(base), moe).step_time_s > 0
 
 
 def test_layouts_the_scenarios_settings_rule_out_are_skipped_and_counted():

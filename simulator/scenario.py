@@ -88,7 +88,8 @@ class ScenarioSpec(BaseModel):
     nccl_version: str | None = Field(
         default=None, description="NCCL release the job runs, e.g. '2.21' or '2.18.6' (its container's): the "
         "algorithms it offers (NVLS from 2.17, PAT from 2.23, ...) and, with nccl_selection nccl, its tuner's "
-        "choice. Default: the newest modelled.")
+        "choice. Default: the newest of a calibration profile's logs (predicting with one), else the newest "
+        "modelled.")
     nccl_selection: Literal["model", "nccl"] = Field(
         default="model", description="Each collective's algorithm and protocol: 'model', the pair the cost model "
         "prices fastest, or 'nccl', the pair the release's tuner ranks first (NCCL's own constants).")

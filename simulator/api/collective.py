@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from simulator.api.results import Result, records
-from simulator.calibration.apply import calibrated_params, load_profile
+from simulator.calibration.apply import calibration_for, load_profile
 from simulator.collectives.busbw import COLLECTIVES
 from simulator.collectives.comm import comm_view
+from simulator.collectives.nccl_releases import release_option
 from simulator.collectives.predict import CollectiveRow, collective_table, size_sweep
+from simulator.collectives.select import selection_option
 from simulator.core.errors import ConfigError
 from simulator.core.units import parse_size
 from simulator.scenario_overrides import merged, topology_of
@@ -58,14 +60,18 @@ def collective(topology: str | Mapping[str, Any] | TopologySpec = "dgx-h100", no
                env: Mapping[str, str] | None = None, dtype: str = "float", engine: bool = False,
                calibration: str | Path | None = None, force_calibration: bool = False,
                link_faults: Sequence[Mapping[str, Any]] | None = None,
-               gpus_per_thread: int = 1) -> CollectivePrediction:
+               gpus_per_thread: int = 1, nccl_version: str | None = None,
+               selection: str = "model") -> CollectivePrediction:
     """Predict `op` (all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv) over all
     the GPUs of `topology` (a preset name, topology YAML path, TopologySpec or its fields) with `nodes`
     nodes (default: the topology's), for sizes from `min_bytes` to `max_bytes` times `factor` each step
     (8, '64K', '1M', '8G': powers of 1024) or the given `sizes`. `algo`/`proto` pin NCCL's choice, `env`
     is the NCCL environment, `engine` runs each size through the flow engine, `calibration` is a profile
     YAML, `link_faults` replaces the topology's, `gpus_per_thread` prices the loop as nccl-tests' -g does (one
-    thread issuing that many GPUs' launches; simulator.collectives.harness)."""
+    thread issuing that many GPUs' launches; simulator.collectives.harness). `nccl_version` is the NCCL release
+    (the algorithms it offers; default: that of the calibration profile's logs, else the newest) and
+    `selection` whose choice of algorithm and protocol: 'model' (the fastest the model prices) or 'nccl' (the
+    release's tuner's), as `clustersim collective --nccl-version --selection`."""
     if op not in COLLECTIVES:
         raise ConfigError(f"collective op: unknown collective {op!r} (valid: {', '.join(COLLECTIVES)})")
     spec = topology_of(topology, nodes)
@@ -76,8 +82,10 @@ def collective(topology: str | Mapping[str, Any] | TopologySpec = "dgx-h100", no
     if not walked or min(walked) < 1:
         raise ConfigError(f"collective sizes: expected sizes >= 1 byte, got {walked}")
     view = comm_view(build_representative(spec))
-    params = calibrated_params(load_profile(None if calibration is None else Path(calibration)), spec.gpu,
-                               spec.intra_node, view, force_calibration)
+    params, fitted_on = calibration_for(load_profile(None if calibration is None else Path(calibration)), spec.gpu,
+                                        spec.intra_node, view, force_calibration)
+    release = release_option(nccl_version, "collective nccl_version") or fitted_on
     rows = collective_table(view, op, walked, algo, proto, dict(env or {}), dtype, use_engine=engine, params=params,
+                            nccl_release=release, selection=selection_option(selection, "collective selection"),
                             gpus_per_thread=gpus_per_thread)
     return CollectivePrediction(spec.name, spec.nodes, view.n_ranks, op, tuple(rows), gpus_per_thread)

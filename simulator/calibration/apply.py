@@ -3,6 +3,7 @@ step with what the user measured (a profile, a single-GPU throughput). Shared by
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from simulator.calibration.profile import CalibrationProfile, profile_from_dict
@@ -30,24 +31,35 @@ def load_profile(path: Path | None) -> CalibrationProfile | None:
 def calibrated_params(profile: CalibrationProfile | None, gpu: str, intra_node: str, view: CommView,
                       force: bool) -> ModelParams | None:
     """The parameters a profile gives this cluster (None: use the prior)."""
+    return calibration_for(profile, gpu, intra_node, view, force)[0]
+
+
+def calibration_for(profile: CalibrationProfile | None, gpu: str, intra_node: str, view: CommView,
+                    force: bool) -> tuple[ModelParams | None, tuple[int, int] | None]:
+    """The parameters a profile gives this cluster and the newest NCCL release of the logs they were fitted on,
+    which a prediction with the profile runs unless it states its own (None, None: no profile)."""
     if profile is None:
-        return None
+        return None, None
     section = profile.section_for(HardwareKey.of(gpu, intra_node, view), force)
-    return section.apply(prior_params(view))
+    return section.apply(prior_params(view)), section.nccl_release
 
 
 def predict_calibrated(topology: TopologySpec, training: TrainingSpec, model: ModelSpec, calibration: Path | None,
                        force: bool, measured_tokens_per_s: float | None = None, pace: Pace = NOMINAL,
                        nccl: NcclSetup = DEFAULT_NCCL) -> StepPrediction:
     """Predict with what the user measured: a calibration profile (collective parameters, and the
-    GEMM efficiency of its compute section) and/or a single-GPU tokens/s for this job."""
+    GEMM efficiency of its compute section) and/or a single-GPU tokens/s for this job. A job that states no
+    NCCL release runs the one of the profile's logs (calibration_for)."""
     profile = load_profile(calibration)
     params, gemm, source = None, None, []
     if profile is not None:
         cluster = build_representative(topology)
-        if profile.sections:  # a compute-only profile (benchmarks/gpu_calibration.py) leaves collectives at the prior
-            params = calibrated_params(profile, topology.gpu, topology.intra_node, comm_view(cluster), force)
         source.append(str(calibration))
+        if profile.sections:  # a compute-only profile (benchmarks/gpu_calibration.py) leaves collectives at the prior
+            params, release = calibration_for(profile, topology.gpu, topology.intra_node, comm_view(cluster), force)
+            if nccl.release is None and release is not None:
+                nccl = replace(nccl, release=release)
+                source.append(f"NCCL {release[0]}.{release[1]}, its logs' release")
         if profile.compute is not None:  # the job's precision where measured; fp8 jobs else take bf16's share
             measured = {g.dtype for g in profile.compute.gemms}
             precision = "bf16" if training.precision == "fp8" and "fp8" not in measured else training.precision

@@ -140,7 +140,8 @@ def fit_hardware(hardware: HardwareKey, logs: Sequence[MeasuredLog], options: Fi
     )
     fitted = prior.updated({p.name: p.value for p in params})
     residual_rows = tuple(
-        LogResidual(log.file, len(log.rows), _median_error([log], prior), _median_error([log], fitted))
+        LogResidual(log.file, len(log.rows), _median_error([log], prior), _median_error([log], fitted),
+                    log.nccl_version)
         for log in logs
     )
     return HardwareCalibration(hardware, params, residual_rows, LOSS)

@@ -18,6 +18,7 @@ from simulator.calibration.compute_profile import (
     compute_calibration_from_dict,
     compute_calibration_to_dict,
 )
+from simulator.collectives.nccl_releases import parse_release
 from simulator.collectives.params import PARAMS, ModelParams
 from simulator.core.errors import CalibrationError
 from simulator.measurements.dataset import HardwareKey
@@ -45,6 +46,7 @@ class LogResidual:
     rows: int
     median_abs_pct_error_prior: float
     median_abs_pct_error_fitted: float
+    nccl: str | None = None  # the NCCL release the log ran, as its manifest entry or the log states it
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,11 @@ class HardwareCalibration:
     def apply(self, prior: ModelParams) -> ModelParams:
         """The prior with this section's fitted values in place."""
         return prior.updated({p.name: p.value for p in self.params if p.fitted})
+
+    @property
+    def nccl_release(self) -> tuple[int, int] | None:
+        """The newest NCCL release (major, minor) of the logs it was fitted on; None where none states one."""
+        return max((r for r in (parse_release(log.nccl) for log in self.residuals) if r is not None), default=None)
 
 
 @dataclass(frozen=True)
@@ -107,7 +114,7 @@ def profile_to_dict(profile: CalibrationProfile) -> dict[str, Any]:
                 "loss": s.loss,
                 "parameters": {p.name: _param_to_dict(p) for p in s.params},
                 "sources": [
-                    {"file": r.file, "rows": r.rows,
+                    {"file": r.file, "rows": r.rows, "nccl": r.nccl,
                      "median_abs_pct_error_prior": r.median_abs_pct_error_prior,
                      "median_abs_pct_error_fitted": r.median_abs_pct_error_fitted}
                     for r in s.residuals
@@ -155,7 +162,8 @@ def _section(data: Any, where: str, source: str) -> HardwareCalibration:
                                   None if sensitivity is None else float(sensitivity), at_bound))
     residuals = tuple(
         LogResidual(str(_get(r, "file", f"{where}.sources", source)), int(r.get("rows", 0)),
-                    float(r.get("median_abs_pct_error_prior", 0.0)), float(r.get("median_abs_pct_error_fitted", 0.0)))
+                    float(r.get("median_abs_pct_error_prior", 0.0)), float(r.get("median_abs_pct_error_fitted", 0.0)),
+                    None if r.get("nccl") is None else str(r["nccl"]))
         for r in data.get("sources", [])
     )
     return HardwareCalibration(hardware, tuple(params), residuals, str(data.get("loss", "")))

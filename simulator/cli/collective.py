@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibrated_params, load_profile
+from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibration_for, load_profile
 from simulator.cli.common import gbps_option, parse_env, printable, reflowed, size_option
 from simulator.cli.fault_args import LinkFaultOpt, with_link_faults
 from simulator.cli.topology_args import resolve_cluster
@@ -104,8 +104,9 @@ def collective(
                            gbps_option(nic_gbps, "--nic-gbps"))
     spec = with_link_faults(spec, link_fault)
     view = comm_view(build_representative(spec))
-    params = calibrated_params(load_profile(calibration), spec.gpu, spec.intra_node, view, force_calibration)
-    release = release_option(nccl_version)
+    params, fitted_on = calibration_for(load_profile(calibration), spec.gpu, spec.intra_node, view,
+                                        force_calibration)
+    release = release_option(nccl_version) or fitted_on  # a profile's logs tell the release where none is given
     rows = collective_table(view, op, sizes, algo, proto, parse_env(env), dtype, use_engine=engine, params=params,
                             nccl_release=release, selection=selection_option(selection),
                             gpus_per_thread=gpus_per_thread)

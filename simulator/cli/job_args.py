@@ -87,7 +87,7 @@ MemoryFractionOpt = Annotated[float | None, typer.Option(
 NcclVersionOpt = Annotated[str | None, typer.Option(
     help="The NCCL release the job runs, e.g. 2.21 or 2.18.6: the algorithms it offers (NVLS from 2.17, PAT from "
     "2.23, ...) and, with --nccl-selection nccl, its tuner's choice (the scenario's nccl_version). Default: the "
-    "newest modelled.")]
+    "newest modelled, or where a calibration profile is given the newest of its logs.")]
 NcclEnvOpt = Annotated[str | None, typer.Option(
     help="NCCL environment for every collective, e.g. 'NCCL_NVLS_ENABLE=0 NCCL_ALGO=Ring', over the scenario's "
     "nccl_env (a variable given here replaces the scenario's).")]

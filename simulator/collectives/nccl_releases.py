@@ -187,7 +187,8 @@ def _build() -> tuple[TunerRelease, ...]:
 RELEASES: Final = _build()
 NCCL_VERSION_HELP: Final = ("NCCL release (e.g. 2.27, 2.18.6): the algorithms it offers, and with --selection "
                             "nccl the tuner that chooses the algorithm and protocol; "
-                            "default: the newest (2.27).")
+                            "default: the newest of the calibration profile's logs, else the newest modelled "
+                            "(2.27).")
 NEWEST: Final = RELEASES[-1].first
 _RELEASE_TEXT = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+][0-9A-Za-z.+-]*)?")
 

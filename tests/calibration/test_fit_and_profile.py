@@ -183,3 +183,19 @@ def test_profile_keeps_sensitivity_and_bound_and_refuses_a_bad_bound_word():
     params["intra_efficiency"]["at_bound"] = "middle"
     with pytest.raises(CalibrationError, match="intra_efficiency.at_bound"):
         profile_from_dict(data, "edited.yaml")
+
+
+def test_a_fit_records_each_log_release_and_the_profile_keeps_it():
+    """fit_hardware stores each source log's release; the YAML round trip keeps it; the section's release is
+    the newest stated; a profile written before the field reads as none stated."""
+    logs = [replace(synthetic_log(1, **TRUTH), nccl_version="2.18.6"),
+            replace(synthetic_log(2, **TRUTH), nccl_version="2.21.5"), synthetic_log(4, **TRUTH)]
+    section = fit_hardware(HardwareKey("A100-SXM4-40GB", "nvswitch-nvlink3", "ib"), logs)
+    assert [r.nccl for r in section.residuals] == ["2.18.6", "2.21.5", None]
+    assert section.nccl_release == (2, 21)
+    profile = CalibrationProfile("0.1.0", "2026-12-05T00:00:00+00:00", (section,))
+    data = profile_to_dict(profile)
+    assert profile_from_dict(data, "p.yaml") == profile
+    for source in data["sections"][0]["sources"]:
+        del source["nccl"]
+    assert profile_from_dict(data, "old.yaml").sections[0].nccl_release is None

@@ -1,0 +1,83 @@
+"""A calibration profile remembers the NCCL release of the logs it was fitted on, and a prediction with the
+profile runs that release unless it states its own (the algorithms a release offers change what the fitted
+parameters describe: no NVLS before 2.17)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+import simulator as cs
+from simulator.calibration.profile import (
+    CalibrationProfile,
+    FittedParam,
+    HardwareCalibration,
+    LogResidual,
+    profile_to_dict,
+)
+from simulator.cli.app import app
+from simulator.collectives.comm import comm_view
+from simulator.collectives.params import PARAMS, prior_params
+from simulator.measurements.dataset import HardwareKey
+from topologies.build import build_representative
+from topologies.presets import load_preset
+
+H100 = HardwareKey("H100-SXM5-80GB", "nvswitch-nvlink4", "ib")
+JOB = {"model": "llama3-70b", "topology": "dgx-h100", "nodes": 2, "tp": 8, "global_batch": 16}
+
+
+def _profile(tmp_path: Path, *releases: str | None) -> Path:
+    """An H100 / InfiniBand section at the prior (nothing fitted), its logs run on `releases`."""
+    prior = prior_params(comm_view(build_representative(load_preset("dgx-h100", nodes=2))))
+    params = tuple(FittedParam(name, getattr(prior, name), getattr(prior, name), PARAMS[name].lower,
+                               PARAMS[name].upper, fitted=False) for name in PARAMS)
+    residuals = tuple(LogResidual(f"log{i}.txt", 10, 5.0, 5.0, release) for i, release in enumerate(releases))
+    profile = CalibrationProfile("0.1.0", "2026-12-05T00:00:00+00:00", (HardwareCalibration(H100, params, residuals,
+                                                                                            "test"),))
+    path = tmp_path / f"profile-{'-'.join(map(str, releases))}.yaml"
+    path.write_text(yaml.safe_dump(profile_to_dict(profile), sort_keys=False))
+    return path
+
+
+def test_a_calibrated_step_runs_the_profile_release_unless_the_job_states_one(tmp_path: Path):
+    """H100 TP 8 with a profile fitted on NCCL 2.16 logs: the step of a job stating 2.16 with a profile that
+    states nothing (no NVLS; slower than the newest release); a job stating 2.27 runs 2.27 whatever its
+    profile's logs ran; the prediction names the release it took."""
+    old, unstated = _profile(tmp_path, "2.16.5", None), _profile(tmp_path, None)
+    taken = cs.predict(cs.Scenario(**JOB), calibration=old)
+    assert taken.step_time_s == cs.predict(cs.Scenario(**JOB, nccl_version="2.16"), calibration=unstated).step_time_s
+    assert taken.step_time_s > cs.predict(cs.Scenario(**JOB), calibration=unstated).step_time_s
+    assert "NCCL 2.16, its logs' release" in taken.calibration
+    stated = cs.predict(cs.Scenario(**JOB, nccl_version="2.27"), calibration=old)
+    assert stated.step_time_s == cs.predict(cs.Scenario(**JOB), calibration=unstated).step_time_s
+    assert "its logs' release" not in stated.calibration
+
+
+def test_the_collective_command_and_api_take_the_profile_release(tmp_path: Path):
+    """`collective --calibration` (and the API's `collective`) price an H100 all_reduce on the profile's
+    release where --nccl-version is not given: NVLS-tree on the newest, not on 2.16; the API's nccl_version and
+    selection give the command's numbers."""
+    old = _profile(tmp_path, "2.16.5")
+    runner = CliRunner()
+
+    def command(*flags: str) -> list[dict[str, object]]:
+        result = runner.invoke(app, ["collective", "--topology", "dgx-h100", "--nodes", "2", "-b", "1G", "-e", "1G",
+                                     "--json", *flags])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)["rows"]
+
+    assert command()[0]["algo"] == "nvls_tree"
+    assert command("--calibration", str(old))[0]["algo"] != "nvls_tree"
+    assert command("--calibration", str(old), "--nccl-version", "2.27")[0]["algo"] == "nvls_tree"
+    api = cs.collective("dgx-h100", 2, min_bytes="1G", max_bytes="1G", calibration=old)
+    assert api.rows[0].algo == command("--calibration", str(old))[0]["algo"]
+    for flags, kwargs in ((("--nccl-version", "2.8", "--selection", "nccl"), {"nccl_version": "2.8",
+                                                                               "selection": "nccl"}),
+                          (("--nccl-version", "2.18"), {"nccl_version": "2.18"})):
+        row = cs.collective("dgx-h100", 2, min_bytes="1G", max_bytes="1G", **kwargs).rows[0]
+        assert (row.algo, row.time_us) == pytest.approx((command(*flags)[0]["algo"], command(*flags)[0]["time_us"]),
+                                                        rel=1e-6)

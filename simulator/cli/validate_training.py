@@ -13,6 +13,8 @@ from rich.table import Table
 from rich.text import Text
 
 from simulator.cli.common import plain, reflowed, table_console
+from simulator.collectives.nccl_setup import NcclSetup
+from simulator.collectives.select import selection_option
 from simulator.core.errors import ConfigError
 from simulator.core.input_file import read_input_text
 from simulator.training.predict import predict_step
@@ -79,6 +81,8 @@ Examples:
   clustersim validate-training cases.yaml --json > training-accuracy.json
 
   clustersim validate-training cases.yaml --crossval source   # leave-one-source-out error (minutes)
+
+  clustersim validate-training cases.yaml --nccl-selection nccl   # collectives as NCCL's tuner picks them
 """
 
 
@@ -165,7 +169,7 @@ def _crossval_table(result: TrainingCrossval) -> Table:
     return table
 
 
-def _crossval(selected: list[TrainingCase]) -> tuple[TrainingReport, TrainingCrossval]:
+def _crossval(selected: list[TrainingCase], nccl: NcclSetup) -> tuple[TrainingReport, TrainingCrossval]:
     """Predict the cases at every factor of the grid (with progress), then leave each source out."""
     reports = {}
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -175,7 +179,7 @@ def _crossval(selected: list[TrainingCase]) -> tuple[TrainingReport, TrainingCro
             def predictor(topology: TopologySpec, training: TrainingSpec, model: ModelSpec,
                           factor: float = factor) -> StepPrediction:
                 progress.advance(task)
-                return predict_step(topology, training, model, attention_scale=factor)
+                return predict_step(topology, training, model, nccl=nccl, attention_scale=factor)
             reports[factor] = evaluate(selected, predictor)
     return reports[1.0], crossval_by_source(curves(reports), ATTENTION_FACTORS)
 
@@ -188,14 +192,20 @@ def validate_training(
     crossval: Annotated[str | None, typer.Option(
         help="'source': refit the attention efficiency per GPU generation and kernel with each source left out and "
         "report the error on the held-out source (predicts every case 5 times: minutes).")] = None,
+    nccl_selection: Annotated[str, typer.Option(
+        help="Each collective's algorithm and protocol in every step: model (the pair the cost model prices "
+        "fastest) or nccl (the pair NCCL's tuner ranks first, of the newest release).")] = "model",
 ) -> None:
     if crossval not in (None, "source"):
         raise ConfigError(f"--crossval: only 'source' (leave one source out), got {crossval!r}")
+    nccl = NcclSetup(selection=selection_option(nccl_selection, "--nccl-selection"))
     selected = _select(parse_cases(read_input_text(cases, "training cases file"), str(cases)), source)
     if crossval:
-        report, result = _crossval(selected)
+        report, result = _crossval(selected, nccl)
     else:
-        report, result = evaluate(selected, predict_step), None
+        def predictor(topology: TopologySpec, training: TrainingSpec, model: ModelSpec) -> StepPrediction:
+            return predict_step(topology, training, model, nccl=nccl)
+        report, result = evaluate(selected, predictor), None
     if as_json:
         payload = report_to_json(report)
         if result is not None:

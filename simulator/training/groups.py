@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 
 from simulator.collectives.comm import CommView
 from simulator.core.errors import ConfigError
+from simulator.training.shards import expert_shard_group
 from workloads.spec import ParallelSpec
 
 
@@ -122,7 +123,7 @@ class Layout:
     def expert_shard_ranks(self) -> int:
         """Ranks of an HSDP shard group that hold the same experts (every ep-th of its ranks: expert parallelism
         runs inside each shard group), over which they shard the experts' states."""
-        return max(1, self.shard_ranks() // self.ep)
+        return expert_shard_group(self.shard_ranks(), self.ep)
 
     @functools.cache  # noqa: B019 (as _digits)
     def members_per_node(self, dim: str) -> int:

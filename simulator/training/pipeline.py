@@ -60,6 +60,7 @@ from simulator.training.recompute import (
 )
 from simulator.training.shards import (
     blocks_params_on_gpu,
+    expert_shard_group,
     owned_params,
     trainable_blocks_params_on_gpu,
     trainable_layer_params_on_gpu,
@@ -259,7 +260,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
         simulator.training.plan)."""
         group, expert_group = ("shard", "eshard") if s.hybrid else ("dp", "edp")
         parts = [(group, params - experts, prefix, shard_group)] + (
-            [(expert_group, experts, prefix + ".x", max(1, shard_group // par.ep))] if experts else [])
+            [(expert_group, experts, prefix + ".x", expert_shard_group(shard_group, par.ep))] if experts else [])
         names = []
         for part_group, count, task, shards in parts:
             stream = "ag" if op == "all_gather" else "rs"

@@ -39,6 +39,7 @@ from simulator.training.compute import ComputeModel, LayerTimes
 from simulator.training.recompute import layer_checkpointing, reruns_attention, reruns_forward_collectives
 from simulator.training.shards import (
     blocks_params_on_gpu,
+    expert_shard_group,
     gathers_ahead,
     layer_params_on_gpu,
     owned_params,
@@ -188,7 +189,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     # HSDP shards the experts within the shard group's ranks that hold them (groups.py)
     group_of = {"dense": grad_group, "experts": "eshard" if grad_group == "shard" else "edp"}
     group_size = {"dp": dp, "edp": max(1, dp // par.ep), "shard": shard_group,
-                  "eshard": max(1, shard_group // par.ep)}
+                  "eshard": expert_shard_group(shard_group, par.ep)}
     suffix = {"dense": "", "experts": ".x"}  # task names of the experts' collectives
     parts = ("dense", "experts") if experts else ("dense",)
 

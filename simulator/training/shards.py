@@ -12,8 +12,10 @@ from simulator.core.errors import ConfigError
 from workloads.model import TransformerModel, sharded_gemms
 from workloads.spec import PipelineSplit, TrainingSpec
 
+Degrees = tuple[int, int, int]  # ranks sharing (parameters, gradients, optimizer states)
 
-def shard_degrees(training: TrainingSpec, dp: int, shard_group: int) -> tuple[int, int, int]:
+
+def shard_degrees(training: TrainingSpec, dp: int, shard_group: int) -> Degrees:
     """How many ranks share (parameters, gradients, optimizer states)."""
     kind = training.strategy.kind
     sharding = training.strategy.fsdp_sharding
@@ -115,14 +117,18 @@ def owned_params(training: TrainingSpec, dense: float, experts: float, dp: int, 
     return dense / dense_shards[state] + experts / expert_shards[state]
 
 
-Degrees = tuple[int, int, int]  # ranks sharing (parameters, gradients, optimizer states)
+def expert_shard_group(shard_group: int, ep: int) -> int:
+    """Ranks of an HSDP shard group that hold the same experts: every ep-th (expert parallelism runs inside the
+    shard group, as torchtitan carves ep out of dp_shard x cp)."""
+    return max(1, shard_group // ep)
 
 
 def state_shards(training: TrainingSpec, dp: int, shard_group: int) -> tuple[Degrees, Degrees]:
     """shard_degrees of the dense part and of the experts (over the ranks holding the same experts: dp / ep,
-    and inside an HSDP shard group shard_group / ep)."""
+    and inside an HSDP shard group expert_shard_group)."""
     ep = training.parallel.ep
-    return shard_degrees(training, dp, shard_group), shard_degrees(training, dp // ep, max(1, shard_group // ep))
+    return shard_degrees(training, dp, shard_group), shard_degrees(training, dp // ep, expert_shard_group(shard_group,
+                                                                                                          ep))
 
 
 def gathered_blocks(model: TransformerModel, training: TrainingSpec) -> int:

@@ -11,14 +11,19 @@ import yaml
 from typer.testing import CliRunner
 
 from simulator.cli import validate_training
+from simulator.collectives.nccl_setup import DEFAULT_NCCL
 from simulator.core.errors import ConfigError
 from simulator.training.prediction import MemoryBreakdown, StepPrediction
 
 SHARED_CASES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "training" / "cases.yaml"
 
 
-def fake_predict_step(topology, training, model) -> StepPrediction:
+SELECTIONS: list[str] = []  # the NCCL selection each fake prediction was asked for
+
+
+def fake_predict_step(topology, training, model, nccl=DEFAULT_NCCL, attention_scale=1.0) -> StepPrediction:
     """100 tokens/s/GPU per layer, 6 GFLOP per token, peak 1000 TFLOP/s."""
+    SELECTIONS.append(nccl.selection)
     n_gpus = topology.gpus_per_node * topology.nodes
     n_dp = n_gpus // (training.parallel.tp * training.parallel.pp * training.parallel.cp)
     accum = training.global_batch // (training.micro_batch * n_dp) if training.global_batch else \
@@ -90,6 +95,20 @@ def test_source_filter_and_table(app, tmp_path):
     assert result.exit_code == 0, result.output
     assert "beta-a" in result.output and "alpha-a" not in result.output
     assert "not expressible" in result.output and "ALL" in result.output
+
+
+def test_nccl_selection_reaches_every_step(app, tmp_path):
+    """--nccl-selection nccl prices every case's collectives by NCCL's tuner (the default: the model's fastest
+    pair), with --crossval too; another word is a ConfigError naming the flag."""
+    runner = CliRunner()
+    for flags, chosen in (((), "model"), (("--nccl-selection", "nccl"), "nccl"),
+                          (("--nccl-selection", "nccl", "--crossval", "source"), "nccl")):
+        SELECTIONS.clear()
+        result = runner.invoke(app, ["validate-training", str(_cases_file(tmp_path)), "--json", *flags])
+        assert result.exit_code == 0, result.output
+        assert SELECTIONS and set(SELECTIONS) == {chosen}
+    bad = runner.invoke(app, ["validate-training", str(_cases_file(tmp_path)), "--nccl-selection", "best"])
+    assert isinstance(bad.exception, ConfigError) and "--nccl-selection" in str(bad.exception)
 
 
 def test_bad_input_raises_config_errors(app, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from simulator.api.prediction import Prediction, predict
@@ -51,9 +52,11 @@ class Comparison(Result):
         return rows
 
 
-def compare(*scenarios: ScenarioLike, labels: Sequence[str] | None = None) -> Comparison:
+def compare(*scenarios: ScenarioLike, labels: Sequence[str] | None = None, calibration: str | Path | None = None,
+            force_calibration: bool = False) -> Comparison:
     """Predict each scenario (a Scenario, its data or a YAML path; the first is the base) and what each
-    changes of the base. `labels`: one per scenario (default: each one's name, else 'scenario N')."""
+    changes of the base. `labels`: one per scenario (default: each one's name, else 'scenario N');
+    `calibration`: a profile YAML every scenario is predicted with (as `predict`'s)."""
     if len(scenarios) < 2:
         raise ConfigError("compare needs at least two scenarios (the first is the base)")
     resolved = [as_scenario(s) for s in scenarios]
@@ -62,4 +65,5 @@ def compare(*scenarios: ScenarioLike, labels: Sequence[str] | None = None) -> Co
     names = list(labels) if labels is not None else [s.name or f"scenario {i}" for i, s in enumerate(resolved, 1)]
     views = [resolved_view(*s._resolved) for s in resolved]
     changes = tuple(tuple(differences(views[0], view)) for view in views)
-    return Comparison(tuple(names), tuple(predict(s) for s in resolved), changes)
+    return Comparison(tuple(names), tuple(predict(s, calibration=calibration, force_calibration=force_calibration)
+                                          for s in resolved), changes)

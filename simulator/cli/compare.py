@@ -10,11 +10,12 @@ from typing import Annotated
 import typer
 from rich.table import Column, Table
 
+from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP
 from simulator.cli.common import check_writable, plain, reflowed, table_console, write_text
 from simulator.cli.fault_args import LinkFaultOpt, StragglerOpt, with_link_faults, with_stragglers
 from simulator.cli.job_args import job_options, load_scenario, override
 from simulator.cli.predict import _run, prediction_json
-from simulator.core.errors import ConfigError
+from simulator.core.errors import CalibrationError, ConfigError
 from simulator.report.differences import differences, resolved_view
 from simulator.run.summary import RunPrediction, predict_run
 from simulator.scenario import nccl_setup, pace_of, scenario_echo
@@ -24,7 +25,8 @@ HELP = """Compare scenarios: predict each and print the differences that matter,
 
 A what-if is a diff of two YAML files: copy a scenario, change the network, the node count, the
 strategy, a bucket size, add a straggler (`stragglers: {slowdown: 1.2}`), and compare.
---link-fault and --straggler add the same fault to every scenario.
+--link-fault and --straggler add the same fault to every scenario; --calibration predicts every
+scenario with the profile (an error for a scenario of other hardware, unless --force-calibration).
 
 Examples:
 
@@ -35,6 +37,8 @@ Examples:
   clustersim compare base.yaml roce.yaml --report what-if.html
 
   clustersim compare base.yaml roce.yaml --link-fault s5/nic3=0.25
+
+  clustersim compare base.yaml nccl-2.18.yaml --calibration profile.yaml
 """
 
 GIB = 1024**3
@@ -125,6 +129,8 @@ def compare(
     report: Annotated[Path | None, typer.Option(help="Write a side-by-side HTML page.")] = None,
     link_fault: LinkFaultOpt = None,
     straggler: StragglerOpt = None,
+    calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
+    force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the predictions as JSON.")] = False,
 ) -> None:
     if len(scenarios) < 2:
@@ -139,7 +145,11 @@ def compare(
         spec = with_stragglers(spec, straggler)
         topology = with_link_faults(topology, link_fault)
         pace = pace_of(spec, topology.nodes, topology.gpus_per_node)
-        predictions.append((path, spec, _run(topology, training, model, None, False, None, pace, nccl_setup(spec))))
+        try:
+            step = _run(topology, training, model, calibration, force_calibration, None, pace, nccl_setup(spec))
+        except CalibrationError as exc:
+            raise CalibrationError(f"{path}: {exc}") from None
+        predictions.append((path, spec, step))
         runs.append(predict_run(spec.run, topology, training, model, predictions[-1][2]) if spec.run else None)
         echoes.append(scenario_echo(spec, topology, training, model))
         resolved.append(resolved_view(spec, topology, training, model))

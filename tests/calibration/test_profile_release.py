@@ -81,3 +81,28 @@ def test_the_collective_command_and_api_take_the_profile_release(tmp_path: Path)
         row = cs.collective("dgx-h100", 2, min_bytes="1G", max_bytes="1G", **kwargs).rows[0]
         assert (row.algo, row.time_us) == pytest.approx((command(*flags)[0]["algo"], command(*flags)[0]["time_us"]),
                                                         rel=1e-6)
+
+
+def test_compare_predicts_every_scenario_with_the_profile(tmp_path: Path):
+    """`compare --calibration` (and the API's `compare`): each scenario's step is `predict`'s with the profile
+    (here its logs' NCCL 2.16 against a scenario stating 2.27); a scenario of other hardware is an error naming
+    its file, unless --force-calibration."""
+    old = _profile(tmp_path, "2.16.5")
+    base, newer, a100 = (tmp_path / name for name in ("base.yaml", "newer.yaml", "a100.yaml"))
+    job = {"topology": "dgx-h100", "nodes": 2, "training": {"model": "llama3-70b", "global_batch": 16,
+                                                             "parallel": {"tp": 8}}}
+    base.write_text(json.dumps(job))
+    newer.write_text(json.dumps({**job, "nccl_version": "2.27"}))
+    a100.write_text(json.dumps({**job, "topology": "dgx-a100"}))
+    runner = CliRunner()
+    result = runner.invoke(app, ["compare", str(base), str(newer), "--calibration", str(old), "--json"])
+    assert result.exit_code == 0, result.output
+    steps = [s["step_time_s"] for s in json.loads(result.output)["scenarios"]]
+    assert steps == [cs.predict(path, calibration=old).step_time_s for path in (base, newer)]
+    assert steps[0] > steps[1]  # 2.16 (the profile's logs) has no NVLS; the stated 2.27 does
+    api = cs.compare(base, newer, calibration=old)
+    assert [p.step_time_s for p in api.predictions] == steps
+    other = runner.invoke(app, ["compare", str(base), str(a100), "--calibration", str(old)])
+    assert other.exit_code != 0 and str(a100) in str(other.exception)
+    forced = runner.invoke(app, ["compare", str(base), str(a100), "--calibration", str(old), "--force-calibration"])
+    assert forced.exit_code == 0, forced.output

@@ -26,7 +26,11 @@ _SPELLINGS = {
     "tensorparallel": "tp", "tensorparallelism": "tp", "tensormodelparallel": "tp",
     "pipelineparallel": "pp", "pipelineparallelism": "pp", "pipelinemodelparallel": "pp",
     "contextparallel": "cp", "contextparallelism": "cp", "expertparallel": "ep", "expertparallelism": "ep",
-    "sequenceparallel": "sp", "sequenceparallelism": "sp"}
+    "sequenceparallel": "sp", "sequenceparallelism": "sp",
+    # Megatron-LM's --use-distributed-optimizer shards the optimizer states over data-parallel ranks (ZeRO-1);
+    # FairScale's OSS shards optimizer states (ZeRO-1), its ShardedDataParallel gradients too (ZeRO-2)
+    "distributedoptimizer": "zero1", "usedistributedoptimizer": "zero1",
+    "oss": "zero1", "shardeddataparallel": "zero2", "shardedddp": "zero2"}
 _ZERO_STAGE = re.compile(r"^(?:deepspeed)?zero(?:stage)?([123])$")
 _ZERO_KINDS: dict[int | None, StrategyKind] = {1: "zero1", 2: "zero2", 3: "zero3"}
 _FSDP_SHARDINGS: dict[str, FsdpSharding] = {

@@ -722,6 +722,10 @@ def test_seq_len_in_k_and_missing_fields_use_flagged_defaults():
         ({"strategy": ["Hybrid_Shard"]}, "hsdp", None),
         ({"strategy": ["ZeRO++"], "zero_stage": 3}, "zero3", None),
         ({"strategy": ["DistributedDataParallel"]}, "ddp", None),
+        ({"strategy": ["tp", "dp", "distributed optimizer"], "tp": 2}, "zero1", None),
+        ({"strategy": ["--use-distributed-optimizer"]}, "zero1", None),
+        ({"strategy": ["ShardedDDP"]}, "zero2", None),
+        ({"strategy": ["OSS"]}, "zero1", None),
         ({"strategy": ["sp"]}, None, "sequence parallelism ('sp') named without tensor parallelism"),
     ],
 )

@@ -169,11 +169,27 @@ def _crossval_table(result: TrainingCrossval) -> Table:
     return table
 
 
+def _progress() -> Progress:
+    """A progress bar on stderr, gone when the work is done (the report follows on stdout)."""
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=Console(stderr=True), transient=True)
+
+
+def _evaluate(selected: list[TrainingCase], nccl: NcclSetup) -> TrainingReport:
+    """Predict the expressible cases (with progress) and compare with the sources."""
+    with _progress() as progress:
+        task = progress.add_task("predicting the cases", total=len(selected))
+
+        def predictor(topology: TopologySpec, training: TrainingSpec, model: ModelSpec) -> StepPrediction:
+            progress.advance(task)
+            return predict_step(topology, training, model, nccl=nccl)
+        return evaluate(selected, predictor)
+
+
 def _crossval(selected: list[TrainingCase], nccl: NcclSetup) -> tuple[TrainingReport, TrainingCrossval]:
     """Predict the cases at every factor of the grid (with progress), then leave each source out."""
     reports = {}
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as progress:
+    with _progress() as progress:
         task = progress.add_task("attention factor grid", total=len(ATTENTION_FACTORS) * len(selected))
         for factor in ATTENTION_FACTORS:
             def predictor(topology: TopologySpec, training: TrainingSpec, model: ModelSpec,
@@ -203,9 +219,7 @@ def validate_training(
     if crossval:
         report, result = _crossval(selected, nccl)
     else:
-        def predictor(topology: TopologySpec, training: TrainingSpec, model: ModelSpec) -> StepPrediction:
-            return predict_step(topology, training, model, nccl=nccl)
-        report, result = evaluate(selected, predictor), None
+        report, result = _evaluate(selected, nccl), None
     if as_json:
         payload = report_to_json(report)
         if result is not None:

@@ -1,6 +1,6 @@
 """The `clustersim` command: one Typer app, each command group in its own module.
 
-Exit codes (DESIGN.md section 11): 0 ok, 2 bad input (one line naming what and where), 1 internal
+Exit codes: 0 ok, 2 bad input (one line naming what and where), 1 internal
 error (a bug: the traceback is shown).
 """
 

@@ -33,12 +33,12 @@ physical, a ridge towards the published prior). Only parameters the data identif
 each one's sensitivity (rms change of predicted time for a 10% change) is shown, and one below
 0.5% stays at its prior; a value that lands on a bound is flagged. Single-node logs of the same GPU
 and fabric pin the intra-node parameters. Prints fitted values against priors and in-sample error, and
-writes a profile (YAML) that `collective`, `validate` and later `predict` accept with
+writes a profile (YAML) that `collective`, `validate`, `predict`, `scale` and `compare` accept with
 --calibration. Nothing is written unless every fit succeeds.
 
 Examples:
 
-  clustersim calibrate --manifest ../shared/data/nccl-tests/manifest.yaml -o all.yaml
+  clustersim calibrate --manifest logs/manifest.yaml -o all.yaml
 
   clustersim calibrate --manifest manifest.yaml --only a100x8-1node-8gpu-allreduce-abci-hdr.txt
       --only a100x8-2node-allreduce-abci-hdr.txt -o abci-a100.yaml
@@ -53,7 +53,7 @@ Prints uncalibrated (prior) and calibrated error side by side for every held-out
 
 Example:
 
-  clustersim crossval --manifest ../shared/data/nccl-tests/manifest.yaml --group-by nodes
+  clustersim crossval --manifest logs/manifest.yaml --group-by nodes
 """
 
 

@@ -102,7 +102,7 @@ training sequence length; micro-batch 1; no gradient accumulation; recompute non
 with --tp/--pp; docs/scenarios.md). The table's header and --json's `scenario` show the job as
 resolved.
 
-Metrics (DESIGN.md section 9): step_time_s = wall time of one optimizer step (all micro-batches);
+Metrics: step_time_s = wall time of one optimizer step (all micro-batches);
 compute_s = busy time of the compute stream of the critical GPU (with pipeline parallelism the
 stage with the most compute); gpu_idle_s = the step minus each GPU's own compute, averaged over
 all the job's GPUs (step_time_s - compute_s when they compute alike; a straggler's wait counts on

@@ -32,7 +32,7 @@ prices fastest (--selection model, the default) or those the log's NCCL release 
 
 Example:
 
-  clustersim validate --manifest ../shared/data/nccl-tests/manifest.yaml
+  clustersim validate --manifest logs/manifest.yaml
 
   clustersim validate --manifest manifest.yaml --json > accuracy.json
 

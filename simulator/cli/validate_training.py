@@ -40,7 +40,8 @@ from workloads.spec import ModelSpec, TrainingSpec
 
 HELP = """Predict each published training case that the tool can express and compare with the source.
 
-Cases (e.g. ../shared/data/training/cases.yaml) are lowered onto a topology preset, a model shape, a
+Cases (a YAML list of published runs, each with its id, source, model, training, cluster and metrics, as
+benchmarks/data/heldout_training_cases.yaml holds them) are lowered onto a topology preset, a model shape, a
 data-parallel strategy (FSDP, ZeRO-1/2/3, DDP) and tensor, pipeline and context parallelism with the
 conventions of the framework that ran them (rank placement, sequence parallelism, pipeline schedule,
 ring attention). ZeRO-Offload, LoRA, packed sequences, models without a stated shape and layouts
@@ -74,7 +75,7 @@ The pooled held-out error is the honest figure (JSON: crossval.median_abs_pct_er
 
 Examples:
 
-  clustersim validate-training ../shared/data/training/cases.yaml
+  clustersim validate-training benchmarks/data/heldout_training_cases.yaml
 
   clustersim validate-training cases.yaml --source llmfoundry
 
@@ -201,7 +202,8 @@ def _crossval(selected: list[TrainingCase], nccl: NcclSetup) -> tuple[TrainingRe
 
 
 def validate_training(
-    cases: Annotated[Path, typer.Argument(help="Training cases YAML (schema of ../shared/data/training/cases.yaml).")],
+    cases: Annotated[Path, typer.Argument(
+        help="Training cases YAML: published runs as benchmarks/data/heldout_training_cases.yaml holds them.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     source: Annotated[str | None, typer.Option(help="Only cases whose id starts with this prefix (e.g. llmfoundry).")]
     = None,

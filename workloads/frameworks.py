@@ -213,6 +213,11 @@ FRAMEWORKS: dict[str, Conventions] = {
         Default("parallel.placement", "tp-dp-pp", "deepspeed/runtime/pipe/topology.py "
                 "PipeModelDataParallelTopology: axes pipe, data, model"),
         Default("parallel.tied_grad_sync", "before_dp", _DEEPSPEED_TIED),
+        # ZeRO-1/2 run DeepSpeed's ZeRO optimizer (DeepSpeedZeroOptimizer), as under the deepspeed framework
+        Default("strategy.reduce_per_rank", True, "deepspeed/runtime/zero/stage_1_and_2.py average_tensor: "
+                "one dist.reduce per destination rank's slice of the bucket", _zero12),
+        Default("strategy.contiguous_gradients", True, "deepspeed/runtime/zero/config.py: contiguous_gradients "
+                "True; stage_1_and_2.py backward allocates a reduce_bucket_size buffer", _zero12),
     )),
     "llm-foundry": Conventions("MosaicML LLM Foundry (Composer, PyTorch FSDP)", ("fsdp", "hsdp", "ddp"), (
         Default("strategy.grad_reduce_bytes", 2, "composer/distributed/mosaic_parallelism.py: "

@@ -257,16 +257,19 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
         them (expert parallelism) over the expert data-parallel group; the tasks' names. HSDP gathers and
         reduce-scatters within its shard group (the experts within its ranks holding them), then all-reduces
         each rank's shard across the groups on a stream of its own (as without pipelining,
-        simulator.training.plan)."""
+        simulator.training.plan). DeepSpeed's ZeRO-1 (reduce_per_rank) reduces with one reduce per rank."""
         group, expert_group = ("shard", "eshard") if s.hybrid else ("dp", "edp")
-        parts = [(group, params - experts, prefix, shard_group)] + (
-            [(expert_group, experts, prefix + ".x", expert_shard_group(shard_group, par.ep))] if experts else [])
+        parts = [(group, params - experts, prefix, shard_group, dp)] + (
+            [(expert_group, experts, prefix + ".x", expert_shard_group(shard_group, par.ep), max(1, dp // par.ep))]
+            if experts else [])
         names = []
-        for part_group, count, task, shards in parts:
+        for part_group, count, task, shards, ranks in parts:
             stream = "ag" if op == "all_gather" else "rs"
             size = int(count * bytes_per_param)
-            tasks.append(Task(task, stream, op, collective=CollectiveCall(op, size, part_group), deps=deps,
-                              stage=stage))
+            per_rank = s.reduce_per_rank and op == "reduce_scatter" and not s.hybrid and ranks > 1
+            call = (CollectiveCall("reduce", max(1, size // ranks), part_group, ranks) if per_rank
+                    else CollectiveCall(op, size, part_group))
+            tasks.append(Task(task, stream, op, collective=call, deps=deps, stage=stage))
             names.append(task)
             if s.hybrid and op == "reduce_scatter":
                 tasks.append(Task(f"{task}.across", "ar", "all_reduce", collective=CollectiveCall(

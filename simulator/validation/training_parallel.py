@@ -320,7 +320,8 @@ def _megatron_deepspeed(d: _Draft) -> None:
     stated = f"{d.training.get('precision') or ''} {d.training.get('zero_stage') or ''}".lower()
     if "bf16 optimizer" in stated and d.kind == "zero1":
         d.knobs.update(zero_grad_all_reduce=True, grad_reduce_bytes=4, grad_accumulation_bytes=BF16_ACCUMULATION_BYTES,
-                       fp32_grad_copy=False)  # its step reads the fp32 buffer itself
+                       fp32_grad_copy=False,  # its step reads the fp32 buffer itself
+                       contiguous_gradients=False)  # and holds no ZeRO reduction bucket
         d.parts.append("the stated bf16 optimizer adds every micro-batch's gradients into a whole fp32 buffer and "
                        "all-reduces it (DeepSpeed BF16_Optimizer.update_hp_grads, buffered_allreduce_fallback)")
     if d.dp > 1:

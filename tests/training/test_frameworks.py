@@ -17,6 +17,7 @@ from simulator.cli.app import app
 from simulator.scenario import with_framework
 from simulator.training.compute import ComputeModel
 from simulator.training.memory import memory_per_gpu
+from simulator.training.pipeline import plan_pipeline
 from simulator.training.plan import plan_step
 from simulator.training.predict import predict_step
 from simulator.training.shards import gathers_ahead
@@ -159,6 +160,27 @@ def test_per_rank_reduces_and_blocking_are_never_faster():
                                              micro_batch=2, global_batch=256), SMALL).step_time_s
              for knobs in ({"overlap_grad_reduce": True, "reduce_per_rank": False}, {"reduce_per_rank": False}, {})]
     assert times[0] <= times[1] <= times[2]
+
+
+def test_megatron_deepspeed_runs_deepspeeds_zero_optimizer():
+    """Megatron-DeepSpeed's ZeRO-1 is DeepSpeed's ZeRO optimizer: per-rank reduces, and the reduction bucket
+    (reduce_bucket_size elements in bf16) in memory; with pipeline parallelism the stage's gradients go in as
+    many reduces as data-parallel ranks, the same bytes as one reduce-scatter. DDP takes neither."""
+    zero1 = resolved("megatron-deepspeed", strategy=StrategySpec(kind="zero1"))
+    assert (zero1.strategy.reduce_per_rank, zero1.strategy.contiguous_gradients) == (True, True)
+    ddp = resolved("megatron-deepspeed", strategy=StrategySpec(kind="ddp"))
+    assert (ddp.strategy.reduce_per_rank, ddp.strategy.contiguous_gradients) == (False, False)
+    model = transformer(SMALL)
+    bucket = memory_per_gpu(model, zero1, 1024, 4, 4).buffers_bytes
+    assert bucket == pytest.approx(zero1.strategy.zero_bucket_elements * 2)
+    piped = zero1.model_copy(update={"parallel": ParallelSpec(pp=2), "micro_batch": 1, "global_batch": 8})
+    scatter = piped.model_copy(update={"strategy": piped.strategy.model_copy(update={"reduce_per_rank": False})})
+    tasks = {kind: [t.collective for t in plan_pipeline(model, job, H100, 1024, 2, 4, 4).tasks
+                    if t.collective and t.stream == "rs"] for kind, job in (("reduce", piped), ("scatter", scatter))}
+    assert {c.op for c in tasks["reduce"]} == {"reduce"} and all(c.count == 4 for c in tasks["reduce"])
+    assert {c.op for c in tasks["scatter"]} == {"reduce_scatter"}
+    assert sum(c.size_bytes * c.count for c in tasks["reduce"]) == pytest.approx(
+        sum(c.size_bytes for c in tasks["scatter"]), rel=1e-6)
 
 
 def test_untied_output_layer_is_reduced_first_and_the_embedding_last():

@@ -173,10 +173,13 @@ def test_bloom_bf16_optimizer_where_stated(training, stated):
     """DeepSpeed's BF16_Optimizer under the pipeline engine, where the case states it: after every
     micro-batch's backward the bf16 gradients are added into a whole fp32 buffer (18 B per parameter),
     which is all-reduced (4 B per element), not reduce-scattered; its step reads that buffer, so no
-    fp32 copy at the step. Otherwise plain ZeRO-1 with 16-bit gradients and the copy."""
+    fp32 copy at the step, and no ZeRO reduction bucket. Otherwise DeepSpeed's ZeRO-1 optimizer with 16-bit
+    gradients, the copy, its reduce_bucket_size bucket and per-rank reduces."""
     s = _map(BLOOM_160, training=training).training.strategy
-    knobs = (s.kind, s.zero_grad_all_reduce, s.grad_reduce_bytes, s.grad_accumulation_bytes, s.fp32_grad_copy)
-    assert knobs == (("zero1", True, 4, 18.0, False) if stated else ("zero1", False, 2, 0.0, True))
+    knobs = (s.kind, s.zero_grad_all_reduce, s.grad_reduce_bytes, s.grad_accumulation_bytes, s.fp32_grad_copy,
+             s.contiguous_gradients)
+    assert knobs == (("zero1", True, 4, 18.0, False, False) if stated else ("zero1", False, 2, 0.0, True, True))
+    assert s.reduce_per_rank
 
 
 def test_megatron_deepspeed_fp16_keeps_its_fp32_copy():

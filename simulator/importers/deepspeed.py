@@ -15,8 +15,9 @@ precision keys, deepspeed/runtime/zero/config.py DeepSpeedZeroConfig for zero_op
   gradients accumulated into an fp32 buffer and all-reduced (the convention the training validation uses). overlap_comm
   (default: true at stage 3, false below) overlaps the reductions with the backward; reduce_bucket_size and
   allgather_bucket_size (5e8 elements) size the buckets (clustersim has one size: reduce_bucket_size's).
-  stage3_prefetch_bucket_size 0 turns prefetching off; contiguous_gradients,
-  stage3_param_persistence_threshold and stage3_max_live_parameters shape memory and are not modelled.
+  stage3_prefetch_bucket_size 0 turns prefetching off; contiguous_gradients (default true) keeps the
+  reduce_bucket_size bucket in memory; stage3_param_persistence_threshold and stage3_max_live_parameters shape
+  memory and are not modelled.
 - offload_optimizer / offload_param (and the older cpu_offload keys) are refused: clustersim does not model
   CPU or NVMe offload.
 - "auto" (the HuggingFace Trainer fills it in from its own arguments) is read as not given, with a warning.
@@ -154,7 +155,8 @@ def _strategy(s: Settings, precision: str, notes: list[str]) -> dict[str, Any]:
                                 "fp32_grad_copy": precision != "fp32"}
     if kind == "ddp" and precision == "bf16":
         strategy.update(kind="zero1", zero_grad_all_reduce=True, grad_reduce_bytes=4, fp32_grad_copy=False,
-                        grad_accumulation_bytes=BF16_ACCUMULATION_BYTES, overlap_grad_reduce=False)
+                        grad_accumulation_bytes=BF16_ACCUMULATION_BYTES, overlap_grad_reduce=False,
+                        contiguous_gradients=False)  # no ZeRO reduction bucket: the fp32 buffer is all-reduced
         notes.append("bf16 without ZeRO runs DeepSpeed's BF16_Optimizer: fp32 master weights and optimizer states "
                      "sharded (zero1), each micro-batch's gradients added into an fp32 buffer that is all-reduced")
         return strategy
@@ -168,7 +170,7 @@ def _strategy(s: Settings, precision: str, notes: list[str]) -> dict[str, Any]:
         s.warnings.append(f"zero_optimization.allgather_bucket_size {gather_bucket:g}: modelled at reduce_bucket_size "
                           f"{reduce_bucket:g}")
     strategy["overlap_grad_reduce"] = s.boolean("zero_optimization.overlap_comm", stage == 3)
-    s.boolean("zero_optimization.contiguous_gradients", True)
+    strategy["contiguous_gradients"] = s.boolean("zero_optimization.contiguous_gradients", True)
     if stage == 3:
         if s.integer("zero_optimization.stage3_prefetch_bucket_size", 50_000_000, least=0) == 0:
             strategy["backward_prefetch"] = False

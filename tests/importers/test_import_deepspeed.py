@@ -27,7 +27,8 @@ def test_zero3_example():
     assert imported.model is None  # the caller writes --model
     assert (t["micro_batch"], t["global_batch"], t["precision"]) == (2, 512, "bf16")
     assert t["strategy"] == {"kind": "zero3", "grad_reduce_bytes": 2, "fp32_grad_copy": True,
-                             "zero_bucket_elements": 500_000_000, "overlap_grad_reduce": True}
+                             "zero_bucket_elements": 500_000_000, "overlap_grad_reduce": True,
+                             "contiguous_gradients": True}
     assert imported.unknown == [] and imported.warnings == []
 
 
@@ -60,9 +61,19 @@ def test_auto_values_take_defaults_with_a_warning():
 
 
 def test_bf16_without_zero_is_the_bf16_optimizer():
-    """Stage 0 with bf16: DeepSpeed's BF16_Optimizer, ZeRO-1-like, all-reducing an fp32 gradient buffer."""
+    """Stage 0 with bf16: DeepSpeed's BF16_Optimizer, ZeRO-1-like, all-reducing an fp32 gradient buffer (no ZeRO
+    reduction bucket)."""
     strategy = job({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}}).training["strategy"]
-    assert (strategy["kind"], strategy["zero_grad_all_reduce"], strategy["grad_reduce_bytes"]) == ("zero1", True, 4)
+    assert (strategy["kind"], strategy["zero_grad_all_reduce"], strategy["grad_reduce_bytes"],
+            strategy["contiguous_gradients"]) == ("zero1", True, 4, False)
+
+
+@pytest.mark.parametrize(("given", "kept"), [({}, True), ({"contiguous_gradients": False}, False)])
+def test_contiguous_gradients_is_read(given: dict, kept: bool):
+    """zero_optimization.contiguous_gradients (default true): whether the reduce_bucket_size bucket is held."""
+    strategy = job({"train_micro_batch_size_per_gpu": 1,
+                    "zero_optimization": {"stage": 2, **given}}).training["strategy"]
+    assert strategy["contiguous_gradients"] is kept
 
 
 def test_fp32_reduces_in_fp32_and_stage3_prefetch_off():

@@ -25,10 +25,12 @@ class NcclSetup:
     @classmethod
     def of(cls, env: Mapping[str, str] | None = None, release: tuple[int, int] | None = None,
            selection: str = "model") -> NcclSetup:
+        """A setup from an environment mapping (None: empty), a release and a selection."""
         return cls(tuple(sorted((env or {}).items())), release, selection)
 
     @property
     def env_map(self) -> dict[str, str]:
+        """The environment as predict_collective takes it."""
         return dict(self.env)
 
     def predict(self, view: CommView, op: str, size_bytes: int, params: ModelParams | None = None

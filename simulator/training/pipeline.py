@@ -72,10 +72,12 @@ from simulator.training.tasks import (
     Rings,
     StepPlan,
     Task,
+    across_replicas,
     add_pass,
     expert_budgets,
     overlap_budgets,
     pass_collectives,
+    reduction_call,
 )
 from workloads.model import ACTIVATION_BYTES, TransformerModel
 from workloads.spec import TrainingSpec
@@ -266,15 +268,12 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
         for part_group, count, task, shards, ranks in parts:
             stream = "ag" if op == "all_gather" else "rs"
             size = int(count * bytes_per_param)
-            per_rank = s.reduce_per_rank and op == "reduce_scatter" and not s.hybrid and ranks > 1
-            call = (CollectiveCall("reduce", max(1, size // ranks), part_group, ranks) if per_rank
-                    else CollectiveCall(op, size, part_group))
+            call = reduction_call(op, size, part_group, ranks, s.reduce_per_rank and not s.hybrid)
             tasks.append(Task(task, stream, op, collective=call, deps=deps, stage=stage))
             names.append(task)
             if s.hybrid and op == "reduce_scatter":
-                tasks.append(Task(f"{task}.across", "ar", "all_reduce", collective=CollectiveCall(
-                    "all_reduce", size // shards, "replica"), deps=(task,), stage=stage))
-                names.append(f"{task}.across")
+                tasks.append(across_replicas(tasks[-1], shards))
+                names.append(tasks[-1].name)
         return names
 
     def name(work: Work, stage: int) -> str:

@@ -53,10 +53,12 @@ from simulator.training.tasks import (
     Rings,
     StepPlan,
     Task,
+    across_replicas,
     add_pass,
     expert_budgets,
     overlap_budgets,
     pass_collectives,
+    reduction_call,
 )
 from workloads.model import TransformerModel, sharded_gemms
 from workloads.spec import Checkpointing, TrainingSpec
@@ -224,12 +226,9 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
         tasks.append(Task(name, "rs", "reduce_scatter", collective=CollectiveCall("reduce_scatter", size, group),
                           deps=(after,)))
         reductions.append(name)
-        if sharding == "HYBRID_SHARD":  # each rank all-reduces its shard of the gradient across the groups, on a
-            # stream of its own, so the next unit's reduce-scatter does not queue behind it
-            tasks.append(Task(f"{name}.across", "ar", "all_reduce",
-                              collective=CollectiveCall("all_reduce", size // group_size[group], "replica"),
-                              deps=(name,)))
-            reductions.append(f"{name}.across")
+        if sharding == "HYBRID_SHARD":
+            tasks.append(across_replicas(tasks[-1], group_size[group]))
+            reductions.append(tasks[-1].name)
 
     # an untied output layer's gradients are ready first (backward starts at it), the embedding's last
     output_grad_bytes = int(model.output_params / tp * s.grad_reduce_bytes) if trained_root else 0
@@ -257,10 +256,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                     filled_by = -1
                 produced = (f"m{m}.head_bwd" if filled_by == L else f"m{m}.bwd{max(filled_by, 0)}") \
                     if s.overlap_grad_reduce else f"m{m}.accumulate" if s.grad_accumulation_bytes else f"m{m}.bwd0"
-                n = group_size[group_of[part]]
-                call = (CollectiveCall("reduce", max(1, size // n), group_of[part], n)
-                        if s.reduce_per_rank and op == "reduce_scatter" and n > 1
-                        else CollectiveCall(op, size, group_of[part]))
+                call = reduction_call(op, size, group_of[part], group_size[group_of[part]], s.reduce_per_rank)
                 ordered.append((filled_by, p_index, Task(f"m{m}.{op}{b}{suffix[part]}", "rs", op, collective=call,
                                                          deps=(produced,))))
         ordered.sort(key=lambda entry: (-entry[0], entry[1]))

@@ -28,8 +28,26 @@ class CollectiveCall:
     group: str  # "dp", "shard" (HSDP group), "replica" (across groups), "tp", "cp" (ring neighbours), "cp:all"
     # (the whole context-parallel group), "ep" (expert parallel), "edp" (expert data parallel), "pp" (to the next
     # stage)
-    count: int = 1  # back-to-back calls of this size (the TP collectives of a pipeline chunk)
+    count: int = 1  # back-to-back calls of this size (the TP collectives of a pipeline chunk, per-rank reduces)
     role: str = ""  # "regather": sequence parallelism's backward all-gather of a saved input (tp_calls)
+
+
+def reduction_call(op: str, size_bytes: int, group: str, ranks: int, per_rank: bool) -> CollectiveCall:
+    """A gradient reduction of `size_bytes` over a group of `ranks`: one `op`, or, where `per_rank` (DeepSpeed's
+    ZeRO-1/2, stage_1_and_2.py average_tensor) and the op is a reduce-scatter, one reduce per rank of its slice:
+    the same bytes in as many launches as ranks."""
+    if per_rank and op == "reduce_scatter" and ranks > 1:
+        return CollectiveCall("reduce", max(1, size_bytes // ranks), group, ranks)
+    return CollectiveCall(op, size_bytes, group)
+
+
+def across_replicas(reduced: Task, shards: int) -> Task:
+    """HSDP: after the reduce-scatter `reduced` within a shard group of `shards` ranks, each rank all-reduces
+    its shard across the groups (the "replica" communicator), on a stream of its own ("ar") so the next
+    unit's reduce-scatter does not queue behind it (PyTorch FSDP HYBRID_SHARD's _all_reduce_stream)."""
+    assert reduced.collective is not None
+    return Task(f"{reduced.name}.across", "ar", "all_reduce", deps=(reduced.name,), stage=reduced.stage,
+                collective=CollectiveCall("all_reduce", reduced.collective.size_bytes // shards, "replica"))
 
 
 @dataclass(frozen=True)

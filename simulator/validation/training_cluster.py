@@ -46,12 +46,14 @@ _INSTANCES: tuple[tuple[str, str], ...] = (
     (r"\bp5en\b", "aws-p5en"),
     (r"\bp5e\b", "aws-p5e"),
     (r"\bp5\b", "aws-p5"),
+    (r"\bp6-b200\b", "aws-p6-b200"),
     (r"\ba3-highgpu|\ba3[ -]high\b", "gcp-a3-high"),
     (r"\ba3-megagpu|\ba3[ -]mega\b", "gcp-a3-mega"),
     (r"\ba3-ultragpu|\ba3[ -]ultra\b", "gcp-a3-ultra"),
     (r"\ba4-highgpu|\b(?:gcp|google cloud)[ -]a4\b", "gcp-a4"),
     (r"\bndm?(?:96a[m]?sr)?[ _]?a100[ _]?v4\b", "azure-nd-a100-v4"),
     (r"\bnd(?:96isr)?[ _]?h100[ _]?v5\b", "azure-nd-h100-v5"),
+    (r"\bnd(?:96isr)?[ _]?h200[ _]?v5\b", "azure-nd-h200-v5"),
 )
 
 _PCIE_PRESET = "pcie-l40s"  # the preset whose server holds PCIe cards (8 per node, no NVLink)

@@ -513,6 +513,9 @@ def test_cluster_text_lowers_to_gpu_preset_and_network(cluster, gpu, gpus_per_no
         ({"gpu": "B200 (GCP A4)"}, "gcp-a4", "B200-180GB", ("roce", 8, 400.0)),
         ({"gpu": "GCP A3 High"}, "gcp-a3-high", "H100-SXM5-80GB", ("tcpx", 4, 200.0)),
         ({"gpu": "Azure ND96isr H100 v5"}, "azure-nd-h100-v5", "H100-SXM5-80GB", ("ib", 8, 400.0)),
+        ({"gpu": "H200", "inter_node": "Azure ND H200 v5"}, "azure-nd-h200-v5", "H200-SXM-141GB", ("ib", 8, 400.0)),
+        ({"gpu": "B200", "inter_node": "AWS p6-b200.48xlarge, EFA"}, "aws-p6-b200", "B200-180GB", ("efa", 8, 400.0)),
+        ({"gpu": "8x B200 (p6-b200)"}, "aws-p6-b200", "B200-180GB", ("efa", 8, 400.0)),
         ({"gpu": "A100 80GB (Azure NDm A100 v4)"}, "azure-nd-a100-v4", "A100-SXM4-80GB", ("ib", 8, 200.0)),
         ({"gpu": "H100", "inter_node": "AWS p5.48xlarge", "inter_node_bw_per_node": "1600 Gbps"}, "aws-p5",
          "H100-SXM5-80GB", ("efa", 32, 50.0)),
@@ -534,12 +537,12 @@ def test_a_cloud_instance_named_in_the_cluster_text_is_its_server_and_network(cl
 
 
 def test_instance_names_that_are_not_in_the_table_fall_back_to_the_gpu_text():
-    """An instance type the table does not name (p6-b200) leaves the GPU text to decide, as without an instance
+    """An instance type the table does not name (p6-b300) leaves the GPU text to decide, as without an instance
     name; a bare "A4" (a paper size, an Azure VM size) is not read as Google Cloud's A4."""
     m = mapped(case(training={"precision": None, "grad_accum": None},
-                    cluster={"nodes": None, "gpus_per_node": None, "num_gpus": 16, "gpu": "B200",
-                             "inter_node": "p6-b200 EFA", "inter_node_bw_per_node": None, "intra_node": None}))
-    assert m.skipped is None and m.topology.name == "dgx-b200" and m.topology.inter_node.transport == "efa"
+                    cluster={"nodes": None, "gpus_per_node": None, "num_gpus": 16, "gpu": "B300",
+                             "inter_node": "p6-b300 EFA", "inter_node_bw_per_node": None, "intra_node": None}))
+    assert m.skipped is None and m.topology.gpu == "B300-288GB" and m.topology.inter_node.transport == "efa"
     m = mapped(case(training={"precision": None, "grad_accum": None},
                     cluster={"nodes": None, "gpus_per_node": None, "num_gpus": 16, "gpu": "B200",
                              "inter_node": "A4 InfiniBand", "inter_node_bw_per_node": None, "intra_node": None}))

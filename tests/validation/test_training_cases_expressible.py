@@ -147,6 +147,9 @@ def test_gpus_in_wide_use_lower_onto_their_servers():
         assert mapped.skipped is None and mapped.topology is not None, (text, mapped.skipped)
         assert (mapped.topology.gpu, mapped.topology.intra_node, mapped.topology.gpus_per_node) == \
             (gpu, intra, per_node), text
+    gb300 = map_case(case(MAXTEXT, cluster={"gpu": "GB300 NVL72", "gpus_per_node": None})).topology
+    assert gb300 is not None and (gb300.name, gb300.inter_node.nics_per_node, gb300.inter_node.nic_gbps) == \
+        ("gb300-nvl72", 4, 800.0)  # the rack's ConnectX-8 network, not GB200's
 
 
 def test_released_preset_at_a_shorter_sequence_than_its_training_context():

@@ -28,7 +28,7 @@ OPA_GBPS = 100.0  # Intel Omni-Path Architecture (100 Series): 100 Gb/s per port
 # differs from the preset's), checked in order (GB300 before B300, GH200 before H200 ...).
 _NAMED_GPUS: tuple[tuple[str, str, str, str | None], ...] = (
     (r"gb300", "GB300", "gb300-nvl72", None),
-    (r"b300", "B300-288GB", "dgx-b200", None),
+    (r"b300", "B300-288GB", "dgx-b300", None),
     (r"gh200.*144|gh200.*hbm3e", "GH200-144GB", "dgx-h100", "nvlink4-full-mesh-4"),
     (r"gh200", "GH200-96GB", "dgx-h100", "nvlink4-full-mesh-4"),
     (r"\bh800", "H800-SXM5-80GB", "hgx-h800", None),

@@ -150,6 +150,9 @@ def test_gpus_in_wide_use_lower_onto_their_servers():
     gb300 = map_case(case(MAXTEXT, cluster={"gpu": "GB300 NVL72", "gpus_per_node": None})).topology
     assert gb300 is not None and (gb300.name, gb300.inter_node.nics_per_node, gb300.inter_node.nic_gbps) == \
         ("gb300-nvl72", 4, 800.0)  # the rack's ConnectX-8 network, not GB200's
+    b300 = map_case(case(MAXTEXT, cluster={"gpu": "B300", "gpus_per_node": None})).topology
+    assert b300 is not None and (b300.name, b300.inter_node.nics_per_node, b300.inter_node.nic_gbps) == \
+        ("dgx-b300", 8, 800.0)
 
 
 def test_released_preset_at_a_shorter_sequence_than_its_training_context():

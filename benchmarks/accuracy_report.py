@@ -8,7 +8,7 @@ Run from a checkout with the shared data beside it (../shared/data):
 It runs `clustersim validate --json` and `clustersim crossval --json` (by cluster, node count and
 size) on the nccl-tests manifest and `clustersim validate-training --json` on the training cases (with
 `--crossval source`), on the held-out NeMo runs of benchmarks/data/heldout_training_cases.yaml and on the
-runs of three other sources of benchmarks/data/outside_sources_training_cases.yaml, and
+runs of five other sources of benchmarks/data/outside_sources_training_cases.yaml, and
 writes docs/accuracy/collectives.md, docs/accuracy/training.md and, where plotly can export images
 (kaleido and a Chromium), docs/img/accuracy.png. `--from-json DIR` rebuilds the pages from JSON kept
 earlier instead of running the commands.
@@ -193,14 +193,15 @@ _HELDOUT_INTRO = (
     "among the cases above and that no constant is fitted to ([the set](../heldout-training.md), with what was "
     "decided after seeing it). The lookup table is evaluated among these runs themselves.")
 _OUTSIDE_INTRO = (
-    "`validate-training benchmarks/data/outside_sources_training_cases.yaml`: {n} runs of four sources the shared "
+    "`validate-training benchmarks/data/outside_sources_training_cases.yaml`: {n} runs of five sources the shared "
     "cases do not hold, IBM's fms-fsdp README tables (PyTorch FSDP on 128 A100s and 96 H100s, eager and "
     "compiled), torchtitan's 2024 performance page (FSDP2 on 64 A100s, 2D on 128 H100s), NVIDIA's DGX Cloud "
     "Benchmarking tables (NeMo 24.12's Llama 3.1, GPT-3 175B, Nemotron-4 and Grok-1 recipes, MaxText's Llama 3 70B, on "
-    "8-2,304 H100s) and Trainy's torchtitan runs of Llama 3.1 8B on 32 and 64 H200s. No constant is "
+    "8-2,304 H100s), Trainy's torchtitan runs of Llama 3.1 8B on 32 and 64 H200s, and the Megatron-LM runs of "
+    "OneFlow's DLPerf on up to 32 V100s (scored once as written, nothing changed after). No constant is "
     "fitted to them; the PyTorch frameworks' eager default, MaxText's policies and torchtitan's compiled loss were "
-    "added while they were read ([the set](../heldout-training.md#runs-of-other-sources)). The lookup table is "
-    "evaluated among these runs themselves.")
+    "added while the first four were read ([the set](../heldout-training.md#runs-of-other-sources)). The lookup "
+    "table is evaluated among these runs themselves.")
 
 
 def training_page(reports: dict[str, dict[str, Any]]) -> str:

@@ -1,7 +1,8 @@
 """The training runs kept out of ../shared/data/training/cases.yaml, in its schema, so that `validate-training` on
 them is an out-of-sample error: NVIDIA NeMo's published pre-training tables (benchmarks/data/
-heldout_training_cases.yaml) and the runs of three other sources (outside_sources_training_cases.yaml: IBM's
-fms-fsdp README tables, torchtitan's 2024 performance page, NVIDIA's DGX Cloud Benchmarking Llama 3.1 tables).
+heldout_training_cases.yaml) and the runs of five other sources (outside_sources_training_cases.yaml: IBM's
+fms-fsdp README tables, torchtitan's 2024 performance page, NVIDIA's DGX Cloud Benchmarking tables, Trainy's
+torchtitan runs, OneFlow DLPerf's Megatron-LM runs on V100).
 These tests check the files, not the model's error: they parse, their rows name their sources and none is in
 the shared cases, the batch columns agree as the tables print them, and the rows the lowering expresses stay
 expressed, the others skipped for the reason their source leaves open.
@@ -81,23 +82,23 @@ def _outside():
 
 
 def test_outside_file_parses_and_every_row_names_its_page_and_revision():
-    """109 rows of four sources, each with its url, table and the repository commit its figures were read at."""
-    assert len(_outside()) == 109
-    assert {c.source for c in _outside()} == {"fmsfsdp", "torchtitan2024", "dgxc", "trainy"}
+    """127 rows of five sources, each with its url, table and the repository commit its figures were read at."""
+    assert len(_outside()) == 127
+    assert {c.source for c in _outside()} == {"fmsfsdp", "torchtitan2024", "dgxc", "trainy", "dlperf"}
     for entry in yaml.safe_load(OUTSIDE.read_text()):
         assert entry["source"]["url"].startswith("https://github.com/")
         assert entry["source"]["repo_commit"] and entry["source"]["table"]
 
 
 def test_outside_rows_expressed_and_the_reason_for_the_others():
-    """101 rows are expressed; the eight fms-fsdp rows that checkpoint every k-th block without saying k are
+    """119 rows are expressed; the eight fms-fsdp rows that checkpoint every k-th block without saying k are
     skipped saying so (torchtitan's 'selective layer' takes its option's default, every 2nd block: 16 of Llama 3
     8B's 32 layers, 20 of Llama 2 13B's 40). The ten MaxText rows run its save_qkv_proj policy with cuDNN's
     attention. The DGX Cloud recipes' TP overlap (ub_tp_comm_overlap) is read where their configs set it: every
     recipe with TP."""
     mapped = [map_case(c) for c in _outside()]
     skipped = [m for m in mapped if m.skipped is not None]
-    assert len(mapped) - len(skipped) == 101
+    assert len(mapped) - len(skipped) == 119
     assert len(skipped) == sum("but not which" in m.skipped for m in skipped if m.case.source == "fmsfsdp") == 8
     maxtext = [m.training for m in mapped if "maxtext" in m.case.id and m.training is not None]
     assert len(maxtext) == 10
@@ -112,3 +113,22 @@ def test_outside_rows_expressed_and_the_reason_for_the_others():
     layer = [m for m in mapped if m.case.id.endswith("-layerac")]
     assert [(m.training.activation_checkpointing, m.training.recompute_layers) for m in layer] == [
         ("full", 16), ("full", 20)]
+
+
+def test_dlperf_rows_lower_as_their_run_script_ran_them():
+    """DLPerf's Megatron-LM rows (run script mutil_perf_pretrain_gpt_dp_mp_pp.sh: --fp16, --checkpoint-activations,
+    seq 2048) on V100-SXM2-16GB servers in the hybrid cube mesh, one 100 Gb/s EDR HCA each across servers; the
+    layout of the case name (data x tensor x pipeline) and the non-overlapped all-reduce of Megatron-LM's local DDP."""
+    mapped = [map_case(c) for c in _outside() if c.source == "dlperf"]
+    assert len(mapped) == 18 and all(m.skipped is None for m in mapped)
+    for m in mapped:
+        assert m.topology is not None and m.training is not None
+        net = m.topology.inter_node
+        assert (m.topology.gpu, m.topology.intra_node) == ("V100-SXM2-16GB", "nvlink2-hybrid-cube-mesh")
+        if m.topology.nodes > 1:  # a one-server run keeps the preset's network, which it does not use
+            assert net is not None and (net.nics_per_node, net.nic_gbps) == (1, 100.0), m.case.id
+        assert (m.training.precision, m.training.activation_checkpointing, m.training.seq_len) == ("fp16", "full", 2048)
+        dp, tp, pp = (int(x) for x in m.case.id.split("-")[-3].split("x"))
+        par = m.training.parallel
+        assert (par.tp, par.pp, m.topology.nodes * m.topology.gpus_per_node // (par.tp * par.pp)) == (tp, pp, dp)
+        assert not m.training.strategy.overlap_grad_reduce, m.case.id

@@ -711,9 +711,10 @@ def _check_task(case: TrainingCase) -> None:
 _UNFUSED_ATTENTION_FRAMEWORKS = ("megatron-lm", "megatron-deepspeed")
 
 
-def _flash_attention(framework: str) -> bool:
-    """Whether the case's framework ran a fused attention kernel (see _UNFUSED_ATTENTION_FRAMEWORKS)."""
-    return framework.strip().lower() not in _UNFUSED_ATTENTION_FRAMEWORKS
+def _flash_attention(training: Mapping[str, Any]) -> bool:
+    """Whether the case's framework ran a fused attention kernel (see _UNFUSED_ATTENTION_FRAMEWORKS), the framework
+    read as its other conventions are ("Megatron-LM (commit 8aa4619)" is Megatron-LM)."""
+    return framework_of(training) not in _UNFUSED_ATTENTION_FRAMEWORKS
 
 
 def _fused_elementwise(training: Mapping[str, Any], defaults: list[str]) -> bool:
@@ -884,7 +885,7 @@ def map_case(case: TrainingCase) -> MappedCase:
                            precision=_precision(layout.training.get("precision") or training.get("quantization"),
                                                 gpu, defaults),
                            **_recomputation(layout.training, model.layers, defaults),
-                           flash_attention=_flash_attention(str(training.get("framework", ""))),
+                           flash_attention=_flash_attention(training),
                            fused_elementwise=compiled,
                            **_cross_entropy(case, compiled, defaults),
                            launch_blocking=_launch_blocking(case, defaults),

@@ -1036,3 +1036,15 @@ def test_a_gpu_count_the_tables_own_layout_contradicts_follows_the_revision_that
     assert any(d.startswith("num_gpus 32 contradicts the stated layout: 8 (NeMo 14d427f575") for d in m.defaults)
     other = case(LONGSEQ_B200, source={"url": "https://example.org/report.md", "table": "B200 runs"})
     assert mapped(other).skipped == "layout tp x pp x cp x dp = 1 x 1 x 2 x 4 = 8 GPUs, but the case has 32 GPUs"
+
+
+@pytest.mark.parametrize(("framework", "flash"), [
+    ("Megatron-LM", False), ("Megatron-LM (commit 8aa4619, NGC PyTorch 20.12)", False), ("megatron-lm v2.0", False),
+    ("Megatron-DeepSpeed", False), ("BigScience Megatron-DeepSpeed fork", False),
+    ("Megatron-Core", True), ("NeMo 24.07 (Megatron-Core)", True), ("Composer/LLM Foundry (PyTorch FSDP)", True)])
+def test_unfused_attention_follows_the_framework_however_it_is_written(framework: str, flash: bool):
+    """Megatron-LM before its flash-attention option and BLOOM's Megatron-DeepSpeed ran attention unfused; the
+    framework is read as its other conventions are, so a release or commit written beside the name keeps it."""
+    m = mapped(case(BLOOM_176B, training={"framework": framework}))
+    assert m.skipped is None and m.training is not None, m.skipped
+    assert m.training.flash_attention is flash

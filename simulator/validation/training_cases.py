@@ -815,7 +815,7 @@ def _known_framework(training: Mapping[str, Any]) -> Framework | None:
     known = _FRAMEWORKS.get(framework_of(training))
     if known is None and ("foundry" in text or "composer" in text):
         known = "llm-foundry"
-    if known is None and text.strip() == "deepspeed":
+    if known is None and re.search(r"\bdeepspeed\b", text):  # Megatron-DeepSpeed is matched above
         known = "deepspeed"
     if known is None and re.search(r"\bfsdp ?2\b|fully_shard\b", text):
         known = "fsdp2"

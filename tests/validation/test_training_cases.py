@@ -1048,3 +1048,15 @@ def test_unfused_attention_follows_the_framework_however_it_is_written(framework
     m = mapped(case(BLOOM_176B, training={"framework": framework}))
     assert m.skipped is None and m.training is not None, m.skipped
     assert m.training.flash_attention is flash
+
+
+@pytest.mark.parametrize("framework", ["DeepSpeed 0.14.2", "Microsoft DeepSpeed (ZeRO)", "HF Trainer + DeepSpeed"])
+def test_deepspeed_conventions_whatever_is_written_beside_the_name(framework: str):
+    """DeepSpeed named with a release or other words beside it takes DeepSpeed's conventions (ZeRO-1/2: one reduce
+    per data-parallel rank, the reduce bucket held), as the bare name does; Megatron-DeepSpeed keeps its own."""
+    zero2 = {"framework": framework, "strategy": ["zero2"], "zero_stage": 2}
+    m = mapped(case(training=zero2))
+    assert m.skipped is None and m.training is not None, m.skipped
+    assert m.training.strategy.reduce_per_rank and m.training.strategy.contiguous_gradients
+    bare = mapped(case(training={**zero2, "framework": "DeepSpeed"})).training
+    assert bare is not None and m.training.strategy == bare.strategy

@@ -22,8 +22,8 @@ What is a row: inside a table, every line whose first word is an integer (unders
 1_048_576); elsewhere, a line starting with an integer that has >= 3 numeric words. A row that does
 not fit the layout raises LogParseError naming its line. Skipped: blank lines, `#` comments, known
 noise (NCCL INFO/WARN, UCX/MPI warnings, footers, prompts, `...`); launcher prefixes (`0:`,
-`[1,0]<stdout>:`) are stripped first. Other text between rows is an error; after the last row it is
-trailing junk and ignored.
+`[1,0]<stdout>:`, a host label `node01: `, `[0] `, `[default0]:`) are stripped first. Other text between
+rows is an error; after the last row it is trailing junk and ignored.
 
 Several runs in one file: a second header after data rows, or rows after a footer, start another run.
 nccl-tests built without MPI=1 and started by mpirun on N hosts prints N independent single-process
@@ -63,7 +63,12 @@ _LAYOUTS_BY_COUNT = {
 }
 _COLUMN_ALIASES = {"#wrong": "wrong", "error": "wrong", "cputime": "time", "payload": "size"}
 
-_PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\d+:(?=\s|#|$))")
+# launcher prefixes on every output line: Open MPI's --tag-output ([1,0]<stdout>:), srun --label (0:), host labels of
+# pdsh, clush and Cray PALS mpiexec --label (x3005c0s13b0n0: , node-01.cluster: ), MPICH and Intel MPI's rank
+# labels ([0] ), torchrun's --tee ([default0]:, [rank0]:). A host label needs the space after its colon, so an NCCL
+# INFO line's host:pid:tid is not one.
+_PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\d+:(?=\s|#|$)|[A-Za-z0-9][\w.-]*:(?=\s)"
+                     r"|\[\d+\](?=\s)|\[(?:default|rank)\d+\]:)")
 _INT = re.compile(r"\d+(?:_\d+)*")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
@@ -321,7 +326,8 @@ class _LogReader:
             self._row(tokens, line_no)
             return
         self._note(body, line_no, comment=False)
-        if self.in_table and not self.junk and not _NOISE.search(body) and not _FOOTER.match(body):
+        noise = _NOISE.search(body) or _NOISE.search(raw.strip())  # "Warning: ..." reads as a host label
+        if self.in_table and not self.junk and not noise and not _FOOTER.match(body):
             self.junk = (line_no, body)
 
     def _header(self, names: list[str] | None, line_no: int, torch: bool = False) -> bool:

@@ -226,3 +226,18 @@ def test_sniffing_json_and_unknown_format() -> None:
     assert info.value.line_no == 1
     with pytest.raises(ConfigError, match="unknown log format 'csv'"):
         parse_log(ROW_8, "x.log", "csv")
+
+
+@pytest.mark.parametrize("prefix", ["0: ", "12: ", "x3005c0s13b0n0: ", "node-01.cluster: ", "10.0.1.2: ", "[0] ",
+                                    "[3]   ", "[default0]:", "[rank1]:", "[1,0]<stdout>: "])
+def test_launcher_and_host_labels_are_stripped(prefix: str) -> None:
+    """Every line labelled by its launcher (srun --label, pdsh / clush / Cray PALS host labels, MPICH and Intel MPI
+    rank labels, torchrun --tee) reads as the bare log; a host label needs the space after its colon, so an NCCL
+    INFO line's host:pid:tid is noise, not a label; a labelled shell warning between rows is noise too."""
+    info = "x3005c0s13b0n0:12345:12400 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] via P2P/IPC"
+    warning = "Warning: Permanently added 'node02' (ED25519) to the list of known hosts."
+    body = HEADER + ROW_8 + "\n" + info + "\n" + warning + "\n" + ROW_16 + "\n" + FOOTER
+    log = parse_nccl_tests("".join(f"{prefix}{line}\n" for line in body.splitlines()), "labelled.log")
+    bare = parse_nccl_tests(body, "bare.log")
+    assert [(r.size_bytes, r.time_us) for r in log.rows] == [(r.size_bytes, r.time_us) for r in bare.rows]
+    assert (log.nranks, log.collective) == (bare.nranks, bare.collective)

@@ -566,6 +566,9 @@ def _precision(text: str | None, gpu: str, defaults: list[str]) -> Precision:
     if "rowwise" in low:
         raise Unexpressible("float8 with row-wise scales (torchao's rowwise recipe): its per-row scaling kernels are "
                             "not modelled (tensor-wise fp8 is)")
+    if re.search(r"\btf32\b|tensorfloat", low) and not re.search(r"fp8|float8|bf16|bfloat16|fp16|float16", low):
+        raise Unexpressible(f"precision {text!r}: fp32 training with TF32 matmuls is not among the modelled "
+                            "precisions (bf16, fp16, fp8, fp32)")
     if "fp8" in low or "float8" in low:
         precision = "fp8"
     elif "bf16" in low or "bfloat16" in low:
@@ -632,7 +635,7 @@ def _checkpointing(value: bool | str | None, defaults: list[str], framework: str
         return "op", None
     if "selective" in low:
         return "selective", None
-    if "full" in low or low == "true":
+    if "full" in low or low in ("true", "yes", "on", "enabled"):
         return "full", None
     if "none" in low or low in ("false", "no", "off", "no ac", "disabled"):
         return "none", None

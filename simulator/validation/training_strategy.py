@@ -22,6 +22,10 @@ _MODIFIERS = ("sp",)  # names a way of running a dimension (Megatron's sequence 
 _SPELLINGS = {
     "fsdp1": "fsdp", "fsdp2": "fsdp", "fullyshardeddataparallel": "fsdp", "fullshard": "fsdp",
     "hybridshard": "hsdp", "zero++": "zeropp", "zeroplusplus": "zeropp",
+    # FSDP named with its sharding strategy ("FSDP FULL_SHARD", "FSDP SHARD_GRAD_OP"): the sharding is read from the
+    # name too (_stated_sharding)
+    "fsdpfullshard": "fsdp", "fsdpshardgradop": "fsdp", "fsdpnoshard": "fsdp", "shardgradop": "fsdp",
+    "fsdphybridshard": "hsdp",
     "distributeddataparallel": "ddp", "pytorchddp": "ddp", "dataparallel": "dp", "dataparallelism": "dp",
     "tensorparallel": "tp", "tensorparallelism": "tp", "tensormodelparallel": "tp",
     "pipelineparallel": "pp", "pipelineparallelism": "pp", "pipelinemodelparallel": "pp",
@@ -132,10 +136,11 @@ def _named_strategy(training: Mapping[str, Any], names: list[str], family: Famil
         zeropp_knobs = dict.fromkeys(("zeropp_quantized_weights", "zeropp_hierarchical_partition",
                                       "zeropp_quantized_gradients"), True) if zeropp else {}
         return StrategySpec(kind=_ZERO_KINDS[stage], fp32_grad_copy=True, **zeropp_knobs)  # DeepSpeed's ZeRO optimizer
-    stated = training.get("fsdp_sharding_strategy")
+    stated = _stated_sharding(training)
     sharding = _FSDP_SHARDINGS.get(stated or "FULL_SHARD")
     if sharding is None:
-        raise Unexpressible(f"fsdp_sharding_strategy {stated!r} not known; known: {', '.join(_FSDP_SHARDINGS)}")
+        raise Unexpressible(f"fsdp_sharding_strategy {training.get('fsdp_sharding_strategy')!r} not known; known: "
+                            f"{', '.join(_FSDP_SHARDINGS)}")
     mode = training.get("fsdp_mixed_precision_mode")
     if mode is not None and mode.upper() not in _REDUCE_BYTES:
         raise Unexpressible(f"fsdp_mixed_precision_mode {mode!r} not known; known: {', '.join(_REDUCE_BYTES)}")
@@ -146,6 +151,20 @@ def _named_strategy(training: Mapping[str, Any], names: list[str], family: Famil
     if stated is None:
         defaults.append("fsdp_sharding_strategy not stated: FULL_SHARD")
     return StrategySpec(kind="fsdp", fsdp_sharding=sharding, **knobs)
+
+
+def _stated_sharding(training: Mapping[str, Any]) -> str | None:
+    """The FSDP sharding strategy a case states, as _FSDP_SHARDINGS spells it: its fsdp_sharding_strategy written
+    any way ('full_shard', 'SHARD_GRAD_OP (ZeRO-2 like)', 'hybrid shard'), else one its strategy list names ('FSDP
+    SHARD_GRAD_OP'); None when it states none; an unknown fsdp_sharding_strategy is returned as written."""
+    def named(text: str) -> str | None:
+        key = re.sub(r"[^A-Z]", "", text.upper())
+        return next((name for name in _FSDP_SHARDINGS if name.replace("_", "") in key), None)
+    stated = training.get("fsdp_sharding_strategy")
+    if stated:
+        return named(str(stated)) or str(stated)
+    raw = training.get("strategy") or []
+    return next((found for found in map(named, [raw] if isinstance(raw, str) else map(str, raw)) if found), None)
 
 
 def unnamed_strategy(training: Mapping[str, Any], names: list[str]) -> bool:

@@ -1060,3 +1060,32 @@ def test_deepspeed_conventions_whatever_is_written_beside_the_name(framework: st
     assert m.training.strategy.reduce_per_rank and m.training.strategy.contiguous_gradients
     bare = mapped(case(training={**zero2, "framework": "DeepSpeed"})).training
     assert bare is not None and m.training.strategy == bare.strategy
+
+
+@pytest.mark.parametrize(("strategy", "sharding", "kind", "expected"), [
+    (["FSDP FULL_SHARD"], None, "fsdp", "FULL_SHARD"), (["FSDP SHARD_GRAD_OP"], None, "fsdp", "SHARD_GRAD_OP"),
+    (["fsdp", "shard_grad_op"], None, "fsdp", "SHARD_GRAD_OP"), (["FSDP HYBRID_SHARD"], None, "hsdp", "HYBRID_SHARD"),
+    (["fsdp"], "full_shard", "fsdp", "FULL_SHARD"), (["fsdp"], "SHARD_GRAD_OP (ZeRO-2 like)", "fsdp", "SHARD_GRAD_OP"),
+    (["fsdp"], "hybrid shard", "hsdp", "HYBRID_SHARD")])
+def test_fsdp_sharding_as_sources_write_it(strategy: list[str], sharding: str | None, kind: str, expected: str):
+    """FSDP's sharding strategy named in the strategy list or written in any case and separators is that sharding
+    (before: 'FSDP SHARD_GRAD_OP' was an unknown strategy, 'full_shard' an unknown sharding)."""
+    m = mapped(case(training={"strategy": strategy, "fsdp_sharding_strategy": sharding}))
+    assert m.skipped is None and m.training is not None, m.skipped
+    assert (m.training.strategy.kind, m.training.strategy.fsdp_sharding) == (kind, expected)
+
+
+@pytest.mark.parametrize("value", ["yes", "Yes", "on", "enabled"])
+def test_checkpointing_yes_is_full_recomputation(value: str):
+    """'yes', 'on' and 'enabled' read as true does: full recomputation (as 'no', 'off' and 'disabled' read as none)."""
+    m = mapped(case(training={"activation_checkpointing": value}))
+    assert m.skipped is None and m.training is not None and m.training.activation_checkpointing == "full"
+
+
+def test_tf32_training_is_refused_naming_the_precision():
+    """fp32 training with TF32 matmuls has no precision of its own in the model: the case says so, rather than
+    being priced as an unstated bf16 run; TF32 beside a named 16-bit precision is that precision."""
+    m = mapped(case(training={"precision": "tf32"}))
+    assert m.skipped is not None and "TF32" in m.skipped and "tf32" in m.skipped
+    m = mapped(case(training={"precision": "bf16 (tf32 for fp32 ops)"}))
+    assert m.skipped is None and m.training is not None and m.training.precision == "bf16"

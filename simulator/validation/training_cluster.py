@@ -158,7 +158,8 @@ def _gbps(match: re.Match[str], first: int) -> float:
     return float(number) * (1000.0 if prefix.upper() == "T" else 1.0) * (8.0 if in_bytes else 1.0)
 
 
-def _stated_nics(cluster: Mapping[str, Any], gpus_per_node: int, preset_nics: int) -> tuple[int, float] | None:
+def _stated_nics(cluster: Mapping[str, Any], gpus_per_node: int, preset_nics: int,
+                 defaults: list[str]) -> tuple[int, float] | None:
     """(NICs per node, Gb/s each) where the case states its network bandwidth, else None."""
     for text in (cluster.get("ib_links"), cluster.get("inter_node_bw_per_node")):
         if not text:
@@ -174,17 +175,57 @@ def _stated_nics(cluster: Mapping[str, Any], gpus_per_node: int, preset_nics: in
     opa = _OPA_LINKS.search(str(cluster.get("inter_node") or ""))
     if opa:  # "4 OmniPath links per node": the links' count, at Omni-Path's one speed
         return int(opa.group(1)), OPA_GBPS
-    return None
+    return _described_nics(str(cluster.get("inter_node") or ""), preset_nics, defaults)
+
+
+# how network descriptions name a NIC's rate besides "400 Gb/s": "400G", "200GbE", "25GbE", and InfiniBand's
+# generations (per 4x port: EDR 100, HDR 200, NDR 400, XDR 800 Gb/s; "HDR100" a split 100 Gb/s port); and the NICs'
+# count: "8 x <rate>", "8x ConnectX-7 400G", "8 HCAs", "one HCA per node" (a number of its own, not a part name's
+# "ConnectX-4")
+_SHORT_RATE = re.compile(r"(?:(?<=^)|(?<=[^\w.-])|(?<=[x×]))(\d+(?:\.\d+)?)\s*G(?:bE|E)?(?![\w/])",
+                         re.IGNORECASE)  # not a part of a name ("a4-highgpu-8g")
+_IB_GENERATION = re.compile(r"\b(EDR|HDR|NDR|XDR)(\d{3})?\b", re.IGNORECASE)
+_IB_GENERATION_GBPS = {"edr": 100.0, "hdr": 200.0, "ndr": 400.0, "xdr": 800.0}
+_COUNT_WORDS = {"one": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
+_NIC_COUNT = re.compile(r"(?<![\w.-])(\d+|one|two|four|eight|sixteen)\s*(?:[x×]\s*(?=[\w.])"
+                        r"|(?:[\w-]+\s+)?(?:HCAs?|NICs?|ports?|rails?|adapters?)\b)", re.IGNORECASE)
+
+
+def _described_nics(text: str, preset_nics: int, defaults: list[str]) -> tuple[int, float] | None:
+    """(NICs per node, Gb/s each) as a network description gives them ('8x 400Gb/s NDR InfiniBand', 'RoCE v2,
+    8x200G', '4 x HDR200', 'NDR400 IB, 8 HCAs', '3.2 Tbps InfiniBand'), else None. A rate is a NIC's, its count
+    the stated one or else the preset's (flagged); a rate in Tb/s is the node's, split over that count."""
+    rate: float | None = None
+    total = False
+    found = re.search(_GBPS, text, re.IGNORECASE)
+    if found:
+        rate, total = _gbps(found, 1), found.group(2).upper() == "T"
+    elif (short := _SHORT_RATE.search(text)) is not None:
+        rate = float(short.group(1))
+    elif (generation := _IB_GENERATION.search(text)) is not None:
+        rate = float(generation.group(2) or _IB_GENERATION_GBPS[generation.group(1).lower()])
+    if rate is None:
+        return None
+    count_match = _NIC_COUNT.search(text)
+    if count_match:
+        word = count_match.group(1).lower()
+        count = _COUNT_WORDS[word] if word in _COUNT_WORDS else int(word)
+    else:
+        count = preset_nics
+        defaults.append(f"NICs per node not stated ({text!r}): {count}, the server preset's")
+    return (count, rate / count) if total else (count, rate)
 
 
 def _stated_transport(text: str | None) -> str | None:
     low = (text or "").lower()
-    if "roce" in low:
+    if "roce" in low or "spectrum-x" in low:  # NVIDIA Spectrum-X is RoCE on Spectrum switches and SuperNICs
         return "roce"
     if "efa" in low:
         return "efa"
-    if re.search(r"infiniband|\bib\b|\b[hne]dr\b|omni-?path|\bopa\b", low):
+    if re.search(r"infiniband|\bib\b|\b[hnex]dr\d*\b|omni-?path|\bopa\b", low):
         return "ib"  # Omni-Path is driven through verbs like InfiniBand
+    if re.search(r"ethernet|\d\s*gbe\b|\btcp\b", low) and "rdma" not in low:
+        return "ethernet"  # NCCL's sockets over plain Ethernet (no RDMA named)
     return None
 
 
@@ -243,7 +284,7 @@ def topology_of(cluster: Mapping[str, Any], defaults: list[str]) -> tuple[Topolo
         overrides["gpu_power_limit_w"] = float(cap.group(1))
     if nodes > 1 and preset.inter_node is not None:
         base = preset.inter_node
-        nics = _stated_nics(cluster, per_node, base.nics_per_node)
+        nics = _stated_nics(cluster, per_node, base.nics_per_node, defaults)
         transport = _stated_transport(cluster.get("inter_node"))
         if instance is None:  # an instance type states its network; otherwise what the case leaves out is flagged
             if nics is None and transport is None:

@@ -1089,3 +1089,24 @@ def test_tf32_training_is_refused_naming_the_precision():
     assert m.skipped is not None and "TF32" in m.skipped and "tf32" in m.skipped
     m = mapped(case(training={"precision": "bf16 (tf32 for fp32 ops)"}))
     assert m.skipped is None and m.training is not None and m.training.precision == "bf16"
+
+
+@pytest.mark.parametrize(("inter_node", "network", "flagged"), [
+    ("8x 400Gb/s NDR InfiniBand", ("ib", 8, 400.0), False), ("RoCE v2, 8x200G", ("roce", 8, 200.0), False),
+    ("RoCE v2 (8×200G)", ("roce", 8, 200.0), False), ("4 x HDR200 InfiniBand", ("ib", 4, 200.0), False),
+    ("NDR400 IB, 8 HCAs", ("ib", 8, 400.0), False), ("2 x 100GbE RoCE", ("roce", 2, 100.0), False),
+    ("InfiniBand EDR, one ConnectX-4 HCA (mlx5_0) per node", ("ib", 1, 100.0), False),
+    ("Spectrum-X Ethernet 400G", ("roce", 8, 400.0), True), ("3.2 Tbps InfiniBand", ("ib", 8, 400.0), True),
+    ("TCP 25GbE", ("ethernet", 8, 25.0), True), ("HDR InfiniBand (Selene)", ("ib", 8, 200.0), True)])
+def test_network_descriptions_as_sources_write_them(inter_node: str, network: tuple[str, int, float], flagged: bool):
+    """The inter-node text gives the NICs' rate ('400Gb/s', '200G', '100GbE', InfiniBand's EDR / HDR / NDR, a node's
+    '3.2 Tbps') and count ('8x', '8 HCAs', 'one HCA'; a part name's number, ConnectX-4, is not a count), and the
+    transport (Spectrum-X is RoCE, plain Ethernet or TCP NCCL's sockets); a count it does not give is the server
+    preset's, flagged (before: the preset's whole network, the text's rate unread)."""
+    m = mapped(case(training={"global_batch": 256}, cluster={
+        "gpu": "H100 80GB", "gpus_per_node": 8, "nodes": 4, "num_gpus": 32, "inter_node": inter_node,
+        "inter_node_bw_per_node": None}))
+    assert m.skipped is None and m.topology is not None and m.topology.inter_node is not None, m.skipped
+    net = m.topology.inter_node
+    assert (net.transport, net.nics_per_node, net.nic_gbps) == network
+    assert any(d.startswith("NICs per node not stated") for d in m.defaults) is flagged

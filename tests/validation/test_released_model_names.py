@@ -60,6 +60,8 @@ NAMES = [
     ("Nemotron-15B", "nemotron4-15b"),
     ("Nemotron-340B", "nemotron4-340b"),
     ("LLAMA4-Scout-LLM", "llama4-scout-17b-16e"),
+    ("BLOOM-176B", "bloom-176b"),
+    ("bigscience/bloom-176b", "bloom-176b"),
     ("meta-llama/Llama-4-Scout-17B-16E", "llama4-scout-17b-16e"),
     # Another size, family or release, and names of no released model: no preset.
     ("Llama 3.2 8B", None),       # no such size: never llama3-8b
@@ -74,7 +76,6 @@ NAMES = [
     ("Falcon-40B", None),         # parallel attention and MLP: not expressible as a preset
     ("OPT-66B", None),
     ("MPT-1b", None),
-    ("BLOOM-176B", None),
     ("GPT 70B", None),
     ("Nemotron-9B", None),        # no NeMo table names it: never nemotron3-8b
     ("Nemotron-4B", None),        # Nemotron-3 4B has no preset

@@ -356,7 +356,8 @@ def test_hidden_the_source_fixes_for_a_table_and_layers_from_the_stated_size():
     nearest multiple of 6; 72 gives 182.8B). Another table of the same source without hidden stays skipped."""
     def row(params: str, pp: int, table: str = 'section "Choosing the fastest 3D Topology"') -> dict[str, Any]:
         return case(BLOOM_176B, id=f"bloom-prequel-{params}-pp{pp}", source={"url": PREQUEL_URL, "table": table},
-                    model={"params": params, "layers": None, "hidden": None, "heads": None, "vocab": "250k"},
+                    model={"name": f"BLOOM-prototype {params}", "params": params, "layers": None, "hidden": None,
+                           "heads": None, "vocab": "250k"},
                     training={"tp": 8, "pp": pp, "dp": 48 // pp, "micro_batch": 1})
     h, v, s = 14400, 250_000, 2048
     assert 72 * (12 * h**2 + 13 * h) + v * h + s * h + 2 * h == pytest.approx(182.8e9, rel=1e-3)

@@ -10,7 +10,8 @@ from simulator.core.errors import ConfigError
 from workloads.model import transformer
 from workloads.presets import list_models, load_model, model_from_yaml_text, resolve_model
 
-EXPECTED = {"bert-large", "deepseek-v3", "gemma-7b", "gpt2-xl", "grok1-314b", "gpt3-13b", "gpt3-175b", "gpt3-20b",
+EXPECTED = {"bert-large", "bloom-176b", "deepseek-v3", "gemma-7b", "gpt2-xl", "grok1-314b", "gpt3-13b", "gpt3-175b",
+            "gpt3-20b",
             "gpt3-5b", "llama2-13b", "llama2-70b", "llama2-7b", "llama3-405b", "llama3-70b", "llama3-8b", "llama3.2-1b",
             "llama3.2-3b", "llama4-scout-17b-16e", "mistral-7b", "mixtral-8x22b", "mixtral-8x7b", "mpt-30b", "mpt-70b",
             "mpt-7b", "nemotron3-22b", "nemotron3-8b", "nemotron4-15b", "nemotron4-340b", "opt-175b",
@@ -23,6 +24,8 @@ def test_list_models_names_every_preset_with_its_size():
     assert [name for name, _ in models] == sorted(EXPECTED)
     assert dict(models)["llama2-7b"].startswith("6.74B params: 32 layers x 4096")
     assert dict(models)["bert-large"].startswith("334M params")
+    # BLOOM's published size: 176,247M parameters (BLOOM paper, Table 3)
+    assert dict(models)["bloom-176b"].startswith("176.25B params: 70 layers x 14336")
     assert dict(models)["mixtral-8x7b"].startswith("46.70B params (12.9B active): 32 layers x 4096, 32 heads (8 kv), "
                                                    "8 experts (top-2)")
 
@@ -46,8 +49,8 @@ def test_every_preset_file_cites_sources_in_comments():
 
 def test_unknown_preset_lists_the_names():
     """An unknown preset name is refused with the available names."""
-    with pytest.raises(ConfigError, match="model preset 'llama9' unknown; available: bert-large, deepseek-v3, "
-                       "gemma-7b, gpt2-xl"):
+    with pytest.raises(ConfigError, match="model preset 'llama9' unknown; available: bert-large, bloom-176b, "
+                       "deepseek-v3, gemma-7b, gpt2-xl"):
         load_model("llama9")
 
 

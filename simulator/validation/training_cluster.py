@@ -191,21 +191,26 @@ _NIC_COUNT = re.compile(r"(?<![\w.-])(\d+|one|two|four|eight|sixteen)\s*(?:[x×]
                         r"|(?:[\w-]+\s+)?(?:HCAs?|NICs?|ports?|rails?|adapters?)\b)", re.IGNORECASE)
 
 
+MAX_NIC_GBPS = 800.0  # the fastest NIC port shipping (ConnectX-8, InfiniBand XDR): a faster rate is a node's
+
+
 def _described_nics(text: str, preset_nics: int, defaults: list[str]) -> tuple[int, float] | None:
     """(NICs per node, Gb/s each) as a network description gives them ('8x 400Gb/s NDR InfiniBand', 'RoCE v2,
     8x200G', '4 x HDR200', 'NDR400 IB, 8 HCAs', '3.2 Tbps InfiniBand'), else None. A rate is a NIC's, its count
-    the stated one or else the preset's (flagged); a rate in Tb/s is the node's, split over that count."""
+    the stated one or else the preset's (flagged); a rate said to be a node's, or above MAX_NIC_GBPS ('3.2 Tbps',
+    'EFA 3200 Gbps'), is split over that count."""
     rate: float | None = None
-    total = False
+    total = bool(re.search(r"\bper\s+(?:node|host|server|instance|vm)\b", text, re.IGNORECASE))
     found = re.search(_GBPS, text, re.IGNORECASE)
     if found:
-        rate, total = _gbps(found, 1), found.group(2).upper() == "T"
+        rate = _gbps(found, 1)
     elif (short := _SHORT_RATE.search(text)) is not None:
         rate = float(short.group(1))
     elif (generation := _IB_GENERATION.search(text)) is not None:
         rate = float(generation.group(2) or _IB_GENERATION_GBPS[generation.group(1).lower()])
     if rate is None:
         return None
+    total = total or rate > MAX_NIC_GBPS
     count_match = _NIC_COUNT.search(text)
     if count_match:
         word = count_match.group(1).lower()

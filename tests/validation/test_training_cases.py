@@ -1098,10 +1098,12 @@ def test_tf32_training_is_refused_naming_the_precision():
     ("NDR400 IB, 8 HCAs", ("ib", 8, 400.0), False), ("2 x 100GbE RoCE", ("roce", 2, 100.0), False),
     ("InfiniBand EDR, one ConnectX-4 HCA (mlx5_0) per node", ("ib", 1, 100.0), False),
     ("Spectrum-X Ethernet 400G", ("roce", 8, 400.0), True), ("3.2 Tbps InfiniBand", ("ib", 8, 400.0), True),
-    ("TCP 25GbE", ("ethernet", 8, 25.0), True), ("HDR InfiniBand (Selene)", ("ib", 8, 200.0), True)])
+    ("TCP 25GbE", ("ethernet", 8, 25.0), True), ("HDR InfiniBand (Selene)", ("ib", 8, 200.0), True),
+    ("InfiniBand, 1600 Gbps", ("ib", 8, 200.0), True), ("RoCE 800 Gb/s per node", ("roce", 8, 100.0), True)])
 def test_network_descriptions_as_sources_write_them(inter_node: str, network: tuple[str, int, float], flagged: bool):
     """The inter-node text gives the NICs' rate ('400Gb/s', '200G', '100GbE', InfiniBand's EDR / HDR / NDR, a node's
-    '3.2 Tbps') and count ('8x', '8 HCAs', 'one HCA'; a part name's number, ConnectX-4, is not a count), and the
+    '3.2 Tbps', a rate above any NIC's or said per node) and count ('8x', '8 HCAs', 'one HCA'; a part name's number,
+    ConnectX-4, is not a count), and the
     transport (Spectrum-X is RoCE, plain Ethernet or TCP NCCL's sockets); a count it does not give is the server
     preset's, flagged (before: the preset's whole network, the text's rate unread)."""
     m = mapped(case(training={"global_batch": 256}, cluster={

@@ -187,7 +187,7 @@ _SHORT_RATE = re.compile(r"(?:(?<=^)|(?<=[^\w.-])|(?<=[x×]))(\d+(?:\.\d+)?)\s*G
 _IB_GENERATION = re.compile(r"\b(EDR|HDR|NDR|XDR)(\d{3})?\b", re.IGNORECASE)
 _IB_GENERATION_GBPS = {"edr": 100.0, "hdr": 200.0, "ndr": 400.0, "xdr": 800.0}
 _COUNT_WORDS = {"one": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
-_NIC_COUNT = re.compile(r"(?<![\w.-])(\d+|one|two|four|eight|sixteen)\s*(?:[x×]\s*(?=[\w.])"
+_NIC_COUNT = re.compile(rf"(?<![\w.-])(\d+|{'|'.join(_COUNT_WORDS)})\s*(?:[x×]\s*(?=[\w.])"
                         r"|(?:[\w-]+\s+)?(?:HCAs?|NICs?|ports?|rails?|adapters?)\b)", re.IGNORECASE)
 
 

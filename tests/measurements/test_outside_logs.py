@@ -1,0 +1,83 @@
+"""The nccl-tests logs of sources outside the validation set (benchmarks/data/outside_nccl_tests): every file
+parses as published, with hand-counted rows, names its source, and shares no source and no row with the
+validation logs in ../shared/data/nccl-tests, so that `validate` on them is an out-of-sample error.
+
+Row counts were taken independently of the parser: lines that, once a launcher prefix (`0: `,
+`[1,0]<stdout>:`) is removed, start with a size, a count and an element type
+(`grep -cE '^\\s*[0-9]+\\s+[0-9]+\\s+(float|...)'`).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from simulator.measurements.load import read_measured
+
+REPO = Path(__file__).resolve().parents[2]
+OUTSIDE = REPO / "benchmarks" / "data" / "outside_nccl_tests"
+SHARED = REPO.parent / "shared" / "data" / "nccl-tests"
+
+EXPECTED_ROWS = {
+    "a100x8-2node-allreduce-awsp4d-efa-eks-awssamples-page.txt": 30,
+    "a100x8-2node-allreduce-azure-ndmv4-aks-jingchaozhang-page.txt": 31,
+    "a100x8-2node-allreduce-dgxa100-hdr-k8s-deepops-repo.txt": 30,
+    "a100x8-2node-allreduce-oci-roce-oke-quickstart-page.txt": 31,
+    "a100x8-4node-allreduce-dgxa100-ib-slurm-deepops-repo.txt": 13,
+    "gb200x4-2node-nvl72-1rack-allreduce-ocioke-repo.txt": 33,
+    "h100x4-1node-allreduce-lambda-4xh100-dudeperf3ct-page.txt": 28,
+    "h100x4-2node-allreduce-ring-nccltests252-ghissue.txt": 5,
+    "h100x8-2node-allgather-gcpa3high-tcpx-clustertoolkit-repo.txt": 10,
+    "h100x8-2node-allgather-gcpa3mega-tcpxo-aimldl-repo.txt": 11,
+    "h200x8-2node-allgather-gcpa3ultra-roce-clustertoolkit-repo.txt": 24,
+    "v100x8-2node-allreduce-dgx1-roce-k8s-deepops-repo.txt": 29,
+}
+
+
+def _entries() -> list[dict]:
+    return yaml.safe_load((OUTSIDE / "manifest.yaml").read_text())
+
+
+def _source(path: Path) -> str:
+    line = next(line for line in path.read_text().splitlines() if line.startswith("# source:"))
+    return line.removeprefix("# source:").strip()
+
+
+def _document(source: str) -> str:
+    """The published document a source line names: owner/name and path of a github.com file (any commit), or
+    the page's address."""
+    found = re.search(r"github\.com/([\w.-]+/[\w.-]+)/(?:blob|tree)/[^/\s]+/(\S+)", source)
+    if found:
+        return f"{found.group(1)}/{found.group(2)}".lower()
+    return source.split()[0].lower()
+
+
+def test_every_log_parses_with_its_hand_counted_rows():
+    logs = read_measured(OUTSIDE / "manifest.yaml", None, lambda message: None)
+    assert {log.entry.file: len(log.rows) for log in logs} == EXPECTED_ROWS
+    assert {entry["file"] for entry in _entries()} == {path.name for path in OUTSIDE.glob("*.txt")}
+
+
+def test_every_log_names_its_source_and_hardware():
+    for path in OUTSIDE.glob("*.txt"):
+        header = [line for line in path.read_text().splitlines() if line.startswith("# ")]
+        for field in ("# source:", "# GPU:", "# nodes:", "# NCCL version:"):
+            assert any(line.startswith(field) for line in header), f"{path.name}: no '{field}' line"
+
+
+@pytest.mark.skipif(not (SHARED / "manifest.yaml").is_file(), reason=f"shared measured data not present at {SHARED}")
+def test_no_source_or_row_is_shared_with_the_validation_logs():
+    """Other sources: no document (file or page) of the validation logs, and at most one (size, time) row in common
+    with them (one coincidence: 4 KiB in 55.59 us on an H200 all_gather and an A100 all_reduce). Two
+    logs come from other documents of a repository that published one validation log (Google's cluster-toolkit:
+    A3 High and A3 Ultra against the validation's A4)."""
+    shared_documents = {_document(_source(path)) for path in SHARED.glob("*.txt")}
+    for path in OUTSIDE.glob("*.txt"):
+        assert _document(_source(path)) not in shared_documents, path.name
+    shared_rows = {(row.size_bytes, row.time_us) for log in read_measured(SHARED / "manifest.yaml", None,
+                                                                          lambda message: None) for row in log.rows}
+    for log in read_measured(OUTSIDE / "manifest.yaml", None, lambda message: None):
+        assert len({(row.size_bytes, row.time_us) for row in log.rows} & shared_rows) <= 1, log.entry.file

@@ -22,7 +22,8 @@ What is a row: inside a table, every line whose first word is an integer (unders
 1_048_576); elsewhere, a line starting with an integer that has >= 3 numeric words. A row that does
 not fit the layout raises LogParseError naming its line. Skipped: blank lines, `#` comments, known
 noise (NCCL INFO/WARN, UCX/MPI warnings, footers, prompts, `...`); launcher prefixes (`0:`,
-`[1,0]<stdout>:`, a host label `node01: `, `[0] `, `[default0]:`) are stripped first. Other text between
+`[1,0]<stdout>:`, a host label `node01: `, `[0] `, `[default0]:`) are stripped first, and Open MPI's tags
+inside a line too (it tags each write, and nccl-tests 2.13+ writes a row in parts). Other text between
 rows is an error; after the last row it is trailing junk and ignored.
 
 Several runs in one file: a second header after data rows, or rows after a footer, start another run.
@@ -69,6 +70,9 @@ _COLUMN_ALIASES = {"#wrong": "wrong", "error": "wrong", "cputime": "time", "payl
 # INFO line's host:pid:tid is not one.
 _PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\d+:(?=\s|#|$)|[A-Za-z0-9][\w.-]*:(?=\s)"
                      r"|\[\d+\](?=\s)|\[(?:default|rank)\d+\]:)")
+# Open MPI's --tag-output tags every write, not every line: nccl-tests 2.13+ prints a row in several writes (the
+# sizes, then each column group), so a row can carry a tag before each part ("-1[1,0]<stdout>:    85.70 ...").
+_WRITE_TAG = re.compile(r"\[\d+,\d+\]<(?:stdout|stderr)>:")
 _INT = re.compile(r"\d+(?:_\d+)*")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
@@ -307,7 +311,7 @@ class _LogReader:
         self.junk: tuple[int, str] | None = None  # unexplained text after the table began
 
     def read_line(self, line_no: int, raw: str) -> None:
-        body = _PREFIX.sub("", raw, count=1).strip()
+        body = _WRITE_TAG.sub(" ", _PREFIX.sub("", raw, count=1)).strip()
         if not body:
             return
         if body.startswith("#"):

@@ -228,6 +228,20 @@ def test_sniffing_json_and_unknown_format() -> None:
         parse_log(ROW_8, "x.log", "csv")
 
 
+def test_open_mpi_tags_inside_a_row_are_stripped() -> None:
+    """Open MPI's --tag-output tags each write; nccl-tests 2.13+ writes a row in parts (sizes and reduction, then
+    each column group), so a published row can carry a tag before each part. It reads as the bare row."""
+    tag = "[1,0]<stdout>:"
+    cuts = [(row.index("-1") + 2, row.index("0.00      0") + 11) for row in (ROW_8, ROW_16)]  # nccl-tests' writes
+    split = [f"{tag}{row[:a]}{tag}{row[a:b]}{tag}{row[b:]}" for row, (a, b) in zip((ROW_8, ROW_16), cuts, strict=True)]
+    assert all(line.count(tag) == 3 for line in split)
+    body = "".join(f"{tag}{line}\n" for line in HEADER.splitlines()) + "\n".join(split) + "\n"
+    log = parse_nccl_tests(body + "".join(f"{tag}{line}\n" for line in FOOTER.splitlines()), "split.log")
+    bare = parse_nccl_tests(HEADER + ROW_8 + "\n" + ROW_16 + "\n" + FOOTER, "bare.log")
+    assert log.rows == bare.rows
+    assert [r.time_us for r in log.rows] == [25.0, 26.0]
+
+
 @pytest.mark.parametrize("prefix", ["0: ", "12: ", "x3005c0s13b0n0: ", "node-01.cluster: ", "10.0.1.2: ", "[0] ",
                                     "[3]   ", "[default0]:", "[rank1]:", "[1,0]<stdout>: "])
 def test_launcher_and_host_labels_are_stripped(prefix: str) -> None:

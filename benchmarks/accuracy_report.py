@@ -135,8 +135,9 @@ def _outside_lines(o: dict[str, Any]) -> list[str]:
             f"published nccl-tests logs ({o['points']} rows) from sources that supplied none of the logs above "
             "(cloud providers' and cluster tools' documentation, blog posts, an nccl-tests issue), each described "
             "from its source alone; where the source leaves the network out, the provider's documented spec for "
-            "that instance type (marked presumed in the manifest). They were scored once, blind, before any change "
-            "was made for them; see [Limitations](../limitations.md#collectives) for what they show.", "",
+            "that instance type (marked presumed in the manifest). Each was scored once before any change was made "
+            "for it; see [Limitations](../limitations.md#collectives) for the figures as they came in and what they "
+            "show.", "",
             "| rows | median \\|error\\| | p90 \\|error\\| |", "|---|---|---|",
             *(f"| sizes {label} | **{_pct(o[f'median_abs_pct_error_{key}'])}** | "
               f"{_pct(o[f'p90_abs_pct_error_{key}'])} |" for label, key in SIZE_CLASSES),

@@ -187,8 +187,12 @@ def enabled(op: str, algo: str, proto: str, v: CommView, rel: TunerRelease) -> b
         return rel.pat_share is not None and proto == "simple"
     if algo == "collnet":
         return proto == "simple"
-    # tuning.cc: LL128 across nodes needs the NIC within PXN of the GPU (behind the CPU: PHB before 2.27)
-    return not (proto == "ll128" and v.multi_node and v.nic_via_cpu and not rel.ll128_nic_via_cpu)
+    # tuning.cc: LL128 across nodes needs the NIC within PXN of the GPU (graph typeInter). Without GPUDirect RDMA
+    # NCCL routes the network traffic through the GPU's CPU (paths.cc: PHB), so LL128 is off; behind a Grace CPU
+    # over NVLink-C2C the path is PHB before 2.27 (off) and P2C from 2.27 (on)
+    if proto != "ll128" or not v.multi_node:
+        return True
+    return v.gpudirect_rdma and not (v.nic_via_cpu and not rel.ll128_nic_via_cpu)
 
 
 def tuner_time_us(op: str, algo: str, proto: str, size_bytes: int, v: CommView, rel: TunerRelease,

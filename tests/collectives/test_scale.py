@@ -145,6 +145,26 @@ def test_ll128_across_grace_racks_from_nccl_2_27():
     assert chosen.proto != "ll128"
 
 
+@pytest.mark.parametrize("release", [(2, 19), (2, 27)])
+def test_no_ll128_across_nodes_without_gpudirect_rdma(release):
+    """Without GPUDirect RDMA NCCL routes a GPU's network traffic through its CPU (paths.cc: PHB), beyond the PXN
+    that LL128 needs across nodes (tuning.cc), in every release; inside one server LL128 stays, and with GPUDirect
+    it is offered across nodes too."""
+    rel = tuner_release(release)
+    staged = comm_view(build(load_preset("dgx-h100", nodes=2, inter_node={"transport": "roce", "nics_per_node": 8,
+                                                                          "nic_gbps": 400, "gpudirect_rdma": False})))
+    direct = comm_view(build(load_preset("dgx-h100", nodes=2)))
+    single = comm_view(build(load_preset("dgx-h100", nodes=1, inter_node={"transport": "roce", "nics_per_node": 8,
+                                                                          "nic_gbps": 400, "gpudirect_rdma": False})))
+    assert not staged.gpudirect_rdma and direct.gpudirect_rdma
+    for algo in ("ring", "tree"):
+        assert not enabled("all_reduce", algo, "ll128", staged, rel)
+        assert enabled("all_reduce", algo, "ll128", direct, rel)
+    assert enabled("all_reduce", "ring", "ll128", single, rel)
+    for size in (1 << 20, 1 << 26, 1 << 30):
+        assert predict_collective(staged, "all_reduce", size, nccl_release=release).proto != "ll128"
+
+
 def leaf_pair(transport: str, nodes_per_leaf: int):
     """Two DGX H100 servers of one NIC each on a leaf-spine fabric, under one leaf or two."""
     return comm_view(build(load_preset("dgx-h100", nodes=2, inter_node={"transport": transport, "nics_per_node": 1,

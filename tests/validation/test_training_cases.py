@@ -1083,6 +1083,17 @@ def test_checkpointing_yes_is_full_recomputation(value: str):
     assert m.skipped is None and m.training is not None and m.training.activation_checkpointing == "full"
 
 
+@pytest.mark.parametrize("value", ["not stated", "Not stated (tuned per run)", "unknown", "n/a"])
+def test_checkpointing_not_stated_in_words_is_the_unstated_default(value: str):
+    """A source's "not stated" (or "unknown", "n/a") reads as a field left empty: no recomputation, flagged with the
+    text, where it was refused as not understood."""
+    m = mapped(case(training={"activation_checkpointing": value}))
+    assert m.skipped is None and m.training is not None and m.training.activation_checkpointing == "none"
+    assert any(d.startswith("activation_checkpointing not stated") and value in d for d in m.defaults)
+    refused = mapped(case(training={"activation_checkpointing": "sometimes"}))
+    assert refused.skipped is not None and "not understood" in refused.skipped
+
+
 def test_tf32_training_is_refused_naming_the_precision():
     """fp32 training with TF32 matmuls has no precision of its own in the model: the case says so, rather than
     being priced as an unstated bf16 run; TF32 beside a named 16-bit precision is that precision."""

@@ -607,10 +607,11 @@ _UNSTATED = re.compile(r"^\s*(?:not\s+(?:stated|given|specified|published|report
 def _checkpointing(value: bool | str | None, defaults: list[str], framework: str = "") -> tuple[Checkpointing,
                                                                                               int | None]:
     """(activation checkpointing, k: every k-th layer recomputes; None: every layer) of true/false (full
-    recompute or none; also no / off; not stated, unknown or n/a: none, flagged), a Megatron-LM flag (recompute-activations: selective; recompute-granularity
-    full: full), or text naming selective / full / none. A policy that checkpoints some layers only (text naming
-    layers, blocks or 'every') is full recomputation of every k-th layer, k the number in the text ('every 2nd
-    block'), under torchtitan its option's default where the text gives none (flagged); refused without one.
+    recompute or none; also no / off; not stated, unknown or n/a: none, flagged), a Megatron-LM flag
+    (recompute-activations: selective; recompute-granularity full: full), or text naming selective / full / none.
+    A policy that checkpoints some layers only (text naming layers, blocks or 'every') is full recomputation of
+    every k-th layer, k the number in the text ('every 2nd block'), under torchtitan its option's default where
+    the text gives none (flagged); refused without one.
     torchtitan's selective is otherwise its per-op policy ("op"): selective_ac_option 'op' in its Llama 3 train
     configs (llama3_8b.toml) since 2024. A MaxText remat_policy ('remat_policy save_qkv_proj') is that JAX
     policy (workloads.remat); under MaxText, full is its remat_policy 'full', nothing_saveable."""

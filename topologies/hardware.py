@@ -15,7 +15,7 @@ import yaml
 from simulator.core.errors import ConfigError
 
 Arch = Literal["volta", "turing", "ampere", "ada", "hopper", "blackwell"]
-Layout = Literal["nvswitch", "nvlink_mesh", "nvl72", "pcie"]
+Layout = Literal["nvswitch", "nvlink_mesh", "nvl72", "pcie", "pcie_bridged"]
 Precision = Literal["bf16", "fp16", "fp8", "tf32", "fp32"]
 FormFactor = Literal["sxm", "pcie"]
 
@@ -85,9 +85,11 @@ class IntraNodePlatform:
 
     def fits(self, gpu: GpuSpec) -> bool:
         """True when `gpu` is a module with the NVLinks this platform wires (any GPU fits a PCIe platform; a PCIe
-        card's bridged NVLinks fit no NVSwitch or mesh)."""
+        card's bridged NVLinks fit no NVSwitch or mesh, only a server of bridged pairs, which takes no module)."""
         if self.layout == "pcie":
             return True
+        if self.layout == "pcie_bridged":
+            return gpu.form_factor == "pcie" and gpu.nvlinks > 0
         return gpu.form_factor == "sxm" and gpu.nvlink_gen == self.nvlink_gen and gpu.nvlinks == self.nvlinks_per_gpu
 
 

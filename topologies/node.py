@@ -1,5 +1,6 @@
 """One-server builders: the host (CPU sockets, PCIe switches, GPUs, NICs) plus the server's NVLink
-fabric (an NVSwitch, a direct NVLink mesh, or none), and the replication of that server `n` times.
+fabric (an NVSwitch, a direct NVLink mesh, NVLink bridges between pairs of cards, or none), and the
+replication of that server `n` times.
 
 An NVSwitch server is modelled as one aggregated "nvswitch" device; each GPU's link to it carries the
 GPU's whole NVLink bandwidth (per direction). Direct meshes (ABCI-V full mesh of 4, DGX-1 hybrid cube
@@ -76,6 +77,14 @@ def _add_nvlink_mesh(graph: nx.DiGraph, gpus: int, gpu: GpuSpec, platform: Intra
                      GBps_to_Bps(links * per_link_GBps), NVLINK_HOP_S)
 
 
+def _add_nvlink_bridges(graph: nx.DiGraph, gpus: int, gpu: GpuSpec) -> None:
+    """Add the NVLink bridges of server 0's cards: GPUs 2k and 2k + 1, each bridge carrying the card's NVLinks
+    (an odd last card has none)."""
+    for a in range(0, gpus - 1, 2):
+        add_link(graph, device_id(0, f"gpu{a}"), device_id(0, f"gpu{a + 1}"), "nvlink",
+                 GBps_to_Bps(gpu.nvlink_GBps_per_direction), NVLINK_HOP_S)
+
+
 def build_server(spec: TopologySpec, gpu: GpuSpec) -> nx.DiGraph:
     """One server of `spec` (as server 0): host, NICs and its own NVLink fabric."""
     platform = intra_node_platform(spec.intra_node)
@@ -86,6 +95,8 @@ def build_server(spec: TopologySpec, gpu: GpuSpec) -> nx.DiGraph:
         _add_nvswitch(graph, spec.gpus_per_node, gpu)
     elif platform.layout == "nvlink_mesh":
         _add_nvlink_mesh(graph, spec.gpus_per_node, gpu, platform)
+    elif platform.layout == "pcie_bridged":
+        _add_nvlink_bridges(graph, spec.gpus_per_node, gpu)
     return graph
 
 

@@ -36,6 +36,8 @@ IntraNodeKind = Literal[
     "pcie3-no-p2p",
     "pcie4-no-p2p",
     "pcie5-no-p2p",
+    "pcie4-nvlink-bridges",
+    "pcie5-nvlink-bridges",
 ]
 FabricKind = Literal["single_switch", "leaf_spine", "rail_optimized"]
 Routing = Literal["adaptive", "ecmp"]
@@ -252,10 +254,17 @@ class TopologySpec(BaseModel):
                 f"gpus_per_node: {self.gpus_per_node} is more than intra_node {self.intra_node!r} holds "
                 f"(at most {platform.max_gpus_per_node})"
             )
+        if not platform.fits(gpu) and platform.layout == "pcie_bridged":
+            raise ValueError(
+                f"intra_node: {self.intra_node!r} joins PCIe cards in pairs by NVLink bridges; {gpu.name} "
+                + ("is a module, not a card" if gpu.form_factor == "sxm" else "has no NVLink for a bridge")
+                + f": use intra_node pcie{gpu.pcie_gen}" + (" or an NVSwitch / NVLink platform" if gpu.nvlinks else "")
+            )
         if not platform.fits(gpu) and gpu.form_factor == "pcie":
+            bridges = f", or pcie{gpu.pcie_gen}-nvlink-bridges for cards bridged in pairs" if gpu.nvlinks else ""
             raise ValueError(
                 f"intra_node: {self.intra_node!r} wires SXM modules; {gpu.name} is a PCIe card (NVLink only through "
-                f"bridges between cards): use intra_node pcie{gpu.pcie_gen} (or pcie{gpu.pcie_gen}-no-p2p)"
+                f"bridges between cards): use intra_node pcie{gpu.pcie_gen} (or pcie{gpu.pcie_gen}-no-p2p{bridges})"
             )
         if not platform.fits(gpu):
             raise ValueError(

@@ -86,7 +86,7 @@ def bisection_bandwidth_Bps(topology: Topology) -> float:
         sinks = [n for n in ends if attrs[n]["server"] >= half]
     else:
         half = topology.gpus_per_server // 2
-        if topology.platform.layout == "pcie":
+        if topology.platform.layout in ("pcie", "pcie_bridged"):
             keep = [n for n in graph if attrs[n]["server"] == 0 and attrs[n]["kind"] != "nic"]
         else:  # server 0's GPUs and its NVSwitch, or its NVL72 domain switch (server -1)
             keep = [n for n in graph if attrs[n]["kind"] in ("gpu", "nvswitch") and attrs[n]["server"] in (0, -1)]

@@ -77,6 +77,9 @@ class CommView:
     # the most NIC positions (NCCL's HCA rails) of one node on one leaf switch: SHARP streaming
     # aggregation flows a communicator needs there (simulator.collectives.sharp)
     rails_per_leaf: int = 1
+    # an NVLink bridge joins the node's GPUs in pairs (2k, 2k + 1) on a PCIe server: its rate, one direction, which a
+    # group of one such pair communicates at (simulator.training.groups.group_view); 0 without bridges
+    bridge_Bps: float = 0.0
 
     @property
     def multi_node(self) -> bool:
@@ -204,17 +207,35 @@ def fabric_tier_latencies(topology: Topology) -> tuple[float, float, int]:
     return hop_us, (hop_us if leaves.count > SPINE_PORTS else 0.0), groups_per_pod
 
 
+def bridged_pairs_only(topology: Topology) -> bool:
+    """True when the server's GPUs are PCIe cards joined in pairs by NVLink bridges and there are more than two:
+    a ring or tree over them crosses PCIe between pairs, so the bridges do not set its pace."""
+    return topology.platform.layout == "pcie_bridged" and topology.gpus_per_server > 2
+
+
 def gpu_intra_Bps(topology: Topology, server: int) -> float:
     """The slowest GPU of `server` to the rest of its server or NVLink domain, one direction: the sum
-    of its NVLinks, or its PCIe link when it has none (a degraded GPU or NVSwitch lowers it)."""
+    of its NVLinks, or its PCIe link when it has none or only a bridge to one other card of several
+    (a degraded GPU, NVSwitch or bridge lowers it)."""
     graph = topology.graph
+    pcie_only = bridged_pairs_only(topology)
     rates = []
     for local in range(topology.gpus_per_server):
         out = graph.out_edges(topology.gpu_id(server, local), data=True)
         nvlink = sum(float(attrs["bandwidth_Bps"]) for _, _, attrs in out if attrs["kind"] == "nvlink")
         pcie = [float(attrs["bandwidth_Bps"]) for _, _, attrs in out if attrs["kind"] == "pcie"]
-        rates.append(nvlink or max(pcie, default=0.0))
+        rates.append(max(pcie, default=0.0) if pcie_only or not nvlink else nvlink)
     return min(rates)
+
+
+def bridge_Bps(topology: Topology, server: int) -> float:
+    """The slowest NVLink bridge of `server`'s pairs of cards, one direction (0 on other servers)."""
+    if topology.platform.layout != "pcie_bridged":
+        return 0.0
+    graph = topology.graph
+    rates = [float(attrs["bandwidth_Bps"]) for local in range(0, topology.gpus_per_server - 1, 2)
+             for _, _, attrs in graph.out_edges(topology.gpu_id(server, local), data=True) if attrs["kind"] == "nvlink"]
+    return min(rates, default=0.0)
 
 
 @dataclass(frozen=True)
@@ -258,7 +279,9 @@ def comm_view(topology: Topology) -> CommView:
     the same as on server 0."""
     per_domain = topology.gpus_per_nvlink_domain
     n_nodes = max(1, topology.n_gpus // per_domain)
-    if topology.spec.intra_node.startswith(("nvswitch", "nvlink")):
+    layout = topology.platform.layout
+    if layout in ("nvswitch", "nvlink_mesh", "nvl72") or (layout == "pcie_bridged"
+                                                           and not bridged_pairs_only(topology)):
         kind = "nvlink"
     else:
         kind = "pcie" if topology.p2p else "shm"
@@ -297,4 +320,5 @@ def comm_view(topology: Topology) -> CommView:
         uplinks_per_leaf=uplinks,
         uplink_Bps=uplink_Bps,
         rails_per_leaf=rails_per_leaf(topology),
+        bridge_Bps=min(bridge_Bps(topology, c.example) for c in classes),
     )

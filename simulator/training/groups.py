@@ -115,6 +115,11 @@ class Layout:
             return ((dp_stride * (self.ep // cp), dp // (self.ep // cp)),)
         return None
 
+    def adjacent_pair(self, dim: str) -> bool:
+        """True when rank 0's `dim` group is ranks 0 and 1 (every group of the dimension is then an even rank and
+        the next one): on a server of cards bridged in pairs, one bridge joins each group."""
+        return self._digits(dim) == ((1, 2),)
+
     def shard_ranks(self) -> int:
         """Ranks of an HSDP shard group: `shard`, else the gradient group's ranks on one node (also the group of
         ZeRO++'s secondary partition)."""
@@ -199,12 +204,16 @@ def layout_of(parallel: ParallelSpec, n_gpus: int, gpus_per_node: int) -> Layout
     return Layout(parallel.tp, parallel.pp, dp, gpus_per_node, order, parallel.cp, parallel.ep)
 
 
-def group_view(v: CommView, size: int, per_node: int, leaf_groups: int = 0) -> CommView:
+def group_view(v: CommView, size: int, per_node: int, leaf_groups: int = 0, pair: bool = False) -> CommView:
     """The communicator of a group of `size` ranks, `per_node` of them on each node, its nodes spanning
     `leaf_groups` leaf groups (0: consecutive nodes), see module docstring; `v` is the whole cluster's
-    view."""
+    view. A `pair` of GPUs 2k and 2k + 1 (Layout.adjacent_pair) on a server of cards bridged in pairs talks over
+    its NVLink bridge (v.bridge_Bps), whatever the rest of the server runs at."""
     if size <= per_node:
-        return replace(v, n_ranks=size, n_nodes=1, ranks_per_node=size, net_Bps=0.0, transport=None)
+        local = replace(v, n_ranks=size, n_nodes=1, ranks_per_node=size, net_Bps=0.0, transport=None)
+        if pair and size == 2 and v.bridge_Bps > 0:
+            return replace(local, intra_kind="nvlink", intra_Bps=v.bridge_Bps)
+        return local
     share, n_nodes = per_node / v.ranks_per_node, size // per_node
     return replace(v, n_ranks=size, n_nodes=n_nodes, ranks_per_node=per_node, net_Bps=v.net_Bps * share,
                    spine_Bps=v.spine_Bps * share, nics_per_node=max(1, round(v.nics_per_node * share)),
@@ -226,10 +235,11 @@ def communicators(v: CommView, layout: Layout) -> dict[str, CommView]:
     def leaf(dim: str) -> int:
         return layout.leaf_groups(dim, v.nodes_per_leaf_group) if v.nodes_per_leaf_group < v.n_nodes else 1
 
+    pair = layout.adjacent_pair
     views = {
-        "dp": group_view(v, layout.replicas, dp_per_node, leaf("grad")),
-        "tp": group_view(v, layout.tp, layout.members_per_node("tp"), leaf("tp")),
-        "pp:intra": group_view(v, 2, 2),
+        "dp": group_view(v, layout.replicas, dp_per_node, leaf("grad"), pair("grad")),
+        "tp": group_view(v, layout.tp, layout.members_per_node("tp"), leaf("tp"), pair("tp")),
+        "pp:intra": group_view(v, 2, 2, pair=layout.stride("pp") == 1),
         "pp:inter": group_view(v, 2, 1, leaf_groups=1),  # two nodes under one leaf group
         "pp:spine": group_view(v, 2, 1, leaf_groups=2),  # two nodes under different leaf groups
     }
@@ -239,7 +249,7 @@ def communicators(v: CommView, layout: Layout) -> dict[str, CommView]:
     views["replica"] = group_view(v, max(1, layout.replicas // shard), max(1, dp_per_node // shard), leaf("grad"))
     views["cp"] = views["pp:intra" if layout.members_per_node("cp") == layout.cp else
                         "pp:spine" if leaf("cp") > 1 else "pp:inter"]
-    views["cp:all"] = group_view(v, layout.cp, layout.members_per_node("cp"), leaf("cp"))
-    views["ep"] = group_view(v, layout.ep, layout.members_per_node("ep"), leaf("ep"))
-    views["edp"] = group_view(v, layout.replicas // layout.ep, layout.members_per_node("edp"), leaf("edp"))
+    views["cp:all"] = group_view(v, layout.cp, layout.members_per_node("cp"), leaf("cp"), pair("cp"))
+    views["ep"] = group_view(v, layout.ep, layout.members_per_node("ep"), leaf("ep"), pair("ep"))
+    views["edp"] = group_view(v, layout.replicas // layout.ep, layout.members_per_node("edp"), leaf("edp"), pair("edp"))
     return views

@@ -82,7 +82,8 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
     "training": {"strategy": "str-list", "tp": "int", "pp": "int", "cp": "int", "ep": "int", "dp": "int",
                  "fsdp": "int", "vp": "int",
                  "model_parallel_size_tp_x_pp": "int", "micro_batch": "int", "global_batch": "int",
-                 "grad_accum": "int", "zero_stage": "int|str", "zeropp": "bool", "precision": "str",
+                 "grad_accum": "int", "gradient_accumulation_steps": "int", "micro_num": "int",
+                 "num_microbatches": "int", "zero_stage": "int|str", "zeropp": "bool", "precision": "str",
                  "activation_checkpointing": "bool|str", "fsdp_sharding_strategy": "str", "offload": "bool|str",
                  "fsdp_mixed_precision_mode": "str", "packed_sample_len": "int", "lora_rank": "int",
                  "recompute_layers": "int", "recompute_num_layers": "int", "tp_comm_overlap": "bool",
@@ -660,8 +661,14 @@ def _recomputation(training: Mapping[str, Any], layers: int, defaults: list[str]
     return {"activation_checkpointing": checkpointing, "recompute_layers": count}
 
 
+# the micro-batches a rank runs per step, as frameworks name it: grad_accum, Hugging Face's and DeepSpeed's
+# gradient_accumulation_steps, InternEvo's micro_num (its data config), Megatron-LM's num_microbatches
+_ACCUMULATION_NAMES = ("grad_accum", "gradient_accumulation_steps", "micro_num", "num_microbatches")
+
+
 def _batch(training: Mapping[str, Any], n_dp: int, n_gpus: int, pp: int, defaults: list[str]) -> dict[str, Any]:
-    """micro_batch and global_batch (or grad_accum) over `n_dp` data-parallel ranks of `n_gpus` GPUs.
+    """micro_batch and global_batch (or grad_accum, under any of its names) over `n_dp` data-parallel ranks of
+    `n_gpus` GPUs.
 
     global_batch = micro_batch x data-parallel ranks x micro-steps (Megatron's and DeepSpeed's
     definition; with pipeline parallelism a micro-step is one pipeline micro-batch, and an unstated
@@ -672,7 +679,7 @@ def _batch(training: Mapping[str, Any], n_dp: int, n_gpus: int, pp: int, default
     ranks = "GPUs" if n_dp == n_gpus else f"data-parallel degree {n_dp}"
     micro: int | None = training.get("micro_batch")
     glob: int | None = training.get("global_batch")
-    accum: int | None = training.get("grad_accum")
+    accum: int | None = next((training[name] for name in _ACCUMULATION_NAMES if training.get(name) is not None), None)
     if glob is None:
         if micro is None:
             defaults.append("micro_batch not stated: 1")

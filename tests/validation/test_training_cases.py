@@ -1094,6 +1094,17 @@ def test_checkpointing_not_stated_in_words_is_the_unstated_default(value: str):
     assert refused.skipped is not None and "not understood" in refused.skipped
 
 
+@pytest.mark.parametrize("name", ["grad_accum", "gradient_accumulation_steps", "micro_num", "num_microbatches"])
+def test_micro_steps_under_the_frameworks_names(name: str):
+    """Gradient accumulation stated under Hugging Face's / DeepSpeed's, InternEvo's or Megatron-LM's name is read
+    as grad_accum is: 4 micro-steps of micro-batch 2, where an unread name left one micro-step."""
+    m = mapped(case(training={"micro_batch": 2, "global_batch": None, "grad_accum": None, name: 4},
+                    cluster={"num_gpus": 8, "gpus_per_node": 8, "nodes": 1}))
+    assert m.skipped is None and m.training is not None, m.skipped
+    assert (m.training.micro_batch, m.training.grad_accum) == (2, 4)
+    assert not any(d.startswith("global_batch not stated") for d in m.defaults)
+
+
 def test_tf32_training_is_refused_naming_the_precision():
     """fp32 training with TF32 matmuls has no precision of its own in the model: the case says so, rather than
     being priced as an unstated bf16 run; TF32 beside a named 16-bit precision is that precision."""

@@ -119,13 +119,31 @@ def strategy_spec(training: Mapping[str, Any], names: list[str], family: Family,
     return StrategySpec(**merged)
 
 
+# fields a case states host-memory offload in: DeepSpeed's ZeRO-Offload, FSDP's CPUOffload, activations saved on the
+# CPU (LLM Foundry's activation_cpu_offload, torch's save_on_cpu)
+_OFFLOAD_FIELDS = ("offload", "cpu_offload", "activation_cpu_offload")
+# what says there is none: false, no, none, off, disabled, or that the source did not say ("not stated ...")
+_NO_OFFLOAD = re.compile(r"^\s*(?:false|no|none|off|disabled|not\s+(?:stated|given|specified)|unknown|n/?a)\b",
+                         re.IGNORECASE)
+
+
+def _refuse_offload(training: Mapping[str, Any], family: Family) -> None:
+    """Unexpressible where the case states host-memory offload of any kind, whatever the strategy: the host
+    transfers and CPU optimizer are not modelled."""
+    for name in _OFFLOAD_FIELDS:
+        value = training.get(name)
+        if value is not None and value is not False and not _NO_OFFLOAD.search(str(value)):
+            if family == "zero" and name == "offload":
+                raise Unexpressible(f"ZeRO-Offload ({value}) is not expressible")
+            raise Unexpressible(f"CPU offload ({name}: {value}) is not expressible")
+
+
 def _named_strategy(training: Mapping[str, Any], names: list[str], family: Family, n_dp: int, defaults: list[str],
                     kind: StrategyKind | None) -> StrategySpec:
+    _refuse_offload(training, family)
     if family == "ddp":
         return StrategySpec(kind=kind or "ddp")
     if family == "zero":
-        if training.get("offload"):
-            raise Unexpressible(f"ZeRO-Offload ({training['offload']}) is not expressible")
         stages = [int(n[4]) for n in names if n in ("zero1", "zero2", "zero3")]
         stage = stages[0] if stages else _leading_int(training.get("zero_stage"))
         if stage not in _ZERO_KINDS:

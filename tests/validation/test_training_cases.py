@@ -1105,6 +1105,25 @@ def test_micro_steps_under_the_frameworks_names(name: str):
     assert not any(d.startswith("global_batch not stated") for d in m.defaults)
 
 
+@pytest.mark.parametrize(("training", "refused"), [
+    ({"strategy": ["fsdp"], "offload": "parameters offloaded to CPU (FSDP CPUOffload)"}, "CPU offload (offload"),
+    ({"strategy": ["fsdp"], "activation_cpu_offload": True}, "CPU offload (activation_cpu_offload"),
+    ({"strategy": ["zero3"], "offload": "CPU"}, "ZeRO-Offload (CPU)"),
+    ({"strategy": ["fsdp"], "offload": "not stated for this run"}, None),
+    ({"strategy": ["fsdp"], "activation_cpu_offload": False}, None),
+    ({"strategy": ["zero3"], "offload": "none"}, None),
+])
+def test_offload_is_refused_whatever_the_strategy(training: dict, refused: str | None):
+    """Host-memory offload (ZeRO-Offload, FSDP's CPUOffload, activations saved on the CPU) is not modelled: a case
+    stating it is skipped naming it, under FSDP as under ZeRO (FSDP's was priced as plain FSDP); "not stated",
+    none or false is no offload."""
+    m = mapped(case(training=training))
+    if refused is None:
+        assert m.skipped is None, m.skipped
+    else:
+        assert m.skipped is not None and refused in m.skipped and "not expressible" in m.skipped
+
+
 def test_tf32_training_is_refused_naming_the_precision():
     """fp32 training with TF32 matmuls has no precision of its own in the model: the case says so, rather than
     being priced as an unstated bf16 run; TF32 beside a named 16-bit precision is that precision."""

@@ -282,11 +282,23 @@ def _micro_batch_of_tokens(training: Mapping[str, Any], seq_len: int, defaults: 
     return {**training, "micro_batch": tokens // seq_len}
 
 
+# Families whose blocks are LLaMA's (a gated MLP: gate and up projections, SwiGLU; RoPE; no biases; an untied
+# output layer), by their public HF configs and modelling code: InternLM (internlm/internlm-7b, InternLMMLP), Baichuan
+# (baichuan-inc/Baichuan2-7B-Base, MLP gate_proj), Yi and DeepSeek's dense LLMs (01-ai/Yi-6B, deepseek-ai/
+# deepseek-llm-7b-base: LlamaForCausalLM), OLMo (allenai/OLMo-7B: SwiGLU), Granite (ibm-granite: GraniteForCausalLM,
+# LLaMA's block), Aquila, MiniCPM, Phi-3 (Phi3MLP gate_up_proj), ChatGLM / GLM-4 (SwiGLU), Cohere Command R
+# (CohereMLP gate_proj).
+_LLAMA_BLOCK = re.compile(r"llama|mistral|mixtral|qwen|internlm|baichuan|\byi\b|deepseek|olmo|granite|aquila|minicpm"
+                          r"|phi-?3|glm|command[\s-]?r|cohere")
+
+
 def _architecture(name: str, framework: str) -> dict[str, bool]:
-    """Block details that follow from the model family (public configs of each family)."""
+    """Block details that follow from the model family (public configs of each family); {} for a family not known."""
     low = name.lower()
-    if re.search(r"llama|mistral|mixtral|qwen", low):
+    if _LLAMA_BLOCK.search(low):
         return {"gated_mlp": True, "tied_embeddings": False, "learned_positions": False, "bias": False}
+    if "gemma" in low:  # google/gemma-7b: GeGLU (gate and up projections), RoPE, output tied to the embedding
+        return {"gated_mlp": True, "tied_embeddings": True, "learned_positions": False, "bias": False}
     if "grok" in low:  # xai-org/grok-1 model.py: a GELU-gated MLP, the output through the input embedding, RoPE
         return {"gated_mlp": True, "tied_embeddings": True, "learned_positions": False, "bias": False}
     if "mpt" in low and "foundry" in framework.lower():
@@ -554,10 +566,13 @@ def _model_spec(case: TrainingCase, model: Mapping[str, Any], seq_len: int, defa
     if model.get("ffn") is None:
         defaults.append(f"ffn not stated: 4 x hidden = {4 * model['hidden']}")
     name = str(model.get("name") or case.id)
+    block = _architecture(name, str(case.training.get("framework", "")))
+    if not block and model.get("ffn") not in (None, 4 * model["hidden"]):
+        defaults.append(f"MLP not gated: the family of {name!r} is not known, and a gated (SwiGLU, GeGLU) MLP of ffn "
+                        f"{model['ffn']} has half again the MLP's GEMM work")
     return ModelSpec(name=name, layers=model["layers"], hidden=model["hidden"], heads=model["heads"],
                      kv_heads=model.get("kv_heads"), ffn_hidden=model.get("ffn"), vocab=vocab,
-                     max_seq_len=seq_len, source=f"training case {case.id}", **experts,
-                     **_architecture(name, str(case.training.get("framework", ""))))
+                     max_seq_len=seq_len, source=f"training case {case.id}", **experts, **block)
 
 
 def _precision(text: str | None, gpu: str, defaults: list[str]) -> Precision:

@@ -1124,6 +1124,31 @@ def test_offload_is_refused_whatever_the_strategy(training: dict, refused: str |
         assert m.skipped is not None and refused in m.skipped and "not expressible" in m.skipped
 
 
+@pytest.mark.parametrize(("name", "gated", "tied"), [("InternLM 7B", True, False), ("Baichuan2-7B", True, False),
+                                                   ("Yi-6B", True, False), ("OLMo 7B", True, False),
+                                                   ("Gemma 7B", True, True), ("MPT-7b", False, True)])
+def test_llama_block_families_have_a_gated_mlp(name: str, gated: bool, tied: bool):
+    """Families built on LLaMA's block (InternLM, Baichuan, Yi, OLMo, ...) and Gemma (GeGLU) have a gated MLP: three
+    GEMMs of hidden x ffn, where an unknown family was priced with two (a third of the MLP's work missing)."""
+    shape = {"name": name, "params": None, "layers": 32, "hidden": 4096, "heads": 32, "ffn": 11008, "vocab": 100000}
+    m = mapped(case(model=shape))
+    assert m.skipped is None and m.model is not None, m.skipped
+    assert (m.model.gated_mlp, m.model.tied_embeddings) == (gated, tied)
+    assert not any(d.startswith("MLP not gated") for d in m.defaults)
+
+
+def test_an_unknown_family_with_an_unusual_ffn_is_flagged_ungated():
+    """A family the reader does not know, with an ffn other than 4 x hidden (a SwiGLU model's sizing, say), is priced
+    with an ungated MLP, and says so."""
+    shape = {"name": "Acme-LM 7B", "params": None, "layers": 32, "hidden": 4096, "heads": 32, "ffn": 11008,
+             "vocab": 100000}
+    m = mapped(case(model=shape))
+    assert m.skipped is None and m.model is not None and not m.model.gated_mlp
+    assert any(d.startswith("MLP not gated") and "Acme-LM 7B" in d for d in m.defaults)
+    m = mapped(case(model={**shape, "ffn": 16384}))
+    assert m.skipped is None and not any(d.startswith("MLP not gated") for d in m.defaults)
+
+
 def test_tf32_training_is_refused_naming_the_precision():
     """fp32 training with TF32 matmuls has no precision of its own in the model: the case says so, rather than
     being priced as an unstated bf16 run; TF32 beside a named 16-bit precision is that precision."""

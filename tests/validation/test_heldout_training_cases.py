@@ -1,8 +1,10 @@
 """The training runs kept out of ../shared/data/training/cases.yaml, in its schema, so that `validate-training` on
 them is an out-of-sample error: NVIDIA NeMo's published pre-training tables (benchmarks/data/
-heldout_training_cases.yaml) and the runs of five other sources (outside_sources_training_cases.yaml: IBM's
+heldout_training_cases.yaml) and the runs of twelve other sources (outside_sources_training_cases.yaml: IBM's
 fms-fsdp README tables, torchtitan's 2024 performance page, NVIDIA's DGX Cloud Benchmarking tables, Trainy's
-torchtitan runs, OneFlow DLPerf's Megatron-LM runs on V100).
+torchtitan runs, OneFlow DLPerf's Megatron-LM runs on V100, InternEvo's performance page, Megatron-DeepSpeed's rebase
+README, the PyTorch blog's float8 + FSDP2 post, TinyLlama's README, DeepSpeed's Azure post and autotuning tutorial,
+the Hugging Face blog's FSDP / DeepSpeed comparison).
 These tests check the files, not the model's error: they parse, their rows name their sources and none is in
 the shared cases, the batch columns agree as the tables print them, and the rows the lowering expresses stay
 expressed, the others skipped for the reason their source leaves open.
@@ -82,24 +84,30 @@ def _outside():
 
 
 def test_outside_file_parses_and_every_row_names_its_page_and_revision():
-    """127 rows of five sources, each with its url, table and the repository commit its figures were read at."""
-    assert len(_outside()) == 127
-    assert {c.source for c in _outside()} == {"fmsfsdp", "torchtitan2024", "dgxc", "trainy", "dlperf"}
+    """211 rows of twelve sources, each with its url, table and the repository commit its figures were read at."""
+    assert len(_outside()) == 211
+    assert {c.source for c in _outside()} == {"fmsfsdp", "torchtitan2024", "dgxc", "trainy", "dlperf", "internevo",
+                                             "mdsrebase", "pytorchf8fsdp2", "tinyllama", "dsazure", "hfblog",
+                                             "dsautotune"}
     for entry in yaml.safe_load(OUTSIDE.read_text()):
         assert entry["source"]["url"].startswith("https://github.com/")
         assert entry["source"]["repo_commit"] and entry["source"]["table"]
 
 
 def test_outside_rows_expressed_and_the_reason_for_the_others():
-    """119 rows are expressed; the eight fms-fsdp rows that checkpoint every k-th block without saying k are
+    """171 rows are expressed; the eight fms-fsdp rows that checkpoint every k-th block without saying k are
     skipped saying so (torchtitan's 'selective layer' takes its option's default, every 2nd block: 16 of Llama 3
-    8B's 32 layers, 20 of Llama 2 13B's 40). The ten MaxText rows run its save_qkv_proj policy with cuDNN's
-    attention. The DGX Cloud recipes' TP overlap (ub_tp_comm_overlap) is read where their configs set it: every
-    recipe with TP."""
+    8B's 32 layers, 20 of Llama 2 13B's 40), InternEvo's 22 FLOPS rows pack samples of lengths it does not state,
+    the float8 post's eight Table 1 rows give no GPU count and the Hugging Face blog's two rows no vocabulary. The
+    ten MaxText rows run its save_qkv_proj policy with cuDNN's attention. The DGX Cloud recipes' TP overlap
+    (ub_tp_comm_overlap) is read where their configs set it: every recipe with TP."""
     mapped = [map_case(c) for c in _outside()]
     skipped = [m for m in mapped if m.skipped is not None]
-    assert len(mapped) - len(skipped) == 119
-    assert len(skipped) == sum("but not which" in m.skipped for m in skipped if m.case.source == "fmsfsdp") == 8
+    assert len(mapped) - len(skipped) == 171
+    reasons = {"fmsfsdp": "but not which", "internevo": "packed sequences", "pytorchf8fsdp2": "cluster size not stated",
+               "hfblog": "not stated: vocab"}
+    assert all(reasons[m.case.source] in m.skipped for m in skipped)
+    assert [sum(m.case.source == source for m in skipped) for source in reasons] == [8, 22, 8, 2]
     maxtext = [m.training for m in mapped if "maxtext" in m.case.id and m.training is not None]
     assert len(maxtext) == 10
     assert {(t.activation_checkpointing, t.attention_kernel, t.framework, t.memory_fraction, t.allocator)
@@ -132,3 +140,14 @@ def test_dlperf_rows_lower_as_their_run_script_ran_them():
         par = m.training.parallel
         assert (par.tp, par.pp, m.topology.nodes * m.topology.gpus_per_node // (par.tp * par.pp)) == (tp, pp, dp)
         assert not m.training.strategy.overlap_grad_reduce, m.case.id
+
+
+def test_internevo_rows_lower_with_their_micro_steps_and_gated_mlp():
+    """InternEvo's throughput rows state the micro-steps as its `micro_num` (4) and InternLM 7B's shape with ffn 11008:
+    they lower with 4 micro-steps of their micro-batch and LLaMA's gated MLP (InternLM's public config), not one
+    micro-step of an ungated MLP."""
+    mapped = [map_case(c) for c in _outside() if c.source == "internevo" and c.id.endswith("-throughput")]
+    assert len(mapped) == 32 and all(m.skipped is None for m in mapped)
+    for m in mapped:
+        assert m.training is not None and m.model is not None
+        assert (m.training.grad_accum, m.model.gated_mlp, m.model.ffn_hidden) == (4, True, 11008), m.case.id

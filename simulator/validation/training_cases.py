@@ -46,7 +46,7 @@ from pydantic import ValidationError
 from simulator.core.errors import ClusterSimError, ConfigError
 from simulator.core.yaml_text import load_yaml_text
 from simulator.scenario import with_framework
-from simulator.validation.training_cluster import Unexpressible, topology_of
+from simulator.validation.training_cluster import UNSTATED, Unexpressible, topology_of
 from simulator.validation.training_parallel import framework_of, lower_parallel
 from simulator.validation.training_strategy import (
     FAMILY_OF_KIND,
@@ -615,11 +615,6 @@ def _routing(training: Mapping[str, Any]) -> RoutingSpec:
     return RoutingSpec(capacity_factor=None if factor is None else float(factor), pad_to_capacity=bool(pad))
 
 
-# a field whose text says the source gave no value ("not stated", "unknown", "n/a", "not stated (tuned per run)")
-_UNSTATED = re.compile(r"^\s*(?:not\s+(?:stated|given|specified|published|reported)|unknown|unspecified|n/?a)\b",
-                       re.IGNORECASE)
-
-
 def _checkpointing(value: bool | str | None, defaults: list[str], framework: str = "") -> tuple[Checkpointing,
                                                                                               int | None]:
     """(activation checkpointing, k: every k-th layer recomputes; None: every layer) of true/false (full
@@ -631,7 +626,7 @@ def _checkpointing(value: bool | str | None, defaults: list[str], framework: str
     torchtitan's selective is otherwise its per-op policy ("op"): selective_ac_option 'op' in its Llama 3 train
     configs (llama3_8b.toml) since 2024. A MaxText remat_policy ('remat_policy save_qkv_proj') is that JAX
     policy (workloads.remat); under MaxText, full is its remat_policy 'full', nothing_saveable."""
-    if value is None or _UNSTATED.search(str(value)):
+    if value is None or UNSTATED.search(str(value)):
         said = "" if value is None else f" ({value!r})"
         defaults.append(f"activation_checkpointing not stated{said}: none")
         return "none", None

@@ -17,6 +17,11 @@ class Unexpressible(Exception):
     """A case this tool cannot lower onto its specs (the message is the skip reason)."""
 
 
+# a field's text saying the source gave no value ("not stated", "unknown", "n/a", "not stated (tuned per run)")
+UNSTATED = re.compile(r"^\s*(?:not\s+(?:stated|given|specified|published|reported)|unknown|unspecified|n/?a)\b",
+                      re.IGNORECASE)
+
+
 # a rate: its number, G or T, and the unit letters: b / bit (bits) or B / byte ("GB/s", "GBps": bytes, x 8; an
 # all-capitals "GBPS" is taken for bits, as it is commonly written)
 _GBPS = r"(\d+(?:\.\d+)?)\s*([GT])(bits?|bytes?|b)(ps|/s)"

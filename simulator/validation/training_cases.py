@@ -739,8 +739,15 @@ _UNFUSED_ATTENTION_FRAMEWORKS = ("megatron-lm", "megatron-deepspeed")
 
 
 def _flash_attention(training: Mapping[str, Any]) -> bool:
-    """Whether the case's framework ran a fused attention kernel (see _UNFUSED_ATTENTION_FRAMEWORKS), the framework
-    read as its other conventions are ("Megatron-LM (commit 8aa4619)" is Megatron-LM)."""
+    """Whether the case ran a fused attention kernel: as its `flash_attention` states it (true, or text naming the
+    kernel, "FlashAttention-2"; false, "off", "none", "unfused" or "eager" for none), else by its framework (see
+    _UNFUSED_ATTENTION_FRAMEWORKS), read as its other conventions are ("Megatron-LM (commit 8aa4619)" is
+    Megatron-LM)."""
+    stated = training.get("flash_attention")
+    if isinstance(stated, bool):
+        return stated
+    if stated is not None and not UNSTATED.search(str(stated)):
+        return not re.match(r"\s*(?:false|off|no|none|disabled|unfused|eager)\b", str(stated), re.IGNORECASE)
     return framework_of(training) not in _UNFUSED_ATTENTION_FRAMEWORKS
 
 

@@ -1149,6 +1149,21 @@ def test_an_unknown_family_with_an_unusual_ffn_is_flagged_ungated():
     assert m.skipped is None and not any(d.startswith("MLP not gated") for d in m.defaults)
 
 
+@pytest.mark.parametrize(("framework", "stated", "fused"), [
+    ("Megatron-DeepSpeed", "FlashAttention-2", True), ("Megatron-DeepSpeed", "FlashAttention 1.x (1.0.4)", True),
+    ("Megatron-DeepSpeed", True, True), ("Megatron-DeepSpeed", None, False),
+    ("Megatron-DeepSpeed", "not stated", False),
+    ("PyTorch FSDP", "off", False), ("PyTorch FSDP", False, False), ("PyTorch FSDP", "eager attention", False),
+    ("PyTorch FSDP", None, True),
+])
+def test_stated_attention_kernel_wins_over_the_framework_rule(framework: str, stated, fused: bool):
+    """A case's own `flash_attention` (true / false, or text naming the kernel or 'off') decides; only an unstated
+    one falls back to the framework's era (Megatron-DeepSpeed's published runs: unfused)."""
+    m = mapped(case(training={"framework": framework, "flash_attention": stated}))
+    assert m.skipped is None and m.training is not None, m.skipped
+    assert m.training.flash_attention is fused
+
+
 def test_tf32_training_is_refused_naming_the_precision():
     """fp32 training with TF32 matmuls has no precision of its own in the model: the case says so, rather than
     being priced as an unstated bf16 run; TF32 beside a named 16-bit precision is that precision."""

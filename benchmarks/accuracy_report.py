@@ -226,7 +226,7 @@ _OUTSIDE_INTRO = (
     "Benchmarking tables (NeMo 24.12's Llama 3.1, GPT-3 175B, Nemotron-4 and Grok-1 recipes, MaxText's Llama 3 70B, on "
     "8-2,304 H100s), Trainy's torchtitan runs of Llama 3.1 8B on 32 and 64 H200s, the Megatron-LM runs of "
     "OneFlow's DLPerf on up to 32 V100s (scored blind at 18.3%, then re-scored after the case-reading fix it exposed), "
-    "and seven more scored blind at 5.8% and re-scored after the five case-reading fixes they exposed: InternEvo's "
+    "and seven more scored blind at 5.8% and re-scored after the six case-reading fixes they exposed: InternEvo's "
     "performance page (up to 1,024 A100s), Megatron-DeepSpeed's rebase README, the PyTorch blog's float8 + FSDP2 "
     "post, TinyLlama, DeepSpeed's Azure post and autotuning tutorial and a Hugging Face blog "
     "([the set](../heldout-training.md#runs-of-other-sources)). No constant is "

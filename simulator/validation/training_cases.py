@@ -88,7 +88,7 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
                  "fsdp_mixed_precision_mode": "str", "packed_sample_len": "int", "lora_rank": "int",
                  "recompute_layers": "int", "recompute_num_layers": "int", "tp_comm_overlap": "bool",
                  "capacity_factor": "number", "moe_expert_capacity_factor": "number", "pad_to_capacity": "bool",
-                 "moe_pad_expert_input_to_capacity": "bool"},
+                 "moe_pad_expert_input_to_capacity": "bool", "pack_sample_into_one": "bool"},
     "cluster": {"gpu": "str", "num_gpus": "int", "gpus_per_node": "int", "nodes": "int", "intra_node": "str",
                 "inter_node": "str", "inter_node_bw_per_node": "str", "ib_links": "str"},
 }
@@ -728,7 +728,16 @@ def _lora_rank(case: TrainingCase, defaults: list[str]) -> int | None:
 
 
 def _check_task(case: TrainingCase) -> None:
-    if "packed sequences" in case.note.lower() and case.training.get("packed_sample_len") is None:
+    """Packed sequences whose attention spans each packed sample need the samples' length: a note saying the run
+    packs sequences, or InternEvo's `pack_sample_into_one: false` (its PackedDataset keeps each sample's
+    boundaries in cu_seqlens), without `packed_sample_len` is skipped. InternEvo's `pack_sample_into_one: true`
+    (PackedDatasetWithoutCuSeqlen, internlm/data) cuts the pack into micro_bsz segments of seq_len tokens with
+    attention over each whole segment: the micro-batch of full sequences the case states."""
+    pack_into_one = case.training.get("pack_sample_into_one")
+    if pack_into_one is True:
+        return
+    packed = pack_into_one is False or "packed sequences" in case.note.lower()
+    if packed and case.training.get("packed_sample_len") is None:
         raise Unexpressible("packed sequences: attention spans each packed sample, whose lengths are not stated "
                             "(training.packed_sample_len)")
 

@@ -12,6 +12,7 @@ expressed, the others skipped for the reason their source leaves open.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -95,19 +96,19 @@ def test_outside_file_parses_and_every_row_names_its_page_and_revision():
 
 
 def test_outside_rows_expressed_and_the_reason_for_the_others():
-    """171 rows are expressed; the eight fms-fsdp rows that checkpoint every k-th block without saying k are
+    """161 rows are expressed; the eight fms-fsdp rows that checkpoint every k-th block without saying k are
     skipped saying so (torchtitan's 'selective layer' takes its option's default, every 2nd block: 16 of Llama 3
-    8B's 32 layers, 20 of Llama 2 13B's 40), InternEvo's 22 FLOPS rows pack samples of lengths it does not state,
-    the float8 post's eight Table 1 rows give no GPU count and the Hugging Face blog's two rows no vocabulary. The
-    ten MaxText rows run its save_qkv_proj policy with cuDNN's attention. The DGX Cloud recipes' TP overlap
-    (ub_tp_comm_overlap) is read where their configs set it: every recipe with TP."""
+    8B's 32 layers, 20 of Llama 2 13B's 40), InternEvo's 32 throughput rows pack samples of lengths it does not
+    state, the float8 post's eight Table 1 rows give no GPU count and the Hugging Face blog's two rows no
+    vocabulary. The ten MaxText rows run its save_qkv_proj policy with cuDNN's attention. The DGX Cloud recipes' TP
+    overlap (ub_tp_comm_overlap) is read where their configs set it: every recipe with TP."""
     mapped = [map_case(c) for c in _outside()]
     skipped = [m for m in mapped if m.skipped is not None]
-    assert len(mapped) - len(skipped) == 171
+    assert len(mapped) - len(skipped) == 161
     reasons = {"fmsfsdp": "but not which", "internevo": "packed sequences", "pytorchf8fsdp2": "cluster size not stated",
                "hfblog": "not stated: vocab"}
     assert all(reasons[m.case.source] in m.skipped for m in skipped)
-    assert [sum(m.case.source == source for m in skipped) for source in reasons] == [8, 22, 8, 2]
+    assert [sum(m.case.source == source for m in skipped) for source in reasons] == [8, 32, 8, 2]
     maxtext = [m.training for m in mapped if "maxtext" in m.case.id and m.training is not None]
     assert len(maxtext) == 10
     assert {(t.activation_checkpointing, t.attention_kernel, t.framework, t.memory_fraction, t.allocator)
@@ -142,12 +143,18 @@ def test_dlperf_rows_lower_as_their_run_script_ran_them():
         assert not m.training.strategy.overlap_grad_reduce, m.case.id
 
 
-def test_internevo_rows_lower_with_their_micro_steps_and_gated_mlp():
-    """InternEvo's throughput rows state the micro-steps as its `micro_num` (4) and InternLM 7B's shape with ffn 11008:
-    they lower with 4 micro-steps of their micro-batch and LLaMA's gated MLP (InternLM's public config), not one
-    micro-step of an ungated MLP."""
-    mapped = [map_case(c) for c in _outside() if c.source == "internevo" and c.id.endswith("-throughput")]
-    assert len(mapped) == 32 and all(m.skipped is None for m in mapped)
-    for m in mapped:
+def test_internevo_rows_lower_with_their_packing_micro_steps_and_gated_mlp():
+    """InternEvo's FLOPS rows pack samples into one (pack_sample_into_one: true): micro_bsz sequences of 2,048 tokens
+    a micro-step (its packs are cut into seq_len segments), over its `micro_num` micro-steps, with InternLM's gated
+    MLP (its public config); its throughput rows keep each sample's boundaries (false), lengths not stated:
+    skipped."""
+    rows = [c for c in _outside() if c.source == "internevo"]
+    flops = [map_case(c) for c in rows if c.id.endswith("-flops")]
+    assert len(flops) == 22 and all(m.skipped is None for m in flops)
+    for m in flops:
         assert m.training is not None and m.model is not None
-        assert (m.training.grad_accum, m.model.gated_mlp, m.model.ffn_hidden) == (4, True, 11008), m.case.id
+        micro_bsz, micro_num = (int(x) for x in re.search(r"-mbs(\d+)-mn(\d+)-", m.case.id).groups())
+        assert (m.training.seq_len, m.training.micro_batch) == (2048, micro_bsz), m.case.id
+        assert (m.training.grad_accum or 1, m.model.gated_mlp) == (micro_num, True), m.case.id
+    throughput = [map_case(c) for c in rows if c.id.endswith("-throughput")]
+    assert len(throughput) == 32 and all(m.skipped and "packed_sample_len" in m.skipped for m in throughput)

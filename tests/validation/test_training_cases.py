@@ -1164,6 +1164,22 @@ def test_stated_attention_kernel_wins_over_the_framework_rule(framework: str, st
     assert m.training.flash_attention is fused
 
 
+def test_internevo_packing_into_one_is_full_sequences_and_per_sample_packing_needs_lengths():
+    """InternEvo's pack_sample_into_one: true cuts each pack into micro_bsz segments of seq_len tokens, attention over
+    each whole segment (PackedDatasetWithoutCuSeqlen's cu_seqlens): the stated micro-batch of full sequences;
+    false keeps each sample's boundaries, whose lengths are not stated: skipped as other packed runs are."""
+    training = {"micro_batch": 8, "global_batch": None, "grad_accum": None}
+    note = "samples packed into micro_bsz x 2048-token packed sequences"
+    one = mapped(case(model={"seq_len": 2048}, training={**training, "pack_sample_into_one": True}, note=note))
+    assert one.skipped is None and one.training is not None, one.skipped
+    assert (one.training.seq_len, one.training.micro_batch, one.training.packed_sample_len) == (2048, 8, None)
+    apart = mapped(case(model={"seq_len": 2048}, training={**training, "pack_sample_into_one": False}))
+    assert apart.skipped is not None and "packed_sample_len" in apart.skipped
+    stated = mapped(case(model={"seq_len": 2048},
+                         training={**training, "pack_sample_into_one": False, "packed_sample_len": 1024}))
+    assert stated.skipped is None and stated.training is not None and stated.training.packed_sample_len == 1024
+
+
 def test_tf32_training_is_refused_naming_the_precision():
     """fp32 training with TF32 matmuls has no precision of its own in the model: the case says so, rather than
     being priced as an unstated bf16 run; TF32 beside a named 16-bit precision is that precision."""

@@ -70,3 +70,27 @@ def test_a_tensor_parallel_pair_uses_the_bridge_and_the_rest_does_not():
 def test_cards_and_platforms_that_do_not_fit_are_refused_naming_the_fix(gpu: str, intra_node: str, message: str):
     with pytest.raises(ConfigError, match=message):
         validate_topology_spec(server(gpu, 2, intra_node), "test")
+
+
+@pytest.mark.parametrize("gpus", [2, 4])
+def test_a_degraded_card_counts_the_same_on_any_server(gpus: int):
+    """The view is priced on one server of each fault class: a card at half rate on server 0 or on server 2 gives the
+    same prediction; its bridge runs at half rate, which slows a collective wherever the server's GPUs, not the one
+    200 Gb/s NIC, set the pace (four cards at PCIe pace; two bridged cards alone)."""
+    spec = {"gpu": "A100-PCIe-80GB", "gpus_per_node": gpus, "nodes": 3, "intra_node": "pcie4-nvlink-bridges",
+            "inter_node": {"transport": "ib", "nics_per_node": 1, "nic_gbps": 200}}
+    sizes = [1 << 20, GIB]
+
+    def times(faults: list[dict]) -> list[float]:
+        return [r.time_us for r in cs.collective(spec, op="all_reduce", sizes=sizes, link_faults=faults).rows]
+
+    first, third = times([{"device": "s0/gpu1", "factor": 0.5}]), times([{"device": "s2/gpu1", "factor": 0.5}])
+    assert first == pytest.approx(third, rel=1e-12)
+    if gpus == 4:
+        assert first[-1] > times([])[-1]
+    pair = server("A100-PCIe-80GB", 2, "pcie4-nvlink-bridges")
+    degraded = cs.collective(pair, op="all_reduce", sizes=[GIB], link_faults=[{"device": "s0/gpu1", "factor": 0.5}])
+    assert degraded.rows[0].time_us > all_reduce_us(pair)
+    view = comm_view(build(validate_topology_spec({**spec, "link_faults": [{"device": "s2/gpu1", "factor": 0.5}]},
+                                                  "test")))
+    assert view.bridge_Bps == pytest.approx(0.5 * gpu_spec("A100-PCIe-80GB").nvlink_GBps_per_direction * 1e9)

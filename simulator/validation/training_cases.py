@@ -46,7 +46,7 @@ from pydantic import ValidationError
 from simulator.core.errors import ClusterSimError, ConfigError
 from simulator.core.yaml_text import load_yaml_text
 from simulator.scenario import with_framework
-from simulator.validation.training_cluster import UNSTATED, Unexpressible, topology_of
+from simulator.validation.training_cluster import SAYS_NONE, UNSTATED, Unexpressible, topology_of
 from simulator.validation.training_parallel import framework_of, lower_parallel
 from simulator.validation.training_strategy import (
     FAMILY_OF_KIND,
@@ -756,7 +756,7 @@ def _flash_attention(training: Mapping[str, Any]) -> bool:
     if isinstance(stated, bool):
         return stated
     if stated is not None and not UNSTATED.search(str(stated)):
-        return not re.match(r"\s*(?:false|off|no|none|disabled|unfused|eager)\b", str(stated), re.IGNORECASE)
+        return not (SAYS_NONE.search(str(stated)) or re.match(r"\s*(?:unfused|eager)\b", str(stated), re.IGNORECASE))
     return framework_of(training) not in _UNFUSED_ATTENTION_FRAMEWORKS
 
 

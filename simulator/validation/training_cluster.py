@@ -20,6 +20,8 @@ class Unexpressible(Exception):
 # a field's text saying the source gave no value ("not stated", "unknown", "n/a", "not stated (tuned per run)")
 UNSTATED = re.compile(r"^\s*(?:not\s+(?:stated|given|specified|published|reported)|unknown|unspecified|n/?a)\b",
                       re.IGNORECASE)
+# a field's text saying there is none of it ("false", "off", "none (tuned)")
+SAYS_NONE = re.compile(r"^\s*(?:false|no|none|off|disabled)\b", re.IGNORECASE)
 
 
 # a rate: its number, G or T, and the unit letters: b / bit (bits) or B / byte ("GB/s", "GBps": bytes, x 8; an

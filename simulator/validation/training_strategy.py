@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from simulator.validation.training_cluster import UNSTATED, Unexpressible
+from simulator.validation.training_cluster import SAYS_NONE, UNSTATED, Unexpressible
 from workloads.spec import FsdpSharding, StrategyKind, StrategySpec
 
 Family = Literal["fsdp", "zero", "ddp"]
@@ -122,8 +122,6 @@ def strategy_spec(training: Mapping[str, Any], names: list[str], family: Family,
 # fields a case states host-memory offload in: DeepSpeed's ZeRO-Offload, FSDP's CPUOffload, activations saved on the
 # CPU (LLM Foundry's activation_cpu_offload, torch's save_on_cpu)
 _OFFLOAD_FIELDS = ("offload", "cpu_offload", "activation_cpu_offload")
-# what says there is none: false, no, none, off, disabled, or that the source did not say (UNSTATED)
-_NO_OFFLOAD = re.compile(r"^\s*(?:false|no|none|off|disabled)\b", re.IGNORECASE)
 
 
 def _refuse_offload(training: Mapping[str, Any], family: Family) -> None:
@@ -131,7 +129,7 @@ def _refuse_offload(training: Mapping[str, Any], family: Family) -> None:
     transfers and CPU optimizer are not modelled."""
     for name in _OFFLOAD_FIELDS:
         value = training.get(name)
-        if value is not None and value is not False and not (_NO_OFFLOAD.search(str(value))
+        if value is not None and value is not False and not (SAYS_NONE.search(str(value))
                                                               or UNSTATED.search(str(value))):
             if family == "zero" and name == "offload":
                 raise Unexpressible(f"ZeRO-Offload ({value}) is not expressible")

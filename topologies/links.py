@@ -27,8 +27,9 @@ NIC_S = 500e-9
 # Cable propagation: ~5 ns/m, ~10 m within a row of racks.
 CABLE_S = 50e-9
 # Switch port-to-port: InfiniBand Quantum (HDR QM8700 datasheet: 130 ns); Ethernet data-centre switches
-# (Spectrum-2/3, Tomahawk class) ~300-700 ns cut-through, 500 ns taken for RoCE, EFA, TCP and Ethernet.
-SWITCH_S = {"ib": 130e-9, "roce": 500e-9, "efa": 500e-9, "tcp": 500e-9, "ethernet": 500e-9}
+# (Spectrum-2/3, Tomahawk class) ~300-700 ns cut-through, 500 ns taken for RoCE, EFA, TCP and Ethernet, and
+# for HPE Slingshot's Rosetta (an Ethernet-based switch; no primary port-to-port figure was found).
+SWITCH_S = {"ib": 130e-9, "roce": 500e-9, "efa": 500e-9, "slingshot": 500e-9, "tcp": 500e-9, "ethernet": 500e-9}
 
 
 def nic_uplink_latency_s(kind: str) -> float:

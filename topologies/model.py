@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from topologies.spec import TopologySpec
 
 DEVICE_KINDS = ("gpu", "nvswitch", "pcie_switch", "cpu", "nic", "leaf", "spine", "core")
-LINK_KINDS = ("nvlink", "pcie", "smp", "ib", "roce", "efa", "ethernet", "tcp")
+LINK_KINDS = ("nvlink", "pcie", "smp", "ib", "roce", "efa", "slingshot", "ethernet", "tcp")
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,7 +120,7 @@ class Topology:
 
     @property
     def transport(self) -> str | None:
-        """NCCL network transport ("ib", "roce", "efa", "tcpx", "tcpxo", "sockets", "ethernet") or None."""
+        """NCCL network transport (spec.Transport: "ib", "roce", "efa", "slingshot", ...) or None."""
         net = self.spec.inter_node
         return net.transport if net else None
 

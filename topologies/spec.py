@@ -18,7 +18,7 @@ from simulator.core.errors import ConfigError
 from simulator.core.units import from_text, parse_gbps
 from topologies.hardware import gpu_spec, gpus_fitting, intra_node_platform
 
-Transport = Literal["ib", "roce", "efa", "tcpx", "tcpxo", "sockets", "ethernet"]
+Transport = Literal["ib", "roce", "efa", "slingshot", "tcpx", "tcpxo", "sockets", "ethernet"]
 IntraNodeKind = Literal[
     "nvswitch-nvlink2",
     "nvswitch-nvlink3",
@@ -27,6 +27,7 @@ IntraNodeKind = Literal[
     "nvswitch-nvlink3-8links",
     "nvswitch-nvlink4-8links",
     "nvlink4-full-mesh-4",
+    "nvlink3-full-mesh-4",
     "nvlink2-full-mesh-4",
     "nvlink2-hybrid-cube-mesh",
     "nvlink5-nvl72",
@@ -45,12 +46,13 @@ Routing = Literal["adaptive", "ecmp"]
 # NIC speed assumed when a spec omits nic_gbps (then nic_gbps_presumed is set): the commonest speed of
 # each transport in GPU clusters. ib: NDR 400 Gb/s ConnectX-7 (DGX H100/B200 compute fabric);
 # roce: 200 GbE ConnectX-6 Dx/ConnectX-7 class; efa: 100 Gb/s per EFA interface (AWS p4d 4x100,
-# p5 32x100); tcpx: GCP A3 High 4x200 Gb/s GPU NICs; tcpxo: GCP A3 Mega 8x200 Gb/s; sockets and plain
-# ethernet: 100 GbE.
+# p5 32x100); slingshot: HPE Slingshot-11's Cassini NIC, 200 Gb/s; tcpx: GCP A3 High 4x200 Gb/s GPU NICs;
+# tcpxo: GCP A3 Mega 8x200 Gb/s; sockets and plain ethernet: 100 GbE.
 DEFAULT_NIC_GBPS: dict[str, float] = {
     "ib": 400.0,
     "roce": 200.0,
     "efa": 100.0,
+    "slingshot": 200.0,
     "tcpx": 200.0,
     "tcpxo": 200.0,
     "sockets": 100.0,
@@ -63,7 +65,7 @@ DEFAULT_NIC_GBPS: dict[str, float] = {
 # Shalev et al., "A Cloud-Optimized Transport Protocol for Elastic and Scalable HPC", IEEE Micro 2020).
 # ecmp: RoCE and TCP-based transports, whose switches pin each flow to a path by a hash of its 5-tuple
 # (Gangidi et al., "RDMA over Ethernet for Distributed Training at Meta Scale", SIGCOMM 2024).
-ADAPTIVE_ROUTING_TRANSPORTS = ("ib", "efa")
+ADAPTIVE_ROUTING_TRANSPORTS = ("ib", "efa", "slingshot")
 # NCCL's socket transport (used over plain Ethernet too) always copies through host memory.
 HOST_STAGED_TRANSPORTS = ("sockets", "ethernet")
 NVL72_DOMAIN_GPUS = 72  # GB200 NVL72: 72 GPUs in one NVLink domain (NVIDIA GB200 NVL72 datasheet)
@@ -80,7 +82,8 @@ class InterNodeSpec(BaseModel):
     model_config = _SPEC_CONFIG
 
     transport: Transport = Field(
-        description="NCCL network transport: ib (InfiniBand verbs), roce (RoCE v2), efa (AWS EFA), tcpx/tcpxo "
+        description="NCCL network transport: ib (InfiniBand verbs), roce (RoCE v2), efa (AWS EFA), slingshot (HPE "
+        "Slingshot-11 through the OFI plugin's CXI provider), tcpx/tcpxo "
         "(GCP GPUDirect-TCPX/TCPXO), sockets (NCCL socket transport), ethernet (plain Ethernet, sockets)."
     )
     nics_per_node: int = Field(strict=True, ge=1, description="Network interfaces per server used for GPU traffic.")
@@ -123,7 +126,7 @@ class InterNodeSpec(BaseModel):
         if self.gpudirect_rdma and self.transport in HOST_STAGED_TRANSPORTS:
             raise ValueError(
                 f"gpudirect_rdma: transport {self.transport!r} always stages through host memory; "
-                "set gpudirect_rdma: false or use ib/roce/efa/tcpx/tcpxo"
+                "set gpudirect_rdma: false or use ib/roce/efa/slingshot/tcpx/tcpxo"
             )
         return self
 

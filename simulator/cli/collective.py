@@ -86,7 +86,7 @@ def collective(
     gpus_per_node: Annotated[int | None, typer.Option(help="Cluster as flags: GPUs per node.")] = None,
     intra_node: Annotated[str | None, typer.Option(help="Cluster as flags: e.g. nvswitch-nvlink4, pcie4.")] = None,
     transport: Annotated[
-        str | None, typer.Option(help="Cluster as flags: ib, roce, efa, tcpxo, tcpx, sockets, ethernet.")
+        str | None, typer.Option(help="Cluster as flags: ib, roce, efa, slingshot, tcpxo, tcpx, sockets, ethernet.")
     ] = None,
     nics_per_node: Annotated[int | None, typer.Option(help="Cluster as flags: NICs per node.")] = None,
     nic_gbps: Annotated[str | None, typer.Option(

@@ -12,6 +12,12 @@ tuner on cloud fabrics. Each entry is a fact about the transport with its basis:
 - efa: AWS Elastic Fabric Adapter (SRD over the AWS network) through aws-ofi-nccl: per-message
   latency of ~15-20 us (AWS EFA documentation and re:Invent talks quote ~15 us p50), so an extra
   ~15 us per network hop; sustained 85-90% of line rate (p4d/p5 nccl-tests published by AWS).
+- slingshot: HPE Slingshot-11 (Cassini NIC, 200 Gb/s; Rosetta switches) through aws-ofi-nccl and
+  libfabric's CXI provider. GPU-to-GPU osu_bw between Alps GH200 nodes reaches 23.99 GB/s of the NIC's 25 GB/s
+  at 4 MiB (CSCS user documentation, OpenMPI page), and NCCL's sendrecv_perf 24.2 GB/s per GPU on 8 GH200
+  nodes (NVIDIA/nccl issue 1272): 0.96, as InfiniBand. No per-message cost of the plugin on CXI is
+  published, so no floor is added beyond NCCL's network hop latency; a cluster's own logs fit one
+  (`clustersim calibrate`).
 - tcpxo / tcpx: GCP GPUDirect-TCPXO / -TCPX (A3 Mega / A3 High): data moves over TCP with a
   receive-side datapath; published nccl-tests floors are ~100-120 us for small all_reduce
   (GCP A3 Mega docs), i.e. tens of microseconds per network hop; ~90% of line rate at large sizes.
@@ -38,6 +44,7 @@ TRANSPORTS: dict[str, TransportModel] = {
     "ib": TransportModel("ib", extra_hop_latency_us=0.0, efficiency=0.96),
     "roce": TransportModel("roce", extra_hop_latency_us=1.0, efficiency=0.92),
     "efa": TransportModel("efa", extra_hop_latency_us=15.0, efficiency=0.87),
+    "slingshot": TransportModel("slingshot", extra_hop_latency_us=0.0, efficiency=0.96),
     "tcpxo": TransportModel("tcpxo", extra_hop_latency_us=45.0, efficiency=0.90),
     "tcpx": TransportModel("tcpx", extra_hop_latency_us=45.0, efficiency=0.80),
     "sockets": TransportModel("sockets", extra_hop_latency_us=25.0, efficiency=0.65),

@@ -24,7 +24,8 @@ from topologies.hardware import known_gpus
 _ENV_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
 # other spellings of the vocabulary's transports (compared lower-case, without spaces, '-' or '_')
 _TRANSPORT_SPELLINGS = {"infiniband": "ib", "rocev2": "roce", "awsefa": "efa", "gpudirecttcpx": "tcpx",
-                        "gpudirecttcpxo": "tcpxo", "tcp": "sockets", "socket": "sockets"}
+                        "gpudirecttcpxo": "tcpxo", "tcp": "sockets", "socket": "sockets", "slingshot11": "slingshot",
+                        "hpeslingshot": "slingshot", "hpeslingshot11": "slingshot", "cxi": "slingshot"}
 
 
 def _squeezed(text: str) -> str:

@@ -61,6 +61,10 @@ _INSTANCES: tuple[tuple[str, str], ...] = (
     (r"\bndm?(?:96a[m]?sr)?[ _]?a100[ _]?v4\b", "azure-nd-a100-v4"),
     (r"\bnd(?:96isr)?[ _]?h100[ _]?v5\b", "azure-nd-h100-v5"),
     (r"\bnd(?:96isr)?[ _]?h200[ _]?v5\b", "azure-nd-h200-v5"),
+    # HPE Cray EX systems of 4-GPU nodes on Slingshot-11 (their presets give the sources)
+    (r"\b(?:cscs[ -])?alps\b|\bclariden\b|\bsantis\b|\bisambard[ -]ai\b", "cscs-alps-gh200"),
+    (r"\bperlmutter\b", "nersc-perlmutter"),
+    (r"\bpolaris\b", "alcf-polaris"),
 )
 
 _PCIE_PRESET = "pcie-l40s"  # the preset whose server holds PCIe cards (8 per node, no NVLink)
@@ -234,6 +238,8 @@ def _stated_transport(text: str | None) -> str | None:
         return "roce"
     if "efa" in low:
         return "efa"
+    if "slingshot" in low:
+        return "slingshot"
     if re.search(r"infiniband|\bib\b|\b[hnex]dr\d*\b|omni-?path|\bopa\b", low):
         return "ib"  # Omni-Path is driven through verbs like InfiniBand
     if re.search(r"ethernet|\d\s*gbe\b|\btcp\b", low) and "rdma" not in low:
@@ -256,7 +262,7 @@ def _instance_gpu(text: str, preset_name: str, defaults: list[str]) -> str:
     memory = re.search(r"(\d+)\s*gb", text.lower())
     if gpu == "A100-SXM4-40GB" and memory and memory.group(1) == "80":
         gpu = "A100-SXM4-80GB"
-    defaults.append(f"cloud instance named: {preset_name} ({preset.description})"
+    defaults.append(f"instance or system named: {preset_name} ({preset.description})"
                     + (f", with the stated {gpu}" if gpu != preset.gpu else ""))
     return gpu
 

@@ -109,7 +109,9 @@ def test_vocabulary_in_other_spellings_is_read(field: str, written: str, read: s
 
 
 @pytest.mark.parametrize(("written", "read"), [("InfiniBand", "ib"), ("RoCEv2", "roce"), ("RoCE v2", "roce"),
-                                               ("EFA", "efa"), ("TCP", "sockets"), ("GPUDirect-TCPXO", "tcpxo")])
+                                               ("EFA", "efa"), ("TCP", "sockets"), ("GPUDirect-TCPXO", "tcpxo"),
+                                               ("Slingshot-11", "slingshot"), ("HPE Slingshot", "slingshot"),
+                                               ("CXI", "slingshot")])
 def test_transport_in_other_spellings_is_read(written: str, read: str) -> None:
     manifest = parse_manifest(ENTRY.replace("transport: ib", f"transport: {written}"), "m.yaml", BASE)
     assert manifest.entries[0].inter_node["transport"] == read  # type: ignore[index]

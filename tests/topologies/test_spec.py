@@ -49,11 +49,11 @@ def test_sockets_default_to_host_staging_and_refuse_gpudirect():
 
 
 def test_nic_link_kind_per_transport():
-    """ib->ib, roce->roce, efa->efa, tcpx/tcpxo/sockets->tcp, ethernet->ethernet."""
+    """ib->ib, roce->roce, efa->efa, slingshot->slingshot, tcpx/tcpxo/sockets->tcp, ethernet->ethernet."""
     nets = [InterNodeSpec.model_validate({"transport": t, "nics_per_node": 1}) for t in DEFAULT_NIC_GBPS]
     kinds = {net.transport: net.nic_link_kind for net in nets}
-    assert kinds == {"ib": "ib", "roce": "roce", "efa": "efa", "tcpx": "tcp", "tcpxo": "tcp", "sockets": "tcp",
-                     "ethernet": "ethernet"}
+    assert kinds == {"ib": "ib", "roce": "roce", "efa": "efa", "slingshot": "slingshot", "tcpx": "tcp", "tcpxo": "tcp",
+                     "sockets": "tcp", "ethernet": "ethernet"}
 
 
 def test_specs_are_frozen_and_forbid_extra_fields():

@@ -133,8 +133,9 @@ def _outside_lines(o: dict[str, Any]) -> list[str]:
     return ["", "## Logs of other sources (uncalibrated)", "",
             f"`clustersim validate --manifest benchmarks/data/outside_nccl_tests/manifest.yaml`: {len(o['logs'])} "
             f"published nccl-tests logs ({o['points']} rows) from sources that supplied none of the logs above "
-            "(cloud providers' and cluster tools' documentation, blog posts, an nccl-tests issue), each described "
-            "from its source alone; where the source leaves the network out, the provider's documented spec for "
+            "(cloud providers', HPC centres' and cluster tools' documentation, blog posts, an nccl-tests issue), "
+            "each described from its source alone; where the source leaves the network out, the provider's documented "
+            "spec for "
             "that instance type (marked presumed in the manifest). Each was scored once before any change was made "
             "for it; see [Limitations](../limitations.md#collectives) for the figures as they came in and what they "
             "show.", "",

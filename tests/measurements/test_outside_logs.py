@@ -28,6 +28,10 @@ EXPECTED_ROWS = {
     "a100x8-2node-allreduce-oci-roce-oke-quickstart-page.txt": 31,
     "a100x8-4node-allreduce-dgxa100-ib-slurm-deepops-repo.txt": 13,
     "gb200x4-2node-nvl72-1rack-allreduce-ocioke-repo.txt": 33,
+    "gh200x1-2node-allreduce-alps-slingshot-sarussuite-cscsdocs-page.txt": 8,
+    "gh200x4-2node-allreduce-alps-santis-slingshot-crayns-repo.txt": 25,
+    "gh200x4-2node-allreduce-alps-slingshot-cscsdocs-page.txt": 25,
+    "gh200x4-2node-allreduce-olivia-slingshot-sigma2docs-page.txt": 28,  # int8 rows from 1 B
     "h100x4-1node-allreduce-lambda-4xh100-dudeperf3ct-page.txt": 28,
     "h100x4-2node-allreduce-ring-nccltests252-ghissue.txt": 5,
     "h100x8-2node-allgather-gcpa3high-tcpx-clustertoolkit-repo.txt": 10,

@@ -11,9 +11,12 @@ How the column layout is recognised (the file says it; the manifest's `format` i
    in-place; other columns (#bitdiff, i_min, algo, proto, ...) are skipped by position.
 2. Rows before any header are read by their column count (`_LAYOUTS_BY_COUNT`): 13 standard, 12 old
    (2019: no root, `error`), 11 old without redop, 9 one column set, 4 trimmed (size time algbw busbw).
-3. A markdown table whose header starts with `payload` or `size` is the PyTorch benchmark: sizes in
-   B/KiB/MiB/GiB/TiB, bandwidths in GBps, no time column: time = size / algbw (so it carries algbw's
-   two-decimal rounding, up to 0.6 % at 0.82 GB/s).
+3. A Markdown table whose header starts with `payload` or `size`: the PyTorch benchmark, or an nccl-tests table a
+   report generator rewrote (`| Size (B) | Out Time (us) | Out BusBW (GB/s) | In Time (us) | ... |`). A header
+   cell is read without its unit in parentheses and its out/in-place word, the first time/algbw/busbw set being
+   out-of-place as above. Sizes are bytes, or B/KiB/MiB/GiB/TiB; bandwidths in GB/s (or GBps); the time column
+   in us where there is one, else time = size / algbw (so it carries algbw's two-decimal rounding, up to 0.6 %
+   at 0.82 GB/s).
 4. A table with busbw but neither time nor algbw (published multi-node benchmark tables): algbw =
    busbw / factor, with nccl-tests' factor for the collective and rank count (busbw.busbw_factor),
    which only the manifest knows: the caller passes it as `busbw_factor`, else such a table is an error.
@@ -134,7 +137,7 @@ class NcclLog:
 class _Layout:
     columns: tuple[str, ...]
     where: dict[str, int]  # size/count/type/redop/root/time/algbw/busbw and ip_* -> column index
-    torch: bool = False
+    markdown: bool = False
 
 
 @dataclass
@@ -152,7 +155,7 @@ def _tools_in(text: str) -> list[str]:
     return [name for name in names if name in _TOOLS]
 
 
-def _make_layout(names: Sequence[str], source: str, line_no: int, torch: bool = False) -> _Layout:
+def _make_layout(names: Sequence[str], source: str, line_no: int, markdown: bool = False) -> _Layout:
     where: dict[str, int] = {}
     for i, raw in enumerate(names):
         name = _COLUMN_ALIASES.get(raw.lower(), raw.lower())
@@ -169,7 +172,7 @@ def _make_layout(names: Sequence[str], source: str, line_no: int, torch: bool = 
         raise LogParseError(
             source, line_no, f"header {' '.join(names)!r} lacks a size column or a time, algbw or busbw column"
         )
-    return _Layout(tuple(names), where, torch)
+    return _Layout(tuple(names), where, markdown)
 
 
 def _header_names(tokens: list[str]) -> list[str] | None:
@@ -267,9 +270,20 @@ def _table_row(tokens: list[str], layout: _Layout, line_no: int, busbw_factor: f
     )
 
 
-def _torch_row(cells: list[str], layout: _Layout, line_no: int, busbw_factor: float | None) -> NcclRow:
-    """A row of the PyTorch benchmark table (`|   32KiB |   1.44GBps |   0.82GBps |`): time = size / algbw
-    (algbw = busbw / busbw_factor where the table prints busbw only)."""
+def _markdown_names(cells: list[str]) -> list[str]:
+    """A Markdown table's header cells as column names: 'Out BusBW (GB/s)' -> 'busbw', 'Size (B)' -> 'size'."""
+    names = []
+    for cell in cells:
+        words = re.sub(r"\([^)]*\)", " ", cell.lower()).replace("-", " ").split()
+        while len(words) > 1 and words[0] in ("out", "in", "of", "place", "oop", "ip"):
+            words = words[1:]
+        names.append(_COLUMN_ALIASES.get("".join(words), "".join(words)))
+    return names
+
+
+def _markdown_row(cells: list[str], layout: _Layout, line_no: int, busbw_factor: float | None) -> NcclRow:
+    """A row of a Markdown table (`|   32KiB |   1.44GBps |   0.82GBps |`, `| 8 | 18.74 | 0.00 | ...`): the time
+    column's, else time = size / algbw (algbw = busbw / busbw_factor where the table prints busbw only)."""
     if len(cells) != len(layout.columns):
         raise ValueError(
             f"row has {len(cells)} cells, expected {len(layout.columns)} ({' | '.join(layout.columns)})"
@@ -284,9 +298,16 @@ def _torch_row(cells: list[str], layout: _Layout, line_no: int, busbw_factor: fl
         cell = cells[layout.where[key]] if key in layout.where else None
         match = _TORCH_BW.fullmatch(cell) if cell is not None else None
         bandwidths.append(_number(match.group(1) if match else cell, key))
-    time_us, algbw = _time_us(int(size), bandwidths[0], bandwidths[1], busbw_factor)
-    busbw = bandwidths[1]
-    return NcclRow(int(size), None, None, None, None, time_us, algbw, busbw, None, None, None, line_no)
+    stated_us = {key: _number(cells[layout.where[key]], f"{key.replace('ip_', 'in-place ')} (us)")
+                 for key in ("time", "ip_time") if key in layout.where}
+    stated = stated_us.get("time")
+    if stated:
+        time_us, algbw = stated, bandwidths[0] or size / (stated * 1e3)
+    else:
+        time_us, algbw = _time_us(int(size), bandwidths[0], bandwidths[1], busbw_factor)
+    ip_busbw = _number(cells[layout.where["ip_busbw"]], "in-place busbw") if "ip_busbw" in layout.where else None
+    return NcclRow(int(size), None, None, None, None, time_us, algbw, bandwidths[1], stated_us.get("ip_time"),
+                   None, ip_busbw, line_no)
 
 
 def _looks_like_row(tokens: list[str]) -> bool:
@@ -334,12 +355,12 @@ class _LogReader:
         if self.in_table and not self.junk and not noise and not _FOOTER.match(body):
             self.junk = (line_no, body)
 
-    def _header(self, names: list[str] | None, line_no: int, torch: bool = False) -> bool:
+    def _header(self, names: list[str] | None, line_no: int, markdown: bool = False) -> bool:
         if names is None:
             return False
         if self.rows:
             self._next_run(line_no)
-        self.layout = _make_layout(names, self.source, line_no, torch)
+        self.layout = _make_layout(names, self.source, line_no, markdown)
         self.header_line, self.in_table = line_no, True
         self.run_line = self.run_line or line_no
         return True
@@ -348,10 +369,10 @@ class _LogReader:
         cells = [c.strip() for c in body.strip().strip("|").split("|")]
         if all(re.fullmatch(r":?-+:?", c) for c in cells):
             return
-        lowered = [c.lower() for c in cells]
-        if lowered[0] in ("payload", "size") and {"algbw", "busbw"} & set(lowered):
-            self._header(cells, line_no, torch=True)
-        elif self.layout is not None and self.layout.torch:
+        names = _markdown_names(cells)
+        if names[0] == "size" and {"time", "algbw", "busbw"} & set(names):
+            self._header(names, line_no, markdown=True)
+        elif self.layout is not None and self.layout.markdown:
             self._row(cells, line_no)
         elif self.in_table and not self.junk:
             self.junk = (line_no, body)
@@ -376,8 +397,8 @@ class _LogReader:
         self.run_line = self.run_line or line_no
         try:
             row = (
-                _torch_row(tokens, self.layout, line_no, self.busbw_factor)
-                if self.layout.torch
+                _markdown_row(tokens, self.layout, line_no, self.busbw_factor)
+                if self.layout.markdown
                 else _table_row(tokens, self.layout, line_no, self.busbw_factor)
             )
         except ValueError as exc:

@@ -209,6 +209,21 @@ def test_torch_bench_size_with_unknown_unit() -> None:
     assert info.value.line_no == 3
 
 
+def test_markdown_table_of_a_report_generator_keeps_its_times() -> None:
+    """An nccl-tests table rewritten as Markdown by a report generator: header cells carry units and out/in-place
+    words; the printed times are the times (not size / algbw), the second set in-place."""
+    text = ("```bash\n/opt/nccl-tests/build/all_reduce_perf -b 8 -e 128M -f 2\n```\n\n"
+            "| Size (B) | Out Time (us) | Out BusBW (GB/s) | In Time (us) | In BusBW (GB/s) | Wrong |\n"
+            "| --- | --- | --- | --- | --- | --- |\n"
+            "| 8 | 30.07 | 0.00 | 24.21 | 0.00 | 0 |\n"
+            "| 1048576 | 95.5 | 19.22 | 96.1 | 19.10 | 0 |\n")
+    log = parse_nccl_tests(text, "report.md")
+    assert log.collective == "all_reduce"
+    assert [(r.size_bytes, r.time_us, r.busbw_GBps, r.inplace_time_us) for r in log.rows] == [
+        (8, 30.07, 0.0, 24.21), (1048576, 95.5, 19.22, 96.1)]
+    assert log.rows[1].algbw_GBps == pytest.approx(1048576 / 95.5e3)
+
+
 def test_collective_from_header_comment_when_output_does_not_say() -> None:
     """With no program output naming the tool, `# collective:` then `# command:` headers are used."""
     assert parse_nccl_tests("# collective: alltoall (8 ranks)\n" + ROW_8 + "\n").collective == "alltoall"

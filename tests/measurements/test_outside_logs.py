@@ -4,7 +4,8 @@ validation logs in ../shared/data/nccl-tests, so that `validate` on them is an o
 
 Row counts were taken independently of the parser: lines that, once launcher tags (`0: `, `[1,0]<stdout>:`, also
 inside a line) are removed, start with a size, a count and an element type
-(`grep -cE '^\\s*[0-9]+\\s+[0-9]+\\s+(float|...)'`), less the rows of size 0, which move no data.
+(`grep -cE '^\\s*[0-9]+\\s+[0-9]+\\s+(float|...)'`), less the rows of size 0, which move no data; in a
+Markdown table, the lines starting `| <digits>`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,55 @@ OUTSIDE = REPO / "benchmarks" / "data" / "outside_nccl_tests"
 SHARED = REPO.parent / "shared" / "data" / "nccl-tests"
 
 EXPECTED_ROWS = {
+    "a100x4-128node-allgather-polaris-slingshot-nccl218-setup5-alcf-repo.txt": 18,
+    "a100x4-256node-allgather-polaris-slingshot-nccl221-setup4-alcf-repo.txt": 17,
+    "a100x4-256node-allgather-polaris-slingshot-nccl221-setup5-alcf-repo.txt": 17,
+    "a100x4-256node-allreduce-polaris-slingshot-nccl221-setup4-alcf-repo.txt": 29,
+    "a100x4-256node-allreduce-polaris-slingshot-nccl221-setup5-alcf-repo.txt": 29,
+    "a100x4-256node-alltoall-polaris-slingshot-nccl221-setup4-alcf-repo.txt": 19,
+    "a100x4-256node-alltoall-polaris-slingshot-nccl221-setup5-alcf-repo.txt": 19,
+    "a100x4-2node-allgather-polaris-slingshot-nccl218-setup3-alcf-repo.txt": 24,
+    "a100x4-2node-allgather-polaris-slingshot-nccl218-setup4-alcf-repo.txt": 24,
+    "a100x4-2node-allgather-polaris-slingshot-nccl218-setup5-alcf-repo.txt": 24,
+    "a100x4-2node-allgather-polaris-slingshot-nccl221-setup4-alcf-repo.txt": 24,
+    "a100x4-2node-allgather-polaris-slingshot-nccl221-setup5-alcf-repo.txt": 24,
+    "a100x4-2node-allreduce-perlmutter-slingshot-host-nersc-repo.txt": 30,
+    "a100x4-2node-allreduce-perlmutter-slingshot-nogdr-dingp-report.txt": 25,  # Markdown: lines starting '| <digits>'
+    "a100x4-2node-allreduce-perlmutter-slingshot-shifter-nersc-repo.txt": 30,
+    "a100x4-2node-allreduce-polaris-slingshot-nccl218-setup3-alcf-repo.txt": 29,
+    "a100x4-2node-allreduce-polaris-slingshot-nccl218-setup4-alcf-repo.txt": 29,
+    "a100x4-2node-allreduce-polaris-slingshot-nccl218-setup5-alcf-repo.txt": 29,
+    "a100x4-2node-allreduce-polaris-slingshot-nccl221-setup4-alcf-repo.txt": 29,
+    "a100x4-2node-allreduce-polaris-slingshot-nccl221-setup5-alcf-repo.txt": 29,
+    "a100x4-2node-alltoall-polaris-slingshot-nccl218-setup3-alcf-repo.txt": 26,
+    "a100x4-2node-alltoall-polaris-slingshot-nccl218-setup4-alcf-repo.txt": 26,
+    "a100x4-2node-alltoall-polaris-slingshot-nccl218-setup5-alcf-repo.txt": 26,
+    "a100x4-2node-alltoall-polaris-slingshot-nccl221-setup4-alcf-repo.txt": 26,
+    "a100x4-2node-alltoall-polaris-slingshot-nccl221-setup5-alcf-repo.txt": 26,
+    "a100x4-540node-allgather-polaris-slingshot-nccl218-setup5-alcf-repo.txt": 15,
+    "a100x4-540node-allgather-polaris-slingshot-nccl221-setup5-alcf-repo.txt": 15,
+    "a100x4-540node-allreduce-polaris-slingshot-nccl218-setup5-alcf-repo.txt": 29,
+    "a100x4-540node-allreduce-polaris-slingshot-nccl221-setup5-alcf-repo.txt": 29,
+    "a100x4-540node-alltoall-polaris-slingshot-nccl218-setup5-alcf-repo.txt": 17,
+    "a100x4-540node-alltoall-polaris-slingshot-nccl221-setup5-alcf-repo.txt": 17,
+    "a100x4-8node-allgather-polaris-slingshot-nccl218-setup3-alcf-repo.txt": 22,
+    "a100x4-8node-allgather-polaris-slingshot-nccl218-setup4-alcf-repo.txt": 22,
+    "a100x4-8node-allgather-polaris-slingshot-nccl218-setup5-alcf-repo.txt": 22,
+    "a100x4-8node-allgather-polaris-slingshot-nccl221-setup3-alcf-repo.txt": 22,
+    "a100x4-8node-allgather-polaris-slingshot-nccl221-setup4-alcf-repo.txt": 22,
+    "a100x4-8node-allgather-polaris-slingshot-nccl221-setup5-alcf-repo.txt": 22,
+    "a100x4-8node-allreduce-polaris-slingshot-nccl218-setup3-alcf-repo.txt": 29,
+    "a100x4-8node-allreduce-polaris-slingshot-nccl218-setup4-alcf-repo.txt": 29,
+    "a100x4-8node-allreduce-polaris-slingshot-nccl218-setup5-alcf-repo.txt": 29,
+    "a100x4-8node-allreduce-polaris-slingshot-nccl221-setup3-alcf-repo.txt": 29,
+    "a100x4-8node-allreduce-polaris-slingshot-nccl221-setup4-alcf-repo.txt": 29,
+    "a100x4-8node-allreduce-polaris-slingshot-nccl221-setup5-alcf-repo.txt": 29,
+    "a100x4-8node-alltoall-polaris-slingshot-nccl218-setup3-alcf-repo.txt": 24,
+    "a100x4-8node-alltoall-polaris-slingshot-nccl218-setup4-alcf-repo.txt": 24,
+    "a100x4-8node-alltoall-polaris-slingshot-nccl218-setup5-alcf-repo.txt": 24,
+    "a100x4-8node-alltoall-polaris-slingshot-nccl221-setup3-alcf-repo.txt": 24,
+    "a100x4-8node-alltoall-polaris-slingshot-nccl221-setup4-alcf-repo.txt": 24,
+    "a100x4-8node-alltoall-polaris-slingshot-nccl221-setup5-alcf-repo.txt": 24,
     "a100x8-2node-allreduce-awsp4d-efa-eks-awssamples-page.txt": 30,
     "a100x8-2node-allreduce-azure-ndmv4-aks-jingchaozhang-page.txt": 31,
     "a100x8-2node-allreduce-dgxa100-hdr-k8s-deepops-repo.txt": 30,

@@ -91,7 +91,8 @@ def collectives_page(reports: dict[str, dict[str, Any]]) -> str:
              "Reproduce: `clustersim validate --manifest ../shared/data/nccl-tests/manifest.yaml`.", "",
              "## Calibrated, on held-out logs", "",
              "`clustersim crossval` fits the model's free parameters on part of each cluster's logs (same "
-             "hardware and NCCL version) and predicts the rest. Only the held-out rows are scored.", "",
+             "hardware, NCCL version and libfabric settings) and predicts the rest. Only the held-out rows are "
+             "scored.", "",
              "| split | held-out logs | >= 1 MiB prior | >= 1 MiB calibrated | < 1 MiB prior | < 1 MiB calibrated |",
              "|---|---|---|---|---|---|"]
     described = {"nodes": "fit on <= 2 nodes, predict larger runs", "cluster": "leave one log out",

@@ -50,12 +50,15 @@ class CrossvalReport:
 
 
 def cluster_key(log: MeasuredLog) -> tuple[str, str, str]:
-    """(GPU, intra-node fabric, NCCL version); single-node logs join the cluster of the same
-    hardware and NCCL version."""
+    """(GPU, intra-node fabric, NCCL version and the network provider's settings); single-node logs join the
+    cluster of the same hardware and NCCL version. libfabric's settings (FI_* in the entry's env: the CXI and
+    EFA providers' rendezvous and matching modes) are the transport's software, which the model does not read
+    and a fit would have to average: logs that set them differently are different clusters."""
     version = log.entry.nccl or "unknown"
     if version.startswith("unknown"):
         version = f"unknown ({log.file})"
-    return log.entry.gpu, log.entry.intra_node, version
+    provider = " ".join(f"{name}={value}" for name, value in sorted(log.entry.env.items()) if name.startswith("FI_"))
+    return log.entry.gpu, log.entry.intra_node, f"{version} {provider}".strip()
 
 
 def clusters(logs: Sequence[MeasuredLog]) -> dict[tuple[str, str, str], list[MeasuredLog]]:

@@ -46,7 +46,7 @@ Examples:
 
 CROSSVAL_HELP = """Fit on some logs of a cluster and report the error on the others.
 
---group-by cluster: leave one log out within each cluster (same hardware and NCCL version);
+--group-by cluster: leave one log out within each cluster (same hardware, NCCL version and libfabric FI_* settings);
 --group-by nodes: fit on logs of at most --train-max-nodes nodes, predict the larger runs;
 --group-by size: fit on every other size, predict the rest (and swap).
 Prints uncalibrated (prior) and calibrated error side by side for every held-out log.

@@ -199,3 +199,20 @@ def test_a_fit_records_each_log_release_and_the_profile_keeps_it():
     for source in data["sections"][0]["sources"]:
         del source["nccl"]
     assert profile_from_dict(data, "old.yaml").sections[0].nccl_release is None
+
+
+def test_crossval_clusters_split_on_the_network_providers_settings():
+    """The same hardware and NCCL release with different libfabric settings (FI_*) are two clusters to
+    cross-validate; NCCL's own variables (pins such as NCCL_ALGO) do not split a cluster."""
+    from simulator.calibration.crossval import clusters
+
+    def with_env(log: MeasuredLog, env: str, name: str) -> MeasuredLog:
+        return replace(log, entry=log.entry.model_copy(
+            update={"env": ManifestEntry._parse_env(env), "file": name, "nccl": "2.18.3"}))
+
+    base = synthetic_log(2)
+    logs = [with_env(base, "NCCL_ALGO=ring", "a.txt"), with_env(base, "NCCL_ALGO=tree", "b.txt"),
+            with_env(base, "FI_CXI_RDZV_PROTO=alt_read", "c.txt"),
+            with_env(base, "NCCL_ALGO=ring FI_CXI_RDZV_PROTO=alt_read", "d.txt")]
+    groups = {key: sorted(log.file for log in members) for key, members in clusters(logs).items()}
+    assert sorted(groups.values()) == [["a.txt", "b.txt"], ["c.txt", "d.txt"]]

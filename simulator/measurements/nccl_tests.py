@@ -29,6 +29,9 @@ noise (NCCL INFO/WARN, UCX/MPI warnings, footers, prompts, `...`); launcher pref
 inside a line too (it tags each write, and nccl-tests 2.13+ writes a row in parts). Other text between
 rows is an error; after the last row it is trailing junk and ignored.
 
+A row written in parts with NCCL's own log lines between them (NCCL_DEBUG=INFO) is put back together: a line that
+holds the first columns of a row, then lines of numbers only, up to the header's column count.
+
 Several runs in one file: a second header after data rows, or rows after a footer, start another run.
 nccl-tests built without MPI=1 and started by mpirun on N hosts prints N independent single-process
 runs so. Such a file is an error that names this cause, unless the caller picks one table with `run`
@@ -76,6 +79,10 @@ _PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\d+:(?=\s|#|$)|[A-
 # Open MPI's --tag-output tags every write, not every line: nccl-tests 2.13+ prints a row in several writes (the
 # sizes, then each column group), so a row can carry a tag before each part ("-1[1,0]<stdout>:    85.70 ...").
 _WRITE_TAG = re.compile(r"\[\d+,\d+\]<(?:stdout|stderr)>:")
+# NCCL's own log lines (NCCL_DEBUG=INFO, host:pid:tid [dev] NCCL INFO ...) written between those parts: one starts
+# right after a part ("   -1nid001049:658566:658566 [0] NCCL INFO AllReduce: 8 Bytes -> ..."), the part's row
+# then goes on lines of its own after it.
+_GLUED_NCCL_LOG = re.compile(r"^(\d.*?\d)[A-Za-z][\w.-]*:\d+:\d+ \[\d+\] NCCL (?:INFO|WARN|TRACE)\b")
 _INT = re.compile(r"\d+(?:_\d+)*")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
@@ -330,10 +337,15 @@ class _LogReader:
         self.in_table = False  # from a header or first row to a footer
         self.footer_line = 0
         self.junk: tuple[int, str] | None = None  # unexplained text after the table began
+        self.part: tuple[int, list[str]] | None = None  # (line, words) of a row written in parts, so far
 
     def read_line(self, line_no: int, raw: str) -> None:
         body = _WRITE_TAG.sub(" ", _PREFIX.sub("", raw, count=1)).strip()
+        if glued := _GLUED_NCCL_LOG.match(body):
+            body = glued.group(1)
         if not body:
+            return
+        if self._row_part(body.split(), line_no):
             return
         if body.startswith("#"):
             content = body.lstrip("#").strip()
@@ -354,6 +366,30 @@ class _LogReader:
         noise = _NOISE.search(body) or _NOISE.search(raw.strip())  # "Warning: ..." reads as a host label
         if self.in_table and not self.junk and not noise and not _FOOTER.match(body):
             self.junk = (line_no, body)
+
+    def _row_part(self, tokens: list[str], line_no: int) -> bool:
+        """Take a part of a row written in parts: its first columns (a size, a count and a type, fewer words than
+        the header has columns), then lines of numbers only until the row is whole. True if the line was one."""
+        columns = len(self.layout.columns) if self.layout is not None and not self.layout.markdown else 0
+        numbers_only = all(_NUMBER.fullmatch(t) or t.upper() == "N/A" for t in tokens)
+        if self.part is not None and numbers_only and len(self.part[1]) + len(tokens) <= columns:
+            first_line, words = self.part[0], self.part[1] + tokens
+            self.part = None if len(words) == columns else (first_line, words)
+            if self.part is None:
+                self._row(words, first_line)
+            return True
+        if self.part is not None and _NOISE.search(" ".join(tokens)):
+            return False  # NCCL's log lines between the parts
+        if self.part is not None:  # the row never completed: its first part is the row in error
+            first_line, words = self.part
+            self.part = None
+            self._row(words, first_line)
+        starts_row = len(tokens) >= 3 and _INT.fullmatch(tokens[0]) and _INT.fullmatch(tokens[1]) \
+            and _NAME.fullmatch(tokens[2])
+        if self.in_table and columns and starts_row and len(tokens) < columns:
+            self.part = (line_no, tokens)
+            return True
+        return False
 
     def _header(self, names: list[str] | None, line_no: int, markdown: bool = False) -> bool:
         if names is None:
@@ -459,6 +495,10 @@ class _LogReader:
         return runs[(run or 1) - 1][1] if runs else []
 
     def result(self, line_count: int, run: int | None = None) -> NcclLog:
+        if self.part is not None:
+            first_line, words = self.part
+            self.part = None
+            self._row(words, first_line)
         if self.runs or run is not None:
             self.rows = self.chosen_run(run)
         if not self.rows and self.junk:

@@ -224,6 +224,35 @@ def test_markdown_table_of_a_report_generator_keeps_its_times() -> None:
     assert log.rows[1].algbw_GBps == pytest.approx(1048576 / 95.5e3)
 
 
+INTERLEAVED = """#  size  count  type  redop  root  time  algbw  busbw #wrong  time  algbw  busbw #wrong
+#   (B)  (elements)  (us)  (GB/s)  (GB/s)  (us)  (GB/s)  (GB/s)
+           8             2     float     sum      -1nid001049:658566:658566 [0] NCCL INFO AllReduce: 8 Bytes -> Algo 0
+nid001049:658566:658566 [0] NCCL INFO AllReduce: 8 Bytes -> Algo 0 proto 0 time 20.400713
+    22.18    0.00    0.00      0nid001049:658566:658566 [0] NCCL INFO AllReduce: 8 Bytes -> Algo 0 proto 0
+nid001049:658566:658566 [0] NCCL INFO AllReduce: 8 Bytes -> Algo 0 proto 0 time 20.400713
+    19.17    0.00    0.00      0
+          16             4     float     sum      -1nid001049:658566:658566 [0] NCCL INFO AllReduce: 16 Bytes
+    10287    0.00    0.00      0nid001049:658566:658566 [0] NCCL INFO AllReduce: 16 Bytes -> Algo 0 proto 0
+    18.61    0.00    0.00      0
+# Avg bus bandwidth    : 0.00
+"""
+
+
+def test_rows_written_in_parts_between_nccl_log_lines_are_put_back_together() -> None:
+    """NCCL_DEBUG=INFO writes its lines between the parts nccl-tests writes a row in: the parts (the first columns,
+    then each column set, numbers only, even a time without decimals) make one row at the line it started on."""
+    rows = parse_nccl_tests(INTERLEAVED, "interleaved.log").rows
+    assert [(r.size_bytes, r.time_us, r.inplace_time_us, r.line_no) for r in rows] == [
+        (8, 22.18, 19.17, 3), (16, 10287.0, 18.61, 8)]
+
+
+def test_a_row_part_that_never_completes_is_an_error_at_its_line() -> None:
+    text = INTERLEAVED.replace("    18.61    0.00    0.00      0\n", "")
+    with pytest.raises(LogParseError, match="row has 9 columns, expected 13") as info:
+        parse_nccl_tests(text, "interleaved.log")
+    assert info.value.line_no == 8
+
+
 def test_collective_from_header_comment_when_output_does_not_say() -> None:
     """With no program output naming the tool, `# collective:` then `# command:` headers are used."""
     assert parse_nccl_tests("# collective: alltoall (8 ranks)\n" + ROW_8 + "\n").collective == "alltoall"

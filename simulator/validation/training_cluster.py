@@ -65,6 +65,9 @@ _INSTANCES: tuple[tuple[str, str], ...] = (
     (r"\b(?:cscs[ -])?alps\b|\bclariden\b|\bsantis\b|\bisambard[ -]ai\b", "cscs-alps-gh200"),
     (r"\bperlmutter\b", "nersc-perlmutter"),
     (r"\bpolaris\b", "alcf-polaris"),
+    # JSC's 4-GPU InfiniBand systems (their presets give the sources)
+    (r"\bjuwels\b", "jsc-juwels-booster"),
+    (r"\bjupiter\b", "jsc-jupiter-booster"),
 )
 
 _PCIE_PRESET = "pcie-l40s"  # the preset whose server holds PCIe cards (8 per node, no NVLink)

@@ -545,18 +545,20 @@ def test_a_cloud_instance_named_in_the_cluster_text_is_its_server_and_network(cl
         ({"gpu": "A100 40GB", "inter_node": "NERSC Perlmutter"}, "nersc-perlmutter", "A100-SXM4-40GB", 4),
         ({"gpu": "A100 80GB (Perlmutter)"}, "nersc-perlmutter", "A100-SXM4-80GB", 4),
         ({"gpu": "A100", "inter_node": "ALCF Polaris"}, "alcf-polaris", "A100-SXM4-40GB", 2),
+        ({"gpu": "A100", "inter_node": "JUWELS Booster"}, "jsc-juwels-booster", "A100-SXM4-40GB", 4),
+        ({"gpu": "GH200 (JUPITER)"}, "jsc-jupiter-booster", "GH200-96GB", 4),
     ],
 )
-def test_an_hpc_system_named_in_the_cluster_text_is_its_node_and_slingshot_network(cluster, preset, gpu, nics):
-    """Alps (and the other GH200 systems of its blade), Perlmutter and Polaris named in a case's cluster text
-    state their 4-GPU node and Slingshot-11 NICs."""
+def test_an_hpc_system_named_in_the_cluster_text_is_its_node_and_network(cluster, preset, gpu, nics):
+    """Alps (and the other GH200 systems of its blade), Perlmutter, Polaris, JUWELS Booster and JUPITER named in a
+    case's cluster text state their 4-GPU node and their NICs (Slingshot-11, or 200G InfiniBand at JSC)."""
     m = mapped(case(training={"precision": None, "grad_accum": None},
                     cluster={"nodes": None, "gpus_per_node": None, "num_gpus": 64, "intra_node": None,
                              "inter_node": None, "inter_node_bw_per_node": None, **cluster}))
     assert m.skipped is None, m.skipped
     net = m.topology.inter_node
     assert (m.topology.name, m.topology.gpu, m.topology.gpus_per_node, m.topology.nodes) == (preset, gpu, 4, 16)
-    assert (net.transport, net.nics_per_node, net.nic_gbps) == ("slingshot", nics, 200.0)
+    assert (net.transport, net.nics_per_node, net.nic_gbps) == ("ib" if "jsc" in preset else "slingshot", nics, 200.0)
 
 
 def test_instance_names_that_are_not_in_the_table_fall_back_to_the_gpu_text():

@@ -29,7 +29,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from simulator.calibration.profile import FittedParam, HardwareCalibration, LogResidual
-from simulator.collectives.params import PARAMS, ModelParams, prior_params
+from simulator.collectives.params import ADDITIVE_PARAMS, PARAMS, ModelParams, prior_params
 from simulator.measurements.dataset import HardwareKey, MeasuredLog
 from simulator.validation.accuracy import summarize
 from simulator.validation.run import predict_log
@@ -70,7 +70,7 @@ def free_parameters(logs: Sequence[MeasuredLog]) -> list[str]:
 
 
 def _pull(name: str, value: float, prior: float) -> float:
-    if name == "net_extra_latency_us":
+    if name in ADDITIVE_PARAMS:
         return (value - prior) / 50.0
     return math.log(value / prior)
 
@@ -78,7 +78,7 @@ def _pull(name: str, value: float, prior: float) -> float:
 def _step(name: str, prior: float) -> float:
     """The +10% probe of a parameter (the additive latency: at least 5 us), kept within its bound."""
     info = PARAMS[name]
-    raised = prior + max(SENSITIVITY_STEP * prior, 5.0) if name == "net_extra_latency_us" else prior * (
+    raised = prior + max(SENSITIVITY_STEP * prior, 5.0) if name in ADDITIVE_PARAMS else prior * (
         1.0 + SENSITIVITY_STEP)
     return raised if raised <= info.upper else prior * (1.0 - SENSITIVITY_STEP)
 

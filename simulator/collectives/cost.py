@@ -214,6 +214,14 @@ def nvls_tree_chunk_bytes(size_bytes: float, concurrent: int, n_nodes: int) -> f
     return chunk
 
 
+def network_peers(op: str, shape: AlgoShape, v: CommView) -> int:
+    """Peers on other nodes that a rank exchanges with one after another in a point-to-point operation: every
+    rank off its node for alltoall, the one neighbour for sendrecv; none for the collective algorithms."""
+    if shape.algo != "direct" or not v.multi_node:
+        return 0
+    return v.n_ranks - v.ranks_per_node if op == "alltoall" else 1
+
+
 def hop_latencies_us(proto: str, v: CommView, p: ModelParams, fabric_us: float = 0.0) -> tuple[float, float, float]:
     """(intra-node hop, network hop, network handshake) latencies with this protocol, us; `fabric_us`
     is what a network hop adds for the fabric tiers it crosses (fabric_hop_us)."""
@@ -243,7 +251,8 @@ def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView
 
     intra_hop, net_hop, net_handshake = hop_latencies_us(proto, v, p, fabric_hop_us(shape, v))
     base = C.BASE_LATENCY_US[shape.algo][proto] * p.latency_scale
-    latency_s = (base + shape.intra_hops * intra_hop + shape.net_hops * net_hop) * US
+    latency_s = (base + shape.intra_hops * intra_hop + shape.net_hops * net_hop
+                 + network_peers(op, shape, v) * p.p2p_peer_us) * US
 
     chunk = chunk_bytes(size_bytes, shape, channels, v, proto)
     chunks = busiest * size_bytes / (channels * chunk)

@@ -34,7 +34,12 @@ PARAMS: dict[str, ParamInfo] = {
     "latency_scale": ParamInfo(0.2, 5.0, "scale on NCCL's base and intra-node hop latencies"),
     "net_latency_scale": ParamInfo(0.2, 5.0, "scale on NCCL's network hop latency", network=True),
     "sync_hops": ParamInfo(0.0, 5.0, "hop latencies each chunk handshake costs"),
+    "p2p_peer_us": ParamInfo(
+        0.0, 500.0, "cost of each point-to-point exchange with a peer on another node, paid one peer after "
+        "another (alltoall, sendrecv), us", network=True),
 }
+# Parameters that add microseconds (pulled towards their prior in 50 us units), not scales or fractions.
+ADDITIVE_PARAMS = ("net_extra_latency_us", "p2p_peer_us")
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,9 @@ class ModelParams:
     latency_scale: float = 1.0
     net_latency_scale: float = 1.0
     sync_hops: float = 1.0
+    # NCCL's proxy posts each network peer's sends and receives in turn; nothing published prices that per
+    # peer, so the prior adds nothing and a cluster's multi-node alltoall logs fit it (clustersim calibrate)
+    p2p_peer_us: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         return {f.name: float(getattr(self, f.name)) for f in fields(self)}

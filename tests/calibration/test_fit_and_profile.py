@@ -32,17 +32,17 @@ def _view(nodes: int) -> CommView:
                     transport="ib" if nodes > 1 else None, nvls=False, sharp=False, gpudirect_rdma=True)
 
 
-def synthetic_log(nodes: int, **truth: float) -> MeasuredLog:
-    """A log 'measured' on a cluster whose true parameters are the prior with `truth` changed."""
+def synthetic_log(nodes: int, op: str = "all_reduce", **truth: float) -> MeasuredLog:
+    """A log of `op` 'measured' on a cluster whose true parameters are the prior with `truth` changed."""
     view = _view(nodes)
     params = prior_params(_view(2)).updated(truth)
     rows = tuple(
         NcclRow(size, size // 4, "float", "sum", -1,
-                predict_collective(view, "all_reduce", size, params=params).time_s * 1e6,
+                predict_collective(view, op, size, params=params).time_s * 1e6,
                 None, None, None, None, None, i + 1)
         for i, size in enumerate(SIZES)
     )
-    entry = ManifestEntry(file=f"synthetic-{nodes}node.txt", collective="all_reduce", gpu="A100-SXM4-40GB",
+    entry = ManifestEntry(file=f"synthetic-{op}-{nodes}node.txt", collective=op, gpu="A100-SXM4-40GB",
                           gpus_per_node=8, nodes=nodes, intra_node="nvswitch-nvlink3",
                           inter_node={"transport": "ib", "nics_per_node": 4, "nic_gbps": 200} if nodes > 1 else None)
     return MeasuredLog(entry, view, rows)
@@ -216,3 +216,31 @@ def test_crossval_clusters_split_on_the_network_providers_settings():
             with_env(base, "NCCL_ALGO=ring FI_CXI_RDZV_PROTO=alt_read", "d.txt")]
     groups = {key: sorted(log.file for log in members) for key, members in clusters(logs).items()}
     assert sorted(groups.values()) == [["a.txt", "b.txt"], ["c.txt", "d.txt"]]
+
+
+def test_the_per_peer_cost_adds_nothing_by_default_and_grows_with_peers_off_the_node():
+    """p2p_peer_us prices each peer on another node that alltoall (every one of them) or sendrecv (one) exchanges
+    with in turn; its prior is 0, and it leaves collectives and single-node alltoall alone."""
+    assert prior_params(_view(2)).p2p_peer_us == 0.0
+
+    def added_us(op: str, nodes: int) -> float:
+        view = _view(nodes)
+        plain = predict_collective(view, op, 1024, params=prior_params(view)).time_s
+        costly = predict_collective(view, op, 1024, params=prior_params(view).updated({"p2p_peer_us": 10.0})).time_s
+        return (costly - plain) * 1e6
+
+    assert added_us("alltoall", 2) == pytest.approx(8 * 10.0)  # 16 ranks, 8 on the other node
+    assert added_us("alltoall", 4) == pytest.approx(24 * 10.0)
+    assert added_us("sendrecv", 2) == pytest.approx(10.0)
+    assert added_us("alltoall", 1) == added_us("all_reduce", 4) == 0.0
+
+
+def test_fit_recovers_the_per_peer_cost_from_multi_node_alltoall_logs():
+    """alltoall logs on 2 and 4 nodes with a 12 us per-peer cost: the fit finds it (within 10%); without a
+    multi-node alltoall log the parameter is not identified and stays at 0."""
+    logs = [synthetic_log(n, "alltoall", p2p_peer_us=12.0) for n in (2, 4)]
+    section = fit_hardware(HardwareKey("A100-SXM4-40GB", "nvswitch-nvlink3", "ib"), logs)
+    fitted = {p.name: p for p in section.params}
+    assert fitted["p2p_peer_us"].fitted and fitted["p2p_peer_us"].value == pytest.approx(12.0, rel=0.10)
+    _, plain = _fit()
+    assert {p.name: p for p in plain.params}["p2p_peer_us"].value == 0.0

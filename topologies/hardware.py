@@ -58,6 +58,9 @@ class GpuSpec:
     # "pcie": an add-in card, whose NVLinks (if any) join it to one or two other cards through bridges, never to
     # an NVSwitch or a module's mesh; "sxm": a module on a baseboard (SXM, OAM-style, or a superchip)
     form_factor: FormFactor = "sxm"
+    # a Grace superchip's GPU (GH200, GB200, GB300): its node's NICs hang off the Grace CPU, which the GPU reaches
+    # over NVLink-C2C
+    grace: bool = False
 
     def peak_tflops(self, precision: Precision) -> float:
         """Dense peak TFLOP/s at `precision`; ConfigError if this GPU has no such path."""

@@ -152,6 +152,14 @@ class Topology:
         return bool(net and net.gpudirect_rdma)
 
     @property
+    def gpu_nic_path(self) -> str:
+        """How a GPU reaches its NIC (InterNodeSpec.gpu_nic_path): as stated, else c2c for a Grace superchip's GPU,
+        else pxb."""
+        net = self.spec.inter_node
+        stated = net.gpu_nic_path if net else None
+        return stated or ("c2c" if self.gpu.grace else "pxb")
+
+    @property
     def gpus_per_nvlink_domain(self) -> int:
         """GPUs that share one NVLink fabric: gpus_per_node, or nvlink_domain_gpus for NVL72."""
         return self.spec.gpus_per_nvlink_domain

@@ -41,6 +41,7 @@ IntraNodeKind = Literal[
     "pcie5-nvlink-bridges",
 ]
 FabricKind = Literal["single_switch", "leaf_spine", "rail_optimized"]
+GpuNicPath = Literal["pxb", "phb", "c2c"]
 Routing = Literal["adaptive", "ecmp"]
 
 # NIC speed assumed when a spec omits nic_gbps (then nic_gbps_presumed is set): the commonest speed of
@@ -101,6 +102,14 @@ class InterNodeSpec(BaseModel):
         default=True,
         description="NICs read and write GPU memory directly. False: traffic bounces through host memory "
         "(extra PCIe hops via the CPU). Defaults to false for sockets/ethernet, which always stage.",
+    )
+
+    gpu_nic_path: GpuNicPath | None = Field(
+        default=None,
+        description="How a GPU reaches its NIC, in NCCL's path classes: pxb (through PCIe switches, as on HGX "
+        "boards), phb (through the CPU's host bridge: NICs on the CPU's root ports), c2c (through a Grace CPU over "
+        "NVLink-C2C). NCCL runs LL128 across nodes only over pxb, and over c2c from 2.27 (tuning.cc). Default: c2c "
+        "for Grace superchips' GPUs (GH200, GB200, GB300), else pxb.",
     )
 
     @model_validator(mode="before")

@@ -66,8 +66,9 @@ class CommView:
     cross_leaf_hop_us: float = 0.0
     cross_pod_hop_us: float = 0.0
     leaf_groups_per_pod: int = 1 << 30
-    # a GPU reaches its NICs through its CPU (Grace over NVLink-C2C), as in NVLink domains of many servers
-    nic_via_cpu: bool = False
+    # how a GPU reaches its NICs, in NCCL's path classes: pxb (PCIe switches), phb (the CPU's host bridge), c2c
+    # (a Grace CPU over NVLink-C2C, as in NVLink domains of many servers)
+    gpu_nic_path: str = "pxb"
     # static hashing of flows onto a leaf's uplinks (ECMP, simulator.collectives.ecmp): on or off, the
     # uplinks of one leaf and the rate of one, and the flows NCCL opens per connection (QPs or sockets)
     ecmp: bool = False
@@ -312,7 +313,7 @@ def comm_view(topology: Topology) -> CommView:
         nodes_per_leaf_group=max(1, group // servers_per_domain),
         # NVLink domains spanning servers are Grace trays (GB200/GB300 NVL72, GH200 NVL32), whose NICs hang
         # off the Grace CPU; NCCL reaches them over NVLink-C2C (paths.cc: NCCL_NET_GDR_C2C)
-        nic_via_cpu=servers_per_domain > 1,
+        gpu_nic_path="c2c" if servers_per_domain > 1 else topology.gpu_nic_path,
         cross_leaf_hop_us=leaf_hop_us,
         cross_pod_hop_us=pod_hop_us,
         leaf_groups_per_pod=groups_per_pod,

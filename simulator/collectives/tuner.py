@@ -187,12 +187,15 @@ def enabled(op: str, algo: str, proto: str, v: CommView, rel: TunerRelease) -> b
         return rel.pat_share is not None and proto == "simple"
     if algo == "collnet":
         return proto == "simple"
-    # tuning.cc: LL128 across nodes needs the NIC within PXN of the GPU (graph typeInter). Without GPUDirect RDMA
-    # NCCL routes the network traffic through the GPU's CPU (paths.cc: PHB), so LL128 is off; behind a Grace CPU
-    # over NVLink-C2C the path is PHB before 2.27 (off) and P2C from 2.27 (on)
+    # tuning.cc: LL128 across nodes needs the NIC within PXB of the GPU, or within PXN on Hopper and later (graph
+    # typeInter). A NIC on the CPU's root port is PHB, beyond both: off. Without GPUDirect RDMA NCCL routes the
+    # network traffic through the GPU's CPU (paths.cc: PHB): off. Behind a Grace CPU over NVLink-C2C the path is
+    # PHB before 2.27 (off) and P2C from 2.27 (on, NCCL_LL128_C2C's default)
     if proto != "ll128" or not v.multi_node:
         return True
-    return v.gpudirect_rdma and not (v.nic_via_cpu and not rel.ll128_nic_via_cpu)
+    if not v.gpudirect_rdma or v.gpu_nic_path == "phb":
+        return False
+    return v.gpu_nic_path != "c2c" or rel.ll128_nic_via_cpu
 
 
 def tuner_time_us(op: str, algo: str, proto: str, size_bytes: int, v: CommView, rel: TunerRelease,

@@ -135,7 +135,7 @@ def test_ll128_across_grace_racks_from_nccl_2_27():
     PHB, beyond the PXN that LL128 needs, so it runs no LL128 between racks; 2.27 rates it P2C and
     allows it (tuning.cc). One rack, and an 8-GPU server's NICs behind a PCIe switch, are unaffected."""
     racks, rack, dgx = nvl72(2), nvl72(1), comm_view(build(load_preset("dgx-h100", nodes=2)))
-    assert racks.nic_via_cpu and not dgx.nic_via_cpu
+    assert (racks.gpu_nic_path, dgx.gpu_nic_path) == ("c2c", "pxb")
     old, new = tuner_release((2, 26)), tuner_release((2, 27))
     assert not enabled("all_reduce", "tree", "ll128", racks, old)
     assert enabled("all_reduce", "tree", "ll128", racks, new)
@@ -143,6 +143,25 @@ def test_ll128_across_grace_racks_from_nccl_2_27():
     assert enabled("all_reduce", "ring", "ll128", dgx, old)
     chosen = predict_collective(racks, "all_reduce", 1 << 30, env=COREWEAVE_ENV, nccl_release=(2, 26))
     assert chosen.proto != "ll128"
+
+
+@pytest.mark.parametrize(("preset", "path", "before_2_27", "from_2_27"), [
+    ("cscs-alps-gh200", "c2c", False, True),  # NICs on each GH200's Grace CPU
+    ("jsc-jupiter-booster", "c2c", False, True),
+    ("nersc-perlmutter", "phb", False, False),  # NICs on the EPYC's root ports
+    ("alcf-polaris", "phb", False, False),
+    ("jsc-juwels-booster", "pxb", True, True),  # NICs beside the GPUs under PCIe switches
+])
+def test_ll128_across_nodes_follows_how_a_gpu_reaches_its_nic(preset, path, before_2_27, from_2_27):
+    """tuning.cc runs LL128 across nodes only where the NIC is within PXB of the GPU (or PXN on Hopper): a Grace
+    superchip's NIC (C2C) qualifies from 2.27, a NIC on the CPU's root port (PHB) never."""
+    view = comm_view(build(load_preset(preset, nodes=2)))
+    assert view.gpu_nic_path == path
+    assert enabled("all_reduce", "ring", "ll128", view, tuner_release((2, 26))) is before_2_27
+    assert enabled("all_reduce", "ring", "ll128", view, tuner_release((2, 27))) is from_2_27
+    stated = load_preset(preset, nodes=2, inter_node={**load_preset(preset).inter_node.model_dump(),
+                                                      "gpu_nic_path": "pxb"})
+    assert comm_view(build(stated)).gpu_nic_path == "pxb"
 
 
 @pytest.mark.parametrize("release", [(2, 19), (2, 27)])

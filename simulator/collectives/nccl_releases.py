@@ -72,9 +72,9 @@ class TunerRelease:
     ppn1_tree_net_lat: bool = False  # at one GPU per node every algorithm pays the tree's network hop
     non_ring_gather_no_ratio: bool = False  # no bus -> algbw ratio for non-ring all_gather / reduce_scatter
     nvls_gather_bw_2_27: bool = False  # NVLS all_gather bus = min(intra (G-1)/G, 0.9 inter)
-    # LL128 across nodes when a GPU reaches its NIC through its CPU over NVLink-C2C (Grace: GB200/GB300):
+    # LL128 across nodes when a GPU reaches its NIC through its CPU over NVLink-C2C (Grace: GH200/GB200/GB300):
     # 2.27 rates that path P2C, within PXN (LL128 on); before it was PHB, beyond PXN (LL128 off)
-    ll128_nic_via_cpu: bool = False
+    ll128_c2c: bool = False
     collnet_arity_us: float = 0.5
     ll_intra_multi_node: float = 1.8  # LL intra-node hop latency x this under a multi-node communicator
     tree_correction_all_reduce_only: bool = False
@@ -180,7 +180,7 @@ def _build() -> tuple[TunerRelease, ...]:
                              "net": {**r221.hop_lat_us["net"], "tree": (5.0, 8.5, 14.0)}})
     r224 = _with(r223, (2, 24), pat_share=0.75)
     r225 = _with(r224, (2, 25), **_blackwell(r224))
-    r227 = _with(r225, (2, 27), nvls_gather_bw_2_27=True, ll128_nic_via_cpu=True)
+    r227 = _with(r225, (2, 27), nvls_gather_bw_2_27=True, ll128_c2c=True)
     return (r28, r210, r212, r214, r215, r217, r218, r219, r221, r223, r224, r225, r227)
 
 

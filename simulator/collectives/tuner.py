@@ -195,7 +195,7 @@ def enabled(op: str, algo: str, proto: str, v: CommView, rel: TunerRelease) -> b
         return True
     if not v.gpudirect_rdma or v.gpu_nic_path == "phb":
         return False
-    return v.gpu_nic_path != "c2c" or rel.ll128_nic_via_cpu
+    return v.gpu_nic_path != "c2c" or rel.ll128_c2c
 
 
 def tuner_time_us(op: str, algo: str, proto: str, size_bytes: int, v: CommView, rel: TunerRelease,

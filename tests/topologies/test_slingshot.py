@@ -66,3 +66,18 @@ def test_each_gpu_has_its_own_nic_on_alps():
     view = comm_view(build(load_preset("cscs-alps-gh200").model_copy(update={"nodes": 2})))
     assert view.transport == "slingshot"
     assert view.nics_per_node == 4
+
+
+@pytest.mark.parametrize(("preset", "nics"), [("cscs-alps-gh200", 4), ("alcf-polaris", 2)])
+def test_a_degraded_nic_prices_the_same_on_any_server_and_slows_the_job(preset: str, nics: int):
+    """Metamorphic check of the one-server shortcut on the 4-GPU nodes: a NIC at half rate on server 0, 2 or 3
+    (any of its NICs) gives the same all_gather, slower than the healthy cluster."""
+    def all_gather_us(faults: list[dict]) -> float:
+        return cs.collective(load_preset(preset, nodes=4, link_faults=faults), op="all_gather",
+                             sizes=[GIB]).rows[0].time_us
+
+    healthy = all_gather_us([])
+    times = [all_gather_us([{"device": f"s{server}/nic{nic}", "factor": 0.5}])
+             for server, nic in ((0, 0), (2, nics - 1), (3, 1))]
+    assert max(times) == pytest.approx(min(times), rel=0.01)
+    assert min(times) > 1.2 * healthy

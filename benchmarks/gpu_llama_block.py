@@ -3,10 +3,11 @@ and under torch.compile, to check the compute model's element-wise bytes (simula
 ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN for fused kernels, ELEMENTWISE_EAGER_BYTES_PER_TOKEN_HIDDEN for eager ones).
 
 Run: python benchmarks/gpu_llama_block.py -o llama_blocks.yaml
-(on a machine with an NVIDIA GPU and torch; CUDA device 0; about two minutes on an H100, most of it compiling).
+(on a machine with an NVIDIA GPU and torch; CUDA device 0; from a checkout without `pip install -e .`, prefix
+PYTHONPATH=.; about a minute on an H100, most of it compiling). Timing as benchmarks/gpu_calibration.py times.
 
-The block is the Llama 2/3 architecture written the way the reference code and eager PyTorch trainers write it
-(our code): x + wo(attention(rope(wq(n1(x))), rope(wk(n1(x))), wv(n1(x)))), then + w2(silu(w1(n2(x))) * w3(n2(x))),
+The block is the Llama 2/3 architecture written the way the reference code and eager PyTorch trainers write it:
+x + wo(attention(rope(wq(n1(x))), rope(wk(n1(x))), wv(n1(x)))), then + w2(silu(w1(n2(x))) * w3(n2(x))),
 bf16 weights and activations, RMSNorm computed in fp32 and cast back, rotary embeddings as a complex product in
 fp32, grouped-query keys and values repeated to every head (expand + reshape, a copy), causal attention through
 scaled_dot_product_attention's FlashAttention-2 backend. Variants, each a point:
@@ -16,22 +17,21 @@ scaled_dot_product_attention's FlashAttention-2 backend. Variants, each a point:
   the complex product of the rotary embedding, which it warns about and runs as a kernel of its own);
 - bare: the norms, rotary and the repeat left out and silu(w1) * w3 replaced by the product w1 * w3: the
   block's GEMMs and attention with one element-wise product, the floor the others add to.
-Each time is the median of REPEATS CUDA-event timings after WARMUP calls. The file records the GPU, driver,
-CUDA and torch versions and the date.
+Each time is the median of REPEATS CUDA-event timings after WARMUP calls. The file records the GPU, CUDA and
+torch versions and the date.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
+from gpu_calibration import median_time_s
 
 try:
     import torch
@@ -62,20 +62,6 @@ class Block:
 # Llama 2 7B (meta-llama/Llama-2-7b-hf: 4096, 32, 32, 11008), at the sequence lengths they were trained at
 BLOCKS = (Block("llama3-8b", 4096, 32, 8, 14336, 8192, 1), Block("llama3-8b", 4096, 32, 8, 14336, 4096, 2),
           Block("llama2-7b", 4096, 32, 32, 11008, 4096, 2), Block("llama2-7b", 4096, 32, 32, 11008, 2048, 4))
-
-
-def median_time_s(fn: Callable[[], object]) -> float:
-    """Median seconds of `fn` on the GPU over REPEATS back-to-back calls after WARMUP."""
-    for _ in range(WARMUP):
-        fn()
-    torch.cuda.synchronize()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(REPEATS)]
-    for start, end in events:
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return statistics.median(start.elapsed_time(end) for start, end in events) / 1e3
 
 
 def rms_norm_fp32(x: Any, weight: Any) -> Any:
@@ -146,8 +132,8 @@ def measure(block: Block, variant: str) -> dict[str, Any]:
         with torch.no_grad():
             forward(w, x, block, variant, freqs)
 
-    return {**block.__dict__, "variant": variant, "forward_s": median_time_s(forward_only),
-            "fwd_bwd_s": median_time_s(step)}
+    return {**block.__dict__, "variant": variant, "forward_s": median_time_s(forward_only, WARMUP, REPEATS),
+            "fwd_bwd_s": median_time_s(step, WARMUP, REPEATS)}
 
 
 def main(argv: list[str] | None = None) -> int:

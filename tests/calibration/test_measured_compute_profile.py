@@ -4,6 +4,7 @@ and the curves fitted on the H200 table hold on the H100's, which the fit did no
 
 from __future__ import annotations
 
+import json
 import runpy
 import statistics
 from pathlib import Path
@@ -80,3 +81,18 @@ def test_a_mixed_profile_calibrates_each_precision_by_its_own_gemms(precision):
     calibrated = predict_calibrated(topology, training, model, PROFILE, force=False)
     expected = predict_step(topology, training, model, gemm_efficiency=share)
     assert calibrated.step_time_s == pytest.approx(expected.step_time_s, rel=1e-12)
+
+
+def test_the_check_option_prints_the_held_out_figures(capsys, tmp_path):
+    """`fit_compute_curves.py PROFILE --check OTHER --json` adds a `check` object naming the other profile, with
+    a figure per fitted curve; an unknown GPU in OTHER exits 2 naming the file."""
+    script = runpy.run_path(str(BENCHMARKS / "fit_compute_curves.py"), run_name="fit_compute_curves")
+    assert script["main"]([str(PROFILE), "--check", str(H100_PROFILE), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["check"]["gpu"] == "H100-SXM5-80GB" and document["check"]["profile"] == str(H100_PROFILE)
+    assert len(document["check"]["gemms"]) == len(document["gemms"])
+    assert [a["backend"] for a in document["check"]["attention"]] == [a["backend"] for a in document["attention"]]
+    unknown = tmp_path / "other.yaml"
+    unknown.write_text(H100_PROFILE.read_text().replace("gpu_name: NVIDIA H100 80GB HBM3", "gpu_name: NVIDIA Z100"))
+    assert script["main"]([str(PROFILE), "--check", str(unknown)]) == 2
+    assert f"{unknown}: no GPU table entry for 'NVIDIA Z100'" in capsys.readouterr().err

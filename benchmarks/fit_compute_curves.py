@@ -34,7 +34,7 @@ import numpy as np
 import yaml
 from scipy.optimize import least_squares
 
-from simulator.calibration.compute_profile import ComputeCalibration, compute_calibration_from_dict
+from simulator.calibration.compute_profile import ComputeCalibration, GemmMeasurement, compute_calibration_from_dict
 from topologies.hardware import Precision, gpu_spec
 
 DEFAULT_PROFILE = Path(__file__).resolve().parent / "data" / "h200_compute.yaml"
@@ -60,9 +60,14 @@ def _gemm_ramp(k: np.ndarray, asymptote: float, k_half: float) -> np.ndarray:
     return asymptote * k / (k + k_half)
 
 
+def _gemm_grid(profile: ComputeCalibration, dtype: str, role: str) -> list[GemmMeasurement]:
+    """The GEMMs of one (dtype, role) grid, the launch-bound left out (MIN_GEMM_TIME_S)."""
+    return [g for g in profile.gemms if (g.dtype, g.role) == (dtype, role) and g.time_s >= MIN_GEMM_TIME_S]
+
+
 def _gemm_points(profile: ComputeCalibration, gpu: str, dtype: Precision, role: str) -> tuple[np.ndarray, np.ndarray]:
-    """(k, efficiency against the GPU's peak at `dtype`) of the GEMMs of one grid, the launch-bound left out."""
-    points = [g for g in profile.gemms if (g.dtype, g.role) == (dtype, role) and g.time_s >= MIN_GEMM_TIME_S]
+    """(k, efficiency against the GPU's peak at `dtype`) of the GEMMs of one grid."""
+    points = _gemm_grid(profile, dtype, role)
     return (np.array([g.k for g in points], dtype=float),
             np.array([g.tflops for g in points]) / gpu_spec(gpu).peak_tflops(dtype))
 
@@ -117,11 +122,10 @@ def fit_attention(profile: ComputeCalibration, gpu: str) -> list[dict[str, Any]]
 
 def _rate_ratios(ours: dict[Any, float], theirs: dict[Any, float]) -> dict[str, Any]:
     """Point for point over the keys both hold: theirs / ours, median and 10th-90th percentiles."""
-    shared = sorted(set(ours) & set(theirs), key=str)
-    ratio = np.array([theirs[key] / ours[key] for key in shared])
+    ratio = np.array([theirs[key] / ours[key] for key in ours.keys() & theirs.keys()])
     if not len(ratio):
         return {"points": 0}
-    return {"points": len(shared), "median": round(float(np.median(ratio)), 3),
+    return {"points": len(ratio), "median": round(float(np.median(ratio)), 3),
             "p10": round(float(np.quantile(ratio, 0.1)), 3), "p90": round(float(np.quantile(ratio, 0.9)), 3)}
 
 
@@ -137,12 +141,9 @@ def check(fits: dict[str, list[dict[str, Any]]], profile: ComputeCalibration, ot
             continue
         median, p90 = _errors(_gemm_ramp(k, fit["asymptote"], fit["k_half"]), efficiency)
 
-        def rates(p: ComputeCalibration, dtype: str = dtype, role: str = role) -> dict[Any, float]:
-            return {(g.m, g.n, g.k): g.tflops for g in p.gemms
-                    if (g.dtype, g.role) == (dtype, role) and g.time_s >= MIN_GEMM_TIME_S}
-
+        ours, theirs = ({(g.m, g.n, g.k): g.tflops for g in _gemm_grid(p, dtype, role)} for p in (profile, other))
         gemms.append({"dtype": dtype, "role": role, "points": len(k), "median_abs_error": round(median, 3),
-                      "p90_abs_error": round(p90, 3), "rate_ratio": _rate_ratios(rates(profile), rates(other))})
+                      "p90_abs_error": round(p90, 3), "rate_ratio": _rate_ratios(ours, theirs)})
     attention = []
     for fit in fits["attention"]:
         backend, widths = fit["backend"], list(fit["amplitudes"])
@@ -190,8 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     checked = check(fits, profile, *other) if other else None
     if args.json:
         document: dict[str, Any] = {"profile": str(args.profile), "gpu": gpu, **fits}
-        if checked is not None:
-            document["check"] = {"profile": str(args.check), "gpu": other[1], **checked}  # type: ignore[index]
+        if other is not None and checked is not None:
+            document["check"] = {"profile": str(args.check), "gpu": other[1], **checked}
         print(json.dumps(document, indent=2))
         return 0
     print(f"{profile.gpu_name} ({gpu}), measured {profile.measured_at}")

@@ -4,7 +4,8 @@ ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN for fused kernels, ELEMENTWISE_EAGER_BYTES_PE
 
 Run: python benchmarks/gpu_llama_block.py -o llama_blocks.yaml
 (on a machine with an NVIDIA GPU and torch; CUDA device 0; from a checkout without `pip install -e .`, prefix
-PYTHONPATH=.; about a minute on an H100, most of it compiling). Timing as benchmarks/gpu_calibration.py times.
+PYTHONPATH=.; about a minute on an H100, most of it compiling). Timing and skipping as benchmarks/gpu_calibration.py
+does; --raw FILE keeps each point as a JSON line as it is taken.
 
 The block is the Llama 2/3 architecture written the way the reference code and eager PyTorch trainers write it:
 x + wo(attention(rope(wq(n1(x))), rope(wk(n1(x))), wv(n1(x)))), then + w2(silu(w1(n2(x))) * w3(n2(x))),
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from gpu_calibration import median_time_s
+from gpu_calibration import median_time_s, run_points
 
 try:
     import torch
@@ -139,30 +140,26 @@ def measure(block: Block, variant: str) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("-o", "--output", required=True, type=Path, help="YAML file to write.")
+    parser.add_argument("--raw", type=Path, help="Also write each point as a JSON line to this file as it is taken "
+                        "(kept if the run stops early).")
     args = parser.parse_args(argv)
     if not HAVE_TORCH or not torch.cuda.is_available():
         print("gpu_llama_block: no CUDA GPU visible; run this on a machine with an NVIDIA GPU", file=sys.stderr)
         return 2
-    points: list[dict[str, Any]] = []
     document = {"gpu_name": torch.cuda.get_device_name(0), "cuda_version": torch.version.cuda,
                 "torch_version": str(torch.__version__), "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                "warmup": WARMUP, "repeats": REPEATS, "points": points}
-    for block in BLOCKS:
-        for variant in VARIANTS:
-            label = f"{block.model} s={block.seq_len} b={block.micro_batch} {variant}"
-            try:
-                point = measure(block, variant)
-            except (RuntimeError, torch.cuda.OutOfMemoryError) as exc:  # a variant the GPU or torch cannot run
-                print(f"gpu_llama_block: skipped {label}: {str(exc).splitlines()[0][:200]}", file=sys.stderr)
-                continue
-            finally:
-                torch.cuda.empty_cache()
-            print(f"gpu_llama_block: {label}: forward {point['forward_s'] * 1e3:.2f} ms, forward + backward "
-                  f"{point['fwd_bwd_s'] * 1e3:.2f} ms", file=sys.stderr, flush=True)
-            points.append(point)
-            # written after every point, so a run stopped early keeps what it measured
-            args.output.write_text(yaml.safe_dump(document, default_flow_style=None, width=200, sort_keys=False))
-    return 0 if points else 1
+                "warmup": WARMUP, "repeats": REPEATS}
+    raw = args.raw.open("w") if args.raw else None
+    try:
+        points = run_points("block (shape, variant)", measure, [(b, v) for b in BLOCKS for v in VARIANTS], raw)
+    finally:
+        if raw is not None:
+            raw.close()
+    if not points:
+        return 1
+    args.output.write_text(yaml.safe_dump({**document, "points": points}, default_flow_style=None, width=200,
+                                          sort_keys=False))
+    return 0
 
 
 if __name__ == "__main__":

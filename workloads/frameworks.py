@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Framework = Literal["pytorch-ddp", "pytorch-fsdp", "fsdp2", "deepspeed", "megatron-core", "nemo",
-                    "megatron-deepspeed", "llm-foundry", "maxtext"]
+                    "megatron-deepspeed", "llm-foundry", "maxtext", "internevo"]
 # other names users write for the same frameworks
 FRAMEWORK_ALIASES: dict[str, Framework] = {
     "ddp": "pytorch-ddp", "fsdp": "pytorch-fsdp", "fsdp1": "pytorch-fsdp", "torchtitan": "fsdp2",
-    "megatron": "megatron-core", "megatron-lm": "megatron-core", "composer": "llm-foundry"}
+    "megatron": "megatron-core", "megatron-lm": "megatron-core", "composer": "llm-foundry",
+    "internlm": "internevo"}
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,8 @@ _MEGATRON_COMMON = (
 _DEEPSPEED_TIED = ("deepspeed/runtime/pipe/schedule.py TrainSchedule: ReduceTiedGrads, then ReduceGrads, then "
                    "OptimizerStep")
 
+_INTERNEVO_OPTIMIZER = "internlm/solver/optimizer/hybrid_zero_optim.py HybridZeroOptimizer"
+
 FRAMEWORKS: dict[str, Conventions] = {
     "pytorch-ddp": Conventions("PyTorch DistributedDataParallel with AMP", ("ddp",), (
         Default("strategy.grad_reduce_bytes", 4, f"{_DDP_REDUCER}; under AMP the parameters are fp32"),
@@ -223,6 +226,22 @@ FRAMEWORKS: dict[str, Conventions] = {
         Default("strategy.grad_reduce_bytes", 2, "composer/distributed/mosaic_parallelism.py: "
                 "mixed_precision PURE (LLM Foundry's yamls) reduces in bf16"),
         Default("strategy.fp32_params", True, _AMP_PARAMS),
+    )),
+    "internevo": Conventions("InternEvo (InternLM's training framework, hybrid ZeRO-1)", ("zero1",), (
+        Default("strategy.zero_grad_all_reduce", True, f"{_INTERNEVO_OPTIMIZER} _attach_reduction_hook: the "
+                "gradient hooks pass reduce_rank None, and internlm/solver/optimizer/utils.py reduce_tensor then "
+                "all-reduces each bucket over the data-parallel group (dist.all_reduce); each rank keeps its "
+                "partition's slice"),
+        Default("strategy.overlap_grad_reduce", True, "configs/7B_sft.py hybrid_zero_optimizer: "
+                "overlap_sync_grad=True (zero_overlap_communication in InternLM 2023-07): buckets are reduced on "
+                "a communication stream from the hooks of the last micro-batch's backward"),
+        Default("strategy.zero_bucket_elements", 512 * 1024**2, "configs/7B_sft.py hybrid_zero_optimizer: "
+                f"reduce_bucket_size=512 * 1024 * 1024, elements ({_INTERNEVO_OPTIMIZER} "
+                "_store_and_try_reduce_grads_by_bucket counts numel)"),
+        Default("strategy.grad_reduce_bytes", 2, "internlm/solver/optimizer/utils.py reduce_tensor: the bucket "
+                "is reduced in the gradients' own dtype (bf16 / fp16)"),
+        Default("strategy.fp32_grad_copy", True, f"{_INTERNEVO_OPTIMIZER} _step: the partition's averaged "
+                "gradients are cast to fp32 for the fp32 master weights"),
     )),
     "maxtext": Conventions("MaxText (JAX, fully sharded)", ("fsdp", "hsdp"), (  # hsdp: FSDP with data parallelism
         Default("strategy.grad_reduce_bytes", 4, "MaxText/configs/base.yml: weight_dtype float32 (gradients "

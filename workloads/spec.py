@@ -398,8 +398,8 @@ class TrainingSpec(BaseModel):
     model: str | ModelSpec = Field(description="Preset name (see `clustersim presets`), or the shape inline.")
     framework: Framework | None = Field(
         default=None, description="The framework that runs the job (pytorch-ddp, pytorch-fsdp, fsdp2 (torchtitan), "
-        "deepspeed, megatron-core, nemo, megatron-deepspeed, llm-foundry, maxtext): every field the job leaves "
-        "unstated takes that framework's default (docs/frameworks.md). None: clustersim's generic defaults.")
+        "deepspeed, megatron-core, nemo, megatron-deepspeed, llm-foundry, maxtext, internevo): every field the job "
+        "leaves unstated takes that framework's default (docs/frameworks.md). None: clustersim's generic defaults.")
     seq_len: int | None = Field(
         strict=True, default=None, ge=1, description="Tokens per sequence (default: the model's).")
     packed_sample_len: int | None = Field(

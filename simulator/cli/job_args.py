@@ -96,7 +96,7 @@ NcclSelectionOpt = Annotated[str | None, typer.Option(
     "(the pair the release's tuner ranks first, with NCCL's own constants) (the scenario's nccl_selection).")]
 FrameworkOpt = Annotated[str | None, typer.Option(
     help="The framework that runs the job: pytorch-ddp, pytorch-fsdp, fsdp2 (torchtitan), deepspeed, megatron-core, "
-    "nemo, megatron-deepspeed, llm-foundry or maxtext. What the job leaves unstated takes that framework's "
+    "nemo, megatron-deepspeed, llm-foundry, maxtext or internevo. What the job leaves unstated takes that framework's "
     "defaults (overlap, gradient reduction dtype, buckets, placement, memory); see docs/frameworks.md.")]
 
 # flag (the command function's parameter) -> the training field it sets, where the names differ

@@ -8,15 +8,19 @@ reproduces the closed form exactly: latency + fill first, then S at the bottlene
 the channel-limited rate, carried as the flow's rate cap). When collectives overlap, max-min
 sharing of the same resources slows each. A group that owns only a share of a resource (one
 GPU's part of its node's NICs) has that share in its seconds-per-byte already.
+
+Back-to-back calls of one collective (repeated_flow) are one class with their bytes added and the
+latency of the series (simulator.collectives.cost.repeated_latency_s).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 
 from simulator.collectives.comm import CommView
-from simulator.collectives.cost import CollectiveEstimate
+from simulator.collectives.cost import CollectiveEstimate, repeated_latency_s
 from simulator.network.flows import FlowClass, Resource
 
 RESOURCE_NAMES = ("intra", "net", "spine")
@@ -28,6 +32,14 @@ def resource_capacities(v: CommView) -> dict[str, float]:
     spines gets the NICs' figure, unused)."""
     spine = v.spine_Bps if math.isfinite(v.spine_Bps) else v.net_Bps
     return {"intra": max(v.intra_Bps, 1.0), "net": max(v.net_Bps, 1.0), "spine": max(spine, 1.0)}
+
+
+def repeated_flow(est: CollectiveEstimate, capacity: Mapping[str, float], name: str, count: int) -> FlowClass:
+    """`count` back-to-back calls of the collective `est` prices, as one flow class (module docstring)."""
+    flow = collective_flow(est, capacity, name)
+    if count == 1:
+        return flow
+    return replace(flow, size_bytes=flow.size_bytes * count, latency_s=repeated_latency_s(est, count))
 
 
 def collective_resources(capacity: Mapping[str, float]) -> list[Resource]:

@@ -33,11 +33,11 @@ class NcclSetup:
         """The environment as predict_collective takes it."""
         return dict(self.env)
 
-    def predict(self, view: CommView, op: str, size_bytes: int, params: ModelParams | None = None
-                ) -> CollectiveEstimate:
-        """One collective on `view` as this NCCL runs it (predict_collective)."""
+    def predict(self, view: CommView, op: str, size_bytes: int, params: ModelParams | None = None,
+                repeat: int = 1) -> CollectiveEstimate:
+        """One collective on `view` as this NCCL runs it (predict_collective), one of `repeat` back-to-back."""
         return predict_collective(view, op, size_bytes, env=self.env_map, params=params, nccl_release=self.release,
-                                  selection=self.selection)
+                                  selection=self.selection, repeat=repeat)
 
 
 DEFAULT_NCCL = NcclSetup()

@@ -52,11 +52,12 @@ def size_sweep(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
 def predict_collective(v: CommView, op: str, size_bytes: int, algo: str = "auto", proto: str = "auto",
                        env: Mapping[str, str] | None = None, params: ModelParams | None = None,
                        nccl_release: tuple[int, int] | None = None,
-                       selection: str = "model") -> CollectiveEstimate:
+                       selection: str = "model", repeat: int = 1) -> CollectiveEstimate:
     """Predicted time of one collective on an idle cluster (closed form). `params` defaults to the
     published-facts prior for the cluster; a calibration profile supplies fitted ones. The algorithm
     and protocol are the fastest the model prices (`selection` 'model') or those NCCL `nccl_release`
-    (major, minor; None: the newest) would choose ('nccl'); simulator.collectives.select."""
+    (major, minor; None: the newest) would choose ('nccl'); simulator.collectives.select. `repeat`: one of that
+    many back-to-back calls (the model's selection then ranks the pairs by the series' time)."""
     if size_bytes < 0:
         raise ConfigError(f"size must not be negative, got {size_bytes}")
     algos, protos = allowed_sets(algo, proto, env)
@@ -65,7 +66,7 @@ def predict_collective(v: CommView, op: str, size_bytes: int, algo: str = "auto"
     view = view_for_env(v, env)
     chosen = params if params is not None else prior_params(view)
     return best_estimate(op, size_bytes, candidate_shapes(op, view, algos), view, protos, chosen,
-                         tuner_release(nccl_release), channel_limits(env), selection)
+                         tuner_release(nccl_release), channel_limits(env), selection, repeat)
 
 
 def simulate_alone(est: CollectiveEstimate, v: CommView) -> float:

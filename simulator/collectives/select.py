@@ -3,7 +3,9 @@
 
 Two selections (SELECTIONS):
 - model (the default): the pair the physical model prices fastest, ranking a tree's bandwidth as
-  NCCL's tuner credits it (selection_time_s), among the pairs the NCCL release offers;
+  NCCL's tuner credits it (selection_time_s), among the pairs the NCCL release offers; for a series of
+  back-to-back calls, the pair whose series is fastest (cost.repeated_time_s: a chain of per-rank calls
+  pays its fill once, so its bandwidth decides);
 - nccl: the pair the tuner of the NCCL release in use ranks first (simulator.collectives.tuner,
   with the constants of simulator.collectives.nccl_releases), whatever the model thinks of it.
 
@@ -20,7 +22,7 @@ from dataclasses import replace
 
 from simulator.collectives.algorithms import AlgoShape, shapes_for
 from simulator.collectives.comm import CommView
-from simulator.collectives.cost import CollectiveEstimate, estimate, protocol_allowed
+from simulator.collectives.cost import CollectiveEstimate, estimate, protocol_allowed, repeated_time_s
 from simulator.collectives.nccl_constants import PROTOCOLS
 from simulator.collectives.nccl_releases import TunerRelease, tuner_release
 from simulator.collectives.params import ModelParams
@@ -166,9 +168,10 @@ def _no_pair(op: str, shapes: list[AlgoShape], protos: set[str] | None, release:
 
 def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView, protos: set[str] | None,
                   params: ModelParams, release: TunerRelease | None = None,
-                  limits: tuple[int, int] = (1, MAX_CHANNELS), selection: str = "model") -> CollectiveEstimate:
+                  limits: tuple[int, int] = (1, MAX_CHANNELS), selection: str = "model",
+                  repeat: int = 1) -> CollectiveEstimate:
     """The (algorithm, protocol) chosen among those allowed by `selection`, priced by the physical
-    model; ConfigError if none is allowed.
+    model; ConfigError if none is allowed. `repeat`: the call is one of that many back-to-back calls.
 
     Both choose among the pairs NCCL `release` offers (tuner.enabled: NVLS, NVLS-tree and PAT from
     their releases, with Simple only). 'model': the fastest as priced (trees ranked by
@@ -186,6 +189,8 @@ def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView
             raise _no_pair(op, shapes, protos, rel)
         candidates = [estimate(op, size_bytes, shape, proto, v, params, limits, overlap=selection == "nccl")
                       for shape, proto in pairs]
+        if repeat > 1:
+            return min(candidates, key=lambda est: repeated_time_s(est, repeat))
         ring = {est.proto: est for est in candidates if est.algo == "ring"}
         return min(candidates, key=lambda est: selection_time_s(est, ring, v))
     channels = tuner_channels(v, rel, limits)

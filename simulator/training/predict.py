@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from simulator.collectives.comm import CommView, comm_view, server_classes
 from simulator.collectives.cost import CollectiveEstimate
-from simulator.collectives.flows import collective_flow, collective_resources, resource_capacities
+from simulator.collectives.flows import collective_resources, repeated_flow, resource_capacities
 from simulator.collectives.nccl_setup import DEFAULT_NCCL, NcclSetup
 from simulator.collectives.params import ModelParams
 from simulator.core.errors import ConfigError
@@ -169,7 +169,7 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
         plan = slowed_stages(plan_pipeline(model, training, compute, seq_len, micro_steps, layout.replicas,
                                            shard_group), stage_slowdown or {})
     capacity = resource_capacities(v)
-    cache: dict[tuple[str, int, str], CollectiveEstimate] = {}
+    cache: dict[tuple[str, int, str, int], CollectiveEstimate] = {}
     estimate_of: dict[str, CollectiveEstimate] = {}
 
     def group_of(task: Task) -> str:
@@ -185,19 +185,16 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
         call = task.collective
         assert call is not None
         group = group_of(task)
-        key = (call.op, call.size_bytes, group)
+        key = (call.op, call.size_bytes, group, call.count)
         if key not in cache:
-            cache[key] = nccl.predict(groups[group], call.op, call.size_bytes, params)
+            cache[key] = nccl.predict(groups[group], call.op, call.size_bytes, params, call.count)
         estimate_of[task.name] = cache[key]
         return cache[key]
 
     def flow_of(task: Task) -> FlowClass:
         call = task.collective
         assert call is not None
-        flow = collective_flow(estimate(task), capacity, task.name)
-        if call.count == 1:
-            return flow
-        return replace(flow, size_bytes=flow.size_bytes * call.count, latency_s=flow.latency_s * call.count)
+        return repeated_flow(estimate(task), capacity, task.name, call.count)
 
     # TP collectives run one after another on their stream; where nothing else of their stage uses
     # the resources they use (TP on NVLink, DP and pipeline traffic on the NICs), they never share

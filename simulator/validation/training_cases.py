@@ -868,6 +868,8 @@ def _known_framework(training: Mapping[str, Any]) -> Framework | None:
         known = "pytorch-ddp"
     if known is None and "maxtext" in text:
         known = "maxtext"
+    if known is None and ("internevo" in text or "internlm" in text):
+        known = "internevo"
     return known
 
 

@@ -378,3 +378,37 @@ def test_float8_op_checkpointing_reruns_every_matmul():
     gemms = sum(fp8.gemms_s(block, 1, 4096).values())
     attention = fp8.attention_forward_s(block, 1, 4096)
     assert op.recompute_s > gemms and op.recompute_s == pytest.approx(full.recompute_s - attention, rel=1e-6)
+
+
+@pytest.mark.parametrize("nodes", [16, 64, 128])
+def test_per_rank_reduces_at_scale_cost_a_wavefront_not_n_chains(nodes):
+    """A reduce per rank over n ranks is n reduces to successive roots of one ring: each follows the previous
+    one down the ring, so the series pays one chain's hops and fill, not n of them (collectives.cost). On
+    DeepSpeed ZeRO-2 without overlap (every micro-step's buckets on the compute stream) the per-rank reduces
+    stay within half a step of one reduce-scatter of the same bytes, at 128 to 1,024 GPUs; priced call by
+    call they took 4-100x the step."""
+    topology = load_preset("dgx-a100", nodes=nodes)
+    times = [predict_step(topology, resolved("deepspeed", strategy=StrategySpec(kind="zero2", reduce_per_rank=per),
+                                             micro_batch=2, global_batch=nodes * 8 * 2 * 2), SMALL).step_time_s
+             for per in (False, True)]
+    assert times[0] <= times[1] < 1.5 * times[0]
+
+
+def test_a_series_of_chained_calls_pays_one_fill():
+    """n back-to-back reduces: one latency and fill, n launches and n times the bytes; an all-reduce series pays
+    every call's latency (hand-computed from the estimate's parts)."""
+    from simulator.collectives.comm import comm_view
+    from simulator.collectives.cost import repeated_latency_s, repeated_time_s
+    from simulator.collectives.predict import predict_collective
+    from topologies.build import build_representative
+
+    view = comm_view(build_representative(load_preset("dgx-a100", nodes=64)))
+    reduce = predict_collective(view, "reduce", 1 << 20, repeat=512)
+    assert reduce.launch_s > 0
+    assert repeated_latency_s(reduce, 512) == pytest.approx(reduce.latency_s + reduce.fill_s + 511 * reduce.launch_s)
+    assert repeated_time_s(reduce, 512) == pytest.approx(repeated_latency_s(reduce, 512) + 512 * reduce.bandwidth_s)
+    ring = predict_collective(view, "all_reduce", 1 << 20)
+    assert repeated_latency_s(ring, 3) == pytest.approx(3 * (ring.latency_s + ring.fill_s))
+    for proto in ("ll", "ll128", "simple"):  # the series' pair is the one whose series is fastest
+        pinned = predict_collective(view, "reduce", 1 << 20, proto=proto)
+        assert repeated_time_s(reduce, 512) <= repeated_time_s(pinned, 512) * (1 + 1e-9)

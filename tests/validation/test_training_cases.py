@@ -194,6 +194,16 @@ def test_a_maxtext_case_takes_maxtexts_conventions():
     assert (m.training.strategy.grad_reduce_bytes, m.training.strategy.fp32_params) == (4, True)
 
 
+def test_an_internevo_case_takes_its_hybrid_zero_conventions():
+    """InternEvo's hybrid ZeRO-1 all-reduces whole gradients in 512M-element buckets from the last micro-batch's
+    backward hooks, in their own dtype (hybrid_zero_optim.py, utils.reduce_tensor, configs/7B_sft.py)."""
+    m = mapped(case(training={"framework": "InternEvo (InternLM training framework)", "strategy": ["zero1"]}))
+    assert m.skipped is None and m.training.framework == "internevo"
+    s = m.training.strategy
+    assert (s.kind, s.zero_grad_all_reduce, s.overlap_grad_reduce) == ("zero1", True, True)
+    assert (s.zero_bucket_elements, s.grad_reduce_bytes) == (512 * 1024**2, 2)
+
+
 def test_a_case_reads_its_memory_fraction():
     """A stated memory fraction (JAX's XLA_PYTHON_CLIENT_MEM_FRACTION) bounds what the job may hold; a bad one
     leaves the case out, naming the field."""

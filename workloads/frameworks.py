@@ -126,6 +126,10 @@ _MEGATRON_COMMON = (
     Default("parallel.tied_grad_sync", "after_dp", "megatron/core/distributed/finalize_model_grads.py: "
             "finish_grad_sync (the data-parallel reduction) first, then _allreduce_embedding_grads"),
 )
+_DEEPSPEED_BUCKET_ALL_REDUCE = (
+    "deepspeed/runtime/zero/config.py use_multi_rank_bucket_allreduce, True since DeepSpeed 0.12.4 (PR #4695, "
+    "2023-11): stage_1_and_2.py average_tensor all-reduces each bucket (allreduce_and_scatter) and each rank keeps "
+    "its slice; before it, or with the option off, one dist.reduce per destination rank (reduce_per_rank)")
 _DEEPSPEED_TIED = ("deepspeed/runtime/pipe/schedule.py TrainSchedule: ReduceTiedGrads, then ReduceGrads, then "
                    "OptimizerStep")
 
@@ -171,8 +175,7 @@ FRAMEWORKS: dict[str, Conventions] = {
         Default("strategy.overlap_grad_reduce", lambda job: job.kind == "zero3", "deepspeed/runtime/zero/config.py "
                 "overlap_comm_valid: overlap_comm defaults to True at stage 3 only; below it the reduction runs "
                 "on the compute stream (stage_1_and_2.py average_tensor)"),
-        Default("strategy.reduce_per_rank", True, "deepspeed/runtime/zero/stage_1_and_2.py average_tensor: "
-                "one dist.reduce per destination rank's slice of the bucket", _zero12),
+        Default("strategy.bucket_all_reduce", True, _DEEPSPEED_BUCKET_ALL_REDUCE, _zero12),
         Default("strategy.prefetch_bucket_elements", 50_000_000, "deepspeed/runtime/zero/config.py: "
                 "stage3_prefetch_bucket_size default 5e7 (partitioned_param_coordinator.py prefetches up to it; "
                 "stage3_max_live_parameters, 1e9, is then never the bound)", lambda job: job.kind == "zero3"),
@@ -217,8 +220,7 @@ FRAMEWORKS: dict[str, Conventions] = {
                 "PipeModelDataParallelTopology: axes pipe, data, model"),
         Default("parallel.tied_grad_sync", "before_dp", _DEEPSPEED_TIED),
         # ZeRO-1/2 run DeepSpeed's ZeRO optimizer (DeepSpeedZeroOptimizer), as under the deepspeed framework
-        Default("strategy.reduce_per_rank", True, "deepspeed/runtime/zero/stage_1_and_2.py average_tensor: "
-                "one dist.reduce per destination rank's slice of the bucket", _zero12),
+        Default("strategy.bucket_all_reduce", True, _DEEPSPEED_BUCKET_ALL_REDUCE, _zero12),
         Default("strategy.contiguous_gradients", True, "deepspeed/runtime/zero/config.py: contiguous_gradients "
                 "True; stage_1_and_2.py backward allocates a reduce_bucket_size buffer", _zero12),
     )),

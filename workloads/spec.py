@@ -229,8 +229,13 @@ class StrategySpec(BaseModel):
         "a reduce-scatter of those bytes.")
     reduce_per_rank: bool = Field(
         default=False, description="ZeRO-1/2 reduce each gradient bucket with one reduce per data-parallel rank "
-        "(to the rank owning that slice: DeepSpeed's average_tensor) instead of one reduce-scatter: the same "
-        "bytes, as many launches as ranks.")
+        "(to the rank owning that slice: DeepSpeed's average_tensor before 0.12.4, or with "
+        "use_multi_rank_bucket_allreduce false) instead of one reduce-scatter: the same bytes, as many launches as "
+        "ranks. Set, it wins over bucket_all_reduce.")
+    bucket_all_reduce: bool = Field(
+        default=False, description="ZeRO-1/2 all-reduce each gradient bucket over the data-parallel group and keep "
+        "this rank's slice (DeepSpeed's use_multi_rank_bucket_allreduce, its default since 0.12.4) instead of one "
+        "reduce-scatter: twice the bytes, one launch a bucket.")
 
     @model_validator(mode="after")
     def _check(self) -> StrategySpec:

@@ -15,6 +15,9 @@ precision keys, deepspeed/runtime/zero/config.py DeepSpeedZeroConfig for zero_op
   gradients accumulated into an fp32 buffer and all-reduced (the convention the training validation uses). overlap_comm
   (default: true at stage 3, false below) overlaps the reductions with the backward; reduce_bucket_size and
   allgather_bucket_size (5e8 elements) size the buckets (clustersim has one size: reduce_bucket_size's).
+  At stages 1 and 2 each bucket is all-reduced and each rank keeps its slice (use_multi_rank_bucket_allreduce,
+  default true since 0.12.4; reduce_scatter false all-reduces it too); with use_multi_rank_bucket_allreduce
+  false, one reduce per rank (reduce_per_rank).
   stage3_prefetch_bucket_size 0 turns prefetching off; contiguous_gradients (default true) keeps the
   reduce_bucket_size bucket in memory; stage3_param_persistence_threshold and stage3_max_live_parameters shape
   memory and are not modelled.
@@ -50,7 +53,7 @@ _IRRELEVANT = ("optimizer.params", "scheduler", "gradient_clipping", "steps_per_
                "zero_optimization.ignore_unused_parameters",
                "zero_optimization.elastic_checkpoint", "zero_optimization.round_robin_gradients",
                "zero_optimization.sub_group_size", "zero_optimization.stage3_max_reuse_distance",
-               "zero_optimization.reduce_scatter", "zero_optimization.allgather_partitions",
+               "zero_optimization.allgather_partitions",
                "tensorboard", "wandb", "csv_monitor", "comms_logger", "flops_profiler", "activation_checkpointing",
                "checkpoint", "data_efficiency", "elasticity", "aio", "dump_state", "memory_breakdown",
                "sparse_gradients", "train_batch_size_auto", "autotuning")
@@ -171,6 +174,11 @@ def _strategy(s: Settings, precision: str, notes: list[str]) -> dict[str, Any]:
                           f"{reduce_bucket:g}")
     strategy["overlap_grad_reduce"] = s.boolean("zero_optimization.overlap_comm", stage == 3)
     strategy["contiguous_gradients"] = s.boolean("zero_optimization.contiguous_gradients", True)
+    if stage in (1, 2):
+        scatter = s.boolean("zero_optimization.reduce_scatter", True)
+        multi_rank = s.boolean("zero_optimization.use_multi_rank_bucket_allreduce", True)
+        strategy["bucket_all_reduce"] = not scatter or multi_rank
+        strategy["reduce_per_rank"] = scatter and not multi_rank
     if stage == 3:
         if s.integer("zero_optimization.stage3_prefetch_bucket_size", 50_000_000, least=0) == 0:
             strategy["backward_prefetch"] = False

@@ -74,6 +74,7 @@ from simulator.training.tasks import (
     Task,
     across_replicas,
     add_pass,
+    bucket_reduction_op,
     expert_budgets,
     overlap_budgets,
     pass_collectives,
@@ -231,7 +232,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                                        dense + experts + outside, experts, outside, trained, recomputes[start:stop],
                                        tuple(r for _, _, r in runs))
     send_size = int(ACTIVATION_BYTES * b * local_seq * model.spec.hidden / (tp if par.p2p_scatter_gather else 1))
-    grad_op = "all_reduce" if kind == "ddp" or (kind == "zero1" and s.zero_grad_all_reduce) else "reduce_scatter"
+    grad_op = bucket_reduction_op(kind, s)
     # tied input and output embeddings live on the first and the last stage: their gradients are summed
     tied_bytes = int(output * s.grad_reduce_bytes) if model.spec.tied_embeddings and p > 1 \
         and training.lora_rank is None else 0  # a LoRA job's embeddings are frozen

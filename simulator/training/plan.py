@@ -55,6 +55,7 @@ from simulator.training.tasks import (
     Task,
     across_replicas,
     add_pass,
+    bucket_reduction_op,
     expert_budgets,
     overlap_budgets,
     pass_collectives,
@@ -239,7 +240,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
         each part's its own, and go to the stream in the order they fill (a mixture's expert buckets do not
         wait behind the dense bucket that holds the embedding). Without overlap_grad_reduce every bucket waits
         for the whole backward."""
-        op = "all_reduce" if kind == "ddp" or (kind == "zero1" and s.zero_grad_all_reduce) else "reduce_scatter"
+        op = bucket_reduction_op(kind, s)
         first, cap = ((s.first_bucket_bytes, s.bucket_bytes) if kind == "ddp"
                       else (s.zero_bucket_elements * s.grad_reduce_bytes,) * 2)
         ordered: list[tuple[int, int, Task]] = []  # (layer whose backward fills it, part, task), readiest first

@@ -69,7 +69,7 @@ from simulator.training.shards import (
     trainable_blocks_params_on_gpu,
     trainable_root_params,
 )
-from simulator.training.tasks import PARAM_BYTES, pass_collectives
+from simulator.training.tasks import PARAM_BYTES, bucket_reduction_op, pass_collectives
 from topologies.build import build_representative
 from topologies.spec import TopologySpec
 from workloads.frameworks import FRAMEWORKS
@@ -311,8 +311,7 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
     p2p_s = 0.0 if p == 1 else 2.0 * layout.virtual_stages * _collective_s(p2p_view, "sendrecv", p2p_bytes)
     pipeline_s = (m + (p - 1) / layout.virtual_stages) * (stage_s + p2p_s)
     dp = views["dp"]
-    all_reduce = layout.strategy == "zero1" and training.strategy.zero_grad_all_reduce
-    reduce_op = "all_reduce" if all_reduce else "reduce_scatter"
+    reduce_op = bucket_reduction_op(layout.strategy, training.strategy)
 
     def over_groups(op: str, bytes_per_param: float, counts: tuple[float, float]) -> float:
         """`op` over `counts` (dense, experts) parameters: the dense on the data-parallel group, the experts on

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from simulator.training.compute import LayerTimes
 from workloads.model import ACTIVATION_BYTES, TransformerModel
-from workloads.spec import ParallelSpec
+from workloads.spec import ParallelSpec, StrategySpec
 
 PARAM_BYTES = 2  # bf16/fp16 parameters as gathered
 
@@ -30,6 +30,17 @@ class CollectiveCall:
     # stage)
     count: int = 1  # back-to-back calls of this size (the TP collectives of a pipeline chunk, per-rank reduces)
     role: str = ""  # "regather": sequence parallelism's backward all-gather of a saved input (tp_calls)
+
+
+def bucket_reduction_op(kind: str, strategy: StrategySpec) -> str:
+    """The collective that reduces a DDP / ZeRO-1/2 gradient bucket: an all-reduce for DDP, for ZeRO-1 holding
+    whole gradients (zero_grad_all_reduce) and for ZeRO-1/2 all-reducing each bucket (bucket_all_reduce, unless
+    reduce_per_rank, which wins); a reduce-scatter otherwise (reduction_call splits it per rank)."""
+    if kind == "ddp" or (kind == "zero1" and strategy.zero_grad_all_reduce):
+        return "all_reduce"
+    if kind in ("zero1", "zero2") and strategy.bucket_all_reduce and not strategy.reduce_per_rank:
+        return "all_reduce"
+    return "reduce_scatter"
 
 
 def reduction_call(op: str, size_bytes: int, group: str, ranks: int, per_rank: bool) -> CollectiveCall:

@@ -69,6 +69,7 @@ from workloads.spec import (
     Precision,
     RoutingSpec,
     StrategyKind,
+    StrategySpec,
     TrainingSpec,
     checkpointing_of,
 )
@@ -873,6 +874,25 @@ def _known_framework(training: Mapping[str, Any]) -> Framework | None:
     return known
 
 
+# DeepSpeed 0.12.4 (PR #4695, 2023-11) made ZeRO-1/2 all-reduce each gradient bucket (use_multi_rank_bucket_allreduce)
+_DEEPSPEED_BUCKET_ALL_REDUCE_FROM = (0, 12, 4)
+
+
+def _deepspeed_release(training: Mapping[str, Any], strategy: StrategySpec, defaults: list[str]) -> StrategySpec:
+    """A ZeRO-1/2 case naming a DeepSpeed release before _DEEPSPEED_BUCKET_ALL_REDUCE_FROM ("DeepSpeed 0.9.2")
+    reduces its buckets with one reduce per rank, as that release did (flagged); otherwise `strategy` as it is."""
+    release = re.search(r"deepspeed\D{0,12}?(\d+)\.(\d+)(?:\.(\d+))?", str(training.get("framework") or ""),
+                        re.IGNORECASE)
+    if release is None or strategy.kind not in ("zero1", "zero2") or strategy.reduce_per_rank:
+        return strategy
+    version = tuple(int(part or 0) for part in release.groups())
+    if version >= _DEEPSPEED_BUCKET_ALL_REDUCE_FROM:
+        return strategy
+    defaults.append(f"DeepSpeed {'.'.join(map(str, version))}: one reduce per rank of each gradient bucket (its "
+                    "stage_1_and_2.py average_tensor; all-reduced per bucket from 0.12.4)")
+    return strategy.model_copy(update={"reduce_per_rank": True})
+
+
 def _framework(training: Mapping[str, Any], kind: str) -> Framework | None:
     """The framework a case ran under, where its conventions are known (see _FRAMEWORKS) and it runs the
     case's strategy `kind`."""
@@ -921,7 +941,8 @@ def map_case(case: TrainingCase) -> MappedCase:
         kind = layout.strategy_kind or _unnamed_sharded_strategy(training, names, defaults)
         if kind not in (None, "ddp") and inferred in defaults:
             defaults.remove(inferred)  # the framework's convention says which strategy, and is flagged
-        strategy = strategy_spec(layout.training, names, family, layout.dp, defaults, kind, layout.strategy_knobs)
+        strategy = _deepspeed_release(training, strategy_spec(layout.training, names, family, layout.dp, defaults,
+                                                              kind, layout.strategy_knobs), defaults)
         family = FAMILY_OF_KIND[strategy.kind]
         seq_len = _seq_len(case, defaults)
         model = _model_spec(case, layout.model, seq_len, defaults)

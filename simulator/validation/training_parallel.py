@@ -30,7 +30,9 @@ behaviour, read from its code and named in the case's `defaults` ("flagged"):
   the case states DeepSpeed's BF16 optimizer (BLOOM's production run; the chronicles-prequel rows
   from 02-28, "BF16 optimizer that was just written to accumulate gradients in fp32"), each
   micro-batch's gradients are added into a whole fp32 buffer, which is all-reduced, not
-  reduce-scattered; earlier rows accumulated in 16 bits (the prequel says so) and keep ZeRO-1.
+  reduce-scattered; earlier rows accumulated in 16 bits (the prequel says so) and keep ZeRO-1, whose
+  buckets go in one reduce per rank (DeepSpeed before 0.12.4, which all of Megatron-DeepSpeed's
+  published runs predate; the deepspeed and megatron-deepspeed frameworks all-reduce each bucket).
 - torchtitan: device mesh (pp, dp_replicate, dp_shard, cp, tp), so tp-dp-pp; its TP plan shards the
   norms (SequenceParallel); async TP overlaps TP communication; with PP, FSDP keeps parameters
   gathered after forward, the local batch is split into pp micro-batches (its default before PR
@@ -315,6 +317,13 @@ def _megatron_deepspeed(d: _Draft) -> None:
     bf16 = "bf16" in str(d.training.get("precision") or "").lower()
     d.kind = "zero1" if bf16 else "ddp"
     d.knobs.update(overlap_grad_reduce=False, fp32_grad_copy=True)  # DeepSpeed's ZeRO-1 / fp16 optimizers
+    # Megatron-DeepSpeed's published runs (2022-2023) predate DeepSpeed 0.12.4's bucket all-reduce
+    d.knobs.update(reduce_per_rank=True)
+    named = {str(name).lower() for name in d.training.get("strategy") or []}
+    zero12 = d.kind == "zero1" or bool(named & {"zero1", "zero2"}) or str(d.training.get("zero_stage")) in ("1", "2")
+    if zero12 and d.dp > 1:
+        d.parts.append("one reduce per rank of each gradient bucket (DeepSpeed before 0.12.4, which the runs predate: "
+                       "stage_1_and_2.py average_tensor)")
     if bf16 and d.unnamed:
         d.parts.append("no strategy named: the bf16 optimizer shards optimizer states (zero1)")
     stated = f"{d.training.get('precision') or ''} {d.training.get('zero_stage') or ''}".lower()

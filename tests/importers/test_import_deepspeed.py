@@ -76,6 +76,18 @@ def test_contiguous_gradients_is_read(given: dict, kept: bool):
     assert strategy["contiguous_gradients"] is kept
 
 
+@pytest.mark.parametrize(("given", "all_reduce", "per_rank"), [
+    ({}, True, False), ({"use_multi_rank_bucket_allreduce": False}, False, True),
+    ({"reduce_scatter": False, "use_multi_rank_bucket_allreduce": False}, True, False)])
+def test_bucket_reduction_keys_are_read(given: dict, all_reduce: bool, per_rank: bool):
+    """Stages 1/2 all-reduce each bucket (use_multi_rank_bucket_allreduce, default true since 0.12.4); with it
+    off, one reduce per rank; reduce_scatter false all-reduces the bucket whatever the other says."""
+    for stage in (1, 2):
+        strategy = job({"train_micro_batch_size_per_gpu": 1,
+                        "zero_optimization": {"stage": stage, **given}}).training["strategy"]
+        assert (strategy["bucket_all_reduce"], strategy["reduce_per_rank"]) == (all_reduce, per_rank)
+
+
 def test_fp32_reduces_in_fp32_and_stage3_prefetch_off():
     """No 16-bit precision: 4-byte gradient reduction, no fp32 copy; stage3_prefetch_bucket_size 0: no prefetch."""
     strategy = job({"train_micro_batch_size_per_gpu": 1,

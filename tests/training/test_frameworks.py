@@ -67,13 +67,16 @@ def test_no_framework_keeps_the_generic_defaults():
     assert with_framework(spec) is spec
 
 
-@pytest.mark.parametrize(("kind", "overlap", "per_rank"), [("zero1", False, True), ("zero2", False, True),
-                                                           ("zero3", True, False)])
-def test_deepspeed_overlaps_only_stage_3(kind, overlap, per_rank):
-    """deepspeed/runtime/zero/config.py: overlap_comm defaults to stage == 3; stage_1_and_2.py average_tensor
-    reduces each bucket with one dist.reduce per destination rank."""
+@pytest.mark.parametrize(("kind", "overlap", "all_reduce"), [("zero1", False, True), ("zero2", False, True),
+                                                             ("zero3", True, False)])
+def test_deepspeed_overlaps_only_stage_3(kind, overlap, all_reduce):
+    """deepspeed/runtime/zero/config.py: overlap_comm defaults to stage == 3, use_multi_rank_bucket_allreduce to
+    True (0.12.4 on): stage_1_and_2.py average_tensor all-reduces each bucket instead of one reduce per rank."""
     spec = resolved("deepspeed", strategy=StrategySpec(kind=kind))
-    assert (spec.strategy.overlap_grad_reduce, spec.strategy.reduce_per_rank) == (overlap, per_rank)
+    assert (spec.strategy.overlap_grad_reduce, spec.strategy.bucket_all_reduce) == (overlap, all_reduce)
+    assert spec.strategy.reduce_per_rank is False
+    if kind != "zero3":
+        assert {t.collective.op for t in plan_of(spec).tasks if t.stream == "rs"} == {"all_reduce"}
 
 
 @pytest.mark.parametrize(("precision", "reduce_bytes"), [("bf16", 4), ("fp16", 2)])
@@ -119,14 +122,14 @@ def test_predict_echoes_the_framework_and_what_it_set():
     strategy = json.loads(result.output)["scenario"]["training"]
     assert strategy["framework"] == "deepspeed"
     assert strategy["strategy"]["overlap_grad_reduce"] is False
-    assert strategy["strategy"]["reduce_per_rank"] is True
+    assert strategy["strategy"]["bucket_all_reduce"] is True
 
 
 def test_framework_defaults_skip_stated_fields():
     job = Job("zero2", "bf16", 1, 1)
     filled = framework_defaults("deepspeed", job, {"strategy": {"overlap_grad_reduce"}})
     assert "overlap_grad_reduce" not in filled["strategy"]
-    assert filled["strategy"]["reduce_per_rank"] is True
+    assert filled["strategy"]["bucket_all_reduce"] is True
 
 
 def plan_of(training: TrainingSpec, micro_steps: int = 2, dp: int = 8, model: ModelSpec = SMALL):
@@ -140,41 +143,51 @@ def test_blocking_zero2_reduction_holds_the_next_micro_step():
     blocking = plan_of(resolved("deepspeed", strategy=StrategySpec(kind="zero2")))
     overlapped = plan_of(resolved("deepspeed", strategy=StrategySpec(kind="zero2", overlap_grad_reduce=True)))
     first = {task.name: task for task in blocking.tasks}["m1.emb_fwd"]
-    assert any(".reduce" in dep for dep in first.deps)
-    assert not any(".reduce" in dep for dep in {t.name: t for t in overlapped.tasks}["m1.emb_fwd"].deps)
+    assert any("reduce" in dep for dep in first.deps)
+    assert not any("reduce" in dep for dep in {t.name: t for t in overlapped.tasks}["m1.emb_fwd"].deps)
 
 
 def test_per_rank_reduces_move_the_bucket_in_as_many_launches_as_ranks():
-    per_rank = plan_of(resolved("deepspeed", strategy=StrategySpec(kind="zero2")), micro_steps=1)
-    scatter = plan_of(resolved("deepspeed", strategy=StrategySpec(kind="zero2", reduce_per_rank=False)),
+    """DeepSpeed before 0.12.4 (reduce_per_rank, stated, wins over the bucket all-reduce): the bucket's bytes in
+    one reduce per rank; 0.12.4 on: one all-reduce a bucket, twice a reduce-scatter's bytes."""
+    per_rank = plan_of(resolved("deepspeed", strategy=StrategySpec(kind="zero2", reduce_per_rank=True)), micro_steps=1)
+    scatter = plan_of(resolved("deepspeed", strategy=StrategySpec(kind="zero2", bucket_all_reduce=False)),
                       micro_steps=1)
+    reduced = plan_of(resolved("deepspeed", strategy=StrategySpec(kind="zero2")), micro_steps=1)
     reduces = [t.collective for t in per_rank.tasks if t.collective and t.collective.op == "reduce"]
     scatters = [t.collective for t in scatter.tasks if t.collective and t.collective.op == "reduce_scatter"]
+    all_reduces = [t.collective for t in reduced.tasks if t.collective and t.stream == "rs"]
     assert reduces and all(call.count == 8 for call in reduces)
     assert sum(c.size_bytes * c.count for c in reduces) == pytest.approx(sum(c.size_bytes for c in scatters), rel=1e-6)
+    assert {c.op for c in all_reduces} == {"all_reduce"} and all(c.count == 1 for c in all_reduces)
+    assert sum(c.size_bytes for c in all_reduces) == pytest.approx(sum(c.size_bytes for c in scatters), rel=1e-6)
 
 
 def test_per_rank_reduces_and_blocking_are_never_faster():
     topology = load_preset("dgx-h100", nodes=4)
     times = [predict_step(topology, resolved("deepspeed", strategy=StrategySpec(kind="zero2", **knobs),
                                              micro_batch=2, global_batch=256), SMALL).step_time_s
-             for knobs in ({"overlap_grad_reduce": True, "reduce_per_rank": False}, {"reduce_per_rank": False}, {})]
+             for knobs in ({"overlap_grad_reduce": True, "bucket_all_reduce": False}, {"bucket_all_reduce": False},
+                           {"reduce_per_rank": True})]
     assert times[0] <= times[1] <= times[2]
 
 
 def test_megatron_deepspeed_runs_deepspeeds_zero_optimizer():
-    """Megatron-DeepSpeed's ZeRO-1 is DeepSpeed's ZeRO optimizer: per-rank reduces, and the reduction bucket
-    (reduce_bucket_size elements in bf16) in memory; with pipeline parallelism the stage's gradients go in as
-    many reduces as data-parallel ranks, the same bytes as one reduce-scatter. DDP takes neither."""
-    zero1 = resolved("megatron-deepspeed", strategy=StrategySpec(kind="zero1"))
-    assert (zero1.strategy.reduce_per_rank, zero1.strategy.contiguous_gradients) == (True, True)
+    """Megatron-DeepSpeed's ZeRO-1 is DeepSpeed's ZeRO optimizer: buckets all-reduced (per-rank reduces before
+    DeepSpeed 0.12.4), and the reduction bucket (reduce_bucket_size elements in bf16) in memory; with pipeline
+    parallelism the stage's gradients go in as many reduces as data-parallel ranks, the same bytes as one
+    reduce-scatter. DDP takes neither."""
+    current = resolved("megatron-deepspeed", strategy=StrategySpec(kind="zero1"))
+    assert (current.strategy.bucket_all_reduce, current.strategy.contiguous_gradients) == (True, True)
+    zero1 = resolved("megatron-deepspeed", strategy=StrategySpec(kind="zero1", reduce_per_rank=True))
     ddp = resolved("megatron-deepspeed", strategy=StrategySpec(kind="ddp"))
-    assert (ddp.strategy.reduce_per_rank, ddp.strategy.contiguous_gradients) == (False, False)
+    assert (ddp.strategy.bucket_all_reduce, ddp.strategy.contiguous_gradients) == (False, False)
     model = transformer(SMALL)
     bucket = memory_per_gpu(model, zero1, 1024, 4, 4).buffers_bytes
     assert bucket == pytest.approx(zero1.strategy.zero_bucket_elements * 2)
     piped = zero1.model_copy(update={"parallel": ParallelSpec(pp=2), "micro_batch": 1, "global_batch": 8})
-    scatter = piped.model_copy(update={"strategy": piped.strategy.model_copy(update={"reduce_per_rank": False})})
+    scatter = piped.model_copy(update={"strategy": piped.strategy.model_copy(update={"reduce_per_rank": False,
+                                                                                      "bucket_all_reduce": False})})
     tasks = {kind: [t.collective for t in plan_pipeline(model, job, H100, 1024, 2, 4, 4).tasks
                     if t.collective and t.stream == "rs"] for kind, job in (("reduce", piped), ("scatter", scatter))}
     assert {c.op for c in tasks["reduce"]} == {"reduce"} and all(c.count == 4 for c in tasks["reduce"])
@@ -388,9 +401,9 @@ def test_per_rank_reduces_at_scale_cost_a_wavefront_not_n_chains(nodes):
     stay within half a step of one reduce-scatter of the same bytes, at 128 to 1,024 GPUs; priced call by
     call they took 4-100x the step."""
     topology = load_preset("dgx-a100", nodes=nodes)
-    times = [predict_step(topology, resolved("deepspeed", strategy=StrategySpec(kind="zero2", reduce_per_rank=per),
-                                             micro_batch=2, global_batch=nodes * 8 * 2 * 2), SMALL).step_time_s
-             for per in (False, True)]
+    times = [predict_step(topology, resolved("deepspeed", strategy=StrategySpec(
+        kind="zero2", reduce_per_rank=per, bucket_all_reduce=False), micro_batch=2,
+        global_batch=nodes * 8 * 2 * 2), SMALL).step_time_s for per in (False, True)]
     assert times[0] <= times[1] < 1.5 * times[0]
 
 

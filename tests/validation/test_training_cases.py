@@ -1087,14 +1087,26 @@ def test_unfused_attention_follows_the_framework_however_it_is_written(framework
 
 @pytest.mark.parametrize("framework", ["DeepSpeed 0.14.2", "Microsoft DeepSpeed (ZeRO)", "HF Trainer + DeepSpeed"])
 def test_deepspeed_conventions_whatever_is_written_beside_the_name(framework: str):
-    """DeepSpeed named with a release or other words beside it takes DeepSpeed's conventions (ZeRO-1/2: one reduce
-    per data-parallel rank, the reduce bucket held), as the bare name does; Megatron-DeepSpeed keeps its own."""
+    """DeepSpeed named with a release or other words beside it takes DeepSpeed's conventions (ZeRO-1/2: each
+    bucket all-reduced, the reduce bucket held), as the bare name does; Megatron-DeepSpeed keeps its own."""
     zero2 = {"framework": framework, "strategy": ["zero2"], "zero_stage": 2}
     m = mapped(case(training=zero2))
     assert m.skipped is None and m.training is not None, m.skipped
-    assert m.training.strategy.reduce_per_rank and m.training.strategy.contiguous_gradients
+    s = m.training.strategy
+    assert s.bucket_all_reduce and not s.reduce_per_rank and s.contiguous_gradients
     bare = mapped(case(training={**zero2, "framework": "DeepSpeed"})).training
     assert bare is not None and m.training.strategy == bare.strategy
+
+
+@pytest.mark.parametrize(("framework", "per_rank"), [("DeepSpeed 0.9.2", True), ("deepspeed v0.12.3", True),
+                                                     ("DeepSpeed 0.12.4", False), ("DeepSpeed 0.16", False)])
+def test_a_deepspeed_release_before_0_12_4_reduces_per_rank(framework: str, per_rank: bool):
+    """DeepSpeed 0.12.4 (PR #4695) made ZeRO-1/2 all-reduce each bucket; a case naming an earlier release
+    reduces with one reduce per rank, flagged."""
+    m = mapped(case(training={"framework": framework, "strategy": ["zero1"], "zero_stage": 1}))
+    assert m.skipped is None and m.training is not None, m.skipped
+    assert m.training.strategy.reduce_per_rank is per_rank
+    assert any("one reduce per rank" in d for d in m.defaults) is per_rank
 
 
 @pytest.mark.parametrize(("strategy", "sharding", "kind", "expected"), [

@@ -4,8 +4,8 @@
 Two selections (SELECTIONS):
 - model (the default): the pair the physical model prices fastest, ranking a tree's bandwidth as
   NCCL's tuner credits it (selection_time_s), among the pairs the NCCL release offers; for a series of
-  back-to-back calls, the pair whose series is fastest (cost.repeated_time_s: a chain of per-rank calls
-  pays its fill once, so its bandwidth decides);
+  back-to-back chained calls (reduces or broadcasts per rank), the pair whose series is fastest
+  (cost.repeated_time_s: the series pays its fill once, so its bandwidth decides);
 - nccl: the pair the tuner of the NCCL release in use ranks first (simulator.collectives.tuner,
   with the constants of simulator.collectives.nccl_releases), whatever the model thinks of it.
 
@@ -22,7 +22,13 @@ from dataclasses import replace
 
 from simulator.collectives.algorithms import AlgoShape, shapes_for
 from simulator.collectives.comm import CommView
-from simulator.collectives.cost import CollectiveEstimate, estimate, protocol_allowed, repeated_time_s
+from simulator.collectives.cost import (
+    CHAINED_OPS,
+    CollectiveEstimate,
+    estimate,
+    protocol_allowed,
+    repeated_time_s,
+)
 from simulator.collectives.nccl_constants import PROTOCOLS
 from simulator.collectives.nccl_releases import TunerRelease, tuner_release
 from simulator.collectives.params import ModelParams
@@ -189,7 +195,7 @@ def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView
             raise _no_pair(op, shapes, protos, rel)
         candidates = [estimate(op, size_bytes, shape, proto, v, params, limits, overlap=selection == "nccl")
                       for shape, proto in pairs]
-        if repeat > 1:
+        if repeat > 1 and op in CHAINED_OPS:
             return min(candidates, key=lambda est: repeated_time_s(est, repeat))
         ring = {est.proto: est for est in candidates if est.algo == "ring"}
         return min(candidates, key=lambda est: selection_time_s(est, ring, v))

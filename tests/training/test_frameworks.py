@@ -425,3 +425,10 @@ def test_a_series_of_chained_calls_pays_one_fill():
     for proto in ("ll", "ll128", "simple"):  # the series' pair is the one whose series is fastest
         pinned = predict_collective(view, "reduce", 1 << 20, proto=proto)
         assert repeated_time_s(reduce, 512) <= repeated_time_s(pinned, 512) * (1 + 1e-9)
+    # other ops (a pipeline chunk's TP collectives) choose call by call, trees ranked as NCCL's tuner credits them
+    # (on two DGX-1 a plain ranking would take a tree at these sizes)
+    two = comm_view(build_representative(load_preset("dgx-1-v100", nodes=2)))
+    for size in (1 << 20, 1 << 26, 1 << 28):
+        one = predict_collective(two, "all_reduce", size)
+        series = predict_collective(two, "all_reduce", size, repeat=48)
+        assert (series.algo, series.proto) == (one.algo, one.proto)

@@ -84,6 +84,10 @@ def _fp16(job: Job) -> bool:
     return job.precision == "fp16"
 
 
+def _zero1(job: Job) -> bool:
+    return job.kind == "zero1"
+
+
 def _zero12(job: Job) -> bool:
     return job.kind in ("zero1", "zero2")
 
@@ -229,21 +233,22 @@ FRAMEWORKS: dict[str, Conventions] = {
                 "mixed_precision PURE (LLM Foundry's yamls) reduces in bf16"),
         Default("strategy.fp32_params", True, _AMP_PARAMS),
     )),
-    "internevo": Conventions("InternEvo (InternLM's training framework, hybrid ZeRO-1)", ("zero1",), (
+    # InternEvo also runs torch FSDP (configs/7B_sft.py: parallel zero1 fsdp=True), under the generic defaults
+    "internevo": Conventions("InternEvo (InternLM's training framework, hybrid ZeRO-1)", ("zero1", "fsdp"), (
         Default("strategy.zero_grad_all_reduce", True, f"{_INTERNEVO_OPTIMIZER} _attach_reduction_hook: the "
                 "gradient hooks pass reduce_rank None, and internlm/solver/optimizer/utils.py reduce_tensor then "
                 "all-reduces each bucket over the data-parallel group (dist.all_reduce); each rank keeps its "
-                "partition's slice"),
+                "partition's slice", _zero1),
         Default("strategy.overlap_grad_reduce", True, "configs/7B_sft.py hybrid_zero_optimizer: "
                 "overlap_sync_grad=True (zero_overlap_communication in InternLM 2023-07): buckets are reduced on "
-                "a communication stream from the hooks of the last micro-batch's backward"),
+                "a communication stream from the hooks of the last micro-batch's backward", _zero1),
         Default("strategy.zero_bucket_elements", 512 * 1024**2, "configs/7B_sft.py hybrid_zero_optimizer: "
                 f"reduce_bucket_size=512 * 1024 * 1024, elements ({_INTERNEVO_OPTIMIZER} "
-                "_store_and_try_reduce_grads_by_bucket counts numel)"),
+                "_store_and_try_reduce_grads_by_bucket counts numel)", _zero1),
         Default("strategy.grad_reduce_bytes", 2, "internlm/solver/optimizer/utils.py reduce_tensor: the bucket "
-                "is reduced in the gradients' own dtype (bf16 / fp16)"),
+                "is reduced in the gradients' own dtype (bf16 / fp16)", _zero1),
         Default("strategy.fp32_grad_copy", True, f"{_INTERNEVO_OPTIMIZER} _step: the partition's averaged "
-                "gradients are cast to fp32 for the fp32 master weights"),
+                "gradients are cast to fp32 for the fp32 master weights", _zero1),
     )),
     "maxtext": Conventions("MaxText (JAX, fully sharded)", ("fsdp", "hsdp"), (  # hsdp: FSDP with data parallelism
         Default("strategy.grad_reduce_bytes", 4, "MaxText/configs/base.yml: weight_dtype float32 (gradients "

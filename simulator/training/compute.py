@@ -133,6 +133,16 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
 - Gradient accumulation outside the GEMMs (DeepSpeed's bf16 optimizer adds each micro-batch's
   bf16 gradients into an fp32 buffer) is a memory-bound pass: the strategy's bytes per locally held
   parameter, after every micro-batch's backward.
+- ZeRO++'s quantized collectives (Wang et al. 2023; DeepSpeed's kernels) are memory-bound passes too.
+  qwZ dequantizes each gathered block on the compute stream when its gather is waited for
+  (partition_parameters.py AllGatherCoalescedHandle.wait): it reads the int8 weights and writes them in
+  bf16, QWZ_DEQUANTIZE_BYTES = 1 + 2 per gathered parameter (the per-block scales are a fraction of a
+  percent). qgZ's hierarchical all-to-all (runtime/comm/coalesced_collectives.py all_to_all_quant_reduce)
+  first quantizes the whole gradient to int4 with the slices reordered for the exchange (swizzle_quant:
+  read 2 B, write 0.5 B an element), then dequantizes, reduces and requantizes what the node's GPUs sent it
+  (quantized_reduction: read 0.5 B an element of the whole gradient, write a node's share of it); the last
+  dequantization touches 1 / n of it: QGZ_QUANTIZE_BYTES = 2.5 + 0.5 + 0.1, on the reduction stream ahead
+  of the reduce-scatter it replaces.
 - A power cap below the TDP lowers the clock the GPU sustains under load: dynamic power goes as
   C V^2 f and, along the DVFS curve, V roughly with f, so P ~ f^3 and the clock falls as the cube
   root of cap / TDP (the standard DVFS approximation; A100 PCIe at 250 W against SXM at 400 W gives
@@ -231,6 +241,8 @@ LORA_ELEMENTWISE_BYTES = {"forward": 10.0, "backward": 10.0}
 ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 40.0
 ELEMENTWISE_EAGER_BYTES_PER_TOKEN_HIDDEN = 145.0
 FP8_CAST_BYTES = 4.0  # read bf16 (2 B), write fp8 (1 B) and its transpose (1 B)
+QWZ_DEQUANTIZE_BYTES = 3.0  # ZeRO++ qwZ, per gathered parameter: read int8 (1 B), write bf16 (2 B)
+QGZ_QUANTIZE_BYTES = 3.1  # ZeRO++ qgZ, per gradient element: swizzle_quant 2.5, quantized_reduction ~0.6
 MOE_PERMUTE_BYTES = 4.0  # per routed copy: written by the dispatch permutation, read by the unpermutation (2 B each)
 MOE_ACTIVATION_BYTES = 4.0  # per element of the MLP intermediate (the ~16 B per token-hidden of a 4 h MLP)
 OPTIMIZER_BYTES_PER_PARAM = {"adam": 32.0, "adamw": 32.0, "sgd": 16.0}
@@ -491,7 +503,11 @@ class ComputeModel:
     def grad_accumulation(self, local_params: float, bytes_per_param: float) -> float:
         """Seconds of adding one micro-batch's gradients into the accumulation buffer (see the module
         docstring); 0 where the weight-gradient GEMMs accumulate in place."""
-        return local_params * bytes_per_param / self.hbm_Bps / self.scale
+        return self.memory_pass_s(local_params, bytes_per_param)
+
+    def memory_pass_s(self, elements: float, bytes_per_element: float) -> float:
+        """Seconds of a memory-bound pass moving `bytes_per_element` HBM bytes for each of `elements`."""
+        return elements * bytes_per_element / self.hbm_Bps / self.scale
 
     def optimizer(self, local_params: float, optimizer: str) -> float:
         """Seconds of one optimizer step over the parameters this GPU owns."""

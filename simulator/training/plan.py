@@ -23,8 +23,10 @@ do (DESIGN.md section 7; PyTorch DDP and FSDP, DeepSpeed ZeRO):
   backward. HYBRID_SHARD shards within a group (a node) and all-reduces the shards across groups
   on a stream of their own (FSDP's _all_reduce_stream; FSDP2's all_reduce_stream), after each
   reduce-scatter.
-- ZeRO++ (Wang et al. 2023): qwZ gathers int8 weights (half the bytes); hpZ gathers backward's
-  weights (bf16) from a secondary shard inside the node; qgZ reduce-scatters int4 gradients.
+- ZeRO++ (Wang et al. 2023): qwZ gathers int8 weights (half the bytes) and dequantizes them on the
+  compute stream before the pass; hpZ gathers backward's weights (bf16) from a secondary shard inside
+  the node; qgZ quantizes the gradients on the reduction stream and reduce-scatters them as int4 (the
+  kernels' bytes: simulator.training.compute).
 - Expert parallelism: a mixture of experts' routed experts are gathered and reduced over the expert
   data-parallel group ("edp", the ranks holding the same experts) in buckets of their own
   (Megatron-Core's expert gradient buffers), the rest of the model over the data-parallel group.
@@ -35,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from simulator.core.errors import ConfigError
-from simulator.training.compute import ComputeModel, LayerTimes
+from simulator.training.compute import QGZ_QUANTIZE_BYTES, QWZ_DEQUANTIZE_BYTES, ComputeModel, LayerTimes
 from simulator.training.recompute import layer_checkpointing, reruns_attention, reruns_forward_collectives
 from simulator.training.shards import (
     blocks_params_on_gpu,
@@ -202,18 +204,29 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     def gather(name: str, i: int, deps: tuple[str, ...]) -> tuple[str, ...]:
         """All-gather layer i's parameters (each part over its group); the names to wait for. With
         gather_per_module, one all-gather per weight matrix (DeepSpeed ZeRO-3 fetches submodule by submodule;
-        the norms, under stage3_param_persistence_threshold, stay resident)."""
+        the norms, under stage3_param_persistence_threshold, stay resident). ZeRO++ qwZ gathers int8 weights
+        and dequantizes them on the compute stream before the pass."""
         backward = ".ag_bwd" in name
+        ready: list[str] = []
         for part in layer_parts(i):
             matrices = sum(1 for _, owner in layers[i].tensors if owner == part) - (part == "dense")
             calls = max(1, matrices) if s.gather_per_module else 1
             secondary = backward and s.zeropp_hierarchical_partition  # hpZ: bf16 weights from inside the node
             held = layers[i].param_bytes if kind == "fsdp" else layers[i].updated_bytes  # ZeRO-1/2: what changed
-            size = held[part] // (2 if s.zeropp_quantized_weights and not secondary else 1)
+            quantized = s.zeropp_quantized_weights and not secondary
+            size = held[part] // (2 if quantized else 1)
             group = "shard" if secondary else group_of[part]
-            tasks.append(Task(name + suffix[part], "ag", "all_gather", collective=CollectiveCall(
+            gathered = name + suffix[part]
+            tasks.append(Task(gathered, "ag", "all_gather", collective=CollectiveCall(
                 "all_gather", size // calls, group, calls), deps=deps))
-        return tuple(name + suffix[part] for part in layer_parts(i))
+            if quantized:
+                tasks.append(Task(f"{gathered}.dequantize", "compute", "backward" if backward else "forward",
+                                  compute.memory_pass_s(held[part] / PARAM_BYTES, QWZ_DEQUANTIZE_BYTES),
+                                  deps=(gathered,)))
+                gathered = f"{gathered}.dequantize"
+            ready.append(gathered)
+        return tuple(ready)
+
     reshard = s.reshard_after_forward if s.reshard_after_forward is not None else sharding != "SHARD_GRAD_OP"
     # Megatron --overlap-param-gather: the parameters the last step's optimizer updated are gathered
     # layer by layer as the first micro-step's forward reaches them
@@ -222,10 +235,14 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     def sharded_reduction(name: str, size: int, after: str, group: str = grad_group) -> None:
         """FSDP: reduce-scatter a unit's gradients; HSDP then all-reduces the shard across groups. ZeRO++ qgZ
         sends them as int4 (half a byte an element)."""
-        if s.zeropp_quantized_gradients:
+        deps = (after,)
+        if s.zeropp_quantized_gradients:  # the int4 quantization ahead of the exchange, on the reduction stream
+            tasks.append(Task(f"{name}.quantize", "rs", "reduce_scatter", compute.memory_pass_s(
+                size / s.grad_reduce_bytes, QGZ_QUANTIZE_BYTES), deps=deps))
+            deps = (f"{name}.quantize",)
             size = int(size * 0.5 / s.grad_reduce_bytes)
         tasks.append(Task(name, "rs", "reduce_scatter", collective=CollectiveCall("reduce_scatter", size, group),
-                          deps=(after,)))
+                          deps=deps))
         reductions.append(name)
         if sharding == "HYBRID_SHARD":
             tasks.append(across_replicas(tasks[-1], group_size[group]))

@@ -324,6 +324,27 @@ def test_zeropp_is_a_zero3_option_and_hpz_costs_memory():
     assert hpz.parameters_bytes - plain.parameters_bytes == pytest.approx(model.total_params * 2 / 8, rel=1e-6)
 
 
+@pytest.mark.parametrize("hpz", [True, False])
+def test_zeropp_quantization_kernels_are_memory_passes(hpz):
+    """qwZ dequantizes each gathered int8 block on the compute stream before its pass: 1 + 2 bytes a parameter
+    at HBM speed (backward's gathers too, unless hpZ gathers them in bf16 inside the node); qgZ quantizes each
+    block's gradients on the reduction stream ahead of its exchange: 3.1 bytes an element (hand-computed)."""
+    knobs = {**ZEROPP, "zeropp_hierarchical_partition": hpz}
+    plan = plan_of(TrainingSpec(model=SMALL, seq_len=1024, strategy=StrategySpec(kind="zero3", **knobs)), 1)
+    tasks = {t.name: t for t in plan.tasks}
+    layer_params = transformer(SMALL).blocks[0][0].params_per_layer
+    dequantize = tasks["m0.ag_fwd3.dequantize"]
+    assert (dequantize.stream, dequantize.deps) == ("compute", ("m0.ag_fwd3",))
+    assert dequantize.duration_s == pytest.approx(3.0 * layer_params / H100.hbm_Bps, rel=1e-6)
+    assert "m0.ag_fwd3.dequantize" in tasks["m0.fwd3"].deps
+    assert ("m0.ag_bwd3.dequantize" in tasks) is not hpz
+    quantize = tasks["m0.rs3.quantize"]
+    assert (quantize.stream, quantize.deps, tasks["m0.rs3"].deps) == ("rs", ("m0.bwd3",), ("m0.rs3.quantize",))
+    assert quantize.duration_s == pytest.approx(3.1 * layer_params / H100.hbm_Bps, rel=1e-6)
+    plain = plan_of(TrainingSpec(model=SMALL, seq_len=1024, strategy=StrategySpec(kind="zero3")), 1)
+    assert not any("quantize" in t.name for t in plain.tasks)
+
+
 def test_the_table_header_names_the_framework_on_the_first_line():
     """The framework closes the first line (model, strategy, cluster), so the job line fits the table's width."""
     result = CliRunner().invoke(app, ["predict", "--model", "llama2-7b", "--nodes", "1", "--framework", "fsdp2"])

@@ -89,7 +89,8 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
                  "fsdp_mixed_precision_mode": "str", "packed_sample_len": "int", "lora_rank": "int",
                  "recompute_layers": "int", "recompute_num_layers": "int", "tp_comm_overlap": "bool",
                  "capacity_factor": "number", "moe_expert_capacity_factor": "number", "pad_to_capacity": "bool",
-                 "moe_pad_expert_input_to_capacity": "bool", "pack_sample_into_one": "bool"},
+                 "moe_pad_expert_input_to_capacity": "bool", "pack_sample_into_one": "bool",
+                 "zero1_group_size": "int"},
     "cluster": {"gpu": "str", "num_gpus": "int", "gpus_per_node": "int", "nodes": "int", "intra_node": "str",
                 "inter_node": "str", "inter_node_bw_per_node": "str", "ib_links": "str"},
 }
@@ -874,6 +875,16 @@ def _known_framework(training: Mapping[str, Any]) -> Framework | None:
     return known
 
 
+def _flag_zero1_group(training: Mapping[str, Any], kind: str, dp: int, defaults: list[str]) -> None:
+    """A stated ZeRO-1 group smaller than the data-parallel group (InternEvo's zero1=N, `zero1_group_size`) is not a
+    strategy the model has: flagged, the optimizer states sharded and the parameters gathered over every
+    data-parallel rank instead."""
+    group = training.get("zero1_group_size")
+    if kind == "zero1" and isinstance(group, int) and 0 < group < dp:
+        defaults.append(f"zero1_group_size {group}: ZeRO-1 within groups of {group} is not modelled; optimizer states "
+                        f"sharded and parameters gathered over all {dp} data-parallel ranks")
+
+
 # DeepSpeed 0.12.4 (PR #4695, 2023-11) made ZeRO-1/2 all-reduce each gradient bucket (use_multi_rank_bucket_allreduce)
 _DEEPSPEED_BUCKET_ALL_REDUCE_FROM = (0, 12, 4)
 
@@ -944,6 +955,7 @@ def map_case(case: TrainingCase) -> MappedCase:
         strategy = _deepspeed_release(training, strategy_spec(layout.training, names, family, layout.dp, defaults,
                                                               kind, layout.strategy_knobs), defaults)
         family = FAMILY_OF_KIND[strategy.kind]
+        _flag_zero1_group(training, strategy.kind, layout.dp, defaults)
         seq_len = _seq_len(case, defaults)
         model = _model_spec(case, layout.model, seq_len, defaults)
         compiled = _fused_elementwise(training, defaults)

@@ -1098,6 +1098,15 @@ def test_deepspeed_conventions_whatever_is_written_beside_the_name(framework: st
     assert bare is not None and m.training.strategy == bare.strategy
 
 
+@pytest.mark.parametrize(("group", "flagged"), [(8, True), (-1, False), (None, False)])
+def test_a_zero1_group_smaller_than_data_parallelism_is_flagged(group, flagged):
+    """InternEvo's zero1=8 shards optimizer states within groups of 8: not modelled, so the case says it runs
+    ZeRO-1 over every data-parallel rank; zero1=-1 (all ranks) is what the model runs."""
+    m = mapped(case(training={"framework": "InternEvo", "strategy": ["zero1"], "zero1_group_size": group}))
+    assert m.skipped is None, m.skipped
+    assert any(d.startswith("zero1_group_size 8: ZeRO-1 within groups of 8") for d in m.defaults) is flagged
+
+
 @pytest.mark.parametrize(("framework", "per_rank"), [("DeepSpeed 0.9.2", True), ("deepspeed v0.12.3", True),
                                                      ("DeepSpeed 0.12.4", False), ("DeepSpeed 0.16", False)])
 def test_a_deepspeed_release_before_0_12_4_reduces_per_rank(framework: str, per_rank: bool):

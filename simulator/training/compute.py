@@ -511,7 +511,7 @@ class ComputeModel:
 
     def optimizer(self, local_params: float, optimizer: str) -> float:
         """Seconds of one optimizer step over the parameters this GPU owns."""
-        return local_params * OPTIMIZER_BYTES_PER_PARAM[optimizer] / self.hbm_Bps / self.scale
+        return self.memory_pass_s(local_params, OPTIMIZER_BYTES_PER_PARAM[optimizer])
 
 
 def _moe_elementwise_bytes(model: TransformerModel, tp: int, load: float = 1.0) -> float:

@@ -207,7 +207,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
         the norms, under stage3_param_persistence_threshold, stay resident). ZeRO++ qwZ gathers int8 weights
         and dequantizes them on the compute stream before the pass."""
         backward = ".ag_bwd" in name
-        ready: list[str] = []
+        waits: list[str] = []
         for part in layer_parts(i):
             matrices = sum(1 for _, owner in layers[i].tensors if owner == part) - (part == "dense")
             calls = max(1, matrices) if s.gather_per_module else 1
@@ -224,8 +224,8 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                                   compute.memory_pass_s(held[part] / PARAM_BYTES, QWZ_DEQUANTIZE_BYTES),
                                   deps=(gathered,)))
                 gathered = f"{gathered}.dequantize"
-            ready.append(gathered)
-        return tuple(ready)
+            waits.append(gathered)
+        return tuple(waits)
 
     reshard = s.reshard_after_forward if s.reshard_after_forward is not None else sharding != "SHARD_GRAD_OP"
     # Megatron --overlap-param-gather: the parameters the last step's optimizer updated are gathered

@@ -437,9 +437,10 @@ class TrainingSpec(BaseModel):
     recompute_layers: int | None = Field(
         strict=True, default=None, ge=0,
         description="With activation_checkpointing full: how many of the model's layers recompute, spread evenly "
-        "over it (every k-th layer: torchtitan's selective_ac_option k and fms-fsdp's selective_checkpointing k "
-        "are layers / k; Megatron's --recompute-method block --recompute-num-layers N recomputes N of each model "
-        "chunk's); the other layers keep all their activations. Default: every layer.")
+        "over it (every k-th layer: torchtitan's selective_ac_option k is layers / k, fms-fsdp's "
+        "selective_checkpointing share p is p x layers; Megatron's --recompute-method block "
+        "--recompute-num-layers N recomputes N of each model chunk's); the other layers keep all their "
+        "activations. Default: every layer.")
     optimizer: Optimizer = Field(default="adamw", description="Optimizer (Adam keeps two fp32 moments).")
     flash_attention: bool = Field(
         default=True, description="Fused attention that keeps no seq x seq scores (FlashAttention, PyTorch SDPA).")

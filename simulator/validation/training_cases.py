@@ -617,14 +617,15 @@ def _routing(training: Mapping[str, Any]) -> RoutingSpec:
     return RoutingSpec(capacity_factor=None if factor is None else float(factor), pad_to_capacity=bool(pad))
 
 
-def _checkpointing(value: bool | str | None, defaults: list[str], framework: str = "") -> tuple[Checkpointing,
-                                                                                              int | None]:
-    """(activation checkpointing, k: every k-th layer recomputes; None: every layer) of true/false (full
+def _checkpointing(value: bool | str | None, defaults: list[str], framework: str = "", layers: int = 1,
+                   published: tuple[float, float, float] | None = None) -> tuple[Checkpointing, int | None]:
+    """(activation checkpointing, how many of the `layers` recompute; None: every one) of true/false (full
     recompute or none; also no / off; not stated, unknown or n/a: none, flagged), a Megatron-LM flag
     (recompute-activations: selective; recompute-granularity full: full), or text naming selective / full / none.
     A policy that checkpoints some layers only (text naming layers, blocks or 'every') is full recomputation of
-    every k-th layer, k the number in the text ('every 2nd block'), under torchtitan its option's default where
-    the text gives none (flagged); refused without one.
+    every k-th layer, k the number in the text ('every 2nd block'); where the text gives none, the share the
+    source's published utilisations imply (`published`, _recompute_share_published; rounded to a count of
+    layers, flagged), else under torchtitan its option's default (flagged); refused without either.
     torchtitan's selective is otherwise its per-op policy ("op"): selective_ac_option 'op' in its Llama 3 train
     configs (llama3_8b.toml) since 2024. A MaxText remat_policy ('remat_policy save_qkv_proj') is that JAX
     policy (workloads.remat); under MaxText, full is its remat_policy 'full', nothing_saveable."""
@@ -642,13 +643,19 @@ def _checkpointing(value: bool | str | None, defaults: list[str], framework: str
     if re.search(r"\b(layers?|blocks?|every)\b", low):
         every = re.search(r"\b(\d+)", low)
         if every is not None and int(every.group(1)) >= 1:
-            return "full", int(every.group(1))
+            return "full", layers // int(every.group(1))
+        if published is not None:
+            share, hfu, mfu = published
+            count = round(layers * share)
+            defaults.append(f"layers recomputed not stated: {count} of {layers}, the share the published HFU "
+                            f"{hfu:g} over MFU {mfu:g} implies (hfu / mfu = 1 + share / 3)")
+            return ("full", count) if count else ("none", None)
         if framework == "torchtitan":
             defaults.append(f"torchtitan's selective layer checkpointing: every {_TORCHTITAN_LAYER_EVERY}nd block "
                             "recomputed whole (selective_ac_option's default)")
-            return "full", _TORCHTITAN_LAYER_EVERY
+            return "full", layers // _TORCHTITAN_LAYER_EVERY
         raise Unexpressible(f"activation_checkpointing {value!r}: some layers are checkpointed, but not which "
-                            "(state every k-th layer, or recompute_layers)")
+                            "(state every k-th layer, or recompute_layers, or publish hfu and mfu)")
     if "selective" in low and framework == "torchtitan":
         defaults.append("torchtitan's selective activation checkpointing: its per-op policy (selective_ac_option "
                         "'op', the llama3 train configs' setting)")
@@ -662,14 +669,51 @@ def _checkpointing(value: bool | str | None, defaults: list[str], framework: str
     raise Unexpressible(f"activation_checkpointing {value!r} not understood")
 
 
-def _recomputation(training: Mapping[str, Any], layers: int, defaults: list[str]) -> dict[str, Any]:
+# a published figure written as text: "49%", "1,234", "12.5k", "~2M" (thousands separators, k / M suffixes)
+_NUMBER = re.compile(r"\s*[~≈]?\s*(-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)\s*([kKM]?)\s*%?\s*")
+_NUMBER_SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6}
+
+
+def published_number(value: Any) -> float | None:
+    """A published figure as a number (None: not one): 49, "49%", "1,234", "12.5k", "~2M"."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    match = _NUMBER.fullmatch(str(value))
+    return float(match.group(1).replace(",", "")) * _NUMBER_SUFFIX[match.group(2)] if match else None
+
+
+def _utilisation(metrics: Mapping[str, Any], name: str) -> float | None:
+    """A published FLOPs utilisation (`name` 'mfu' or 'hfu', any case, as a fraction or a percentage) as a fraction."""
+    for key, raw in metrics.items():
+        if re.sub(r"[^a-z]+", "_", str(key).lower()).strip("_") in (name, f"{name}_pct"):
+            value = published_number(raw)
+            if value is not None and value > 0:
+                return value / 100.0 if value > 1.0 else value
+    return None
+
+
+def _recompute_share_published(metrics: Mapping[str, Any]) -> tuple[float, float, float] | None:
+    """(share of the layers that recompute, hfu, mfu) as a source's published hardware and model FLOPs
+    utilisation imply it, where it publishes both: a layer recomputed whole re-runs its forward, a third of its
+    forward and backward FLOPs, so hfu / mfu = 1 + share / 3 (both counted over the same FLOPs: equal without
+    recomputation). The share is clamped to [0, 1]: two-digit figures leave a few points of slack."""
+    hfu, mfu = _utilisation(metrics, "hfu"), _utilisation(metrics, "mfu")
+    if hfu is None or mfu is None:
+        return None
+    return min(1.0, max(0.0, 3.0 * (hfu / mfu - 1.0))), hfu, mfu
+
+
+def _recomputation(training: Mapping[str, Any], metrics: Mapping[str, Any], layers: int,
+                   defaults: list[str]) -> dict[str, Any]:
     """activation_checkpointing and recompute_layers of a case: from its checkpointing text (_checkpointing), or
     a count it states (`recompute_layers`, or Megatron's `recompute_num_layers`)."""
-    checkpointing, every = _checkpointing(training.get("activation_checkpointing"), defaults,
-                                          framework_of(training) or _known_framework(training) or "")
-    count = training.get("recompute_layers", training.get("recompute_num_layers"))
-    if every is not None:
-        count = layers // every
+    checkpointing, count = _checkpointing(training.get("activation_checkpointing"), defaults,
+                                          framework_of(training) or _known_framework(training) or "", layers,
+                                          _recompute_share_published(metrics))
+    if count is None:
+        count = training.get("recompute_layers", training.get("recompute_num_layers"))
     return {"activation_checkpointing": checkpointing, "recompute_layers": count}
 
 
@@ -729,17 +773,23 @@ def _lora_rank(case: TrainingCase, defaults: list[str]) -> int | None:
     return _NEMO_LORA_RANK
 
 
-def _check_task(case: TrainingCase) -> None:
+def _check_task(case: TrainingCase, defaults: list[str]) -> None:
     """Packed sequences whose attention spans each packed sample need the samples' length: a note saying the run
-    packs sequences, or InternEvo's `pack_sample_into_one: false` (its PackedDataset keeps each sample's
-    boundaries in cu_seqlens), without `packed_sample_len` is skipped. InternEvo's `pack_sample_into_one: true`
-    (PackedDatasetWithoutCuSeqlen, internlm/data) cuts the pack into micro_bsz segments of seq_len tokens with
-    attention over each whole segment: the micro-batch of full sequences the case states."""
+    packs sequences, or InternEvo's `pack_sample_into_one: false`, without `packed_sample_len` is skipped, but
+    for InternEvo. Its PackedDataset (internlm/data, build_pack) cuts every sample at max_length_per_sample, the
+    data config's seq_len, and packs micro_bsz such pieces: attention spans at most seq_len tokens, so the case's
+    micro-batch of full seq_len sequences bounds its attention from above (flagged; at 2,048 tokens a 7B
+    model's attention is a few percent of its FLOPs). InternEvo's `pack_sample_into_one: true`
+    (PackedDatasetWithoutCuSeqlen) cuts the pack into micro_bsz segments of seq_len tokens with attention over
+    each whole segment: the micro-batch of full sequences the case states."""
     pack_into_one = case.training.get("pack_sample_into_one")
-    if pack_into_one is True:
+    if pack_into_one is True or case.training.get("packed_sample_len") is not None:
         return
-    packed = pack_into_one is False or "packed sequences" in case.note.lower()
-    if packed and case.training.get("packed_sample_len") is None:
+    if pack_into_one is False and _known_framework(case.training) == "internevo":
+        defaults.append("packed samples' lengths not stated: attention over whole seq_len pieces, the longest "
+                        "InternEvo packs (an upper bound)")
+        return
+    if pack_into_one is False or "packed sequences" in case.note.lower():
         raise Unexpressible("packed sequences: attention spans each packed sample, whose lengths are not stated "
                             "(training.packed_sample_len)")
 
@@ -945,7 +995,7 @@ def map_case(case: TrainingCase) -> MappedCase:
     if family is None:
         return skipped(f"no data-parallel strategy in {names}")
     try:
-        _check_task(case)
+        _check_task(case, defaults)
         topology, gpu = topology_of(_corrected_cluster(case, defaults), defaults)
         n_gpus = topology.gpus_per_node * topology.nodes
         layout = lower_parallel(case.id, training, case.model, names, n_gpus, defaults)
@@ -962,7 +1012,7 @@ def map_case(case: TrainingCase) -> MappedCase:
         job = TrainingSpec(model=model, seq_len=seq_len,
                            precision=_precision(layout.training.get("precision") or training.get("quantization"),
                                                 gpu, defaults),
-                           **_recomputation(layout.training, model.layers, defaults),
+                           **_recomputation(layout.training, case.metrics, model.layers, defaults),
                            flash_attention=_flash_attention(training),
                            fused_elementwise=compiled,
                            **_cross_entropy(case, compiled, defaults),

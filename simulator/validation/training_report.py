@@ -51,7 +51,7 @@ import numpy as np
 
 from simulator.core.errors import ClusterSimError, ConfigError
 from simulator.training.prediction import StepPrediction
-from simulator.validation.training_cases import Family, MappedCase, TrainingCase, map_case
+from simulator.validation.training_cases import Family, MappedCase, TrainingCase, map_case, published_number
 from simulator.validation.training_parallel import framework_of
 from topologies.spec import TopologySpec
 from workloads.spec import ModelSpec, TrainingSpec
@@ -172,20 +172,6 @@ class CaseMetric:
     hardware_flops: bool = False
 
 
-# a published figure written as text: "49%", "1,234", "12.5k", "~2M" (thousands separators, k / M suffixes)
-_NUMBER = re.compile(r"\s*[~≈]?\s*(-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)\s*([kKM]?)\s*%?\s*")
-_NUMBER_SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6}
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    match = _NUMBER.fullmatch(str(value))
-    return float(match.group(1).replace(",", "")) * _NUMBER_SUFFIX[match.group(2)] if match else None
-
-
 def counts_recomputation(case: TrainingCase) -> bool:
     """The source's FLOP figures count activation recomputation (see the module docstring)."""
     framework = str(case.training.get("framework") or "").lower()
@@ -211,13 +197,13 @@ def _named_metrics(case: TrainingCase) -> list[tuple[str, MetricKind, float]]:
     METRIC_KEYS in their order, then the other keys, in the case's order, that _METRIC_WORDS recognises."""
     named: list[tuple[str, MetricKind, float]] = []
     for key, kind in METRIC_KEYS:
-        value = _number(case.metrics.get(key))
+        value = published_number(case.metrics.get(key))
         if value is not None:
             named.append((key, kind, value))
     known = {key for key, _ in METRIC_KEYS}
     for key, raw in case.metrics.items():
         words = re.sub(r"[^a-z0-9]+", "_", str(key).lower()).strip("_")
-        value = _number(raw)
+        value = published_number(raw)
         if key in known or value is None or _NOT_A_THROUGHPUT.search(words):
             continue
         match = next(((kind, scale) for kind, reads, scale in _METRIC_WORDS if reads(words.split("_"))), None)

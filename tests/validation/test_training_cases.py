@@ -694,11 +694,31 @@ def test_precision_and_checkpointing_text(training, expected):
 def test_checkpointing_of_some_layers(training, expected, flagged):
     """Of the 80 layers, every k-th recomputes in full (the k the text gives; torchtitan's 'selective layer'
     without one: its option's default 2, flagged), or the count the case states (Megatron's
-    recompute_num_layers)."""
-    m = mapped(case(training=training))
+    recompute_num_layers), where the source does not publish its HFU."""
+    m = mapped(case(training=training, metrics={"HFU_%": None}))
     assert m.skipped is None, m.skipped
     assert (m.training.activation_checkpointing, m.training.recompute_layers) == expected
     assert any("every 2nd block recomputed whole" in d for d in m.defaults) is flagged
+
+
+@pytest.mark.parametrize(("metrics", "expected"), [
+    # fms-fsdp's README (5e522b4): Llama 2 13B on A100, MFU 0.51, HFU 0.59: 1 + share / 3 = 1.157, share 0.47
+    ({"mfu": 0.51, "hfu": 0.59}, ("full", 38)),
+    ({"MFU_pct": "51%", "HFU %": "59%"}, ("full", 38)),
+    ({"MFU_%": 41.25, "HFU_%": 55.0}, ("full", 80)),  # llm-foundry's 70B row: 4 / 3, every layer
+    ({"mfu": 0.55, "hfu": 0.74}, ("full", 80)),  # 3 x (0.74 / 0.55 - 1) = 1.04: every layer, clamped
+    ({"mfu": 0.5, "hfu": 0.5}, ("none", None)),  # equal utilisations: nothing recomputed
+])
+def test_checkpointing_of_unsaid_layers_from_published_utilisations(metrics, expected):
+    """A policy of some layers that does not say which, where the source publishes both its hardware and its model
+    FLOPs utilisation: a layer recomputed whole re-runs its forward (a third of its FLOPs), so the share of the 80
+    layers is 3 x (hfu / mfu - 1), rounded to layers and flagged; the metric the case is judged on is unchanged."""
+    m = mapped(case(training={"activation_checkpointing": "Selective AC (every k-th block)"},
+                    metrics={"MFU_%": None, "HFU_%": None, **metrics}))
+    assert m.skipped is None, m.skipped
+    assert (m.training.activation_checkpointing, m.training.recompute_layers) == expected
+    assert any("the published HFU" in d for d in m.defaults)
+    assert choose_metric(m.case).key == choose_metric(parse(FOUNDRY_70B)[0]).key
 
 
 @pytest.mark.parametrize(("training", "reason"), [
@@ -707,9 +727,10 @@ def test_checkpointing_of_some_layers(training, expected, flagged):
     ({"activation_checkpointing": "selective", "recompute_layers": 10}, "needs activation_checkpointing full"),
 ])
 def test_checkpointing_of_unsaid_layers_is_skipped_with_the_reason(training, reason):
-    """A policy of some layers that does not say which (outside torchtitan), or a count beside selective
-    recomputation: skipped with the reason, not read as Megatron's selective recomputation."""
-    m = mapped(case(training=training))
+    """A policy of some layers that does not say which (outside torchtitan, from a source that does not publish
+    both its HFU and MFU), or a count beside selective recomputation: skipped with the reason, not read as
+    Megatron's selective recomputation."""
+    m = mapped(case(training=training, metrics={"HFU_%": None}))
     assert m.skipped is not None and reason in m.skipped
 
 
@@ -1219,20 +1240,28 @@ def test_stated_attention_kernel_wins_over_the_framework_rule(framework: str, st
     assert m.training.flash_attention is fused
 
 
-def test_internevo_packing_into_one_is_full_sequences_and_per_sample_packing_needs_lengths():
+def test_internevo_packing_into_one_is_full_sequences_and_per_sample_packing_is_bounded_by_seq_len():
     """InternEvo's pack_sample_into_one: true cuts each pack into micro_bsz segments of seq_len tokens, attention over
-    each whole segment (PackedDatasetWithoutCuSeqlen's cu_seqlens): the stated micro-batch of full sequences;
-    false keeps each sample's boundaries, whose lengths are not stated: skipped as other packed runs are."""
-    training = {"micro_batch": 8, "global_batch": None, "grad_accum": None}
+    each whole segment (PackedDatasetWithoutCuSeqlen's cu_seqlens): the stated micro-batch of full sequences.
+    false keeps each sample's boundaries, but PackedDataset cuts every sample at seq_len: without stated lengths
+    the micro-batch of full seq_len pieces bounds the attention from above, flagged. A run of another framework
+    that packs samples of unstated lengths is skipped: nothing bounds its samples below the packed length."""
+    training = {"micro_batch": 8, "global_batch": None, "grad_accum": None, "framework": "InternEvo"}
     note = "samples packed into micro_bsz x 2048-token packed sequences"
     one = mapped(case(model={"seq_len": 2048}, training={**training, "pack_sample_into_one": True}, note=note))
     assert one.skipped is None and one.training is not None, one.skipped
     assert (one.training.seq_len, one.training.micro_batch, one.training.packed_sample_len) == (2048, 8, None)
     apart = mapped(case(model={"seq_len": 2048}, training={**training, "pack_sample_into_one": False}))
-    assert apart.skipped is not None and "packed_sample_len" in apart.skipped
+    assert apart.skipped is None and apart.training is not None, apart.skipped
+    assert (apart.training.seq_len, apart.training.micro_batch, apart.training.packed_sample_len) == (2048, 8, None)
+    assert any("an upper bound" in d for d in apart.defaults)
+    other = mapped(case(model={"seq_len": 2048}, training={**training, "framework": "NeMo",
+                                                           "pack_sample_into_one": False}))
+    assert other.skipped is not None and "packed_sample_len" in other.skipped
     stated = mapped(case(model={"seq_len": 2048},
                          training={**training, "pack_sample_into_one": False, "packed_sample_len": 1024}))
     assert stated.skipped is None and stated.training is not None and stated.training.packed_sample_len == 1024
+    assert not any("an upper bound" in d for d in stated.defaults)
 
 
 def test_tf32_training_is_refused_naming_the_precision():

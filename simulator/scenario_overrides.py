@@ -71,7 +71,8 @@ def apply_options(scenario: ScenarioSpec | None, options: Mapping[str, Any], sou
                   ) -> tuple[ScenarioSpec, TopologySpec, TrainingSpec, ModelSpec]:
     """Apply `options` (module docstring; None values leave a field as it is) to the scenario (None: the
     embedded one), validating every changed field, and fill what the job leaves unstated (complete_training).
-    `strategy` is a kind (fsdp) or a strategy's fields, `shard_group_gpus` its HSDP shard group; `recompute` is
+    `strategy` is a kind (fsdp) or a strategy's fields, `shard_group_gpus` its HSDP shard group
+    or ZeRO-1 optimizer group; `recompute` is
     activation_checkpointing; `training` holds any other training fields (nested mappings merge key by key).
     ConfigError names `source` and the field."""
     spec = scenario or DEFAULT_SCENARIO

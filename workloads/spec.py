@@ -185,7 +185,11 @@ class StrategySpec(BaseModel):
     shard_group_gpus: int | None = Field(
         strict=True, default=None, ge=1, description="HSDP: how many consecutive data- x context-parallel ranks "
         "each shard group spans, a divisor of a node's or whole nodes (torchtitan's data_parallel_shard_degree; "
-        "default: a node's).")
+        "default: a node's). ZeRO-1: the optimizer states shard within groups of that many ranks and are "
+        "replicated across the groups (InternEvo's zero1=N; Megatron-Core's --num-distributed-optimizer-instances "
+        "k is data-parallel ranks / k): the parameters are gathered within a group, and gradients are "
+        "reduce-scattered within it and all-reduced across the groups (all-reduced over every rank with "
+        "zero_grad_all_reduce or bucket_all_reduce). Default: all of them.")
     grad_reduce_bytes: int = Field(
         strict=True, default=2, ge=1, le=4, description="Bytes per gradient element reduced (2: bf16/fp16, 4: fp32).")
     overlap_grad_reduce: bool = Field(
@@ -245,12 +249,18 @@ class StrategySpec(BaseModel):
                                     "zeropp_quantized_gradients") if getattr(self, name)]
         if zeropp and self.kind != "zero3":
             raise ValueError(f"{zeropp[0]} is a ZeRO++ option of ZeRO-3; kind is {self.kind}")
+        if self.shard_group_gpus is not None and not (self.hybrid or self.kind == "zero1"):
+            raise ValueError(f"shard_group_gpus is HSDP's shard group (kind hsdp, or fsdp with HYBRID_SHARD) or "
+                             f"ZeRO-1's optimizer group (kind zero1); kind is {self.kind}"
+                             + (f" with {self.fsdp_sharding}" if self.kind == "fsdp" else ""))
         return self
 
     @property
     def hybrid(self) -> bool:
-        """HSDP: sharded within a shard group, replicated across the groups (kind hsdp, or fsdp HYBRID_SHARD)."""
-        return self.kind == "hsdp" or (self.kind == "fsdp" and self.fsdp_sharding == "HYBRID_SHARD")
+        """Sharded within a shard group, replicated across the groups: HSDP (kind hsdp, or fsdp HYBRID_SHARD), or
+        ZeRO-1 whose optimizer states shard within groups of shard_group_gpus ranks."""
+        return self.kind == "hsdp" or (self.kind == "fsdp" and self.fsdp_sharding == "HYBRID_SHARD") \
+            or (self.kind == "zero1" and self.shard_group_gpus is not None)
 
 
 class ParallelSpec(BaseModel):

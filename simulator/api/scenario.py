@@ -47,7 +47,8 @@ class Scenario:
     ([{"device": "s3/nic2", "factor": 0.5}], replacing the topology's).
     Model: a preset name ("llama2-7b"), a model YAML or HuggingFace config.json path, a ModelSpec or its
     fields. Given without a scenario file, only the embedded scenario's cluster is kept.
-    Job: `strategy` (a kind such as "fsdp", or the strategy's fields), `shard_group_gpus` (HSDP's shard group),
+    Job: `strategy` (a kind such as "fsdp", or the strategy's fields), `shard_group_gpus` (HSDP's shard group, ZeRO-1's
+    optimizer group),
     `tp`, `pp`, `cp`, `cp_comm`, `ep`,
     `ep_comm_overlap`, `sequence_parallel`, `pipeline_schedule`, `virtual_stages`, `pipeline_split`,
     `placement`, `micro_batch`, `global_batch`, `seq_len`, `recompute` (activation checkpointing: none,

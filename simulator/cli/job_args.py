@@ -78,7 +78,8 @@ PrecisionOpt = Annotated[str | None, typer.Option(help="Compute precision: bf16 
 ShardGroupOpt = Annotated[int | None, typer.Option(
     min=1, help="With --strategy hsdp: how many consecutive data-parallel ranks each shard group spans, a divisor of "
     "a node's or whole nodes (torchtitan's data_parallel_shard_degree; the scenario's "
-    "strategy.shard_group_gpus). Default: a node's.")]
+    "strategy.shard_group_gpus). Default: a node's. With --strategy zero1: the ranks each optimizer group shards "
+    "over (InternEvo's zero1=N). Default: all.")]
 MemoryFractionOpt = Annotated[float | None, typer.Option(
     help="The share of each GPU's memory the framework's allocator may take (JAX's XLA_PYTHON_CLIENT_MEM_FRACTION, "
     "0.94 in NVIDIA's MaxText recipes; PyTorch's set_per_process_memory_fraction): the job fits when everything "

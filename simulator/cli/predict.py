@@ -157,6 +157,14 @@ def register(app: typer.Typer) -> None:
     app.command("scale", help=reflowed(SCALE_HELP))(scale)
 
 
+def _strategy_text(training: TrainingSpec) -> str:
+    """'hsdp (shard groups of 8)', 'zero1 (optimizer groups of 8)' where a group is stated; else the kind."""
+    s = training.strategy
+    if s.shard_group_gpus is None or not s.hybrid:
+        return s.kind
+    return f"{s.kind} ({'optimizer' if s.kind == 'zero1' else 'shard'} groups of {s.shard_group_gpus})"
+
+
 def _layout_text(training: TrainingSpec) -> str:
     """', TP8 PP4 (interleaved x2) CP2 EP8, SP' for a model-parallel job; '' otherwise."""
     par = training.parallel
@@ -320,7 +328,7 @@ def predict(
              pace_of(spec, topo.nodes, topo.gpus_per_node), nccl_setup(spec))
     tokens = run.train_tokens if run is not None else 1e12  # the failure-free planning figures' token count
     outcome = predict_run_shown(run, topo, training, model_spec, p) if run is not None else None
-    title = (f"{model_spec.name}, {training.strategy.kind}{_layout_text(training)}{_routing_text(training)}, "
+    title = (f"{model_spec.name}, {_strategy_text(training)}{_layout_text(training)}{_routing_text(training)}, "
              f"{topo.nodes} x {topo.gpus_per_node} {topo.gpu} ({topo.name or 'cluster'}), "
              f"{training.framework or 'no framework'}{_nccl_text(spec)}")  # whose defaults filled the job
     par = training.parallel

@@ -15,7 +15,8 @@ Flag names and defaults are Megatron-LM's (megatron/training/arguments.py):
   per rank) or --num-virtual-stages-per-pipeline-rank, whose pipeline sends overlap compute unless
   --no-overlap-p2p-communication (Megatron's overlap_p2p_comm: on by default, and off without virtual
   stages, where schedules.py rejects it). Ranks tp-dp-pp (Megatron-Core's order tp-cp-ep-dp-pp).
-- Data parallelism: ddp, or zero1 with --use-distributed-optimizer; --overlap-grad-reduce and
+- Data parallelism: ddp, or zero1 with --use-distributed-optimizer (in groups of data-parallel ranks / k with
+  --num-distributed-optimizer-instances k); --overlap-grad-reduce and
   --overlap-param-gather (the latter needs the distributed optimizer); gradients reduced in 16 bits unless
   --accumulate-allreduce-grads-in-fp32; fp32 master weights and gradient copies for the step.
 - --micro-batch-size (1 here when absent), --global-batch-size (default micro-batch x data-parallel GPUs),
@@ -113,6 +114,7 @@ def import_megatron(text: str, source: str, gpus: int, model: ModelSpec | None) 
     training.update(_checkpointing(s, pp * parallel.get("virtual_stages", 1), layers))
     training.update(_attention(s, notes))
     training["strategy"] = _strategy(s, training["precision"])
+    training["strategy"].update(_optimizer_instances(s, gpus // (tp * pp * parallel["cp"])))
     training["parallel"] = parallel
     replaced = _SHAPE_FLAGS if model is not None else ()  # --model replaces them
     return ImportedJob(training=training, model=spec, notes=notes, warnings=s.warnings,
@@ -231,6 +233,21 @@ def _attention(s: Settings, notes: list[str]) -> dict[str, Any]:
         return {"flash_attention": False}
     notes.append("Transformer Engine attention: cuDNN's fused kernel")
     return {"attention_kernel": "cudnn"}
+
+
+def _optimizer_instances(s: Settings, dp: int) -> dict[str, Any]:
+    """--num-distributed-optimizer-instances k (Megatron-Core, distributed optimizer): the optimizer states shard
+    within each of k groups of dp / k data-parallel ranks (ZeRO-1's shard_group_gpus)."""
+    instances = s.integer("num-distributed-optimizer-instances", 1)
+    if instances == 1:
+        return {}
+    if not s.boolean("use-distributed-optimizer"):
+        raise ConfigError(f"{s.source}: --num-distributed-optimizer-instances {instances} needs "
+                          "--use-distributed-optimizer (as in Megatron)")
+    if dp % instances:
+        raise ConfigError(f"{s.source}: --num-distributed-optimizer-instances {instances} must divide the "
+                          f"{dp} data-parallel ranks")
+    return {"shard_group_gpus": dp // instances}
 
 
 def _strategy(s: Settings, precision: str) -> dict[str, Any]:

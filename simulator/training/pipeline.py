@@ -257,11 +257,12 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
     def by_group(prefix: str, op: str, params: float, experts: float, bytes_per_param: int,
                  deps: tuple[str, ...], stage: int) -> list[str]:
         """`op` over `params` parameters of a stage: over the data-parallel group, the `experts` among
-        them (expert parallelism) over the expert data-parallel group; the tasks' names. HSDP gathers and
-        reduce-scatters within its shard group (the experts within its ranks holding them), then all-reduces
-        each rank's shard across the groups on a stream of its own (as without pipelining,
-        simulator.training.plan). DeepSpeed's ZeRO-1 (reduce_per_rank) reduces with one reduce per rank."""
-        group, expert_group = ("shard", "eshard") if s.hybrid else ("dp", "edp")
+        them (expert parallelism) over the expert data-parallel group; the tasks' names. HSDP, and ZeRO-1 in
+        optimizer groups, gather and reduce-scatter within the shard group (the experts within its ranks holding
+        them), then all-reduce each rank's shard across the groups on a stream of its own (as without
+        pipelining, simulator.training.plan); an all-reduce of whole gradients spans every data-parallel rank.
+        DeepSpeed's ZeRO-1 (reduce_per_rank) reduces with one reduce per rank."""
+        group, expert_group = ("shard", "eshard") if s.hybrid and op != "all_reduce" else ("dp", "edp")
         parts = [(group, params - experts, prefix, shard_group, dp)] + (
             [(expert_group, experts, prefix + ".x", expert_shard_group(shard_group, par.ep), max(1, dp // par.ep))]
             if experts else [])
@@ -272,7 +273,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
             call = reduction_call(op, size, part_group, ranks, s.reduce_per_rank and not s.hybrid)
             tasks.append(Task(task, stream, op, collective=call, deps=deps, stage=stage))
             names.append(task)
-            if s.hybrid and op == "reduce_scatter":
+            if s.hybrid and op == "reduce_scatter" and shards < ranks:
                 tasks.append(across_replicas(tasks[-1], shards))
                 names.append(tasks[-1].name)
         return names

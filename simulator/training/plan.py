@@ -190,9 +190,12 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     tasks: list[Task] = []
     reductions: list[str] = []
     gathers_after_opt: list[Task] = []
-    grad_group = "shard" if sharding == "HYBRID_SHARD" and kind == "fsdp" else "dp"
-    # HSDP shards the experts within the shard group's ranks that hold them (groups.py)
+    # HSDP, and ZeRO-1 in optimizer groups, gather and reduce-scatter within the shard group (the experts within
+    # its ranks that hold them, groups.py); an all-reduce of whole gradients spans every data-parallel rank
+    grad_group = "shard" if (sharding == "HYBRID_SHARD" and kind == "fsdp") or (kind == "zero1" and s.hybrid) \
+        else "dp"
     group_of = {"dense": grad_group, "experts": "eshard" if grad_group == "shard" else "edp"}
+    whole_group_of = {"dense": "dp", "experts": "edp"}
     group_size = {"dp": dp, "edp": max(1, dp // par.ep), "shard": shard_group,
                   "eshard": expert_shard_group(shard_group, par.ep)}
     suffix = {"dense": "", "experts": ".x"}  # task names of the experts' collectives
@@ -256,11 +259,13 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
         last layer first (a layer's matrices, then the rest of its parameters); buckets take whole tensors,
         each part's its own, and go to the stream in the order they fill (a mixture's expert buckets do not
         wait behind the dense bucket that holds the embedding). Without overlap_grad_reduce every bucket waits
-        for the whole backward."""
+        for the whole backward. ZeRO-1 in optimizer groups reduce-scatters a bucket within its group and
+        all-reduces each rank's slice across the groups (Megatron-Core's distributed optimizer instances); an
+        all-reduce of the whole bucket spans every data-parallel rank."""
         op = bucket_reduction_op(kind, s)
         first, cap = ((s.first_bucket_bytes, s.bucket_bytes) if kind == "ddp"
                       else (s.zero_bucket_elements * s.grad_reduce_bytes,) * 2)
-        ordered: list[tuple[int, int, Task]] = []  # (layer whose backward fills it, part, task), readiest first
+        ordered: list[tuple[int, int, list[Task]]] = []  # (layer whose backward fills it, part, tasks), readiest first
         for p_index, part in enumerate(parts):
             grads = [(i, size) for i in reversed(range(L)) for size, owner in layers[i].tensors if owner == part]
             if part == "dense" and output_grad_bytes:
@@ -274,12 +279,16 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
                     filled_by = -1
                 produced = (f"m{m}.head_bwd" if filled_by == L else f"m{m}.bwd{max(filled_by, 0)}") \
                     if s.overlap_grad_reduce else f"m{m}.accumulate" if s.grad_accumulation_bytes else f"m{m}.bwd0"
-                call = reduction_call(op, size, group_of[part], group_size[group_of[part]], s.reduce_per_rank)
-                ordered.append((filled_by, p_index, Task(f"m{m}.{op}{b}{suffix[part]}", "rs", op, collective=call,
-                                                         deps=(produced,))))
+                group = whole_group_of[part] if op == "all_reduce" else group_of[part]
+                call = reduction_call(op, size, group, group_size[group], s.reduce_per_rank and not s.hybrid)
+                made = [Task(f"m{m}.{op}{b}{suffix[part]}", "rs", op, collective=call, deps=(produced,))]
+                if group_size[group] < group_size[whole_group_of[part]]:
+                    made.append(across_replicas(made[0], group_size[group]))
+                ordered.append((filled_by, p_index, made))
         ordered.sort(key=lambda entry: (-entry[0], entry[1]))
-        tasks.extend(task for _, _, task in ordered)
-        return [task.name for _, _, task in ordered]
+        made_tasks = [task for _, _, made in ordered for task in made]
+        tasks.extend(made_tasks)
+        return [task.name for task in made_tasks]
 
     blocking: tuple[str, ...] = ()
     ahead = gathers_ahead(model, training)  # a block's gather starts once the block `ahead` earlier has passed

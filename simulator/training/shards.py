@@ -22,7 +22,7 @@ def shard_degrees(training: TrainingSpec, dp: int, shard_group: int) -> Degrees:
     if kind == "ddp" or (kind == "fsdp" and sharding == "NO_SHARD"):
         return 1, 1, 1
     if kind == "zero1":
-        return 1, 1, dp
+        return 1, 1, shard_group if training.strategy.hybrid else dp
     if kind == "zero2" or (kind == "fsdp" and sharding == "SHARD_GRAD_OP"):
         return 1, dp, dp
     if training.strategy.hybrid:

@@ -925,14 +925,13 @@ def _known_framework(training: Mapping[str, Any]) -> Framework | None:
     return known
 
 
-def _flag_zero1_group(training: Mapping[str, Any], kind: str, dp: int, defaults: list[str]) -> None:
-    """A stated ZeRO-1 group smaller than the data-parallel group (InternEvo's zero1=N, `zero1_group_size`) is not a
-    strategy the model has: flagged, the optimizer states sharded and the parameters gathered over every
-    data-parallel rank instead."""
+def _zero1_group(training: Mapping[str, Any], strategy: StrategySpec, dp: int) -> StrategySpec:
+    """A stated ZeRO-1 group smaller than the data-parallel group (InternEvo's zero1=N, `zero1_group_size`, in
+    data-parallel ranks): the optimizer states shard within groups of that many ranks (shard_group_gpus)."""
     group = training.get("zero1_group_size")
-    if kind == "zero1" and isinstance(group, int) and 0 < group < dp:
-        defaults.append(f"zero1_group_size {group}: ZeRO-1 within groups of {group} is not modelled; optimizer states "
-                        f"sharded and parameters gathered over all {dp} data-parallel ranks")
+    if strategy.kind == "zero1" and isinstance(group, int) and 0 < group < dp:
+        return StrategySpec.model_validate({**strategy.model_dump(exclude_unset=True), "shard_group_gpus": group})
+    return strategy
 
 
 # DeepSpeed 0.12.4 (PR #4695, 2023-11) made ZeRO-1/2 all-reduce each gradient bucket (use_multi_rank_bucket_allreduce)
@@ -1002,10 +1001,10 @@ def map_case(case: TrainingCase) -> MappedCase:
         kind = layout.strategy_kind or _unnamed_sharded_strategy(training, names, defaults)
         if kind not in (None, "ddp") and inferred in defaults:
             defaults.remove(inferred)  # the framework's convention says which strategy, and is flagged
-        strategy = _deepspeed_release(training, strategy_spec(layout.training, names, family, layout.dp, defaults,
-                                                              kind, layout.strategy_knobs), defaults)
+        strategy = _zero1_group(training, _deepspeed_release(
+            training, strategy_spec(layout.training, names, family, layout.dp, defaults, kind, layout.strategy_knobs),
+            defaults), layout.dp)
         family = FAMILY_OF_KIND[strategy.kind]
-        _flag_zero1_group(training, strategy.kind, layout.dp, defaults)
         seq_len = _seq_len(case, defaults)
         model = _model_spec(case, layout.model, seq_len, defaults)
         compiled = _fused_elementwise(training, defaults)

@@ -130,6 +130,8 @@ def test_model_flag_replaces_the_shape():
      "vocabulary size is not in the arguments"),
     (SHAPE + "--tensor-model-parallel-size $TP", "tensor-model-parallel-size: expected an integer"),
     (SHAPE + "--overlap-param-gather", "needs --use-distributed-optimizer"),
+    (SHAPE + "--num-distributed-optimizer-instances 2", "needs --use-distributed-optimizer"),
+    (SHAPE + "--use-distributed-optimizer --num-distributed-optimizer-instances 3", "must divide the 64"),
     (SHAPE + "--bf16 --fp16", "not both"),
     (SHAPE + "--pipeline-model-parallel-size 3 --num-layers-per-virtual-pipeline-stage 5", "do not split"),
     (SHAPE + "--recompute-granularity some", "recompute-granularity: expected one of"),
@@ -140,6 +142,16 @@ def test_bad_arguments_name_the_flag(text: str, needle: str):
     with pytest.raises(ConfigError, match="args.sh") as info:
         job(text)
     assert needle in str(info.value)
+
+
+def test_distributed_optimizer_instances_are_zero1_groups():
+    """--num-distributed-optimizer-instances 4 on 64 GPUs with TP 2: 32 data-parallel ranks, optimizer states sharded
+    within groups of 8; one instance (the default) shards over all of them."""
+    grouped = job(SHAPE + "--tensor-model-parallel-size 2 --use-distributed-optimizer "
+                          "--num-distributed-optimizer-instances 4").training["strategy"]
+    assert (grouped["kind"], grouped["shard_group_gpus"]) == ("zero1", 8)
+    whole = job(SHAPE + "--use-distributed-optimizer").training["strategy"]
+    assert "shard_group_gpus" not in whole
 
 
 def test_launcher_size_other_than_the_cluster_is_warned():

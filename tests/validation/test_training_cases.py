@@ -1119,13 +1119,14 @@ def test_deepspeed_conventions_whatever_is_written_beside_the_name(framework: st
     assert bare is not None and m.training.strategy == bare.strategy
 
 
-@pytest.mark.parametrize(("group", "flagged"), [(8, True), (-1, False), (None, False)])
-def test_a_zero1_group_smaller_than_data_parallelism_is_flagged(group, flagged):
-    """InternEvo's zero1=8 shards optimizer states within groups of 8: not modelled, so the case says it runs
-    ZeRO-1 over every data-parallel rank; zero1=-1 (all ranks) is what the model runs."""
+@pytest.mark.parametrize(("group", "shard"), [(8, 8), (-1, None), (None, None)])
+def test_a_zero1_group_smaller_than_data_parallelism_shards_the_optimizer_within_it(group, shard):
+    """InternEvo's zero1=8 shards optimizer states within groups of 8 data-parallel ranks (shard_group_gpus 8);
+    zero1=-1 (all ranks), or none stated, is ZeRO-1 over every data-parallel rank."""
     m = mapped(case(training={"framework": "InternEvo", "strategy": ["zero1"], "zero1_group_size": group}))
-    assert m.skipped is None, m.skipped
-    assert any(d.startswith("zero1_group_size 8: ZeRO-1 within groups of 8") for d in m.defaults) is flagged
+    assert m.skipped is None and m.training is not None, m.skipped
+    assert (m.training.strategy.kind, m.training.strategy.shard_group_gpus) == ("zero1", shard)
+    assert m.training.strategy.zero_grad_all_reduce
 
 
 @pytest.mark.parametrize(("framework", "per_rank"), [("DeepSpeed 0.9.2", True), ("deepspeed v0.12.3", True),

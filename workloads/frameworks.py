@@ -36,6 +36,7 @@ class Job:
     pp: int
     virtual_stages: int = 1
     compiled: bool = False  # the job states torch.compile (fused_elementwise true)
+    eager: bool = False  # the job states eager element-wise ops (fused_elementwise false)
 
 
 @dataclass(frozen=True)
@@ -249,6 +250,12 @@ FRAMEWORKS: dict[str, Conventions] = {
                 "is reduced in the gradients' own dtype (bf16 / fp16)", _zero1),
         Default("strategy.fp32_grad_copy", True, f"{_INTERNEVO_OPTIMIZER} _step: the partition's averaged "
                 "gradients are cast to fp32 for the fp32 master weights", _zero1),
+        Default("elementwise_bytes", 71.0, "internlm/model/modeling_internlm.py PackedFlashBaseLayer1D._forward: "
+                "each norm casts the residual to fp32 (.float(): 6 B) before apex's MixedFusedRMSNorm (fp32 in, "
+                "bf16 out: 6 B), flash_attn's rotary kernel rewrites q and k in place (8 B), the two residual adds "
+                "are eager (6 B each) and linear.py FeedForward's SwiGLU, F.silu(w1(x)) * w2(x), is two eager "
+                "kernels over the 8/3 h intermediate (10 B an element: 27 B): 24 + 8 + 12 + 27, about 71 B per "
+                "token per hidden unit, where fused blocks move 40", lambda job: not (job.compiled or job.eager)),
     )),
     "maxtext": Conventions("MaxText (JAX, fully sharded)", ("fsdp", "hsdp"), (  # hsdp: FSDP with data parallelism
         Default("strategy.grad_reduce_bytes", 4, "MaxText/configs/base.yml: weight_dtype float32 (gradients "

@@ -463,6 +463,10 @@ class TrainingSpec(BaseModel):
         default=True, description="Norms, rotary and the MLP activation run as fused kernels (torch.compile, "
         "Megatron / Transformer Engine / apex fused kernels); false: PyTorch eager ops, each through HBM "
         "(torchtitan without compile: about 3.6x the element-wise bytes).")
+    elementwise_bytes: float | None = Field(
+        default=None, gt=0, description="Bytes the block's element-wise work (norms, rotary, residual adds, the MLP "
+        "activation) moves per token per hidden unit a layer forward, where a framework's block is neither fully "
+        "fused (40) nor eager (145): the internevo framework sets its count. Default: by fused_elementwise.")
     cross_entropy: CrossEntropy = Field(
         default="fused", description="The loss over the logits: fused (Megatron's vocabulary-parallel cross "
         "entropy, its gradient written over the saved softmax: 4 bytes a logit) or eager (PyTorch's "

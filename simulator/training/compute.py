@@ -70,7 +70,9 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   against 4 fused), rotary casts q and k to fp32, multiplies by the complex frequencies and casts
   back (20 B an element over h + kv: ~25 B per h with 4:1 GQA), SwiGLU's silu and product are two
   kernels (10 B an element of the 3.5h intermediate: 35 B), the residual adds 12 B:
-  ELEMENTWISE_EAGER_BYTES_PER_TOKEN_HIDDEN = 72 + 25 + 35 + 12, about 145 bytes. Checked, not fitted, on an
+  ELEMENTWISE_EAGER_BYTES_PER_TOKEN_HIDDEN = 72 + 25 + 35 + 12, about 145 bytes. A framework whose block
+  is neither states its own count (TrainingSpec.elementwise_bytes, the framework's convention; its norms and
+  residual adds take the fused count's half when tensor parallelism replicates them). Checked, not fitted, on an
   H100 (benchmarks/data/h100_llama_blocks.yaml): Llama 2 7B and Llama 3 8B blocks of 8,192 tokens took 3.5-4.5 ms
   longer forward + backward eager than under torch.compile, where the two byte counts differ by 3.7 ms; torch's
   own fused RMSNorm (torch.nn.functional.rms_norm, torch 2.11) took 2.3-3.3 ms of that away.
@@ -288,6 +290,18 @@ class ComputeModel:
     attention_scale: float = 1.0  # on the attention efficiency table (simulator.validation.training_fit)
     packed_sample_len: int | None = None  # TrainingSpec.packed_sample_len: attention within samples this long
     lora_rank: int | None = None  # TrainingSpec.lora_rank: frozen weights, adapters of this rank
+    elementwise_bytes: float | None = None  # TrainingSpec.elementwise_bytes (None: by fused_elementwise)
+
+    def elementwise_profile(self) -> tuple[float, float]:
+        """(bytes, of which those of the norms and residual adds) the block's element-wise work moves per token per
+        hidden unit a layer forward: fused or eager (module docstring), or a framework's own count
+        (TrainingSpec.elementwise_bytes), its norms and adds taking the fused count's share."""
+        if self.elementwise_bytes is not None:
+            return self.elementwise_bytes, self.elementwise_bytes * REPLICATED_ELEMENTWISE_BYTES[True] / \
+                ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN
+        fused = self.fused_elementwise
+        return (ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN if fused else ELEMENTWISE_EAGER_BYTES_PER_TOKEN_HIDDEN,
+                REPLICATED_ELEMENTWISE_BYTES[fused])
 
     @classmethod
     def for_job(cls, gpu: GpuSpec, training: TrainingSpec, power_limit_w: float | None = None, scale: float = 1.0,
@@ -297,7 +311,7 @@ class ComputeModel:
                    training.attention_kernel, training.fused_elementwise, training.launch_blocking,
                    training.parallel.cp_comm == "p2p", training.parallel.cp_merge == "eager",
                    routed_load(training.routing, training.parallel.ep), attention_scale, training.packed_sample_len,
-                   training.lora_rank)
+                   training.lora_rank, training.elementwise_bytes)
 
     def keys(self, seq_len: int) -> int:
         """Keys each query attends to: the sequence's, or its packed sample's (module docstring)."""
@@ -357,9 +371,8 @@ class ComputeModel:
         cast_backward_s = sum(m * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
         attention_s = self._attention_s(model, tokens, seq_len, tp, cp,
                                         tensor_cores=flash_attention or self.heads_aligned(model))
-        fused = self.fused_elementwise
-        per_hidden = ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN if fused else ELEMENTWISE_EAGER_BYTES_PER_TOKEN_HIDDEN
-        replicated = 0.0 if sequence_parallel else REPLICATED_ELEMENTWISE_BYTES[fused]
+        per_hidden, replicated = self.elementwise_profile()
+        replicated = 0.0 if sequence_parallel else replicated
         elementwise_s = tokens * model.spec.hidden * (replicated + (per_hidden - replicated) / tp
                                                       + _moe_elementwise_bytes(model, tp, self.routed_load)) / hbm
         scores = 0.0 if flash_attention else (micro_batch * model.spec.heads / tp * float(seq_len)

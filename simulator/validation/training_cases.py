@@ -812,16 +812,16 @@ def _flash_attention(training: Mapping[str, Any]) -> bool:
     return framework_of(training) not in _UNFUSED_ATTENTION_FRAMEWORKS
 
 
-def _fused_elementwise(training: Mapping[str, Any], defaults: list[str]) -> bool:
+def _fused_elementwise(training: Mapping[str, Any], defaults: list[str]) -> bool | None:
     """Under a framework whose models run as PyTorch eager ops unless torch.compile is on (its convention's
     fused_elementwise default is false: torchtitan, PyTorch DDP and FSDP), whether the case compiled
     (`torch_compile`, or torch.compile among its `techniques`; flagged where it says neither); every other
-    framework here fuses them."""
+    framework here fuses them, or counts its own block (InternEvo's elementwise_bytes): None, its convention."""
     known = _known_framework(training)
     eager = known is not None and any(d.path == "fused_elementwise" and d.value is False
                                       for d in FRAMEWORKS[known].defaults)
     if not eager:
-        return True
+        return None
     compiled = training.get("torch_compile")
     if compiled is None and training.get("techniques") is not None:
         compiled = "torch.compile" in str(training["techniques"]).lower()
@@ -1013,8 +1013,8 @@ def map_case(case: TrainingCase) -> MappedCase:
                                                 gpu, defaults),
                            **_recomputation(layout.training, case.metrics, model.layers, defaults),
                            flash_attention=_flash_attention(training),
-                           fused_elementwise=compiled,
-                           **_cross_entropy(case, compiled, defaults),
+                           **({} if compiled is None else {"fused_elementwise": compiled}),
+                           **_cross_entropy(case, bool(compiled), defaults),
                            launch_blocking=_launch_blocking(case, defaults),
                            attention_kernel=_attention_kernel(case, defaults),
                            strategy=strategy, parallel=layout.parallel,

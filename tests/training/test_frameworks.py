@@ -108,6 +108,29 @@ def test_torchtitan_compiles_its_loss_with_the_model(compiled, loss):
     assert resolved("fsdp2", **stated, cross_entropy="eager").cross_entropy == "eager"
 
 
+@pytest.mark.parametrize(("stated", "expected"), [({}, 71.0), ({"fused_elementwise": True}, None),
+                                                 ({"fused_elementwise": False}, None),
+                                                 ({"elementwise_bytes": 50.0}, 50.0)])
+def test_internevo_counts_its_own_element_wise_bytes(stated, expected):
+    """InternEvo's block (modeling_internlm.py): fp32 casts before apex's fused RMSNorm, flash_attn's rotary in
+    place, eager residual adds and an eager SwiGLU: 24 + 8 + 12 + 27 = 71 B per token per hidden unit, between the
+    fused 40 and PyTorch eager's 145, so a layer's forward sits between the two; a job stated compiled or eager,
+    or a stated count, wins."""
+    job = resolved("internevo", **stated)
+    assert job.elementwise_bytes == expected
+    model = transformer(SMALL)
+
+    def forward_s(training: TrainingSpec) -> float:
+        return ComputeModel.for_job(H100.gpu, training).layer(model, 4, 1024, "none").forward_s
+
+    fused = forward_s(TrainingSpec(model=SMALL, seq_len=1024))
+    eager = forward_s(TrainingSpec(model=SMALL, seq_len=1024, fused_elementwise=False))
+    counted = forward_s(resolved("internevo"))
+    assert fused < counted < eager
+    # element-wise time is linear in the bytes: (71 - 40) / (145 - 40) of the way from fused to eager
+    assert (counted - fused) / (eager - fused) == pytest.approx(31 / 105, rel=1e-9)
+
+
 def test_a_strategy_the_framework_does_not_run_is_refused():
     out = subprocess.run([sys.executable, "-m", "simulator.cli.app", "predict", "--model", "llama2-7b", "--nodes",
                           "1", "--strategy", "fsdp", "--framework", "pytorch-ddp"], capture_output=True, text=True)

@@ -97,8 +97,10 @@ def apply_options(scenario: ScenarioSpec | None, options: Mapping[str, Any], sou
     strategy, shard = options.get("strategy"), options.get("shard_group_gpus")
     if strategy is not None or shard is not None:
         given = {} if strategy is None else {"kind": strategy} if isinstance(strategy, str) else dict(strategy)
-        train["strategy"] = {**training.strategy.model_dump(exclude_unset=True), **given,
-                             **({"shard_group_gpus": shard} if shard is not None else {})}
+        kept = training.strategy.model_dump(exclude_unset=True)
+        if given.get("kind", training.strategy.kind) != training.strategy.kind:
+            kept["shard_group_gpus"] = None  # the old strategy's group (HSDP's, ZeRO-1's) is not the new one's
+        train["strategy"] = {**kept, **given, **({"shard_group_gpus": shard} if shard is not None else {})}
     for section, keys in (("parallel", PARALLEL_OPTIONS), ("routing", ROUTING_OPTIONS)):
         values = _given(options, keys)
         if values:

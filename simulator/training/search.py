@@ -131,7 +131,10 @@ class CandidateLayout:
         data.update(micro_batch=self.micro_batch, grad_accum=None, activation_checkpointing=self.recompute,
                     recompute_layers=data["recompute_layers"] if self.recompute == "full" else None)
         zero1_variant = data["strategy"]["zero_grad_all_reduce"] and self.strategy == "zero1"
-        data["strategy"] = {**data["strategy"], "kind": self.strategy, "zero_grad_all_reduce": zero1_variant}
+        # the base's shard group is its strategy's (HSDP's, or ZeRO-1's optimizer group): other kinds run without
+        group = data["strategy"]["shard_group_gpus"] if self.strategy == base.strategy.kind else None
+        data["strategy"] = {**data["strategy"], "kind": self.strategy, "zero_grad_all_reduce": zero1_variant,
+                            "shard_group_gpus": group}
         data["parallel"] = {**data["parallel"], "tp": self.tp, "pp": self.pp, "cp": self.cp, "ep": self.ep,
                             "sequence_parallel": self.sequence_parallel, "pipeline_schedule": self.schedule,
                             "virtual_stages": self.virtual_stages, "pipeline_split": self.pipeline_split}

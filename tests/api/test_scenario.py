@@ -108,6 +108,22 @@ def test_the_hsdp_shard_group_as_an_option_or_a_strategy_field():
     assert predict(option).step_time_s == predict(field).step_time_s
 
 
+def test_a_new_strategy_kind_leaves_the_old_ones_group_behind():
+    """A scenario's HSDP shard group belongs to its strategy: another kind given over it runs without (ZeRO-2 has
+    none; ZeRO-1's optimizer group is another setting) unless a group is given with it. A group given as an
+    option beside a kind that has none is refused, naming the field."""
+    base = Scenario.from_dict({"topology": {"preset": "dgx-h100", "nodes": 2},
+                               "training": {"model": "llama2-7b", "global_batch": 32,
+                                            "strategy": {"kind": "hsdp", "shard_group_gpus": 8}}})
+    assert base.training.strategy.shard_group_gpus == 8
+    assert base.replace(strategy="zero2").training.strategy.shard_group_gpus is None
+    assert base.replace(strategy="zero1").training.strategy.shard_group_gpus is None
+    grouped = base.replace(strategy="zero1", shard_group_gpus=4).training.strategy
+    assert (grouped.kind, grouped.shard_group_gpus) == ("zero1", 4)
+    with pytest.raises(ConfigError, match="shard_group_gpus is HSDP's shard group .* kind is zero2"):
+        _ = base.replace(strategy="zero2", shard_group_gpus=4).training
+
+
 def test_the_memory_fraction_as_an_option_or_a_training_field():
     """memory_fraction=0.94 is training.memory_fraction, given as an option or in `training`; it bounds what the
     job may hold (94% of the GPU plus the CUDA context and NCCL's buffers beside it)."""

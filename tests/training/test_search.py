@@ -310,6 +310,13 @@ def test_layouts_the_scenarios_settings_rule_out_are_skipped_and_counted():
     assert all(r.prediction.step_time_s > 0 for r in result.ranked)
     with pytest.raises(ConfigError, match="no layout can run with the scenario's settings.*shard_group_gpus 8"):
         search_layouts(topology, hybrid, TINY, replace(space, tp=(2,)))
+    # a base in ZeRO-1 optimizer groups: its group goes with zero1 layouts only; the others run without one
+    grouped = TrainingSpec(model=TINY, global_batch=8, strategy={"kind": "zero1", "shard_group_gpus": 4})
+    result = search_layouts(topology, grouped, TINY, replace(space, strategies=("zero1", "zero2", "ddp"), tp=(1,),
+                                                             pp=(1,)))
+    assert result.ruled_out == 0 and {r.layout.strategy for r in result.ranked} == {"zero1", "zero2", "ddp"}
+    optimizer = {r.layout.strategy: r.prediction.memory.optimizer_bytes for r in result.ranked}
+    assert optimizer["zero1"] == pytest.approx(2 * optimizer["zero2"], rel=1e-9)  # over 4 ranks, not 8
     moe = TINY.model_copy(update={"experts": 4, "experts_per_token": 2})
     a2a = TrainingSpec(model=moe, global_batch=8, strategy={"kind": "zero1"},
                        parallel={"ep": 2, "ep_comm_overlap": True})

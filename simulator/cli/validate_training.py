@@ -44,9 +44,11 @@ Cases (a YAML list of published runs, each with its id, source, model, training,
 benchmarks/data/heldout_training_cases.yaml holds them) are lowered onto a topology preset, a model shape, a
 data-parallel strategy (FSDP, ZeRO-1/2/3, DDP) and tensor, pipeline and context parallelism with the
 conventions of the framework that ran them (rank placement, sequence parallelism, pipeline schedule,
-ring attention). ZeRO-Offload, LoRA, packed sequences, models without a stated shape and layouts
+ring attention). ZeRO-Offload, LoRA without a rank (outside NeMo), packed sequences of unstated lengths
+(outside InternEvo, whose packing bounds them at seq_len), models without a stated shape and layouts
 whose tp x pp x cp x dp is not the GPU count are skipped with the reason. Fields a case does not state
-are filled with stated defaults (listed per case; such cases are flagged).
+are filled with stated defaults (listed per case; such cases are flagged); a checkpointing policy of
+some layers without saying which takes the share the case's published hfu and mfu imply.
 
 Metric per case, the first the source publishes: model TFLOP/s per GPU, MFU %, tokens/s/GPU
 (by the names of the shared cases, else by their words: "tokens_per_second_per_gpu", "TFLOPS/GPU";

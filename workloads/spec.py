@@ -31,7 +31,7 @@ StrategyKind = Literal["ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp"]
 FsdpSharding = Literal["FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD"]
 PipelineSchedule = Literal["1f1b", "gpipe", "interleaved"]
 PipelineSplit = Literal["layers", "embedding_and_loss"]
-AttentionKernel = Literal["flash2", "cudnn", "triton"]
+AttentionKernel = Literal["flash2", "cudnn", "triton", "flash1"]
 CpComm = Literal["p2p", "a2a"]
 TiedGradSync = Literal["before_dp", "after_dp"]
 Allocator = Literal["caching", "xla"]
@@ -457,8 +457,9 @@ class TrainingSpec(BaseModel):
     attention_kernel: AttentionKernel = Field(
         default="flash2", description="The fused attention kernel: flash2 (FlashAttention-2, PyTorch SDPA's flash "
         "backend), cudnn (cuDNN's fused flash attention, Transformer Engine's choice on Hopper and later: "
-        "Megatron-Core, NeMo) or triton (the Triton FlashAttention of MPT's attn_impl: triton, LLM Foundry's "
-        "default before v0.7); they differ on Hopper and Blackwell.")
+        "Megatron-Core, NeMo), triton (the Triton FlashAttention of MPT's attn_impl: triton, LLM Foundry's "
+        "default before v0.7; they differ on Hopper and Blackwell) or flash1 (FlashAttention 1.x, flash-attn "
+        "before 2.0, July 2023: half FlashAttention-2's rate).")
     fused_elementwise: bool = Field(
         default=True, description="Norms, rotary and the MLP activation run as fused kernels (torch.compile, "
         "Megatron / Transformer Engine / apex fused kernels); false: PyTorch eager ops, each through HBM "

@@ -15,7 +15,9 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   which Transformer Engine picks on Hopper and later (Megatron-Core, NeMo), reaches ~50% of H100
   peak and at least ~52% of B200's (CUDNN_ATTENTION_EFFICIENCY: FlashAttention-4's comparison with cuDNN
   9.13); elsewhere the two are taken as equal, and MPT's Triton kernel
-  (LLM Foundry) starts from FlashAttention-2's figures. The efficiencies apply to
+  (LLM Foundry) starts from FlashAttention-2's figures. FlashAttention 1.x (flash-attn before 2.0, the
+  kernel of mid-2023 stacks) runs at half FlashAttention-2's rate: FlashAttention-2 is "around 2x" faster and
+  FlashAttention reached "only 25-40%" of A100 peak (Dao 2023, abstract; FLASH2_OVER_FLASH1). The efficiencies apply to
   the full score FLOPs (attention_forward_flops, the MFU convention) with a backward of twice the
   forward; the kernels' own benchmarks count half of them under a causal mask and 2.5x the forward
   for the backward, so in the benchmarks' terms these rates are 55-65% of what the kernels reach
@@ -198,8 +200,12 @@ CUDNN_ATTENTION_EFFICIENCY = {**ATTENTION_EFFICIENCY, "hopper": 0.50, "blackwell
 # per TrainingSpec.attention_kernel; MPT's Triton FlashAttention (a port of FlashAttention's algorithm built
 # with a 2022 Triton compiler) has no published benchmark on these GPUs: FlashAttention-2's rates are its
 # prior, and the fit over the published runs (simulator.validation.training_fit) gives it its own factor
+# FlashAttention 1.x (flash-attn before 2.0): FlashAttention-2 yields "around 2x speedup compared to FlashAttention",
+# which reached "only 25-40% of the theoretical maximum FLOPs/s" on A100 (Dao 2023, arXiv 2307.08691, abstract)
+FLASH2_OVER_FLASH1 = 2.0
 ATTENTION_EFFICIENCY_BY_KERNEL = {"flash2": ATTENTION_EFFICIENCY, "cudnn": CUDNN_ATTENTION_EFFICIENCY,
-                                  "triton": ATTENTION_EFFICIENCY}
+                                  "triton": ATTENTION_EFFICIENCY,
+                                  "flash1": {arch: e / FLASH2_OVER_FLASH1 for arch, e in ATTENTION_EFFICIENCY.items()}}
 
 
 @dataclass(frozen=True)
@@ -232,7 +238,7 @@ FLASH2_SHAPE = AttentionShape(((64, 0.502), (80, 0.41), (96, 0.514), (128, 0.571
 ATTENTION_SHAPE = {"flash2": FLASH2_SHAPE,
                    "cudnn": AttentionShape(((64, 0.792), (80, 0.706), (96, 0.83), (128, 1.042), (192, 0.757),
                                             (256, 0.851)), 703.0),
-                   "triton": FLASH2_SHAPE}
+                   "triton": FLASH2_SHAPE, "flash1": FLASH2_SHAPE}
 ATTENTION_SHAPE_ARCHS = frozenset({"hopper", "blackwell"})  # measured on Hopper; Blackwell by its kernels (docstring)
 MEMORY_EFFICIENCY = 0.85
 # bytes per output element of a LoRA adapter's element-wise steps beside its two matmuls (PEFT's
@@ -281,7 +287,7 @@ class ComputeModel:
     scale: float = 1.0  # measured / modelled throughput (1.0 = uncalibrated)
     gemm_efficiency_asymptote: float | None = None  # measured (compute calibration) instead of the table
     clock_factor: float = 1.0  # sustained clock under a power cap over the uncapped one (power_capped_clock)
-    attention_kernel: str = "flash2"  # flash2, cudnn or triton (TrainingSpec.attention_kernel)
+    attention_kernel: str = "flash2"  # flash2, cudnn, triton or flash1 (TrainingSpec.attention_kernel)
     fused_elementwise: bool = True  # TrainingSpec.fused_elementwise
     launch_blocking: bool = False  # TrainingSpec.launch_blocking
     ring_attention: bool = True  # context parallelism by a key/value ring (ParallelSpec.cp_comm p2p), not a2a

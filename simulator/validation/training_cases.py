@@ -880,13 +880,20 @@ def _launch_blocking(case: TrainingCase, defaults: list[str]) -> bool:
 _CUDNN_ATTENTION_FRAMEWORKS = ("megatron-core", "nemo")
 
 
+# FlashAttention 1.x as cases write it: "FlashAttention 1.x (1.0.4)", "flash-attention v1.0.5", "flash_attn 1.0"
+_FLASH1 = re.compile(r"flash[-_ ]?(?:attention|attn)?[-_ ]?(?:v|version )?1(?:\.[0-9x]+)*(?![0-9])", re.IGNORECASE)
+
+
 def _attention_kernel(case: TrainingCase, defaults: list[str]) -> AttentionKernel:
     """cudnn under Transformer Engine (_CUDNN_ATTENTION_FRAMEWORKS); triton for LLM Foundry's MPT benchmark
     tables: their runs were launched by scripts/train/benchmarking/submit_benchmarks.py, whose `--attn_impl`
     defaulted to 'triton' until v0.7.0 (llm-foundry 7f0fdae, 2024-03; every table was added before, the H100
     ones in b2a43a1 and 5e85bd6 with sweep.sh never setting it); flash2 otherwise. A case that names its kernel
-    (`attention`, as MaxText's option: cudnn_flash_te is cuDNN's through Transformer Engine) runs that one."""
+    (`attention`, as MaxText's option: cudnn_flash_te is cuDNN's through Transformer Engine) runs that one;
+    FlashAttention 1.x named in `attention` or `flash_attention` is flash1."""
     stated = str(case.training.get("attention") or "").lower()
+    if _FLASH1.search(f"{stated} {case.training.get('flash_attention') or ''}"):
+        return "flash1"
     for kernel in ("cudnn", "triton", "flash"):
         if kernel in stated:
             return "flash2" if kernel == "flash" else cast(AttentionKernel, kernel)

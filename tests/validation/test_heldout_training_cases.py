@@ -158,6 +158,8 @@ def test_internevo_rows_lower_with_their_packing_micro_steps_and_gated_mlp():
         micro_bsz, micro_num = (int(x) for x in re.search(r"-mbs(\d+)-mn(\d+)-", m.case.id).groups())
         assert (m.training.seq_len, m.training.micro_batch) == (2048, micro_bsz), m.case.id
         assert (m.training.grad_accum or 1, m.model.gated_mlp) == (micro_num, True), m.case.id
+        # the page's numbers date from InternEvo's first commit, whose install doc pins flash-attention v1.0.5
+        assert (m.training.attention_kernel, m.training.elementwise_bytes) == ("flash1", 71.0), m.case.id
     throughput = [map_case(c) for c in rows if c.id.endswith("-throughput")]
     assert len(throughput) == 32 and all(m.skipped is None for m in throughput)
     for m in throughput:

@@ -1241,6 +1241,20 @@ def test_stated_attention_kernel_wins_over_the_framework_rule(framework: str, st
     assert m.training.flash_attention is fused
 
 
+@pytest.mark.parametrize(("stated", "kernel"), [
+    ({"flash_attention": "FlashAttention 1.x (1.0.4)"}, "flash1"), ({"flash_attention": "flash-attention v1.0.5"},
+                                                                    "flash1"),
+    ({"attention": "flash_attn 1.0"}, "flash1"), ({"flash_attention": "FlashAttention-2"}, "flash2"),
+    ({"flash_attention": True}, "flash2"), ({"flash_attention": "flash attention 2.1"}, "flash2"),
+])
+def test_flash_attention_1_is_its_own_kernel(stated, kernel):
+    """FlashAttention 1.x, named in `flash_attention` or `attention`, runs at its own (half FlashAttention-2's)
+    rate; FlashAttention-2 or an unversioned kernel is flash2."""
+    m = mapped(case(training={"framework": "PyTorch FSDP", **stated}, id="fsdp-a100-run"))  # not LLM Foundry's
+    assert m.skipped is None and m.training is not None, m.skipped
+    assert (m.training.flash_attention, m.training.attention_kernel) == (True, kernel)
+
+
 def test_internevo_packing_into_one_is_full_sequences_and_per_sample_packing_is_bounded_by_seq_len():
     """InternEvo's pack_sample_into_one: true cuts each pack into micro_bsz segments of seq_len tokens, attention over
     each whole segment (PackedDatasetWithoutCuSeqlen's cu_seqlens): the stated micro-batch of full sequences.

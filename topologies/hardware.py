@@ -85,15 +85,18 @@ class IntraNodePlatform:
     host_pcie_gen: int
     smp_GBps_per_direction: float
     nvlink_pairs: tuple[tuple[int, int, int], ...] = ()
+    # NVLinks of the module the platform takes, where it wires fewer of them (nvlinks_per_gpu); None: all of them
+    module_nvlinks: int | None = None
 
     def fits(self, gpu: GpuSpec) -> bool:
-        """True when `gpu` is a module with the NVLinks this platform wires (any GPU fits a PCIe platform; a PCIe
+        """True when `gpu` is a module with the NVLinks this platform takes (any GPU fits a PCIe platform; a PCIe
         card's bridged NVLinks fit no NVSwitch or mesh, only a server of bridged pairs, which takes no module)."""
         if self.layout == "pcie":
             return True
         if self.layout == "pcie_bridged":
             return gpu.form_factor == "pcie" and gpu.nvlinks > 0
-        return gpu.form_factor == "sxm" and gpu.nvlink_gen == self.nvlink_gen and gpu.nvlinks == self.nvlinks_per_gpu
+        return (gpu.form_factor == "sxm" and gpu.nvlink_gen == self.nvlink_gen
+                and gpu.nvlinks == (self.module_nvlinks or self.nvlinks_per_gpu))
 
 
 def _load(filename: str) -> dict[str, dict[str, Any]]:
@@ -128,12 +131,17 @@ def gpu_spec(name: str) -> GpuSpec:
         raise ConfigError(f"gpu {name!r} unknown; known: {', '.join(known_gpus())}") from None
 
 
+def known_platforms() -> list[str]:
+    """The intra-node platform kinds in the table, sorted."""
+    return sorted(_platform_table())
+
+
 def intra_node_platform(kind: str) -> IntraNodePlatform:
     """The intra-node platform `kind`; ConfigError listing the known kinds otherwise."""
     try:
         return _platform_table()[kind]
     except KeyError:
-        raise ConfigError(f"intra_node {kind!r} unknown; known: {', '.join(sorted(_platform_table()))}") from None
+        raise ConfigError(f"intra_node {kind!r} unknown; known: {', '.join(known_platforms())}") from None
 
 
 def gpus_fitting(platform: IntraNodePlatform) -> list[str]:

@@ -58,13 +58,14 @@ def _add_host(graph: nx.DiGraph, gpus: int, nics: int, gpu: GpuSpec, platform: I
         add_link(graph, device_id(0, f"nic{k}"), parent, "pcie", host_Bps, PCIE_SWITCH_HOP_S)
 
 
-def _add_nvswitch(graph: nx.DiGraph, gpus: int, gpu: GpuSpec) -> None:
-    """Add server 0's NVSwitch (aggregated) and each GPU's NVLink to it."""
+def _add_nvswitch(graph: nx.DiGraph, gpus: int, gpu: GpuSpec, platform: IntraNodePlatform) -> None:
+    """Add server 0's NVSwitch (aggregated) and each GPU's NVLinks to it: the links the platform wires, each at
+    the module's per-link rate."""
     switch = device_id(0, "nvswitch")
     graph.add_node(switch, **node_attrs("nvswitch", 0, 0, "nvswitch"))
+    wired_GBps = gpu.nvlink_GBps_per_direction * platform.nvlinks_per_gpu / gpu.nvlinks
     for i in range(gpus):
-        add_link(graph, device_id(0, f"gpu{i}"), switch, "nvlink", GBps_to_Bps(gpu.nvlink_GBps_per_direction),
-                 NVLINK_HOP_S)
+        add_link(graph, device_id(0, f"gpu{i}"), switch, "nvlink", GBps_to_Bps(wired_GBps), NVLINK_HOP_S)
 
 
 def _add_nvlink_mesh(graph: nx.DiGraph, gpus: int, gpu: GpuSpec, platform: IntraNodePlatform) -> None:
@@ -92,7 +93,7 @@ def build_server(spec: TopologySpec, gpu: GpuSpec) -> nx.DiGraph:
     graph = nx.DiGraph()
     _add_host(graph, spec.gpus_per_node, nics, gpu, platform)
     if platform.layout == "nvswitch":
-        _add_nvswitch(graph, spec.gpus_per_node, gpu)
+        _add_nvswitch(graph, spec.gpus_per_node, gpu, platform)
     elif platform.layout == "nvlink_mesh":
         _add_nvlink_mesh(graph, spec.gpus_per_node, gpu, platform)
     elif platform.layout == "pcie_bridged":

@@ -25,6 +25,7 @@ IntraNodeKind = Literal[
     "nvswitch-nvlink4",
     "nvswitch-nvlink5",
     "nvswitch-nvlink3-8links",
+    "nvswitch-nvlink3-4links",
     "nvswitch-nvlink4-8links",
     "nvlink4-full-mesh-4",
     "nvlink3-full-mesh-4",
@@ -279,9 +280,10 @@ class TopologySpec(BaseModel):
                 f"bridges between cards): use intra_node pcie{gpu.pcie_gen} (or pcie{gpu.pcie_gen}-no-p2p{bridges})"
             )
         if not platform.fits(gpu):
+            module_links = platform.module_nvlinks or platform.nvlinks_per_gpu
             raise ValueError(
-                f"intra_node: {self.intra_node!r} needs {platform.nvlinks_per_gpu} NVLink{platform.nvlink_gen} "
-                f"links per GPU; {gpu.name} has {gpu.nvlinks} NVLink{gpu.nvlink_gen} links. GPUs that fit: "
+                f"intra_node: {self.intra_node!r} takes modules of {module_links} NVLink{platform.nvlink_gen} links; "
+                f"{gpu.name} has {gpu.nvlinks} NVLink{gpu.nvlink_gen} links. GPUs that fit: "
                 f"{', '.join(gpus_fitting(platform))}"
             )
         if self.nvlink_domain_gpus is not None and platform.layout != "nvl72":

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from topologies.hardware import gpu_spec, intra_node_platform, known_gpus
+from topologies.hardware import gpu_spec, intra_node_platform, known_gpus, known_platforms
 from topologies.presets import load_preset
 from topologies.spec import NVL72_DOMAIN_GPUS, TopologySpec
 
@@ -270,6 +270,23 @@ def _instance_gpu(text: str, preset_name: str, defaults: list[str]) -> str:
     return gpu
 
 
+def _wired_platform(text: str, platform_kind: str) -> str | None:
+    """The intra-node platform that wires the NVLink count a server's text states per GPU ('NVLink (4 inter-GPU
+    NVLink connects)', '8 NVLinks') where it is fewer than the module of `platform_kind` has: the switched platform
+    of the same NVLink generation with that many links a GPU. None where no count is stated, where it is the
+    module's own, or where no platform wires it."""
+    count = re.search(r"(\d+)\s*(?:inter-?gpu\s+)?nvlinks?\b(?:\s+(?:connects|connections|links))?", text,
+                      re.IGNORECASE)
+    platform = intra_node_platform(platform_kind)
+    if count is None or platform.layout != "nvswitch" or int(count.group(1)) >= platform.nvlinks_per_gpu:
+        return None
+    links = int(count.group(1))
+    return next((kind for kind in known_platforms()
+                 if (candidate := intra_node_platform(kind)).layout == "nvswitch"
+                 and candidate.nvlink_gen == platform.nvlink_gen and candidate.nvlinks_per_gpu == links
+                 and candidate.module_nvlinks == platform.nvlinks_per_gpu), None)
+
+
 def topology_of(cluster: Mapping[str, Any], defaults: list[str]) -> tuple[TopologySpec, str]:
     """The cluster a case's `cluster` section describes, and its GPU name; fillers go to `defaults`. A cloud
     instance type named in its text (_INSTANCES) states the server, GPUs and network of that instance."""
@@ -295,8 +312,12 @@ def topology_of(cluster: Mapping[str, Any], defaults: list[str]) -> tuple[Topolo
         raise Unexpressible(f"num_gpus {n_gpus} is not a multiple of gpus_per_node {per_node}")
     nodes = n_gpus // per_node
     stated_intra = str(cluster.get("intra_node") or "")
-    if stated_intra and instance is None and not re.search(r"nvswitch|dgx|fully connected", stated_intra,
-                                                           re.IGNORECASE):
+    wired = _wired_platform(stated_intra, intra or preset.intra_node) if instance is None else None
+    if wired is not None:
+        intra = wired
+        defaults.append(f"intra_node {stated_intra!r} read as {wired}: {intra_node_platform(wired).description}")
+    elif stated_intra and instance is None and not re.search(r"nvswitch|dgx|fully connected", stated_intra,
+                                                             re.IGNORECASE):
         defaults.append(f"intra_node {stated_intra!r} read as {preset.intra_node} ({preset_name}); "
                         "the server's NVLink wiring is not stated")
     overrides: dict[str, Any] = {"gpu": gpu, "gpus_per_node": per_node, **({"intra_node": intra} if intra else {})}

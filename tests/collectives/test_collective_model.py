@@ -11,13 +11,15 @@ from hypothesis import strategies as st
 from simulator.collectives import nccl_constants as C
 from simulator.collectives.algorithms import ring_shape, shapes_for, tree_net_volume
 from simulator.collectives.busbw import busbw_factor
-from simulator.collectives.comm import INTRA_EFFICIENCY, CommView
+from simulator.collectives.comm import INTRA_EFFICIENCY, CommView, comm_view
 from simulator.collectives.cost import estimate
 from simulator.collectives.flows import collective_flow, collective_resources, resource_capacities
 from simulator.collectives.params import prior_params
 from simulator.collectives.predict import collective_table, predict_collective, simulate_alone, size_sweep
 from simulator.core.errors import ConfigError
 from simulator.network.engine import FlowEngine
+from topologies.build import build
+from topologies.spec import TopologySpec
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv")
 
@@ -211,3 +213,17 @@ def test_every_operation_has_an_algorithm():
         for op in OPS:
             assert shapes_for(op, v)
             assert estimate(op, 1 << 20, shapes_for(op, v)[0], "simple", v, prior_params(v)).time_s > 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(size=sizes, op=st.sampled_from(("all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall")))
+def test_fewer_wired_nvlinks_are_never_faster(size, op):
+    """A board wiring 4 of an A100's 12 NVLinks to the switch: no collective over its 8 GPUs is faster than on
+    the full board, and a large all_reduce, bandwidth-bound on NVLink, takes 3x as long."""
+    def comm(intra: str) -> CommView:
+        return comm_view(build(TopologySpec(gpu="A100-SXM4-80GB", gpus_per_node=8, nodes=1, intra_node=intra)))
+
+    wired, full = comm("nvswitch-nvlink3-4links"), comm("nvswitch-nvlink3")
+    assert predict_collective(wired, op, size).time_s >= predict_collective(full, op, size).time_s * (1 - 1e-12)
+    big = [predict_collective(v, "all_reduce", 1 << 30, algo="ring", proto="simple").time_s for v in (wired, full)]
+    assert big[0] / big[1] == pytest.approx(3.0, rel=0.02)

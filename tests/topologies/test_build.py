@@ -84,6 +84,17 @@ def test_full_mesh_of_four_pairs_carry_two_links(make):
     assert topo.intra_bandwidth_Bps == 150e9
 
 
+def test_switch_wiring_fewer_links_carries_their_share(make):
+    """An A100 board wiring 4 of the module's 12 NVLink3 links to the switch: each GPU reaches it at 4 x 25 GB/s
+    per direction, a third of the HGX A100 board's 300; the A100 module fits both, the A800 (8 links) neither."""
+    wired = make(gpu="A100-SXM4-80GB", nodes=1, intra="nvswitch-nvlink3-4links", net=None)
+    full = make(gpu="A100-SXM4-80GB", nodes=1, intra="nvswitch-nvlink3", net=None)
+    assert wired.graph.edges["s0/gpu0", "s0/nvswitch"]["bandwidth_Bps"] == 100e9
+    assert (wired.intra_bandwidth_Bps, full.intra_bandwidth_Bps) == (100e9, 300e9)
+    with pytest.raises(ValueError, match="nvswitch-nvlink3-4links"):
+        make(gpu="A800-SXM4-80GB", nodes=1, intra="nvswitch-nvlink3-4links", net=None)
+
+
 def test_pcie_server_has_no_nvlink_and_reports_pcie_bandwidth(make):
     """L40S on PCIe Gen4: no NVLink edges; per-GPU intra bandwidth is the x16 Gen4 link (~31.5 GB/s)."""
     topo = make(gpu="L40S", nodes=1, intra="pcie4")

@@ -164,6 +164,38 @@ def test_bloom_row_zero1_placement_full_recompute():
     assert choose_metric(m.case).hardware_flops  # Megatron-DeepSpeed logs SC21 eq. 3 with factor 4
 
 
+@pytest.mark.parametrize(("intra_node", "platform", "wired_flag"), [
+    ("NVLink (4 inter-GPU NVLink connects)", "nvswitch-nvlink3-4links", True),  # BigScience's Jean Zay nodes
+    ("NVLink, 4 NVLinks a GPU", "nvswitch-nvlink3-4links", True),
+    ("NVLink (12 inter-GPU NVLink connects)", "nvswitch-nvlink3", False),  # the module's own count
+    ("NVLink (3 inter-GPU NVLink connects)", "nvswitch-nvlink3", False),  # no platform wires 3: not stated
+    ("NVLink/NVSwitch (DGX A100)", "nvswitch-nvlink3", False),
+])
+def test_stated_nvlink_count_wires_the_server(intra_node, platform, wired_flag):
+    """A server whose text states fewer NVLinks a GPU than its module has runs on the switched platform that
+    wires that many (each link at the module's per-link rate), flagged; another count keeps the preset's
+    server, and a count no platform wires is flagged as an unstated wiring."""
+    m = _map(BLOOM_160, cluster={"intra_node": intra_node})
+    assert m.topology is not None and m.topology.intra_node == platform
+    assert any("read as nvswitch-nvlink3-4links" in d for d in m.defaults) is wired_flag
+    assert any("NVLink wiring is not stated" in d for d in m.defaults) is (not wired_flag and "DGX" not in intra_node)
+
+
+def test_jean_zay_tp8_against_tp4_as_bigscience_measured():
+    """BigScience's 181B prototype on the same 48 nodes (chronicles-prequel, 02-25): DP 4 x TP 8 x PP 12 took
+    128.82 s a step and DP 8 x TP 4 x PP 12 110.48 s (micro-batch 2, 2,048 sequences): 1.166x. TP 8's
+    all-reduces span the whole server; over 4 NVLinks a GPU the model gives each step within 5% and their ratio
+    within 4% (over the 12 links of an HGX board: 1.04x, TP 8's step 16% short)."""
+    shape = {"name": "BLOOM-prototype 181B", "params": "181B", "layers": 72, "hidden": 14336, "heads": 64}
+    layout = {"micro_batch": 2, "global_batch": 2048, "precision": "fp16"}
+    cluster = {"nodes": 48, "num_gpus": 384}
+    tp8 = _map(BLOOM_160, model=shape, training={**layout, "tp": 8, "pp": 12, "dp": 4}, cluster=cluster)
+    tp4 = _map(BLOOM_160, model=shape, training={**layout, "tp": 4, "pp": 12, "dp": 8}, cluster=cluster)
+    steps = [predict_step(m.topology, m.training, m.model).step_time_s for m in (tp8, tp4)]
+    assert steps == [pytest.approx(128.82, rel=0.05), pytest.approx(110.48, rel=0.05)]
+    assert steps[0] / steps[1] == pytest.approx(128.82 / 110.48, rel=0.04)
+
+
 @pytest.mark.parametrize(("training", "stated"), [
     ({"precision": "bf16 (BF16 optimizer, fp32 grad accumulation)"}, True),  # the prequel rows from 02-28
     ({"zero_stage": "0 (bf16 optimizer implements its own ZeRO-1 equivalent)"}, True),  # the production run

@@ -117,11 +117,11 @@ class ParallelLowering:
 
 
 def framework_of(training: Mapping[str, Any]) -> str:
-    """megatron-lm, megatron-core, nemo, megatron-deepspeed, torchtitan, or '' (not known)."""
+    """megatron-lm, megatron-core, nemo, megatron-deepspeed, torchtitan, internevo, or '' (not known)."""
     text = str(training.get("framework") or "").lower()
     for key, name in (("nemo", "nemo"), ("megatron-deepspeed", "megatron-deepspeed"),
                       ("megatron-core", "megatron-core"), ("megatron-lm", "megatron-lm"),
-                      ("torchtitan", "torchtitan")):
+                      ("torchtitan", "torchtitan"), ("internevo", "internevo"), ("internlm", "internevo")):
         if key in text:
             return name
     return ""
@@ -396,6 +396,15 @@ def _torchtitan(d: _Draft) -> None:
     d.parts.append(_torchtitan_micro_batch(d.training, d.pp))
 
 
+def _internevo(d: _Draft) -> None:
+    if d.layered:
+        d.spec["placement"] = "tp-pp-dp"
+        d.parts.append("ranks tp-pp-dp (process_group_initializer.py: tensor groups of consecutive ranks, "
+                       "data-parallel groups strided by tp x pp), no sequence parallelism (modeling_internlm.py at "
+                       "fa7337b builds its linears with sequence_parallel=False)")
+        d.plain_schedule("InternEvo's PipelineScheduler")
+
+
 def _unknown(d: _Draft) -> None:
     if d.layered:
         d.spec["placement"] = "tp-pp-dp"
@@ -405,7 +414,7 @@ def _unknown(d: _Draft) -> None:
 
 _CONVENTIONS: dict[str, Callable[[_Draft], None]] = {
     "megatron-lm": _megatron_lm, "megatron-core": _megatron_core, "nemo": _nemo,
-    "megatron-deepspeed": _megatron_deepspeed, "torchtitan": _torchtitan, "": _unknown}
+    "megatron-deepspeed": _megatron_deepspeed, "torchtitan": _torchtitan, "internevo": _internevo, "": _unknown}
 
 
 def _stated_virtual_stages(training: Mapping[str, Any], pp: int) -> dict[str, Any]:

@@ -204,6 +204,18 @@ def test_an_internevo_case_takes_its_hybrid_zero_conventions():
     assert (s.zero_bucket_elements, s.grad_reduce_bytes) == (512 * 1024**2, 2)
 
 
+def test_an_internevo_tensor_parallel_case_takes_its_rank_order():
+    """InternEvo's process groups put tensor-parallel ranks next to each other and stride data-parallel groups by
+    tp x pp (ranks tp-pp-dp), without sequence parallelism; flagged as InternEvo's, not as an unknown framework."""
+    m = mapped(case(training={"framework": "InternEvo (InternLM training framework)", "strategy": ["zero1", "tp"],
+                              "tp": 2, "global_batch": None}))
+    assert m.skipped is None and m.training is not None
+    assert (m.training.parallel.tp, m.training.parallel.placement, m.training.parallel.sequence_parallel) == \
+        (2, "tp-pp-dp", False)
+    assert any(d.startswith("internevo conventions") and "tp-pp-dp" in d for d in m.defaults)
+    assert not any("framework not known" in d for d in m.defaults)
+
+
 def test_a_case_reads_its_memory_fraction():
     """A stated memory fraction (JAX's XLA_PYTHON_CLIENT_MEM_FRACTION) bounds what the job may hold; a bad one
     leaves the case out, naming the field."""

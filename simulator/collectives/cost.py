@@ -15,7 +15,8 @@ For an algorithm shape (simulator.collectives.algorithms) run with a protocol on
   per-channel rate; NCCL opens as many as the bandwidth needs (at most MAX_CHANNELS) and, for small
   operations, drops channels until each has its threads' worth of bytes (enqueue.cc).
 - chunks: a channel moves its share in chunks (S / (channels x ranks) per ring step, up to
-  CHUNK_SLOTS buffer slots; at least one 8-byte word per thread), and each chunk ends with a
+  CHUNK_SLOTS buffer slots; a tree's Simple chunks one slot, NCCL's chunkSteps being 1 for every pair but
+  Simple rings (enqueue.cc); at least one 8-byte word per thread), and each chunk ends with a
   handshake with its peer (ready flag, free slot) that does not overlap the copy. Through the
   network that handshake goes through the proxy thread (NCCL's network hop latency). This is why
   mid-size operations (64 KiB - 64 MiB) are slower than the tuner's alpha-beta form says. NVLS
@@ -214,7 +215,8 @@ def channel_count(shape: AlgoShape, proto: str, size_bytes: float, bus_Bps: floa
 
 
 def chunk_bytes(size_bytes: float, shape: AlgoShape, channels: float, v: CommView, proto: str) -> float:
-    """Bytes one channel moves per step before it hands off to its peer."""
+    """Bytes one channel moves per step before it hands off to its peer: its share of the step, at most
+    CHUNK_SLOTS buffer slots, or one for a tree's Simple chunks (NCCL's chunkSteps, enqueue.cc)."""
     slot = C.BUFFER_BYTES[proto] / C.NCCL_STEPS
     if shape.algo == "ring" and shape.chain_depth == 0:
         per_step = size_bytes / (channels * v.n_ranks)
@@ -222,8 +224,9 @@ def chunk_bytes(size_bytes: float, shape: AlgoShape, channels: float, v: CommVie
         per_step = size_bytes / (channels * v.ranks_per_node)
     else:
         per_step = size_bytes / channels
+    cap = slot if shape.algo == "tree" and proto == "simple" else CHUNK_SLOTS * slot
     # every thread of the channel moves at least one 8-byte word per step
-    return max(C.THREADS_PER_CHANNEL[proto] * 8.0, min(per_step, CHUNK_SLOTS * slot))
+    return max(C.THREADS_PER_CHANNEL[proto] * 8.0, min(per_step, cap))
 
 
 def nvls_tree_chunk_bytes(size_bytes: float, concurrent: int, n_nodes: int) -> float:

@@ -12,7 +12,7 @@ from simulator.collectives import nccl_constants as C
 from simulator.collectives.algorithms import ring_shape, shapes_for, tree_net_volume
 from simulator.collectives.busbw import busbw_factor
 from simulator.collectives.comm import INTRA_EFFICIENCY, CommView, comm_view
-from simulator.collectives.cost import estimate
+from simulator.collectives.cost import CHUNK_SLOTS, chunk_bytes, estimate
 from simulator.collectives.flows import collective_flow, collective_resources, resource_capacities
 from simulator.collectives.params import prior_params
 from simulator.collectives.predict import collective_table, predict_collective, simulate_alone, size_sweep
@@ -227,3 +227,16 @@ def test_fewer_wired_nvlinks_are_never_faster(size, op):
     assert predict_collective(wired, op, size).time_s >= predict_collective(full, op, size).time_s * (1 - 1e-12)
     big = [predict_collective(v, "all_reduce", 1 << 30, algo="ring", proto="simple").time_s for v in (wired, full)]
     assert big[0] / big[1] == pytest.approx(3.0, rel=0.02)
+
+
+
+
+def test_tree_simple_chunks_are_one_buffer_slot():
+    """NCCL moves CHUNK_SLOTS buffer slots a step only in Simple rings (enqueue.cc: chunkSteps is 1 for every
+    other pair): a large all_reduce's tree chunks are one Simple slot (512 KiB), its ring's four (2 MiB)."""
+    v = view(nodes=4)
+    shapes = {shape.algo: shape for shape in shapes_for("all_reduce", v)}
+    slot = C.BUFFER_BYTES["simple"] / C.NCCL_STEPS
+    for size in (64 << 20, 1 << 30):
+        assert chunk_bytes(size, shapes["tree"], 16.0, v, "simple") == slot == 512 * 1024
+    assert chunk_bytes(1 << 30, shapes["ring"], 16.0, v, "simple") == CHUNK_SLOTS * slot == 2 << 20

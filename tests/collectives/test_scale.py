@@ -121,13 +121,13 @@ def test_coreweave_one_and_two_racks_predicted_fast_within_35_percent(racks: int
     assert measured < predicted <= 1.35 * measured
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: 20 racks measure ~430 GB/s of inter-rack traffic per "
-                   "rack where NCCL's graphs reach 15 NICs (720 GB/s); predicted 36-38% fast "
-                   "(docs/collectives.md, 'At scale')")
 @pytest.mark.parametrize("size", [8 * GIB, 16 * GIB])
-def test_coreweave_twenty_racks_within_25_percent(size: int):
-    """20 NVL72 racks (1,440 GPUs), NVLS off: busbw halves from 2 racks to 20 in the published runs."""
-    assert coreweave_busbw_gbps(20, size) == pytest.approx(COREWEAVE_BUSBW_GBPS[20, size], rel=0.25)
+def test_coreweave_twenty_racks_within_15_percent(size: int):
+    """20 NVL72 racks (1,440 GPUs), NVLS off: busbw halves from 2 racks to 20 in the published runs. Their tree
+    Simple moves one 512 KiB buffer slot a chunk (NCCL's chunkSteps), and each chunk's network handshake, charged
+    in full, takes the prediction from 36-38% fast (four-slot chunks) to 10-13% slow."""
+    predicted, measured = coreweave_busbw_gbps(20, size), COREWEAVE_BUSBW_GBPS[20, size]
+    assert 0.85 * measured <= predicted < measured
 
 
 def test_ll128_across_grace_racks_from_nccl_2_27():

@@ -396,20 +396,22 @@ def _torchtitan(d: _Draft) -> None:
     d.parts.append(_torchtitan_micro_batch(d.training, d.pp))
 
 
-def _internevo(d: _Draft) -> None:
+def _tp_pp_dp(d: _Draft, why: str, schedule: str) -> None:
+    """Ranks tp-pp-dp and no sequence parallelism (the spec's defaults), for the reason `why`; a plain 1F1B."""
     if d.layered:
         d.spec["placement"] = "tp-pp-dp"
-        d.parts.append("ranks tp-pp-dp (process_group_initializer.py: tensor groups of consecutive ranks, "
-                       "data-parallel groups strided by tp x pp), no sequence parallelism (modeling_internlm.py at "
-                       "fa7337b builds its linears with sequence_parallel=False)")
-        d.plain_schedule("InternEvo's PipelineScheduler")
+        d.parts.append(why)
+        d.plain_schedule(schedule)
+
+
+def _internevo(d: _Draft) -> None:
+    _tp_pp_dp(d, "ranks tp-pp-dp (process_group_initializer.py: tensor groups of consecutive ranks, data-parallel "
+              "groups strided by tp x pp), no sequence parallelism (modeling_internlm.py at fa7337b builds its "
+              "linears with sequence_parallel=False)", "InternEvo's PipelineScheduler")
 
 
 def _unknown(d: _Draft) -> None:
-    if d.layered:
-        d.spec["placement"] = "tp-pp-dp"
-        d.parts.append("framework not known: ranks tp-pp-dp (the spec's default), no sequence parallelism")
-        d.plain_schedule("not stated")
+    _tp_pp_dp(d, "framework not known: ranks tp-pp-dp (the spec's default), no sequence parallelism", "not stated")
 
 
 _CONVENTIONS: dict[str, Callable[[_Draft], None]] = {

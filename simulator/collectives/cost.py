@@ -53,6 +53,7 @@ from simulator.collectives.algorithms import AlgoShape
 from simulator.collectives.comm import CommView
 from simulator.collectives.ecmp import collision_s_per_byte
 from simulator.collectives.nccl_search import nics_reached, nvls_heads
+from simulator.collectives.p2p_channels import P2P_NET_CHANNEL_GBPS
 from simulator.collectives.params import ModelParams
 
 US = 1e-6
@@ -258,11 +259,22 @@ def hop_latencies_us(proto: str, v: CommView, p: ModelParams, fabric_us: float =
     return intra, handshake + p.net_extra_latency_us, handshake
 
 
+def p2p_channel_s_per_byte(op: str, shape: AlgoShape, proto: str, v: CommView, net_channels: int) -> float:
+    """Seconds per byte of S that a GPU's network point-to-point traffic needs on the `net_channels`
+    channels that carry it (simulator.collectives.p2p_channels); 0 where none is counted."""
+    if shape.algo != "direct" or not v.multi_node or net_channels <= 0:
+        return 0.0
+    per_gpu = (v.n_ranks - v.ranks_per_node) / v.n_ranks if op == "alltoall" else shape.net_volume_per_nic
+    rate = net_channels * P2P_NET_CHANNEL_GBPS * 1e9 * (0.5 if proto == "ll" else 1.0)
+    return per_gpu / rate
+
+
 def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView,
              p: ModelParams, limits: tuple[int, int] = (1, C.MAX_CHANNELS),
-             overlap: bool = False) -> CollectiveEstimate:
+             overlap: bool = False, p2p_net_channels: int = 0) -> CollectiveEstimate:
     """Predict the time of `op` on `size_bytes` with this algorithm shape, protocol and parameters,
-    on at least / at most `limits` channels; `overlap`: the overlapped handshakes (module docstring)."""
+    on at least / at most `limits` channels; `overlap`: the overlapped handshakes (module docstring);
+    `p2p_net_channels`: the channels a GPU's point-to-point traffic to other nodes runs on (0: unlimited)."""
     demands = resource_demands(op, shape, proto, v, p)
     bottleneck = max(demands, key=lambda k: demands[k])
     seconds_per_byte = demands[bottleneck]
@@ -272,6 +284,7 @@ def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView
     channel_limit = busiest / (channels * per_channel)
     if proto == "ll":
         channel_limit = max(channel_limit, busiest / (C.LL_MAX_GBPS[v.arch] * 1e9))
+    channel_limit = max(channel_limit, p2p_channel_s_per_byte(op, shape, proto, v, p2p_net_channels))
     if channel_limit > seconds_per_byte:
         seconds_per_byte, bottleneck = channel_limit, "channels"
 

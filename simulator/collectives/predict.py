@@ -11,6 +11,7 @@ from simulator.collectives.cost import CollectiveEstimate
 from simulator.collectives.flows import collective_flow, collective_resources, resource_capacities
 from simulator.collectives.harness import timed_loop_s
 from simulator.collectives.nccl_releases import tuner_release
+from simulator.collectives.p2p_channels import p2p_net_channels
 from simulator.collectives.params import ModelParams, prior_params
 from simulator.collectives.select import allowed_sets, best_estimate, candidate_shapes, view_for_env
 from simulator.collectives.tuner import channel_limits
@@ -65,8 +66,9 @@ def predict_collective(v: CommView, op: str, size_bytes: int, algo: str = "auto"
         return CollectiveEstimate(op, size_bytes, "none", "none", 0.0, 0.0, 0.0, 0.0, "none", 0)
     view = view_for_env(v, env)
     chosen = params if params is not None else prior_params(view)
-    return best_estimate(op, size_bytes, candidate_shapes(op, view, algos), view, protos, chosen,
-                         tuner_release(nccl_release), channel_limits(env), selection, repeat)
+    release, limits = tuner_release(nccl_release), channel_limits(env)
+    return best_estimate(op, size_bytes, candidate_shapes(op, view, algos), view, protos, chosen, release, limits,
+                         selection, repeat, p2p_net_channels(op, view, release, env, limits))
 
 
 def simulate_alone(est: CollectiveEstimate, v: CommView) -> float:

@@ -175,9 +175,10 @@ def _no_pair(op: str, shapes: list[AlgoShape], protos: set[str] | None, release:
 def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView, protos: set[str] | None,
                   params: ModelParams, release: TunerRelease | None = None,
                   limits: tuple[int, int] = (1, MAX_CHANNELS), selection: str = "model",
-                  repeat: int = 1) -> CollectiveEstimate:
+                  repeat: int = 1, p2p_net_channels: int = 0) -> CollectiveEstimate:
     """The (algorithm, protocol) chosen among those allowed by `selection`, priced by the physical
-    model; ConfigError if none is allowed. `repeat`: the call is one of that many back-to-back calls.
+    model; ConfigError if none is allowed. `repeat`: the call is one of that many back-to-back calls;
+    `p2p_net_channels`: the channels a GPU's point-to-point traffic to other nodes runs on (cost.estimate).
 
     Both choose among the pairs NCCL `release` offers (tuner.enabled: NVLS, NVLS-tree and PAT from
     their releases, with Simple only). 'model': the fastest as priced (trees ranked by
@@ -193,7 +194,8 @@ def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView
     if selection == "model" or (shapes and shapes[0].algo == "direct"):
         if not pairs:
             raise _no_pair(op, shapes, protos, rel)
-        candidates = [estimate(op, size_bytes, shape, proto, v, params, limits, overlap=selection == "nccl")
+        candidates = [estimate(op, size_bytes, shape, proto, v, params, limits, overlap=selection == "nccl",
+                               p2p_net_channels=p2p_net_channels)
                       for shape, proto in pairs]
         if repeat > 1 and op in CHAINED_OPS:
             return min(candidates, key=lambda est: repeated_time_s(est, repeat))
@@ -206,4 +208,4 @@ def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView
     if not ranked:
         raise _no_pair(op, shapes, protos, rel)
     _, shape, proto = min(ranked, key=lambda item: item[0])
-    return estimate(op, size_bytes, shape, proto, v, params, limits, overlap=True)
+    return estimate(op, size_bytes, shape, proto, v, params, limits, overlap=True, p2p_net_channels=p2p_net_channels)

@@ -14,6 +14,9 @@ Channels per network peer (graph/paths.cc ncclTopoGetNchannels, ncclTopoComputeP
   (topo.cc getLocalNetCountByBw). NCCL counts that link only where the GPU attaches to the CPU directly:
   a Grace GPU's NVLink-C2C, wider than all its NICs (all of them count); a GPU behind a PCIe switch (HGX
   servers) has none, so none count;
+- 2.29 and later: as many as the GPU's NICs need at P2P_NET_CHANNEL_GBPS each (their bandwidth / 14 GB/s,
+  rounded up; at least one a local NIC), then halved while channels x ceil(ranks / 8) > p2pnChannels, so
+  that every peer fits in one round (paths.cc ncclTopoComputeP2pChannels);
 - every release rounds it up to a power of two and takes the smallest over all peers (local peers get two
   per NVLink's worth of bandwidth, two over PCIe), and p2pnChannels = the communicator's channels
   (NCCL_MIN/MAX_P2P_NCHANNELS), rounded up to a power of two.
@@ -55,34 +58,42 @@ def _env_count(env: Mapping[str, str], name: str) -> int | None:
     return int(text)
 
 
-def p2p_channels(v: CommView, rel: TunerRelease, env: Mapping[str, str] | None,
-                 limits: tuple[int, int]) -> tuple[int, int]:
-    """(p2pnChannels, p2pnChannelsPerPeer) of a multi-node communicator (module docstring)."""
+def p2p_channels(v: CommView, rel: TunerRelease, env: Mapping[str, str] | None, limits: tuple[int, int],
+                 release: tuple[int, int] | None = None) -> tuple[int, int]:
+    """(p2pnChannels, p2pnChannelsPerPeer) of a multi-node communicator under NCCL `release` (None: the
+    release of the tuner table `rel`), module docstring."""
     env = env or {}
+    version = release or rel.first
     low = _env_count(env, "NCCL_MIN_P2P_NCHANNELS") or 1
     high = _env_count(env, "NCCL_MAX_P2P_NCHANNELS") or MAX_CHANNELS
     comm_channels = max(low, min(tuner_channels(v, rel, limits), high))
+    total = min(_pow2_up(comm_channels), MAX_CHANNELS)
+    local_nics = max(1, v.nics_per_node // max(1, v.ranks_per_node))
     per_peer = _env_count(env, "NCCL_NCHANNELS_PER_NET_PEER")
-    if per_peer is None:
+    if per_peer is None and version >= (2, 29):
+        gpu_net_gbps = v.net_Bps / max(1, v.ranks_per_node) / 1e9
+        per_peer = _pow2_up(max(local_nics, math.ceil(gpu_net_gbps / P2P_NET_CHANNEL_GBPS)))
+        while per_peer * math.ceil(v.n_ranks / PEERS_PER_BATCH) > total and per_peer > 1:
+            per_peer //= 2
+    elif per_peer is None:
         per_peer = DEFAULT_NET_PEER_CHANNELS
-        if rel.first >= (2, 20):
+        if version >= (2, 20):
             while per_peer * v.n_ranks > comm_channels * 4 and per_peer > 1:
                 per_peer //= 2
             if v.gpu_nic_path == "c2c":
-                per_peer = max(max(1, v.nics_per_node // max(1, v.ranks_per_node)), per_peer)
+                per_peer = max(local_nics, per_peer)
     if v.ranks_per_node > 1 and v.intra_kind != "nvlink":
         per_peer = min(per_peer, DEFAULT_NET_PEER_CHANNELS)  # local peers over PCIe get two
-    total = min(_pow2_up(comm_channels), MAX_CHANNELS)
     return total, min(_pow2_up(per_peer), total)
 
 
 def p2p_net_channels(op: str, v: CommView, rel: TunerRelease, env: Mapping[str, str] | None,
-                     limits: tuple[int, int]) -> int:
-    """Channels that carry one GPU's point-to-point traffic to other nodes at once; 0 for one node or a
-    collective algorithm."""
+                     limits: tuple[int, int], release: tuple[int, int] | None = None) -> int:
+    """Channels that carry one GPU's point-to-point traffic to other nodes at once under NCCL `release`;
+    0 for one node or a collective algorithm."""
     if op not in ("alltoall", "sendrecv") or not v.multi_node:
         return 0
-    total, per_peer = p2p_channels(v, rel, env, limits)
+    total, per_peer = p2p_channels(v, rel, env, limits, release)
     if op == "sendrecv":
         return per_peer
     bases = (v.n_nodes - 1) * math.ceil(v.ranks_per_node / PEERS_PER_BATCH)

@@ -68,7 +68,7 @@ def predict_collective(v: CommView, op: str, size_bytes: int, algo: str = "auto"
     chosen = params if params is not None else prior_params(view)
     release, limits = tuner_release(nccl_release), channel_limits(env)
     return best_estimate(op, size_bytes, candidate_shapes(op, view, algos), view, protos, chosen, release, limits,
-                         selection, repeat, p2p_net_channels(op, view, release, env, limits))
+                         selection, repeat, p2p_net_channels(op, view, release, env, limits, nccl_release))
 
 
 def simulate_alone(est: CollectiveEstimate, v: CommView) -> float:

@@ -103,3 +103,16 @@ def test_more_channels_never_slower(nodes, size, op, fewer, more):
         many = estimate(op, size, shape, proto, v, params, p2p_net_channels=fewer + more).time_s
         free = estimate(op, size, shape, proto, v, params).time_s
         assert few >= many - 1e-15 and many >= free - 1e-15
+
+
+def test_from_2_29_a_peer_gets_the_channels_its_nics_need():
+    """2.29 (paths.cc, P2P_PER_CHANNEL_NET_BW; its release notes: "improves the default number of channels per
+    net peer for all-to-all, send, and recv"): a 400 Gb/s NIC needs ceil(50 / 14) = 4 channels, halved only
+    while the peers of one round would not fit: two B200 servers' alltoall is then bound by the NICs."""
+    rel = tuner_release((2, 29))
+    assert p2p_channels(b200(2), rel, {}, LIMITS, (2, 29)) == (32, 4)
+    assert p2p_channels(b200(128), rel, {}, LIMITS, (2, 29))[1] == 1  # 4 x 128 batches > 32 channels
+    newer = predict_collective(b200(2), "alltoall", 16 * GIB, nccl_release=(2, 29))
+    older = predict_collective(b200(2), "alltoall", 16 * GIB, nccl_release=(2, 27))
+    assert newer.bottleneck == "net" and older.bottleneck == "channels"
+    assert newer.time_s < 0.7 * older.time_s

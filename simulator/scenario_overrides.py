@@ -22,8 +22,8 @@ from topologies.spec import TopologySpec, validate_topology_spec
 from workloads.presets import resolve_model
 from workloads.spec import ModelSpec, TrainingSpec
 
-PARALLEL_OPTIONS = ("tp", "pp", "cp", "cp_comm", "ep", "ep_comm_overlap", "sequence_parallel", "pipeline_schedule",
-                    "virtual_stages", "pipeline_split", "placement")
+PARALLEL_OPTIONS = ("tp", "pp", "cp", "cp_comm", "ep", "etp", "ep_comm_overlap", "sequence_parallel",
+                    "pipeline_schedule", "virtual_stages", "pipeline_split", "placement")
 ROUTING_OPTIONS = ("load_imbalance", "capacity_factor", "pad_to_capacity")
 TOPOLOGY_OPTIONS = ("nodes", "gpus_per_node", "gpu", "link_faults")  # fields of the topology replaced in place
 JOB_OPTIONS = ("micro_batch", "global_batch", "seq_len", "packed_sample_len", "lora_rank", "recompute_layers",

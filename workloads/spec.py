@@ -284,6 +284,13 @@ class ParallelSpec(BaseModel):
         "data-parallel group, which send every token to its experts and back by all-to-all (Megatron-Core "
         "--expert-model-parallel-size, DeepSpeed-MoE, torchtitan expert_parallel_degree); expert gradients are "
         "reduced over the dp / ep ranks that hold the same experts.")
+    etp: int | None = Field(
+        default=None, ge=1, description="Expert tensor-parallel degree: over how many GPUs each routed expert's "
+        "matrices split (Megatron-Core --expert-tensor-parallel-size). Unset: tp (Megatron-Core's default), the "
+        "expert-parallel ranks then taken from GPUs with the same TP index. 1: each expert whole on one GPU, the "
+        "expert-parallel ranks consecutive GPUs of the TP x context x data-parallel ranks (an expert group of 8 "
+        "on one 8-GPU server even with tp 2), the MoE block's experts free of TP collectives, and expert "
+        "gradients reduced over tp x dp / ep ranks. Only 1 and tp are modelled.")
     cp_comm: CpComm = Field(
         default="p2p", description="How context-parallel ranks share attention: p2p, a ring of key/value blocks "
         "hidden behind the attention (Megatron-Core's default); a2a, all-to-alls that trade the sequence split for a "
@@ -345,6 +352,11 @@ class ParallelSpec(BaseModel):
         default="tp-pp-dp", description="Order of the parallel dimensions over consecutive GPU ranks, innermost "
         "first (Megatron-Core's default order is tp-dp-pp).")
 
+    @property
+    def expert_tp(self) -> int:
+        """The tensor-parallel degree of the routed experts: etp, else tp."""
+        return self.tp if self.etp is None else self.etp
+
     @model_validator(mode="after")
     def _check(self) -> ParallelSpec:
         if self.pipeline_schedule == "interleaved" and self.virtual_stages < 2:
@@ -358,6 +370,10 @@ class ParallelSpec(BaseModel):
         if self.ep > 1 and self.tp > 1 and not self.sequence_parallel:
             raise ValueError("ep > 1 with tp > 1 needs sequence_parallel (Megatron-Core requires it: each TP rank "
                              "dispatches its own share of the tokens)")
+        if self.etp is not None and self.etp not in (1, self.tp):
+            raise ValueError(f"etp {self.etp}: expert tensor parallelism is modelled as 1 or tp ({self.tp}) only")
+        if self.etp == 1 and self.tp > 1 and self.ep == 1:
+            raise ValueError("etp 1 with tp > 1 needs expert parallelism (ep >= 2): the experts' GPUs come from it")
         if self.ep_comm_overlap and self.ep == 1:
             raise ValueError("ep_comm_overlap needs ep >= 2 (expert all-to-alls to overlap)")
         if not self.tp_comm_overlap_backward and not self.tp_comm_overlap:

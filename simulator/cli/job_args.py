@@ -37,6 +37,9 @@ CpCommOpt = Annotated[str | None, typer.Option(
 EpOpt = Annotated[int | None, typer.Option(
     help="Expert-parallel degree (GPUs of the data-parallel group splitting each MoE block's experts; all-to-all "
     "token dispatch).")]
+EtpOpt = Annotated[int | None, typer.Option(
+    help="Expert tensor-parallel degree: 1 keeps each expert whole on one GPU and takes the expert-parallel ranks "
+    "from consecutive GPUs (Megatron-Core --expert-tensor-parallel-size 1); default: --tp.")]
 EpOverlapOpt = Annotated[bool | None, typer.Option(
     "--ep-overlap/--no-ep-overlap", help="Hide each pass's expert all-to-alls behind another micro-batch's compute "
     "(Megatron-Core --overlap-moe-expert-parallel-comm, DualPipe; needs --ep > 1).")]

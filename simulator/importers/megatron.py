@@ -10,7 +10,8 @@ Flag names and defaults are Megatron-LM's (megatron/training/arguments.py):
   with --vocab-file / --tokenizer-type GPT2BPETokenizer, padded to a multiple of --make-vocab-size-divisible-by
   (128) x tensor-parallel size (Megatron's _vocab_size_with_padding). --model replaces all of it.
 - Parallelism: --tensor-model-parallel-size, --pipeline-model-parallel-size, --context-parallel-size,
-  --expert-model-parallel-size (all 1), --sequence-parallel (dropped with tp 1, as Megatron does),
+  --expert-model-parallel-size (all 1), --expert-tensor-parallel-size (default the tensor-parallel size; 1 or
+  that size are modelled), --sequence-parallel (dropped with tp 1, as Megatron does),
   --tp-comm-overlap; interleaving from --num-layers-per-virtual-pipeline-stage (layers / (pp x that) stages
   per rank) or --num-virtual-stages-per-pipeline-rank, whose pipeline sends overlap compute unless
   --no-overlap-p2p-communication (Megatron's overlap_p2p_comm: on by default, and off without virtual
@@ -85,6 +86,9 @@ def import_megatron(text: str, source: str, gpus: int, model: ModelSpec | None) 
     _check_launch(s, gpus)
     parallel: dict[str, Any] = {"tp": tp, "pp": pp, "cp": s.integer("context-parallel-size", 1),
                                 "ep": s.integer("expert-model-parallel-size", 1)}
+    etp = s.integer("expert-tensor-parallel-size", tp)
+    if etp != tp:
+        parallel["etp"] = etp
     if max(tp, pp, parallel["cp"]) > 1:
         parallel["placement"] = "tp-dp-pp"
         notes.append("ranks tp-dp-pp (Megatron-Core's order tp-cp-ep-dp-pp)")

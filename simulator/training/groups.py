@@ -19,7 +19,11 @@ Expert-parallel ranks are the first ep members of that group (context-parallel r
 data-parallel ones: Megatron-Core's expert ranks follow tp, its expert data-parallel group folds cp
 in): the "ep" group splits each MoE block's experts and trades tokens by all-to-all; the members
 holding the same experts, every ep-th one, reduce the expert gradients: the "edp" group, of
-replicas / ep ranks. With HSDP the expert-parallel group lies inside each shard group (torchtitan carves
+replicas / ep ranks. With experts whole on one GPU (ParallelSpec.expert_tp 1 under tp > 1, Megatron-Core
+--expert-tensor-parallel-size 1) its expert rank generator splits the TP x context x data-parallel ranks of a
+stage, TP index innermost, into expert-parallel groups of ep consecutive ones instead (x = tp index + tp (cp index
++ cp dp index); an expert-parallel group is ep consecutive x, the "edp" group every ep-th x, tp x replicas / ep
+ranks). With HSDP the expert-parallel group lies inside each shard group (torchtitan carves
 ep out of dp_shard x cp): the experts' states shard over the ranks of a shard group holding the same
 experts ("eshard", shard / ep of them) and all-reduce across the shard groups as the dense part does.
 """
@@ -49,6 +53,17 @@ class Layout:
     cp: int = 1
     ep: int = 1
     shard: int = 0  # HSDP's shard group: that many consecutive ranks of the gradient group (0: one node's)
+    etp: int = 0  # the experts' tensor-parallel degree (ParallelSpec.expert_tp; 0: tp)
+
+    @property
+    def split_experts(self) -> bool:
+        """Whether the expert groups are carved out of the TP ranks too (experts whole on one GPU, tp > 1)."""
+        return self.ep > 1 and 0 < self.etp != self.tp
+
+    @property
+    def expert_replicas(self) -> int:
+        """Ranks of the expert data-parallel group: those holding the same experts."""
+        return self.replicas * (self.tp if self.split_experts else 1) // self.ep
 
     @property
     def replicas(self) -> int:
@@ -69,10 +84,19 @@ class Layout:
     def n_ranks(self) -> int:
         return self.tp * self.pp * self.dp * self.cp
 
-    @staticmethod
-    def _dims(dim: str) -> tuple[str, ...]:
-        """The parallel dimensions a group spans ("grad", "ep" and "edp": the context- and data-parallel)."""
+    def _dims(self, dim: str) -> tuple[str, ...]:
+        """The parallel dimensions a group spans ("grad", "ep" and "edp": the context- and data-parallel; the
+        expert groups the tensor-parallel too when they split the TP ranks)."""
+        if dim in ("ep", "edp") and self.split_experts:
+            return ("tp", "cp", "dp")
         return ("cp", "dp") if dim in ("grad", "ep", "edp") else (dim,)
+
+    def _expert_rank(self, x: int) -> int:
+        """The rank of index x of a stage's TP x context x data-parallel ranks, TP index innermost (module
+        docstring)."""
+        rest = x // self.tp
+        cp_part = (rest % self.cp) * self.stride("cp") if self.cp > 1 else 0
+        return (x % self.tp) * self.stride("tp") + cp_part + (rest // self.cp) * self.stride("dp")
 
     def _origins(self, dims: tuple[str, ...], period: int) -> set[int]:
         """The first ranks of the groups over `dims` (the ranks whose index in each of them is 0), modulo
@@ -91,6 +115,9 @@ class Layout:
     def _enumerated(self, dim: str) -> list[int]:
         """The ranks of rank 0's `dim` group, listed ("grad": the data- and context-parallel ranks together,
         context-parallel ranks first; "ep": the first ep of them, "edp": every ep-th, see the module docstring)."""
+        if dim in ("ep", "edp") and self.split_experts:
+            members = range(self.ep) if dim == "ep" else range(0, self.tp * self.replicas, self.ep)
+            return [self._expert_rank(x) for x in members]
         ranks = [0]
         for d in [d for d in self._dims(dim) if d in self.order]:
             stride = self.stride(d)
@@ -101,6 +128,8 @@ class Layout:
     def _digits(self, dim: str) -> tuple[tuple[int, int], ...] | None:
         """Rank 0's `dim` group as (stride, size) digits: its ranks are the sums of i x stride over the digits,
         0 <= i < size; None for an expert group that takes part of a context-parallel digit (then listed)."""
+        if dim in ("ep", "edp") and self.split_experts:
+            return None
         digits = [(self.stride(d), self.size(d)) for d in self._dims(dim) if d in self.order]
         if dim not in ("ep", "edp") or (dim == "edp" and self.ep == 1):
             return tuple(digits) or ((1, 1),)
@@ -197,11 +226,17 @@ def layout_of(parallel: ParallelSpec, n_gpus: int, gpus_per_node: int) -> Layout
         at = order.index("tp") + 1
         order = (*order[:at], "cp", *order[at:])
     dp = n_gpus // model_parallel
-    if (dp * parallel.cp) % parallel.ep:
+    if parallel.expert_tp == 1 and parallel.tp > 1:
+        if (dp * parallel.cp * parallel.tp) % parallel.ep:
+            raise ConfigError(f"training.parallel.ep {parallel.ep} must divide the {dp * parallel.cp * parallel.tp} "
+                              "tensor- x data- x context-parallel ranks of a stage (etp 1: expert-parallel ranks are "
+                              "taken from them)")
+    elif (dp * parallel.cp) % parallel.ep:
         raise ConfigError(f"training.parallel.ep {parallel.ep} must divide the {dp * parallel.cp} data- x "
                           f"context-parallel ranks (GPUs / (tp x pp) = {n_gpus // (parallel.tp * parallel.pp)}): "
                           "expert-parallel ranks are taken from them")
-    return Layout(parallel.tp, parallel.pp, dp, gpus_per_node, order, parallel.cp, parallel.ep)
+    return Layout(parallel.tp, parallel.pp, dp, gpus_per_node, order, parallel.cp, parallel.ep,
+                  etp=parallel.expert_tp)
 
 
 def group_view(v: CommView, size: int, per_node: int, leaf_groups: int = 0, pair: bool = False) -> CommView:
@@ -251,5 +286,5 @@ def communicators(v: CommView, layout: Layout) -> dict[str, CommView]:
                         "pp:spine" if leaf("cp") > 1 else "pp:inter"]
     views["cp:all"] = group_view(v, layout.cp, layout.members_per_node("cp"), leaf("cp"), pair("cp"))
     views["ep"] = group_view(v, layout.ep, layout.members_per_node("ep"), leaf("ep"), pair("ep"))
-    views["edp"] = group_view(v, layout.replicas // layout.ep, layout.members_per_node("edp"), leaf("edp"), pair("edp"))
+    views["edp"] = group_view(v, layout.expert_replicas, layout.members_per_node("edp"), leaf("edp"), pair("edp"))
     return views

@@ -129,10 +129,10 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
         g_bytes += s.grad_reduce_bytes  # the whole reduction buffer beside the 16-bit gradients
     else:  # gradients accumulate in the dtype they are reduced in (Megatron's fp32 main_grad buffer)
         g_bytes = max(g_bytes, s.grad_reduce_bytes)
-    layer = max(sum(layer_params_on_gpu(block, tp, par.ep)) for block, _ in model.blocks)  # the largest unit
+    layer = max(sum(layer_params_on_gpu(block, tp, par.ep, par.etp)) for block, _ in model.blocks)  # the largest unit
     first, last = stage == 0, stage == p - 1
     output = model.output_params if model.output_params or p == 1 else model.spec.vocab * model.spec.hidden
-    held = [blocks_params_on_gpu(model, tp, par.ep, start, stop) for start, stop in chunks]
+    held = [blocks_params_on_gpu(model, tp, par.ep, start, stop, par.etp) for start, stop in chunks]
     n = (sum(dense + experts for dense, experts in held)
          + ((model.embedding_params + model.final_norm_params) / tp if first else 0.0) + (output / tp if last else 0.0))
     n_experts = sum(experts for _, experts in held)

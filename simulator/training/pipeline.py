@@ -60,6 +60,7 @@ from simulator.training.recompute import (
 )
 from simulator.training.shards import (
     blocks_params_on_gpu,
+    expert_replicas,
     expert_shard_group,
     owned_params,
     trainable_blocks_params_on_gpu,
@@ -223,7 +224,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
     output = (model.output_params or model.spec.vocab * model.spec.hidden) / tp  # tied: the last stage's copy
     chunks = {}
     for k, (start, stop) in enumerate(ranges):
-        dense, experts = blocks_params_on_gpu(model, tp, par.ep, start, stop)
+        dense, experts = blocks_params_on_gpu(model, tp, par.ep, start, stop, par.etp)
         outside = (embedding if k == 0 else 0.0) + (output if k == p * v - 1 else 0.0)
         trained = (sum(trainable_blocks_params_on_gpu(model, training, tp, par.ep, start, stop))
                    + (outside if training.lora_rank is None else 0.0))
@@ -264,7 +265,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
         DeepSpeed's ZeRO-1 (reduce_per_rank) reduces with one reduce per rank."""
         group, expert_group = ("shard", "eshard") if s.hybrid and op != "all_reduce" else ("dp", "edp")
         parts = [(group, params - experts, prefix, shard_group, dp)] + (
-            [(expert_group, experts, prefix + ".x", expert_shard_group(shard_group, par.ep), max(1, dp // par.ep))]
+            [(expert_group, experts, prefix + ".x", expert_shard_group(shard_group, par.ep), expert_replicas(dp, par))]
             if experts else [])
         names = []
         for part_group, count, task, shards, ranks in parts:

@@ -41,6 +41,7 @@ from simulator.training.compute import QGZ_QUANTIZE_BYTES, QWZ_DEQUANTIZE_BYTES,
 from simulator.training.recompute import layer_checkpointing, reruns_attention, reruns_forward_collectives
 from simulator.training.shards import (
     blocks_params_on_gpu,
+    expert_replicas,
     expert_shard_group,
     gathers_ahead,
     layer_params_on_gpu,
@@ -107,7 +108,7 @@ def _block(block: TransformerModel, training: TrainingSpec, compute: ComputeMode
     tp, cp = par.tp, par.cp
     times = compute.layer(block, b, seq_len, checkpointing, tp, par.sequence_parallel,
                           training.flash_attention, cp, par.ep)
-    dense, experts = layer_params_on_gpu(block, tp, par.ep)
+    dense, experts = layer_params_on_gpu(block, tp, par.ep, par.etp)
     gemm_s = compute.gemms_s(block, b, seq_len, tp, cp, par.ep)
     attention_s = compute.attention_forward_s(block, b, seq_len, tp, cp)
     load = compute.routed_load
@@ -181,7 +182,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
             bundles[key] = _block(block, training, compute, seq_len, key[1])
         layers.append(bundles[key])
     # the blocks' parameters on this GPU: the routed experts apart when expert parallelism gives them a group
-    _, experts = blocks_params_on_gpu(model, tp, par.ep)
+    _, experts = blocks_params_on_gpu(model, tp, par.ep, expert_tp=par.etp)
     root_params = model.root_params / tp
     root_param_bytes = int(root_params * PARAM_BYTES)
     trained_root = trainable_root_params(model, training, tp)  # none with LoRA
@@ -196,7 +197,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
         else "dp"
     group_of = {"dense": grad_group, "experts": "eshard" if grad_group == "shard" else "edp"}
     whole_group_of = {"dense": "dp", "experts": "edp"}
-    group_size = {"dp": dp, "edp": max(1, dp // par.ep), "shard": shard_group,
+    group_size = {"dp": dp, "edp": expert_replicas(dp, par), "shard": shard_group,
                   "eshard": expert_shard_group(shard_group, par.ep)}
     suffix = {"dense": "", "experts": ".x"}  # task names of the experts' collectives
     parts = ("dense", "experts") if experts else ("dense",)

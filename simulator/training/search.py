@@ -299,7 +299,7 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
                                               - (hidden if call.group == "ep" else 0.0)) for call in calls)
         cp_s += layers * sum(call.count * max(0.0, _collective_s(views["cp"], call.op, call.size_bytes) - step_s)
                              for call, step_s in rings)
-    dense_blocks, expert_blocks = blocks_params_on_gpu(model, t, layout.ep)
+    dense_blocks, expert_blocks = blocks_params_on_gpu(model, t, layout.ep, expert_tp=training.parallel.etp)
     experts = expert_blocks / p  # held on this GPU apart (split over ep), beside the dense parameters
     dense = model.root_params / (t * p) + dense_blocks / p
     # what trains (LoRA: the adapters) is reduced, updated and, for ZeRO-1/2, gathered again

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from simulator.core.errors import ConfigError
 from workloads.model import TransformerModel, sharded_gemms
-from workloads.spec import PipelineSplit, TrainingSpec
+from workloads.spec import ParallelSpec, PipelineSplit, TrainingSpec
 
 Degrees = tuple[int, int, int]  # ranks sharing (parameters, gradients, optimizer states)
 
@@ -62,21 +62,29 @@ def virtual_stage_layers(layers: int, virtual_stages: int, split: PipelineSplit 
     return [(start, start + n) for start, n in zip(starts, counts, strict=True)]
 
 
-def layer_params_on_gpu(model: TransformerModel, tp: int, ep: int) -> tuple[float, float]:
+def layer_params_on_gpu(model: TransformerModel, tp: int, ep: int, expert_tp: int | None = None) -> tuple[float, float]:
     """(dense, expert) parameters of one block on one GPU: with expert parallelism (ep > 1) the routed
-    experts, split over tp x ep, apart from the rest (attention, norms, router, shared experts) over tp;
-    without it every parameter is dense (the experts share the data-parallel group's collectives)."""
+    experts, split over expert_tp x ep (expert_tp: ParallelSpec.expert_tp, default tp), apart from the rest
+    (attention, norms, router, shared experts) over tp; without it every parameter is dense (the experts share
+    the data-parallel group's collectives)."""
     if ep == 1:
         return model.params_per_layer / tp, 0.0
     experts = float(model.expert_params_per_layer)
-    return (model.params_per_layer - experts) / tp, experts / (tp * ep)
+    return (model.params_per_layer - experts) / tp, experts / ((expert_tp or tp) * ep)
+
+
+def expert_replicas(dp: int, parallel: ParallelSpec) -> int:
+    """Ranks holding the same experts among `dp` data- x context-parallel ranks (the expert data-parallel group):
+    dp / ep, or tp x dp / ep when each expert is whole on one GPU (expert_tp 1: Megatron-Core's expert data-parallel
+    group is the world / (expert_tp x ep x pp))."""
+    return max(1, dp * parallel.tp // (parallel.expert_tp * parallel.ep))
 
 
 def blocks_params_on_gpu(model: TransformerModel, tp: int, ep: int, start: int = 0,
-                         stop: int | None = None) -> tuple[float, float]:
+                         stop: int | None = None, expert_tp: int | None = None) -> tuple[float, float]:
     """(dense, expert) parameters on one GPU of blocks `start` .. `stop` - 1 (default all), each block as
     layer_params_on_gpu splits it (a mixture's dense first blocks have no expert part)."""
-    return _over_blocks(model, start, stop, lambda block: layer_params_on_gpu(block, tp, ep))
+    return _over_blocks(model, start, stop, lambda block: layer_params_on_gpu(block, tp, ep, expert_tp))
 
 
 def _over_blocks(model: TransformerModel, start: int, stop: int | None,
@@ -93,7 +101,7 @@ def trainable_layer_params_on_gpu(model: TransformerModel, training: TrainingSpe
     LoRA (training.lora_rank r) its adapters only, A [k, r] and B [r, n] beside each k x n weight GEMM as its
     tensor-parallel shard has it (Hu et al. 2021; workloads.model.sharded_gemms): r (k + n) each."""
     if training.lora_rank is None:
-        return layer_params_on_gpu(model, tp, ep)
+        return layer_params_on_gpu(model, tp, ep, training.parallel.expert_tp)
     return float(sum(training.lora_rank * (n + k) for _, _, n, k in sharded_gemms(model.layer_gemms(1), tp))), 0.0
 
 
@@ -124,11 +132,11 @@ def expert_shard_group(shard_group: int, ep: int) -> int:
 
 
 def state_shards(training: TrainingSpec, dp: int, shard_group: int) -> tuple[Degrees, Degrees]:
-    """shard_degrees of the dense part and of the experts (over the ranks holding the same experts: dp / ep,
-    and inside an HSDP shard group expert_shard_group)."""
+    """shard_degrees of the dense part and of the experts (over the ranks holding the same experts,
+    expert_replicas, and inside an HSDP shard group expert_shard_group)."""
     ep = training.parallel.ep
-    return shard_degrees(training, dp, shard_group), shard_degrees(training, dp // ep, expert_shard_group(shard_group,
-                                                                                                          ep))
+    return shard_degrees(training, dp, shard_group), shard_degrees(training, expert_replicas(dp, training.parallel),
+                                                                    expert_shard_group(shard_group, ep))
 
 
 def gathered_blocks(model: TransformerModel, training: TrainingSpec) -> int:
@@ -148,5 +156,5 @@ def gathers_ahead(model: TransformerModel, training: TrainingSpec) -> int:
     s, par = training.strategy, training.parallel
     if s.prefetch_bucket_elements is None:
         return s.limit_all_gathers
-    block = max(sum(layer_params_on_gpu(block, par.tp, par.ep)) for block, _ in model.blocks)
+    block = max(sum(layer_params_on_gpu(block, par.tp, par.ep, par.etp)) for block, _ in model.blocks)
     return max(1, int(s.prefetch_bucket_elements // block))

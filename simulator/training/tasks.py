@@ -29,7 +29,9 @@ class CollectiveCall:
     # (the whole context-parallel group), "ep" (expert parallel), "edp" (expert data parallel), "pp" (to the next
     # stage)
     count: int = 1  # back-to-back calls of this size (the TP collectives of a pipeline chunk, per-rank reduces)
-    role: str = ""  # "regather": sequence parallelism's backward all-gather of a saved input (tp_calls)
+    # "regather": sequence parallelism's backward all-gather of a saved input (tp_calls); "attention": the TP
+    # collectives of a block's attention half alone (its experts whole on each GPU); "regather:attention" both
+    role: str = ""
 
 
 def bucket_reduction_op(kind: str, strategy: StrategySpec) -> str:
@@ -85,7 +87,7 @@ class StepPlan:
 
 
 def tp_calls(model: TransformerModel, micro_batch: int, seq_len: int, tp: int, sequence_parallel: bool,
-             layer_passes: int, regather_passes: int = 0) -> list[CollectiveCall]:
+             layer_passes: int, regather_passes: int = 0, whole_experts: bool = False) -> list[CollectiveCall]:
     """The tensor-parallel collectives of `layer_passes` passes of one layer (a forward, a backward
     and a recomputed forward each count one) on one micro-batch. Megatron (Shoeybi et al. 2019,
     figure 3): each pass of a block all-reduces the b s h activation (or its gradient) twice, after
@@ -93,17 +95,25 @@ def tp_calls(model: TransformerModel, micro_batch: int, seq_len: int, tp: int, s
     et al. 2022, section 4.2.2) each all-reduce becomes an all-gather before the column-parallel
     GEMM and a reduce-scatter after the row-parallel one, the same bytes on the wire; where the
     column-parallel layers keep only their input's shard (ParallelSpec.sp_backward_regather), each of
-    `regather_passes` backward passes all-gathers those two inputs again (role "regather")."""
+    `regather_passes` backward passes all-gathers those two inputs again (role "regather"). A mixture of
+    experts without shared experts whose experts are whole on each GPU (`whole_experts`: ParallelSpec.expert_tp 1)
+    has no MLP half to gather for or reduce: its tokens stay sharded over the TP ranks, each dispatching its own
+    (Megatron-Core's alltoall token dispatcher gathers over the experts' TP group only), so only the attention
+    half's collectives remain (role "attention")."""
     if tp == 1 or layer_passes == 0:
         return []
     size = ACTIVATION_BYTES * micro_batch * seq_len * model.spec.hidden
-    count = 2 * layer_passes
+    halves = 1 if whole_experts and model.spec.moe and not model.spec.shared_experts else 2
+    role = "attention" if halves == 1 else ""
+    count = halves * layer_passes
     if sequence_parallel:
-        calls = [CollectiveCall("all_gather", size, "tp", count), CollectiveCall("reduce_scatter", size, "tp", count)]
+        calls = [CollectiveCall("all_gather", size, "tp", count, role),
+                 CollectiveCall("reduce_scatter", size, "tp", count, role)]
         if regather_passes:
-            calls.append(CollectiveCall("all_gather", size, "tp", 2 * regather_passes, "regather"))
+            calls.append(CollectiveCall("all_gather", size, "tp", halves * regather_passes,
+                                        "regather:attention" if role else "regather"))
         return calls
-    return [CollectiveCall("all_reduce", size, "tp", count)]
+    return [CollectiveCall("all_reduce", size, "tp", count, role)]
 
 
 def cp_call(model: TransformerModel, micro_batch: int, seq_len: int, tp: int, cp: int, kind: str,
@@ -182,7 +192,8 @@ def pass_collectives(model: TransformerModel, micro_batch: int, seq_len: int, pa
     tp, cp = parallel.tp, parallel.cp
     passes = len(kinds) if tp_passes is None else tp_passes
     regather = layers * kinds.count("backward") if parallel.sp_backward_regather else 0
-    calls = tp_calls(model, micro_batch, seq_len // cp, tp, parallel.sequence_parallel, layers * passes, regather)
+    calls = tp_calls(model, micro_batch, seq_len // cp, tp, parallel.sequence_parallel, layers * passes, regather,
+                     parallel.ep > 1 and parallel.expert_tp == 1)
     calls += ep_calls(model, micro_batch, seq_len // cp, tp, parallel.ep, layers * passes, routed_load)
     if parallel.cp_comm == "a2a":
         return calls + ulysses_calls(model, micro_batch, seq_len, tp, cp, layers * len(kinds)), ()
@@ -226,7 +237,7 @@ def overlap_budgets(calls: list[CollectiveCall], gemm_s: dict[str, float], kinds
     behind `expert_s[kind]` each (ParallelSpec.ep_comm_overlap: half a layer pass of another micro-batch,
     its dispatch and its combine one half each), or nothing; the other all-to-alls are on the block's
     critical path."""
-    regather = any(call.role == "regather" for call in calls)
+    regather = any(call.role.startswith("regather") for call in calls)
 
     def budget(kind: str, gemm: str, op: str) -> float:
         if not tp:
@@ -241,9 +252,10 @@ def overlap_budgets(calls: list[CollectiveCall], gemm_s: dict[str, float], kinds
             return tuple(expert_s[kind] if expert_s else 0.0 for kind in kinds)
         if call.group.startswith("cp"):  # all-to-alls: on the block's critical path
             return tuple(0.0 for _ in kinds)
-        if call.role == "regather":
-            return tuple(gemm_s.get(g, 0.0) for kind in kinds if kind == "backward" for g in REGATHER_GEMMS)
-        return tuple(budget(kind, g, call.op) for kind in kinds for g in PAIRED_GEMMS[kind, call.op])
+        halves = 1 if call.role.endswith("attention") else 2  # the attention half's GEMMs come first
+        if call.role.startswith("regather"):
+            return tuple(gemm_s.get(g, 0.0) for kind in kinds if kind == "backward" for g in REGATHER_GEMMS[:halves])
+        return tuple(budget(kind, g, call.op) for kind in kinds for g in PAIRED_GEMMS[kind, call.op][:halves])
 
     return tuple(budgets(call) for call in calls)
 

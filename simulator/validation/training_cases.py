@@ -80,7 +80,7 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
     "model": {"name": "str", "layers": "int", "hidden": "int", "heads": "int", "kv_heads": "int", "ffn": "int",
               "vocab": "int|str", "seq_len": "int|str", "experts": "int", "experts_per_token": "int",
               "expert_ffn": "int", "shared_experts": "int"},
-    "training": {"strategy": "str-list", "tp": "int", "pp": "int", "cp": "int", "ep": "int", "dp": "int",
+    "training": {"strategy": "str-list", "tp": "int", "pp": "int", "cp": "int", "ep": "int", "etp": "int", "dp": "int",
                  "fsdp": "int", "vp": "int",
                  "model_parallel_size_tp_x_pp": "int", "micro_batch": "int", "global_batch": "int",
                  "grad_accum": "int", "gradient_accumulation_steps": "int", "micro_num": "int",

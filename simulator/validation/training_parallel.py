@@ -466,5 +466,10 @@ def lower_parallel(case_id: str, training_in: Mapping[str, Any], model_in: Mappi
         spec["sequence_parallel"] = True
         defaults.append("sequence parallelism on: expert parallelism with tp > 1 requires it (Megatron-Core's "
                         "argument check)")
+    etp = training.get("etp")
+    if etp is not None and etp not in (1, tp):
+        raise Unexpressible(f"etp {etp}: expert tensor parallelism other than 1 or tp ({tp}) is not modelled")
+    if etp is not None and ep > 1:
+        spec["etp"] = int(etp)
     parallel = ParallelSpec(tp=tp, pp=pp, cp=cp, ep=ep, **spec)
     return ParallelLowering(training, model, parallel, dp, draft.kind if draft.unnamed else None, draft.knobs)

@@ -90,6 +90,15 @@ def test_virtual_pipeline_and_experts():
     assert isinstance(t.model, dict) and (t.model["experts"], t.model["experts_per_token"]) == (8, 2)
 
 
+def test_expert_tensor_parallel_size():
+    """--expert-tensor-parallel-size 1 with TP 2 keeps each expert whole (etp 1); unset, Megatron's default is the
+    tensor-parallel size, left implicit."""
+    moe = SHAPE + "--tensor-model-parallel-size 2 --sequence-parallel --num-experts 8 --expert-model-parallel-size 8 "
+    assert job(moe + "--expert-tensor-parallel-size 1").training["parallel"]["etp"] == 1
+    assert "etp" not in job(moe).training["parallel"]
+    assert "etp" not in job(moe + "--expert-tensor-parallel-size 2").training["parallel"]
+
+
 def test_pipeline_sends_overlap_only_when_interleaved():
     """Megatron's overlap_p2p_comm is on by default (--no-overlap-p2p-communication turns it off) and only under
     the interleaved schedule: arguments.py turns it off without virtual stages, and the import says so."""

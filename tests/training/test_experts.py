@@ -15,7 +15,8 @@ from simulator.training.groups import communicators, layout_of
 from simulator.training.memory import memory_per_gpu
 from simulator.training.plan import plan_step
 from simulator.training.predict import predict_step
-from simulator.training.tasks import ep_calls
+from simulator.training.shards import layer_params_on_gpu
+from simulator.training.tasks import ep_calls, tp_calls
 from topologies.build import build
 from topologies.hardware import gpu_spec
 from topologies.presets import load_preset
@@ -296,3 +297,54 @@ def test_overlapped_all_to_alls_hide_behind_half_a_pass_each() -> None:
     assert inside.comm_by_collective_s.get("ep_comm", 0.0) == 0.0
     with pytest.raises(ValueError, match="ep_comm_overlap needs ep >= 2"):
         ParallelSpec(ep_comm_overlap=True)
+
+
+def whole_experts(tp: int = 2, ep: int = 8, etp: int | None = 1, global_batch: int = 16) -> TrainingSpec:
+    """TP with each expert whole on one GPU (Megatron-Core --expert-tensor-parallel-size 1) or split over TP."""
+    return TrainingSpec(model=MIXTRAL, seq_len=4096, micro_batch=1, global_batch=global_batch,
+                        strategy=StrategySpec(kind="zero1"),
+                        parallel=ParallelSpec(tp=tp, ep=ep, etp=etp, sequence_parallel=True, placement="tp-dp-pp"))
+
+
+def test_whole_experts_take_consecutive_ranks() -> None:
+    """TP 2 x EP 8 on 4 nodes of 8: with the experts split over TP, the expert-parallel ranks have one TP index
+    (stride 2, two nodes); whole on one GPU, Megatron-Core's expert generator takes 8 consecutive ranks (one
+    node), and the ranks holding the same experts are every 8th of the 32: tp x dp / ep = 4."""
+    split = layout_of(whole_experts(etp=None).parallel, 32, 8)
+    assert (split._enumerated("ep"), split.members_per_node("ep"), split.expert_replicas) == (
+        [0, 2, 4, 6, 8, 10, 12, 14], 4, 2)
+    whole = layout_of(whole_experts().parallel, 32, 8)
+    assert (whole._enumerated("ep"), whole.members_per_node("ep")) == (list(range(8)), 8)
+    assert (whole._enumerated("edp"), whole.expert_replicas) == ([0, 8, 16, 24], 4)
+    views = communicators(comm_view(build(load_preset("dgx-h100", nodes=4))), whole)
+    assert (views["ep"].n_ranks, views["ep"].n_nodes) == (8, 1)
+    assert (views["edp"].n_ranks, views["edp"].n_nodes) == (4, 4)
+
+
+def test_whole_experts_hold_their_whole_matrices_and_skip_the_mlp_tp_collectives() -> None:
+    """Each of a GPU's 8 / EP 8 = 1 experts is whole (3 x 4096 x 14336 parameters a layer, not half of it), and a
+    MoE block without shared experts all-gathers and reduce-scatters its attention half only: half the TP bytes."""
+    model = transformer(MIXTRAL)
+    assert layer_params_on_gpu(model, 2, 8, 1)[1] == pytest.approx(EXPERT)
+    assert layer_params_on_gpu(model, 2, 8)[1] == pytest.approx(EXPERT / 2)
+    full = tp_calls(model, 1, 4096, 2, True, 3)
+    half = tp_calls(model, 1, 4096, 2, True, 3, whole_experts=True)
+    assert [c.count for c in full] == [6, 6] and [(c.count, c.role) for c in half] == [(3, "attention")] * 2
+    shared = transformer(MIXTRAL.model_copy(update={"shared_experts": 1}))
+    assert [c.count for c in tp_calls(shared, 1, 4096, 2, True, 3, whole_experts=True)] == [6, 6]
+
+
+def test_whole_experts_keep_the_all_to_alls_on_nvlink() -> None:
+    """TP 2 x EP 8 on 2 DGX H100: with the experts split over TP the all-to-alls cross both nodes' NICs; whole on
+    one GPU they stay on one node's NVLink, and the step is faster."""
+    topology = load_preset("dgx-h100", nodes=2)
+    split = predict_step(topology, whole_experts(etp=None), MIXTRAL)
+    whole = predict_step(topology, whole_experts(), MIXTRAL)
+    assert whole.comm_by_collective_s["ep_comm"] < 0.5 * split.comm_by_collective_s["ep_comm"]
+    assert whole.step_time_s < split.step_time_s
+
+
+@pytest.mark.parametrize(("etp", "ep", "message"), [(3, 8, "etp 3"), (1, 1, "etp 1 with tp > 1 needs expert")])
+def test_unmodelled_expert_tensor_parallelism_is_named(etp: int, ep: int, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ParallelSpec(tp=2 if etp == 1 else 4, ep=ep, etp=etp, sequence_parallel=True)

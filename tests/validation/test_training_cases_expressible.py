@@ -48,6 +48,16 @@ def test_expert_parallel_case_lowers_onto_ep():
     assert mapped.model_parallel
 
 
+def test_expert_tensor_parallelism_of_a_case():
+    """training.etp 1 (Megatron-Core --expert-tensor-parallel-size 1) is carried; a degree other than 1 or tp says
+    it is not modelled."""
+    mapped = map_case(case(MOE_CASE, training={"etp": 1}))
+    assert mapped.training is not None and mapped.training.parallel.expert_tp == 1
+    assert map_case(case(MOE_CASE)).training.parallel.expert_tp == 2  # type: ignore[union-attr]
+    skipped = map_case(case(MOE_CASE, training={"tp": 4, "etp": 2})).skipped
+    assert skipped is not None and "etp 2" in skipped
+
+
 def test_expert_parallel_case_predicts():
     """The lowered MoE case runs through the predictor: its expert all-to-alls show as exposed ep_comm."""
     mapped = map_case(case(MOE_CASE, training={"global_batch": 64}))

@@ -348,3 +348,23 @@ def test_whole_experts_keep_the_all_to_alls_on_nvlink() -> None:
 def test_unmodelled_expert_tensor_parallelism_is_named(etp: int, ep: int, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         ParallelSpec(tp=2 if etp == 1 else 4, ep=ep, etp=etp, sequence_parallel=True)
+
+
+@settings(max_examples=40, deadline=None)
+@given(tp=st.sampled_from([2, 4]), cp=st.sampled_from([1, 2]), ep=st.sampled_from([2, 4, 8, 16]),
+       dp=st.sampled_from([2, 4, 8]), pp=st.sampled_from([1, 2]), gpus_per_node=st.sampled_from([4, 8]))
+def test_whole_experts_groups_match_megatrons_generator(tp: int, cp: int, ep: int, dp: int, pp: int,
+                                                        gpus_per_node: int) -> None:
+    """Every expert-parallel group, built rank by rank as Megatron-Core's expert generator does (order
+    etp-ep-edp-pp with etp 1 over the world, pp outermost), has as many members on its first node as rank 0's
+    group (what the layout prices), and the ranks holding the same experts number tp x cp x dp / ep."""
+    if (tp * cp * dp) % ep:
+        return
+    parallel = ParallelSpec(tp=tp, pp=pp, cp=cp, ep=ep, etp=1, sequence_parallel=True, placement="tp-dp-pp")
+    world = tp * cp * dp * pp
+    layout = layout_of(parallel, world, gpus_per_node)
+    stage = tp * cp * dp
+    groups = [[s * stage + g * ep + i for i in range(ep)] for s in range(pp) for g in range(stage // ep)]
+    per_node = {sum(1 for r in group if r // gpus_per_node == group[0] // gpus_per_node) for group in groups}
+    assert per_node == {layout.members_per_node("ep")}
+    assert layout.expert_replicas == stage // ep

@@ -58,7 +58,7 @@ class Layout:
     @property
     def split_experts(self) -> bool:
         """Whether the expert groups are carved out of the TP ranks too (experts whole on one GPU, tp > 1)."""
-        return self.ep > 1 and 0 < self.etp != self.tp
+        return self.ep > 1 and self.etp == 1 and self.tp > 1
 
     @property
     def expert_replicas(self) -> int:
@@ -147,7 +147,8 @@ class Layout:
     def adjacent_pair(self, dim: str) -> bool:
         """True when rank 0's `dim` group is ranks 0 and 1 (every group of the dimension is then an even rank and
         the next one): on a server of cards bridged in pairs, one bridge joins each group."""
-        return self._digits(dim) == ((1, 2),)
+        digits = self._digits(dim)
+        return digits == ((1, 2),) or (digits is None and self._enumerated(dim) == [0, 1])
 
     def shard_ranks(self) -> int:
         """Ranks of an HSDP shard group: `shard`, else the gradient group's ranks on one node (also the group of

@@ -142,6 +142,8 @@ class CandidateLayout:
             data["parallel"].update(tp_comm_overlap=False, tp_comm_overlap_backward=True, tp_async_grad_reduce=False)
         if self.ep == 1:  # nor its all-to-all overlap without expert parallelism
             data["parallel"].update(ep_comm_overlap=False)
+        if data["parallel"]["etp"] != 1 or self.ep == 1 or self.tp == 1:  # whole experts kept where they apply
+            data["parallel"].update(etp=None)
         return TrainingSpec.model_validate(data)
 
 

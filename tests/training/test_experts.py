@@ -368,3 +368,18 @@ def test_whole_experts_groups_match_megatrons_generator(tp: int, cp: int, ep: in
     per_node = {sum(1 for r in group if r // gpus_per_node == group[0] // gpus_per_node) for group in groups}
     assert per_node == {layout.members_per_node("ep")}
     assert layout.expert_replicas == stage // ep
+
+
+def test_layout_search_keeps_whole_experts_only_where_they_apply() -> None:
+    """A job stating etp 1 searched over layouts: a candidate with TP and EP keeps its experts whole; one without
+    expert parallelism, or without TP, drops the setting instead of failing its check."""
+    from simulator.training.search import CandidateLayout
+
+    base = whole_experts()
+    kept = CandidateLayout(tp=2, pp=1, dp=16, micro_batch=1, micro_steps=1, strategy="zero1", recompute="none",
+                           sequence_parallel=True, ep=8).training(base)
+    assert kept.parallel.etp == 1
+    for tp, ep in ((2, 1), (1, 8)):
+        dropped = CandidateLayout(tp=tp, pp=1, dp=32 // tp, micro_batch=1, micro_steps=1, strategy="zero1",
+                                  recompute="none", sequence_parallel=tp > 1, ep=ep).training(base)
+        assert dropped.parallel.etp is None

@@ -226,6 +226,18 @@ class TransformerModel:
         return [*attention, ("router", tokens, self.spec.experts, h), *(shared_gemms if shared else []),
                 ("mlp_up", routed, gate * fe, h), ("mlp_down", routed, h, fe)]
 
+    def sharded_layer_gemms(self, tokens: int, tp: int,
+                            expert_tp: int | None = None) -> list[tuple[str, int, int, int]]:
+        """layer_gemms on one GPU of a tensor-parallel group of `tp` (sharded_gemms). With the routed experts
+        whole on each GPU (`expert_tp` 1, ParallelSpec.etp) their pair is not split: each GPU runs it over its own
+        1 / tp of the routed rows (its sequence-parallel share of the tokens), at full width."""
+        gemms = sharded_gemms(self.layer_gemms(tokens), tp)
+        if not self.spec.moe or expert_tp != 1 or tp == 1:
+            return gemms
+        whole = {name: (name, -(-m // tp), n, k) for name, m, n, k in self.layer_gemms(tokens)
+                 if name in ("mlp_up", "mlp_down")}
+        return [whole.get(name, (name, m, n, k)) for name, m, n, k in gemms]
+
     def _attention_gemms(self, tokens: int) -> list[tuple[str, int, int, int]]:
         """The attention's weight GEMMs: the fused qkv and attn_out, or MLA's (module docstring): q_down (h to
         q_lora_rank) and q_up (to a (nope + rope)), or q_up straight from h without a query latent; kv_down

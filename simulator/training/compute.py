@@ -181,7 +181,7 @@ import numpy as np
 
 from simulator.training.routing import routed_load
 from topologies.hardware import GpuSpec
-from workloads.model import ACTIVATION_BYTES, TransformerModel, sharded_gemms
+from workloads.model import ACTIVATION_BYTES, TransformerModel
 from workloads.remat import is_remat_policy, recomputes_attention
 from workloads.spec import TrainingSpec
 
@@ -362,15 +362,16 @@ class ComputeModel:
 
     def layer(self, model: TransformerModel, micro_batch: int, seq_len: int, checkpointing: str,
               tp: int = 1, sequence_parallel: bool = False, flash_attention: bool = True, cp: int = 1,
-              ep: int = 1) -> LayerTimes:
+              ep: int = 1, expert_tp: int | None = None) -> LayerTimes:
         """Forward, backward (2x the forward's matmuls) and recompute time of one layer on one GPU of
         a tensor-parallel group of `tp` and a context-parallel group of `cp`, which holds seq_len / cp
         of each sequence's tokens and attends them to all seq_len keys, and of an expert-parallel group
-        of `ep` (see the module docstring)."""
+        of `ep` whose routed experts split over `expert_tp` GPUs (ParallelSpec.expert_tp; default tp; see the
+        module docstring)."""
         tokens = micro_batch * seq_len // cp
         fp8 = self.precision == "fp8"
         hbm = self.hbm_Bps
-        gemms = sharded_gemms(model.layer_gemms(tokens), tp)
+        gemms = model.sharded_layer_gemms(tokens, tp, expert_tp)
         each_gemm_s = self._gemms_s(gemms, model, ep)
         gemm_s = sum(each_gemm_s.values())
         cast_forward_s = sum(m * k + k * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
@@ -450,14 +451,14 @@ class ComputeModel:
         return seconds
 
     def gemms_s(self, model: TransformerModel, micro_batch: int, seq_len: int, tp: int = 1,
-                cp: int = 1, ep: int = 1) -> dict[str, float]:
+                cp: int = 1, ep: int = 1, expert_tp: int | None = None) -> dict[str, float]:
         """Forward seconds of each of a block's weight GEMMs (qkv, attn_out, mlp_up, mlp_down; a mixture of
         experts' router and shared experts too) on one GPU of a tensor-parallel group of `tp` (and
         context- and expert-parallel groups of `cp` and `ep`): part of layer()'s forward, what an
         overlapped TP collective can hide behind (simulator.training.tasks.overlap_budgets). With MLA, `qkv` is
         also given, as its column-parallel projections q_up and kv_up together: the GEMMs the attention's TP
         collectives pair with, as a plain block's qkv (sharded_gemms splits them so)."""
-        gemms = sharded_gemms(model.layer_gemms(micro_batch * seq_len // cp), tp)
+        gemms = model.sharded_layer_gemms(micro_batch * seq_len // cp, tp, expert_tp)
         seconds = {name: each / self.scale for name, each in self._gemms_s(gemms, model, ep).items()}
         if model.spec.mla is not None:
             seconds["qkv"] = seconds["q_up"] + seconds["kv_up"]

@@ -158,7 +158,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
     if kind not in ("ddp", "zero1", "fsdp"):
         raise ConfigError(f"training.strategy.kind {s.kind} with pipeline parallelism: use ddp, zero1 or fsdp")
     times = {block: compute.layer(block, b, seq_len, training.activation_checkpointing, tp, par.sequence_parallel,
-                                  training.flash_attention, cp, par.ep) for block, _ in model.blocks}
+                                  training.flash_attention, cp, par.ep, par.etp) for block, _ in model.blocks}
     head_f, head_b = compute.head(model, b, seq_len, tp, cp)
     checkpointing = training.activation_checkpointing
     # a backward task's passes of each layer: the forward's too where recomputation re-runs its collectives
@@ -188,7 +188,8 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
         expert_s = expert_budgets(times[block], par) if block.spec.moe else None
         overlap = tp_overlap or expert_s is not None
         regather = par.sp_backward_regather
-        gemm_s = compute.gemms_s(block, b, seq_len, tp, cp, par.ep) if tp_overlap or async_grad or regather else {}
+        gemm_s = (compute.gemms_s(block, b, seq_len, tp, cp, par.ep, par.etp)
+                  if tp_overlap or async_grad or regather else {})
         budgets["forward", block] = overlap_budgets(collectives("forward", block, 1)[0], gemm_s, ("forward",),
                                                     tp=tp_overlap, expert_s=expert_s) if overlap else None
         for task_kind, task_passes in (("backward", kinds), ("plain", ("backward",))):

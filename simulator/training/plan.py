@@ -107,9 +107,9 @@ def _block(block: TransformerModel, training: TrainingSpec, compute: ComputeMode
     s, par, b = training.strategy, training.parallel, training.micro_batch
     tp, cp = par.tp, par.cp
     times = compute.layer(block, b, seq_len, checkpointing, tp, par.sequence_parallel,
-                          training.flash_attention, cp, par.ep)
+                          training.flash_attention, cp, par.ep, par.etp)
     dense, experts = layer_params_on_gpu(block, tp, par.ep, par.etp)
-    gemm_s = compute.gemms_s(block, b, seq_len, tp, cp, par.ep)
+    gemm_s = compute.gemms_s(block, b, seq_len, tp, cp, par.ep, par.etp)
     attention_s = compute.attention_forward_s(block, b, seq_len, tp, cp)
     load = compute.routed_load
     forward = pass_collectives(block, b, seq_len, par, attention_s, ("forward",), routed_load=load)

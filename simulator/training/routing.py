@@ -102,7 +102,7 @@ def wait_s(model: TransformerModel, training: TrainingSpec, compute: ComputeMode
     if compute.routed_load <= mean_load:
         return 0.0
     args = (model, training.micro_batch, seq_len, training.activation_checkpointing, par.tp,
-            par.sequence_parallel, training.flash_attention, par.cp, par.ep)
+            par.sequence_parallel, training.flash_attention, par.cp, par.ep, par.etp)
     busiest = compute.layer(*args)
     mean = compute.with_routed_load(mean_load).layer(*args)
     passes = busiest.forward_s + busiest.backward_s - mean.forward_s - mean.backward_s

@@ -287,7 +287,8 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
     forward_s = backward_s = layers_s = tp_s = cp_s = 0.0
     for block, n in model.blocks:
         times = compute.layer(block, b, seq_len, layout.recompute, t, layout.sequence_parallel,
-                              training.flash_attention, c, layout.ep)
+                              training.flash_attention, c, layout.ep,
+                              training.parallel.etp if layout.ep > 1 and t > 1 else None)
         calls, rings = pass_collectives(block, b, seq_len, training.parallel,
                                         compute.attention_forward_s(block, b, seq_len, t, c), kinds, tp_passes=passes,
                                         routed_load=compute.routed_load)

@@ -383,3 +383,17 @@ def test_layout_search_keeps_whole_experts_only_where_they_apply() -> None:
         dropped = CandidateLayout(tp=tp, pp=1, dp=32 // tp, micro_batch=1, micro_steps=1, strategy="zero1",
                                   recompute="none", sequence_parallel=tp > 1, ep=ep).training(base)
         assert dropped.parallel.etp is None
+
+
+def test_whole_experts_run_their_gemms_unsplit_on_a_tp_share_of_the_rows() -> None:
+    """TP 2 with whole experts: each GPU's routed pair covers half the routed rows (its sequence-parallel share of
+    the tokens) at full width, the same FLOPs as the TP split's all the rows at half width; the attention and the
+    router are as under TP."""
+    model = transformer(MIXTRAL)
+    split = {name: (m, n, k) for name, m, n, k in model.sharded_layer_gemms(4096, 2)}
+    whole = {name: (m, n, k) for name, m, n, k in model.sharded_layer_gemms(4096, 2, expert_tp=1)}
+    assert whole["mlp_up"] == (4096, 2 * 14336, 4096) and split["mlp_up"] == (8192, 14336, 4096)
+    assert whole["mlp_down"] == (4096, 4096, 14336) and split["mlp_down"] == (8192, 4096, 7168)
+    for name in ("mlp_up", "mlp_down"):
+        assert whole[name][0] * whole[name][1] * whole[name][2] == split[name][0] * split[name][1] * split[name][2]
+    assert {n: whole[n] for n in ("qkv", "attn_out", "router")} == {n: split[n] for n in ("qkv", "attn_out", "router")}

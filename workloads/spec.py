@@ -541,4 +541,7 @@ class TrainingSpec(BaseModel):
         if self.parallel.pp > 1 and self.strategy.kind in ("zero2", "zero3"):
             raise ValueError(f"strategy {self.strategy.kind} with pipeline parallelism: DeepSpeed shards gradients "
                              "and parameters only without PP (use zero1, ddp or fsdp)")
+        if self.parallel.etp == 1 and self.parallel.tp > 1 and self.strategy.hybrid:
+            raise ValueError("parallel.etp 1 with sharding in groups (HSDP, or ZeRO-1's shard_group_gpus) is not "
+                             "modelled: the groups' experts are taken as split after the TP ranks")
         return self

@@ -397,3 +397,11 @@ def test_whole_experts_run_their_gemms_unsplit_on_a_tp_share_of_the_rows() -> No
     for name in ("mlp_up", "mlp_down"):
         assert whole[name][0] * whole[name][1] * whole[name][2] == split[name][0] * split[name][1] * split[name][2]
     assert {n: whole[n] for n in ("qkv", "attn_out", "router")} == {n: split[n] for n in ("qkv", "attn_out", "router")}
+
+
+def test_whole_experts_with_sharding_in_groups_is_refused() -> None:
+    """HSDP's expert shard groups are carved after the TP ranks: with whole experts the step would be priced on the
+    wrong groups, so the job says it is not modelled."""
+    with pytest.raises(ValueError, match="etp 1 with sharding in groups"):
+        TrainingSpec(model=MIXTRAL, seq_len=4096, micro_batch=1, global_batch=32, strategy=StrategySpec(kind="hsdp"),
+                     parallel=ParallelSpec(tp=2, ep=4, etp=1, sequence_parallel=True))

@@ -11,7 +11,7 @@ benchmarks/data/outside_nccl_tests, and `clustersim validate-training --json` on
 `--crossval source`), on the held-out NeMo runs of benchmarks/data/heldout_training_cases.yaml and on the
 runs of twelve other sources of benchmarks/data/outside_sources_training_cases.yaml, and
 writes docs/accuracy/collectives.md, docs/accuracy/training.md and, where plotly can export images
-(kaleido and a Chromium), docs/img/accuracy.png. `--from-json DIR` rebuilds the pages from JSON kept
+(kaleido, in the docs extra, and a Chromium), docs/img/accuracy.png. `--from-json DIR` rebuilds the pages from JSON kept
 earlier instead of running the commands.
 """
 

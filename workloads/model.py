@@ -231,11 +231,11 @@ class TransformerModel:
         """layer_gemms on one GPU of a tensor-parallel group of `tp` (sharded_gemms). With the routed experts
         whole on each GPU (`expert_tp` 1, ParallelSpec.etp) their pair is not split: each GPU runs it over its own
         1 / tp of the routed rows (its sequence-parallel share of the tokens), at full width."""
-        gemms = sharded_gemms(self.layer_gemms(tokens), tp)
+        full = self.layer_gemms(tokens)
+        gemms = sharded_gemms(full, tp)
         if not self.spec.moe or expert_tp != 1 or tp == 1:
             return gemms
-        whole = {name: (name, -(-m // tp), n, k) for name, m, n, k in self.layer_gemms(tokens)
-                 if name in ("mlp_up", "mlp_down")}
+        whole = {name: (name, -(-m // tp), n, k) for name, m, n, k in full if name in ("mlp_up", "mlp_down")}
         return [whole.get(name, (name, m, n, k)) for name, m, n, k in gemms]
 
     def _attention_gemms(self, tokens: int) -> list[tuple[str, int, int, int]]:

@@ -34,8 +34,7 @@ from collections.abc import Mapping
 
 from simulator.collectives.comm import CommView
 from simulator.collectives.nccl_releases import TunerRelease
-from simulator.collectives.tuner import MAX_CHANNELS, tuner_channels
-from simulator.core.errors import ConfigError
+from simulator.collectives.tuner import MAX_CHANNELS, env_channels, tuner_channels
 
 # paths.cc P2P_PER_CHANNEL_NET_BW (NCCL 2.29): what one channel of point-to-point traffic moves to the network
 P2P_NET_CHANNEL_GBPS = 14.0
@@ -49,27 +48,18 @@ def _pow2_up(n: int) -> int:
     return 1 << max(0, math.ceil(math.log2(max(1, n))))
 
 
-def _env_count(env: Mapping[str, str], name: str) -> int | None:
-    if name not in env:
-        return None
-    text = env[name]
-    if not text.strip().isdigit() or int(text) < 1:
-        raise ConfigError(f"{name}: expected a whole number of channels >= 1, got {text!r}")
-    return int(text)
-
-
 def p2p_channels(v: CommView, rel: TunerRelease, env: Mapping[str, str] | None, limits: tuple[int, int],
                  release: tuple[int, int] | None = None) -> tuple[int, int]:
     """(p2pnChannels, p2pnChannelsPerPeer) of a multi-node communicator under NCCL `release` (None: the
     release of the tuner table `rel`), module docstring."""
     env = env or {}
     version = release or rel.first
-    low = _env_count(env, "NCCL_MIN_P2P_NCHANNELS") or 1
-    high = _env_count(env, "NCCL_MAX_P2P_NCHANNELS") or MAX_CHANNELS
+    low = env_channels(env, "NCCL_MIN_P2P_NCHANNELS") or 1
+    high = env_channels(env, "NCCL_MAX_P2P_NCHANNELS") or MAX_CHANNELS
     comm_channels = max(low, min(tuner_channels(v, rel, limits), high))
     total = min(_pow2_up(comm_channels), MAX_CHANNELS)
     local_nics = max(1, v.nics_per_node // max(1, v.ranks_per_node))
-    per_peer = _env_count(env, "NCCL_NCHANNELS_PER_NET_PEER")
+    per_peer = env_channels(env, "NCCL_NCHANNELS_PER_NET_PEER")
     if per_peer is None and version >= (2, 29):
         gpu_net_gbps = v.net_Bps / max(1, v.ranks_per_node) / 1e9
         per_peer = _pow2_up(max(local_nics, math.ceil(gpu_net_gbps / P2P_NET_CHANNEL_GBPS)))

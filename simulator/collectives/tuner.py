@@ -45,6 +45,16 @@ PCI_BW_GBPS = 12.0  # topo.h PCI_BW: NCCL's rating of a PCIe Gen3 x16 link
 PCIE3_X16_LINE_GBPS = 15.75
 
 
+def env_channels(env: Mapping[str, str], name: str) -> int | None:
+    """A channel count an NCCL variable sets (None when unset); ConfigError naming it unless a whole number >= 1."""
+    if name not in env:
+        return None
+    text = env[name]
+    if not text.strip().isdigit() or int(text) < 1:
+        raise ConfigError(f"{name}: expected a whole number of channels >= 1, got {text!r}")
+    return int(text)
+
+
 def channel_limits(env: Mapping[str, str] | None) -> tuple[int, int]:
     """(min, max) channels from NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS (and their 2.17+ names
     NCCL_MIN_CTAS / NCCL_MAX_CTAS); NCCL clamps them to 1..MAXCHANNELS."""
@@ -52,11 +62,9 @@ def channel_limits(env: Mapping[str, str] | None) -> tuple[int, int]:
     limits = [1, MAX_CHANNELS]
     for index, names in enumerate((("NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS"), ("NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS"))):
         for name in names:
-            if name in env:
-                text = env[name]
-                if not text.strip().isdigit() or int(text) < 1:
-                    raise ConfigError(f"{name}: expected a whole number of channels >= 1, got {text!r}")
-                limits[index] = min(MAX_CHANNELS, int(text))
+            count = env_channels(env, name)
+            if count is not None:
+                limits[index] = min(MAX_CHANNELS, count)
     low, high = limits
     return min(low, high), high
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 
 from simulator.collectives.comm import CommView
 from simulator.core.errors import ConfigError
-from simulator.training.shards import expert_shard_group
+from simulator.training.shards import expert_replicas, expert_shard_group
 from workloads.spec import ParallelSpec
 
 
@@ -63,7 +63,7 @@ class Layout:
     @property
     def expert_replicas(self) -> int:
         """Ranks of the expert data-parallel group: those holding the same experts."""
-        return self.replicas * (self.tp if self.split_experts else 1) // self.ep
+        return expert_replicas(self.replicas, self.tp, self.ep, self.etp or self.tp)
 
     @property
     def replicas(self) -> int:

@@ -266,8 +266,8 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
         DeepSpeed's ZeRO-1 (reduce_per_rank) reduces with one reduce per rank."""
         group, expert_group = ("shard", "eshard") if s.hybrid and op != "all_reduce" else ("dp", "edp")
         parts = [(group, params - experts, prefix, shard_group, dp)] + (
-            [(expert_group, experts, prefix + ".x", expert_shard_group(shard_group, par.ep), expert_replicas(dp, par))]
-            if experts else [])
+            [(expert_group, experts, prefix + ".x", expert_shard_group(shard_group, par.ep),
+              expert_replicas(dp, tp, par.ep, par.expert_tp))] if experts else [])
         names = []
         for part_group, count, task, shards, ranks in parts:
             stream = "ag" if op == "all_gather" else "rs"

@@ -197,7 +197,7 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
         else "dp"
     group_of = {"dense": grad_group, "experts": "eshard" if grad_group == "shard" else "edp"}
     whole_group_of = {"dense": "dp", "experts": "edp"}
-    group_size = {"dp": dp, "edp": expert_replicas(dp, par), "shard": shard_group,
+    group_size = {"dp": dp, "edp": expert_replicas(dp, par.tp, par.ep, par.expert_tp), "shard": shard_group,
                   "eshard": expert_shard_group(shard_group, par.ep)}
     suffix = {"dense": "", "experts": ".x"}  # task names of the experts' collectives
     parts = ("dense", "experts") if experts else ("dense",)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from simulator.core.errors import ConfigError
 from workloads.model import TransformerModel, sharded_gemms
-from workloads.spec import ParallelSpec, PipelineSplit, TrainingSpec
+from workloads.spec import PipelineSplit, TrainingSpec
 
 Degrees = tuple[int, int, int]  # ranks sharing (parameters, gradients, optimizer states)
 
@@ -73,11 +73,12 @@ def layer_params_on_gpu(model: TransformerModel, tp: int, ep: int, expert_tp: in
     return (model.params_per_layer - experts) / tp, experts / ((expert_tp or tp) * ep)
 
 
-def expert_replicas(dp: int, parallel: ParallelSpec) -> int:
+def expert_replicas(dp: int, tp: int, ep: int, expert_tp: int) -> int:
     """Ranks holding the same experts among `dp` data- x context-parallel ranks (the expert data-parallel group):
-    dp / ep, or tp x dp / ep when each expert is whole on one GPU (expert_tp 1: Megatron-Core's expert data-parallel
-    group is the world / (expert_tp x ep x pp))."""
-    return max(1, dp * parallel.tp // (parallel.expert_tp * parallel.ep))
+    dp / ep, or tp x dp / ep when each expert is whole on one GPU (expert_tp 1 under expert parallelism:
+    Megatron-Core's expert data-parallel group is the world / (expert_tp x ep x pp))."""
+    whole = tp if ep > 1 and expert_tp == 1 else 1
+    return max(1, dp * whole // ep)
 
 
 def blocks_params_on_gpu(model: TransformerModel, tp: int, ep: int, start: int = 0,
@@ -134,9 +135,10 @@ def expert_shard_group(shard_group: int, ep: int) -> int:
 def state_shards(training: TrainingSpec, dp: int, shard_group: int) -> tuple[Degrees, Degrees]:
     """shard_degrees of the dense part and of the experts (over the ranks holding the same experts,
     expert_replicas, and inside an HSDP shard group expert_shard_group)."""
-    ep = training.parallel.ep
-    return shard_degrees(training, dp, shard_group), shard_degrees(training, expert_replicas(dp, training.parallel),
-                                                                    expert_shard_group(shard_group, ep))
+    par = training.parallel
+    experts = shard_degrees(training, expert_replicas(dp, par.tp, par.ep, par.expert_tp),
+                            expert_shard_group(shard_group, par.ep))
+    return shard_degrees(training, dp, shard_group), experts
 
 
 def gathered_blocks(model: TransformerModel, training: TrainingSpec) -> int:

@@ -177,3 +177,51 @@ def test_a_pcie_card_fits_no_nvswitch_or_mesh_server(tmp_path):
     assert intra_node_platform("nvswitch-nvlink3").fits(gpu_spec("A100-SXM4-80GB"))
     line = refusal(tmp_path, {"preset": "dgx-a100", "gpu": "A100-PCIe-80GB"})
     assert "A100-PCIe-80GB is a PCIe card" in line and "intra_node pcie4" in line
+
+
+# The data-centre and workstation cards of 2020-2025 that nccl-tests logs are published on: A40, L40, A30, the
+# GeForce RTX 5090 and the RTX PRO 6000 Blackwell Server Edition (as the table above).
+NEWER = ("A40", "L40", "A30", "RTX-5090", "RTX-PRO-6000")
+NEWER_DATASHEET = [
+    ("A40", "bf16_tflops", 299.4, "sparse"),                  # A40 datasheet
+    ("A40", "tf32_tflops", 149.6, "sparse"),
+    ("A40", "hbm_GBps", 696, "dense"),
+    ("A40", "nvlink_GBps_per_direction", 112.5, "both directions"),
+    ("L40", "bf16_tflops", 362.1, "sparse"),                  # L40 datasheet
+    ("L40", "fp8_tflops", 724, "sparse"),
+    ("L40", "fp32_tflops", 90.5, "dense"),
+    ("L40", "tdp_w", 300, "dense"),
+    ("A30", "bf16_tflops", 330, "sparse"),                    # A30 datasheet
+    ("A30", "hbm_GBps", 933, "dense"),
+    ("A30", "nvlink_GBps_per_direction", 200, "both directions"),
+    ("A30", "tdp_w", 165, "dense"),
+    ("RTX-5090", "fp16_tflops", 419, "FP16 accumulate"),      # RTX Blackwell whitepaper, GeForce RTX 5090 column
+    ("RTX-5090", "fp8_tflops", 838, "sparse"),
+    ("RTX-5090", "hbm_GBps", 1792, "dense"),
+    ("RTX-5090", "tdp_w", 575, "dense"),
+    ("RTX-PRO-6000", "hbm_GBps", 1597, "dense"),              # RTX PRO 6000 Blackwell Server Edition datasheet
+    ("RTX-PRO-6000", "memory_gib", 96, "dense"),
+    ("RTX-PRO-6000", "tdp_w", 600, "dense"),
+]
+
+
+@pytest.mark.parametrize(("name", "field", "printed", "how"), NEWER_DATASHEET)
+def test_newer_card_figure_matches_its_datasheet(name: str, field: str, printed: float, how: str):
+    expected = printed if how == "dense" else printed / 2
+    assert getattr(gpu_spec(name), field) == pytest.approx(expected, rel=0.005)
+
+
+@pytest.mark.parametrize("name", NEWER)
+def test_newer_cards_are_pcie_cards_with_every_field(name: str):
+    gpu = gpu_spec(name)
+    assert gpu.form_factor == "pcie" and not gpu.nvls and gpu.pcie_lanes == 16
+    assert min(gpu.memory_gib, gpu.hbm_GBps, gpu.fp32_tflops, gpu.tdp_w, gpu.sm_count) > 0
+    assert not intra_node_platform("nvswitch-nvlink4").fits(gpu)
+
+
+def test_newer_cards_compute_in_order_of_their_rates():
+    """The same job on the same PCIe server (whose all-gathers bound its step): the RTX 4090 (165.2 TFLOP/s with
+    FP32 accumulate) computes slower than the RTX 5090 (209.5), which computes slower than the RTX PRO 6000 (500,
+    at the full rate of professional cards)."""
+    rtx4090, rtx5090, pro = (_step(g).compute_s for g in ("RTX-4090", "RTX-5090", "RTX-PRO-6000"))
+    assert rtx4090 > rtx5090 > 2 * pro

@@ -31,7 +31,7 @@ def _fmt(report: ValidationReport) -> str:
 def main() -> None:
     warnings.simplefilter("ignore")
     manifest = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT
-    logs = load_measured(manifest)
+    logs = list(load_measured(manifest).logs)
     start = time.perf_counter()
     groups = group_by_hardware(logs)
     sections = {key: fit_hardware(key, members) for key, members in groups.items()}

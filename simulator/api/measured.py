@@ -22,16 +22,20 @@ from simulator.calibration.profile import CalibrationProfile, profile_to_dict
 from simulator.collectives.busbw import busbw_factor
 from simulator.core.errors import ConfigError
 from simulator.measurements.dataset import MeasuredLog
-from simulator.measurements.load import read_measured
+from simulator.measurements.load import LoadedLogs, read_measured
 from simulator.sweep.run import clustersim_version
 from simulator.validation.accuracy import LogReport, ValidationReport, report_to_json
 from simulator.validation.run import predict_log
 
 
-def _measured(manifest: str | Path, only: Iterable[str] | None) -> list[MeasuredLog]:
-    """The manifest's logs; its warnings are Python warnings."""
+def _loaded(manifest: str | Path, only: Iterable[str] | None, strict: bool) -> LoadedLogs:
+    """The manifest's logs and skipped entries; its warnings (a skipped entry's reason too) are Python warnings."""
     return read_measured(Path(manifest), list(only) if only is not None else None,
-                         lambda message: warnings.warn(message, UserWarning, stacklevel=3))
+                         lambda message: warnings.warn(message, UserWarning, stacklevel=4), strict)
+
+
+def _measured(manifest: str | Path, only: Iterable[str] | None, strict: bool) -> list[MeasuredLog]:
+    return list(_loaded(manifest, only, strict).logs)
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ class Validation(Result):
     FIGURE = "validation_figure"
 
     rows: tuple[ValidationRow, ...]
+    skipped: tuple[tuple[str, str], ...]  # manifest entries not used: (file, reason)
     _report: ValidationReport = field(repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -128,19 +133,23 @@ class Calibration(Result):
 
 
 def validate(manifest: str | Path, calibration: Calibration | str | Path | None = None, *,
-             force_calibration: bool = False, only: Iterable[str] | None = None) -> Validation:
+             force_calibration: bool = False, only: Iterable[str] | None = None, strict: bool = False) -> Validation:
     """Predict every row of every log the manifest lists (or those in `only`) and its error on time, with the
-    published-facts prior or `calibration` (a Calibration, or a profile YAML path); as `clustersim validate`."""
+    published-facts prior or `calibration` (a Calibration, or a profile YAML path); as `clustersim validate`.
+    An entry that cannot be used is skipped with a warning and listed in `skipped` (`strict`: an error)."""
     profile = calibration._profile if isinstance(calibration, Calibration) else load_profile(
         None if calibration is None else Path(calibration))
-    logs = _measured(manifest, only)
+    loaded = _loaded(manifest, only, strict)
+    logs = loaded.logs
     reports = [predict_log(m, calibrated_params(profile, m.entry.gpu, m.entry.intra_node, m.view, force_calibration))
                for m in logs]
     rows = tuple(row for log, report in zip(logs, reports, strict=True) for row in _rows(log, report))
-    return Validation(rows, ValidationReport(tuple(reports)))
+    skipped = tuple((s.file, s.reason) for s in loaded.skipped)
+    return Validation(rows, skipped, ValidationReport(tuple(reports), skipped))
 
 
-def calibrate(manifest: str | Path, *, only: Iterable[str] | None = None, max_nfev: int = 40) -> Calibration:
+def calibrate(manifest: str | Path, *, only: Iterable[str] | None = None, max_nfev: int = 40,
+              strict: bool = False) -> Calibration:
     """Fit the collective model's parameters to the manifest's logs (or those in `only`), one fit per hardware,
     as `clustersim calibrate` (robust least squares on log time with a ridge towards the prior; only
     parameters the data identify are fitted). `max_nfev`: model evaluations per fit, at most (x parameters)."""
@@ -148,7 +157,7 @@ def calibrate(manifest: str | Path, *, only: Iterable[str] | None = None, max_nf
         raise ConfigError(f"calibrate max_nfev must be >= 1, got {max_nfev}")
     options = FitOptions(max_nfev=max_nfev)
     sections = tuple(fit_hardware(hardware, logs, options)
-                     for hardware, logs in group_by_hardware(_measured(manifest, only)).items())
+                     for hardware, logs in group_by_hardware(_measured(manifest, only, strict)).items())
     profile = CalibrationProfile(clustersim_version(), datetime.now(UTC).isoformat(timespec="seconds"), sections)
     parameters = tuple(FittedParameter(s.hardware.label(), p.name, p.value, p.prior, p.lower, p.upper, p.fitted,
                                        p.sensitivity_pct, p.at_bound) for s in sections for p in s.params)
@@ -187,7 +196,7 @@ class CrossValidation(Result):
 
 
 def crossval(manifest: str | Path, group_by: str = "cluster", *, train_max_nodes: int = 2,
-             only: Iterable[str] | None = None, max_nfev: int = 40) -> CrossValidation:
+             only: Iterable[str] | None = None, max_nfev: int = 40, strict: bool = False) -> CrossValidation:
     """Fit on some logs of each cluster and predict the others, as `clustersim crossval`: `group_by` cluster
     (leave one log out), nodes (fit on runs of at most `train_max_nodes` nodes, predict the larger) or size
     (fit on every other size, predict the rest)."""
@@ -195,7 +204,7 @@ def crossval(manifest: str | Path, group_by: str = "cluster", *, train_max_nodes
         raise ConfigError(f"crossval group_by: {group_by!r} is not one of {', '.join(GROUP_BY)}")
     if max_nfev < 1:
         raise ConfigError(f"crossval max_nfev must be >= 1, got {max_nfev}")
-    logs = _measured(manifest, only)
+    logs = _measured(manifest, only, strict)
     if not splits(logs, group_by, train_max_nodes):
         raise ConfigError(f"crossval group_by {group_by}: no cluster has logs to fit on and logs to predict")
     report = run_crossval(logs, group_by, train_max_nodes, FitOptions(max_nfev=max_nfev))

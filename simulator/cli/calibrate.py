@@ -19,7 +19,7 @@ from simulator.calibration.crossval import GROUP_BY, crossval, crossval_to_json,
 from simulator.calibration.fit import FitOptions, fit_hardware, free_parameters, group_by_hardware
 from simulator.calibration.profile import CalibrationProfile, HardwareCalibration, profile_to_dict
 from simulator.cli.common import check_writable, reflowed, table_console, write_text
-from simulator.cli.measured import load_measured
+from simulator.cli.measured import STRICT_HELP, load_measured
 from simulator.collectives.select import SELECTION_HELP, selection_option
 from simulator.core.errors import ConfigError
 from simulator.validation.accuracy import ErrorSummary
@@ -101,13 +101,14 @@ def calibrate(
     max_nfev: Annotated[int, typer.Option(help="Model evaluations per fit, at most (x parameters).")] = 40,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print the fitted profile as JSON (the YAML's fields and the file written).")] = False,
+    strict: Annotated[bool, typer.Option(help=STRICT_HELP)] = False,
 ) -> None:
     if max_nfev < 1:
         raise ConfigError(f"--max-nfev must be >= 1, got {max_nfev}")
     if output.exists() and output.resolve() == manifest.resolve():
         raise ConfigError(f"-o {output}: that is the manifest; write the profile to another file")
     check_writable(output, "profile")
-    groups = group_by_hardware(load_measured(manifest, only))
+    groups = group_by_hardware(list(load_measured(manifest, only, strict).logs))
     options = FitOptions(max_nfev=max_nfev)
     sections = []
     with _progress() as progress:
@@ -140,13 +141,14 @@ def crossval_command(
     max_nfev: Annotated[int, typer.Option(help="Model evaluations per fit, at most (x parameters).")] = 40,
     selection: Annotated[str, typer.Option(help=SELECTION_HELP)] = "model",
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    strict: Annotated[bool, typer.Option(help=STRICT_HELP)] = False,
 ) -> None:
     if group_by not in GROUP_BY:
         raise ConfigError(f"--group-by: {group_by!r} is not one of {', '.join(GROUP_BY)}")
     if max_nfev < 1:
         raise ConfigError(f"--max-nfev must be >= 1, got {max_nfev}")
     chosen = selection_option(selection)
-    logs = [replace(log, selection=chosen) for log in load_measured(manifest, only)]
+    logs = [replace(log, selection=chosen) for log in load_measured(manifest, only, strict).logs]
     plan = splits(logs, group_by, train_max_nodes)
     if not plan:
         raise ConfigError(f"--group-by {group_by}: no cluster has logs to fit on and logs to predict")

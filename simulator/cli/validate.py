@@ -11,7 +11,7 @@ from rich.table import Table
 
 from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibrated_params, load_profile
 from simulator.cli.common import plain, reflowed, table_console
-from simulator.cli.measured import load_measured
+from simulator.cli.measured import STRICT_HELP, load_measured
 from simulator.collectives.nccl_releases import release_option
 from simulator.collectives.select import SELECTION_HELP, selection_option
 from simulator.validation.accuracy import ErrorSummary, ValidationReport, report_to_json
@@ -23,7 +23,10 @@ HELP = """Predict every row of every log listed in a manifest and report the err
 Error per row is |predicted - measured| / measured (out-of-place time); each log and the whole
 set are summarised by median and p90, separately for sizes >= 1 MiB and < 1 MiB. Rows of size 0
 are left out. Rows in a known error band of the model (single-node V100/A100 NVLink at 256 KiB -
-4 MiB) are counted in a note under the table. Each prediction uses only the entry's cluster
+4 MiB) are counted in a note under the table. An entry that cannot be used (its log missing or unreadable,
+not matching its entry, or a cluster the tool cannot build, such as a GPU its table lacks) is skipped
+with its reason, on stderr, under the table and in the JSON's `skipped`, and the other logs are
+reported (--strict refuses the manifest instead). Each prediction uses only the entry's cluster
 description and the published-facts prior, or the parameters a calibration profile fitted for
 that hardware (--calibration). The algorithm and protocol of each row are the pair the model
 prices fastest (--selection model, the default) or those the log's NCCL release would choose
@@ -68,17 +71,19 @@ def validate(
     nccl_version: Annotated[str | None, typer.Option(help=NCCL_VERSION_HELP_VALIDATE)] = None,
     selection: Annotated[str, typer.Option(help=SELECTION_HELP)] = "model",
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    strict: Annotated[bool, typer.Option(help=STRICT_HELP)] = False,
 ) -> None:
     release = release_option(nccl_version)
     chosen = selection_option(selection)
     profile = load_profile(calibration)
-    measured = load_measured(manifest)
+    loaded = load_measured(manifest, strict=strict)
+    measured = loaded.logs
     reports = [
         predict_log(m, calibrated_params(profile, m.entry.gpu, m.entry.intra_node, m.view, force_calibration),
                     release, chosen)
         for m in measured
     ]
-    report = ValidationReport(tuple(reports))
+    report = ValidationReport(tuple(reports), tuple((s.file, s.reason) for s in loaded.skipped))
     if as_json:
         typer.echo(json.dumps(report_to_json(report), indent=2))
         return
@@ -96,3 +101,5 @@ def validate(
     console.print(table)
     for note in gap_notes(list(zip(measured, reports, strict=True))):
         console.print(f"note: {note}", highlight=False, soft_wrap=True)
+    for skipped in loaded.skipped:
+        console.print(f"skipped: {skipped.reason}", highlight=False, soft_wrap=True)

@@ -59,9 +59,10 @@ class MeasuredLog:
 
 def parse_entry_log(entry: ManifestEntry, text: str, source: str) -> NcclLog:
     """Parse an entry's log with what only the manifest knows: the busbw factor of its collective and
-    rank count (for busbw-only tables) and which run to take (`run:`) from a file of several."""
+    rank count (for busbw-only tables), and which run to take from a file of several (`run:`, else the one
+    table of the entry's collective)."""
     factor = busbw_factor(entry.collective, entry.gpus_per_node * entry.nodes)
-    return parse_log(text, source, entry.format, busbw_factor=factor, run=entry.run)
+    return parse_log(text, source, entry.format, busbw_factor=factor, run=entry.run, collective=entry.collective)
 
 
 def check_log_matches(entry: ManifestEntry, log: NcclLog) -> None:

@@ -3,7 +3,10 @@
 A manifest is a YAML list, one entry per log, in the schema of ../shared/data/nccl-tests/manifest.yaml
 (DESIGN.md section 11); log paths are relative to the manifest's folder. Unknown extra keys in an
 entry are ignored with a warning (collected in `Manifest.warnings`), not an error, so that newer
-manifests still load. This module reads no log files: callers open `log_path(manifest, entry)`.
+manifests still load. An entry that cannot be read (a field missing or wrong, an entry repeated) is
+set aside with its reason (`Manifest.rejected`) and the others load: one bad entry in a manifest of
+many logs does not hide the rest. A manifest that is no list of entries at all is an error. This module
+reads no log files: callers open `log_path(manifest, entry)`.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from simulator.collectives.busbw import COLLECTIVES
 from simulator.core.errors import ConfigError
 from simulator.core.yaml_text import load_yaml_text
 from simulator.measurements.nccl_tests import LOG_FORMATS
-from topologies.hardware import known_gpus
+from topologies.gpu_names import table_gpu_name
 
 _ENV_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
 # other spellings of the vocabulary's transports (compared lower-case, without spaces, '-' or '_')
@@ -33,10 +36,11 @@ def _squeezed(text: str) -> str:
 
 
 def _canonical_gpu(value: Any) -> Any:
-    """A GPU table name written in another case or with other separators ('h100_sxm5_80gb' -> H100-SXM5-80GB)."""
+    """A GPU table name written in another case or with other separators ('h100_sxm5_80gb' -> H100-SXM5-80GB), or
+    as the log's device list prints it ('NVIDIA H100 80GB HBM3'; topologies.gpu_names)."""
     if not isinstance(value, str):
         return value
-    return next((name for name in known_gpus() if _squeezed(name) == _squeezed(value)), value)
+    return table_gpu_name(value) or value
 
 
 class ManifestEntry(BaseModel):
@@ -48,7 +52,8 @@ class ManifestEntry(BaseModel):
     collective: str = Field(
         description=f"nccl-tests tool name without _perf: one of {', '.join(COLLECTIVES)}."
     )
-    gpu: str = Field(min_length=1, description="GPU model, e.g. H100-SXM5-80GB (vocabulary in the manifest).")
+    gpu: str = Field(min_length=1, description="GPU model: a name of the GPU table (e.g. H100-SXM5-80GB) or the "
+                     "device name the log prints (e.g. 'NVIDIA H100 80GB HBM3').")
     gpus_per_node: int = Field(strict=True, ge=1, description="GPUs used per node in this run.")
     nodes: int = Field(strict=True, ge=1, description="Number of nodes in this run.")
     intra_node: str = Field(min_length=1, description="Intra-node fabric, e.g. nvswitch-nvlink4, pcie4.")
@@ -151,11 +156,13 @@ class ManifestEntry(BaseModel):
 
 @dataclass(frozen=True)
 class Manifest:
-    """The entries of a manifest, the folder its log paths are relative to, and load warnings."""
+    """The entries of a manifest, the folder its log paths are relative to, load warnings, and the entries set
+    aside as (file, or "entry <n>" where it has none, and the reason, naming the manifest, entry and field)."""
 
     entries: tuple[ManifestEntry, ...]
     base_dir: Path
     warnings: tuple[str, ...]
+    rejected: tuple[tuple[str, str], ...] = ()
 
 
 def _describe(errors: ValidationError) -> str:
@@ -170,9 +177,10 @@ def _describe(errors: ValidationError) -> str:
 def parse_manifest(text: str, source: str, base_dir: Path) -> Manifest:
     """Validate manifest YAML `text` (named `source` in messages); log paths resolve under `base_dir`.
 
-    Raises ConfigError for invalid YAML, a top level that is not a non-empty list, an entry that is
-    not a mapping, a missing or mistyped field, an unknown collective or format, or a file listed
-    twice; messages say "<source> entry <n> (file <name>): field '<field>': ..." (n counts from 1).
+    Raises ConfigError for invalid YAML or a top level that is not a non-empty list. An entry that is not
+    a mapping, has a missing or mistyped field or an unknown collective or format, or repeats the file,
+    collective and run of an entry before it is set aside in `Manifest.rejected` with a message "<source>
+    entry <n> (file <name>): field '<field>': ..." (n counts from 1).
     """
     data = load_yaml_text(text, source)
     if not isinstance(data, list) or not data:
@@ -182,12 +190,14 @@ def parse_manifest(text: str, source: str, base_dir: Path) -> Manifest:
         )
     entries: list[ManifestEntry] = []
     warnings: list[str] = []
-    seen: dict[str, int] = {}
+    rejected: list[tuple[str, str]] = []
+    seen: dict[tuple[str, str, int | None], int] = {}
     for index, raw in enumerate(data, start=1):
         if not isinstance(raw, dict):
-            raise ConfigError(
-                f"{source} entry {index}: expected a mapping of fields, found {type(raw).__name__}"
-            )
+            rejected.append((f"entry {index}",
+                             f"{source} entry {index}: expected a mapping of fields, found {type(raw).__name__}"))
+            continue
+        label = str(raw.get("file") or f"entry {index}")
         where = f"{source} entry {index} (file {raw.get('file', '?')})"
         known = {key: value for key, value in raw.items() if key in ManifestEntry.model_fields}
         for key in raw:
@@ -196,12 +206,17 @@ def parse_manifest(text: str, source: str, base_dir: Path) -> Manifest:
         try:
             entry = ManifestEntry.model_validate(known)
         except ValidationError as exc:
-            raise ConfigError(f"{where}: {_describe(exc)}") from None
-        if entry.file in seen:
-            raise ConfigError(f"{where}: field 'file': listed twice (also entry {seen[entry.file]})")
-        seen[entry.file] = index
+            rejected.append((label, f"{where}: {_describe(exc)}"))
+            continue
+        # one file may hold the tables of several tools or runs: an entry per (file, collective, run)
+        key = (entry.file, entry.collective, entry.run)
+        if key in seen:
+            rejected.append((label, f"{where}: field 'file': listed twice with the same collective and run "
+                                    f"(also entry {seen[key]})"))
+            continue
+        seen[key] = index
         entries.append(entry)
-    return Manifest(entries=tuple(entries), base_dir=base_dir, warnings=tuple(warnings))
+    return Manifest(entries=tuple(entries), base_dir=base_dir, warnings=tuple(warnings), rejected=tuple(rejected))
 
 
 def log_path(manifest: Manifest, entry: ManifestEntry) -> Path:

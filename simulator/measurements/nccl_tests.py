@@ -33,9 +33,12 @@ A row written in parts with NCCL's own log lines between them (NCCL_DEBUG=INFO) 
 holds the first columns of a row, then lines of numbers only, up to the header's column count.
 
 Several runs in one file: a second header after data rows, or rows after a footer, start another run.
-nccl-tests built without MPI=1 and started by mpirun on N hosts prints N independent single-process
-runs so. Such a file is an error that names this cause, unless the caller picks one table with `run`
-(1-based; the manifest's `run:` field).
+A script that runs several tools into one file prints their tables so, each after the tool's name (its
+command, or nccl-tests' `Collective test starting: all_gather_perf` line): the caller's `collective` (the
+manifest entry's) picks the one table of that tool. nccl-tests built without MPI=1 and started by mpirun on N
+hosts prints N independent single-process runs of one tool so. A file of several runs that `collective` does not
+settle is an error that names the likely cause, unless the caller picks one table with `run` (1-based; the
+manifest's `run:` field).
 """
 
 from __future__ import annotations
@@ -328,8 +331,10 @@ class _LogReader:
     def __init__(self, source: str, busbw_factor: float | None) -> None:
         self.source = source
         self.busbw_factor = busbw_factor
-        self.runs: list[tuple[int, list[NcclRow]]] = []  # (first line, rows) of each finished run
+        self.runs: list[tuple[int, list[NcclRow], str | None]] = []  # (first line, rows, tool) of each finished run
         self.run_line = 0
+        self.tool_seen: str | None = None  # the last tool the program's output named
+        self.run_tool: str | None = None  # the tool named before the current run began
         self.rows: list[NcclRow] = []
         self.meta = _Meta()
         self.layout: _Layout | None = None
@@ -398,8 +403,13 @@ class _LogReader:
             self._next_run(line_no)
         self.layout = _make_layout(names, self.source, line_no, markdown)
         self.header_line, self.in_table = line_no, True
-        self.run_line = self.run_line or line_no
+        self._run_starts(line_no)
         return True
+
+    def _run_starts(self, line_no: int) -> None:
+        """Mark where the current run began (its first header or row) and the tool named before it."""
+        if not self.run_line:
+            self.run_line, self.run_tool = line_no, self.tool_seen
 
     def _markdown(self, body: str, line_no: int) -> None:
         cells = [c.strip() for c in body.strip().strip("|").split("|")]
@@ -430,7 +440,7 @@ class _LogReader:
                 )
             self.layout = _make_layout(columns.split(), self.source, line_no)
         self.in_table = True
-        self.run_line = self.run_line or line_no
+        self._run_starts(line_no)
         try:
             row = (
                 _markdown_row(tokens, self.layout, line_no, self.busbw_factor)
@@ -443,8 +453,9 @@ class _LogReader:
 
     def _next_run(self, line_no: int) -> None:
         """Close the current run's table; the next one starts at `line_no`."""
-        self.runs.append((self.run_line, self.rows))
+        self.runs.append((self.run_line, self.rows, self.run_tool))
         self.rows, self.run_line, self.footer_line, self.junk = [], line_no, 0, None
+        self.run_tool = self.tool_seen
 
     def _note(self, text: str, line_no: int, comment: bool) -> None:
         """Metadata from a non-row line: ranks, NCCL version, collective, average busbw, footer."""
@@ -468,39 +479,54 @@ class _LogReader:
         if tool and (gpus := _NGPUS_ARG.search(text, tool.end())) and int(gpus.group(1)) >= 1:
             meta.command_gpus = meta.command_gpus or int(gpus.group(1))
         if not comment or text.startswith("Collective test"):
-            meta.tools.setdefault(0, []).extend(_tools_in(text))
+            named_tools = _tools_in(text)
+            meta.tools.setdefault(0, []).extend(named_tools)
+            if named_tools and not text.startswith("Collective test concluded"):
+                self.tool_seen = named_tools[-1]
         elif named := re.match(r"collective:\s*([A-Za-z_]+)", text):
             name = _TOOL_ALIASES.get(named.group(1).lower(), named.group(1).lower())
             meta.tools.setdefault(1, []).extend([name] if name in _TOOLS else [])
         elif re.match(r"commands?\b", text):
             meta.tools.setdefault(2, []).extend(_tools_in(text))
 
-    def chosen_run(self, run: int | None) -> list[NcclRow]:
-        """The rows of the one run in the file, or of run `run` (1-based) of several."""
-        runs = self.runs + [(self.run_line, self.rows)] if self.rows or self.runs else []
+    def chosen_run(self, run: int | None, collective: str | None = None) -> tuple[list[NcclRow], str | None]:
+        """The rows (and tool) of the one run in the file, of run `run` (1-based) of several, or of the one run of
+        several whose tool is `collective`."""
+        runs = self.runs + [(self.run_line, self.rows, self.run_tool)] if self.rows or self.runs else []
         if run is not None and not 1 <= run <= max(len(runs), 1):
             raise LogParseError(
                 self.source, 1, f"run {run} asked for, but the file holds {len(runs)} result table(s)"
             )
         if run is None and len(runs) > 1:
-            starts = ", ".join(str(start) for start, _ in runs)
+            ofs = [r for r in runs if collective is not None and r[2] == collective]
+            if len(ofs) == 1:
+                return ofs[0][1], ofs[0][2]
+            starts = ", ".join(str(start) for start, _, _ in runs)
+            tools = [tool for _, _, tool in runs]
+            if len(set(tools)) > 1:
+                named = ", ".join(tool or "?" for tool in tools)
+                cause = (f"the tables of several tools ({named}), {len(ofs) or 'none'} of them "
+                         f"{collective or 'the collective asked for'}")
+            else:
+                cause = ("several independent runs in one file, as nccl-tests built without MPI=1 prints when mpirun"
+                         " starts it on several hosts (each process runs alone); rebuild nccl-tests with MPI=1, or")
             raise LogParseError(
                 self.source,
                 runs[1][0],
-                f"{len(runs)} result tables (from lines {starts}): several independent runs in one file,"
-                " as nccl-tests built without MPI=1 prints when mpirun starts it on several hosts (each"
-                " process runs alone); rebuild nccl-tests with MPI=1, or take one table with the manifest"
+                f"{len(runs)} result tables (from lines {starts}): {cause}; take one table with the manifest"
                 f" entry's 'run:' field (1-{len(runs)})",
             )
-        return runs[(run or 1) - 1][1] if runs else []
+        chosen = runs[(run or 1) - 1] if runs else (0, [], None)
+        return chosen[1], chosen[2]
 
-    def result(self, line_count: int, run: int | None = None) -> NcclLog:
+    def result(self, line_count: int, run: int | None = None, collective: str | None = None) -> NcclLog:
         if self.part is not None:
             first_line, words = self.part
             self.part = None
             self._row(words, first_line)
+        tool = None
         if self.runs or run is not None:
-            self.rows = self.chosen_run(run)
+            self.rows, tool = self.chosen_run(run, collective)
         if not self.rows and self.junk:
             junk_line, text = self.junk
             raise LogParseError(
@@ -517,7 +543,7 @@ class _LogReader:
         ranks = [meta.ranks[r] for r in sorted(meta.ranks)]
         return NcclLog(
             source=self.source,
-            collective=next((n[0] for _, n in sorted(meta.tools.items()) if len(set(n)) == 1), None),
+            collective=tool or next((n[0] for _, n in sorted(meta.tools.items()) if len(set(n)) == 1), None),
             rows=tuple(self.rows),
             nranks=max(meta.ranks) + 1 if meta.ranks else None,
             hosts=tuple(dict.fromkeys(host for host, _ in ranks)),
@@ -529,7 +555,8 @@ class _LogReader:
 
 
 def parse_nccl_tests(
-    text: str, source: str = "<string>", *, busbw_factor: float | None = None, run: int | None = None
+    text: str, source: str = "<string>", *, busbw_factor: float | None = None, run: int | None = None,
+    collective: str | None = None,
 ) -> NcclLog:
     """Parse nccl-tests stdout (or the PyTorch benchmark table); see the module docstring for layouts.
 
@@ -539,13 +566,14 @@ def parse_nccl_tests(
     output line, else a `# NCCL version:` header, else `nccl-library=` code; `gpus_per_thread` from the
     `nThread T nGpus G` header line, else from the `-g N` of the `*_perf` command the log quotes (a prompt
     or a `# command:` line). `busbw_factor` turns a
-    busbw-only table into times; `run` picks one of several runs in the file (module docstring).
+    busbw-only table into times; `run` picks one of several runs in the file, or `collective` the one run of that
+    tool among several (module docstring).
     """
     reader = _LogReader(source, busbw_factor)
     lines = text.splitlines()
     for line_no, raw in enumerate(lines, start=1):
         reader.read_line(line_no, raw)
-    return reader.result(len(lines), run)
+    return reader.result(len(lines), run, collective)
 
 
 def parse_nccl_tests_json(text: str, source: str = "<string>") -> NcclLog:
@@ -578,11 +606,12 @@ def parse_log(
     *,
     busbw_factor: float | None = None,
     run: int | None = None,
+    collective: str | None = None,
 ) -> NcclLog:
     """Parse a log in the manifest's `format`, or sniff: JSON when it starts with `{` or `[{`/`[]`.
 
     (A bare `[` is not enough: `[1,0]<stdout>:` launcher prefixes and `[time] UCX` lines start so.)
-    `busbw_factor` and `run` as in parse_nccl_tests (a JSON document holds one run). Raises
+    `busbw_factor`, `run` and `collective` as in parse_nccl_tests (a JSON document holds one run). Raises
     ConfigError for a format name not in LOG_FORMATS.
     """
     if fmt is None:
@@ -592,5 +621,5 @@ def parse_log(
             raise LogParseError(source, 1, f"run {run} asked for, but a JSON log holds one run")
         return parse_nccl_tests_json(text, source)
     if fmt in TEXT_FORMATS:
-        return parse_nccl_tests(text, source, busbw_factor=busbw_factor, run=run)
+        return parse_nccl_tests(text, source, busbw_factor=busbw_factor, run=run, collective=collective)
     raise ConfigError(f"{source}: unknown log format {fmt!r}; expected one of {', '.join(LOG_FORMATS)}")

@@ -67,6 +67,7 @@ class LogReport:
 @dataclass(frozen=True)
 class ValidationReport:
     logs: tuple[LogReport, ...]
+    skipped: tuple[tuple[str, str], ...] = ()  # manifest entries not used: (file, reason)
 
     def _all(self, keep: str) -> list[float]:
         out = []
@@ -113,6 +114,7 @@ def report_to_json(report: ValidationReport) -> dict[str, object]:
         })
     return {
         "logs": logs,
+        "skipped": [{"file": file, "reason": reason} for file, reason in report.skipped],
         "points": report.overall.points,
         "median_abs_pct_error": _rounded(report.overall.median_abs_pct_error),
         "p90_abs_pct_error": _rounded(report.overall.p90_abs_pct_error),

@@ -1,0 +1,102 @@
+"""A manifest entry that cannot be used is skipped with its reason and the other logs load: one bad entry in a
+manifest of many logs does not hide the rest (simulator.measurements.load). --strict refuses instead, and a
+manifest none of whose entries can be used is refused either way."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simulator.core.errors import ConfigError
+from simulator.measurements.load import read_measured
+
+FIXTURES = Path(__file__).parent / "fixtures"
+GOOD = """\
+- file: nccl_tests_abridged_devices_2x8.txt
+  collective: all_reduce
+  gpu: H100-SXM5-80GB
+  gpus_per_node: 8
+  nodes: 2
+  intra_node: nvswitch-nvlink4
+  inter_node: {transport: ib, nics_per_node: 8, nic_gbps: 400}
+"""
+UNKNOWN_GPU = """\
+- file: copy.txt
+  collective: all_reduce
+  gpu: Hypothetical-X1
+  gpus_per_node: 8
+  nodes: 2
+  intra_node: nvswitch-nvlink4
+  inter_node: {transport: ib, nics_per_node: 8, nic_gbps: 400}
+"""
+MISSING_FIELD = "- file: other.txt\n  collective: all_reduce\n"
+MISSING_FILE = GOOD.replace("nccl_tests_abridged_devices_2x8.txt", "absent.txt")
+
+
+def _folder(tmp_path: Path, text: str) -> Path:
+    shutil.copy(FIXTURES / "nccl_tests_abridged_devices_2x8.txt", tmp_path)
+    shutil.copy(FIXTURES / "nccl_tests_abridged_devices_2x8.txt", tmp_path / "copy.txt")
+    path = tmp_path / "manifest.yaml"
+    path.write_text(text)
+    return path
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "simulator.cli.app", *args], capture_output=True, text=True)
+
+
+def test_bad_entries_are_skipped_with_their_reasons(tmp_path: Path):
+    """Three unusable entries (a GPU the table lacks, a missing field, a missing file) beside a good one: the
+    good one loads; each of the others is reported once, naming its file and what was wrong."""
+    warned: list[str] = []
+    loaded = read_measured(_folder(tmp_path, GOOD + UNKNOWN_GPU + MISSING_FIELD + MISSING_FILE), None, warned.append)
+    assert [log.entry.file for log in loaded.logs] == ["nccl_tests_abridged_devices_2x8.txt"]
+    reasons = {s.file: s.reason for s in loaded.skipped}
+    assert set(reasons) == {"copy.txt", "other.txt", "absent.txt"}
+    assert "gpu 'Hypothetical-X1' unknown" in reasons["copy.txt"]
+    assert "field 'gpu': missing (required)" in reasons["other.txt"]
+    assert "absent.txt" in reasons["absent.txt"]
+    assert sum(w.startswith("skipped:") for w in warned) == 3
+
+
+def test_strict_refuses_and_nothing_usable_is_refused(tmp_path: Path):
+    manifest = _folder(tmp_path, GOOD + UNKNOWN_GPU)
+    with pytest.raises(ConfigError, match="Hypothetical-X1"):
+        read_measured(manifest, None, lambda _: None, strict=True)
+    with pytest.raises(ConfigError, match="no entry could be used: ") as info:
+        read_measured(_folder(tmp_path, UNKNOWN_GPU + MISSING_FIELD), None, lambda _: None)
+    assert "Hypothetical-X1" in str(info.value) and "field 'gpu': missing" in str(info.value)
+    with pytest.raises(ConfigError) as info:  # one entry: its own reason alone
+        read_measured(_folder(tmp_path, UNKNOWN_GPU), None, lambda _: None)
+    assert str(info.value).startswith(f"{tmp_path / 'manifest.yaml'}: entry copy.txt: ")
+    assert "no entry could be used" not in str(info.value)
+
+
+def test_only_can_name_a_skipped_entry(tmp_path: Path):
+    """--only with a file whose entry was set aside selects it (and so reports why it was skipped), rather than
+    calling it not listed."""
+    manifest = _folder(tmp_path, GOOD + MISSING_FIELD)
+    with pytest.raises(ConfigError, match="field 'gpu': missing"):
+        read_measured(manifest, ["other.txt"], lambda _: None)
+
+
+def test_validate_reports_the_others_and_lists_the_skipped(tmp_path: Path):
+    """`clustersim validate` exits 0 with the good log's rows, the skipped entry in the JSON's `skipped` and on
+    stderr; --strict exits 2 with one line naming it."""
+    manifest = _folder(tmp_path, GOOD + UNKNOWN_GPU)
+    out = _run("validate", "--manifest", str(manifest), "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert [log["file"] for log in report["logs"]] == ["nccl_tests_abridged_devices_2x8.txt"]
+    assert [s["file"] for s in report["skipped"]] == ["copy.txt"]
+    assert "Hypothetical-X1" in report["skipped"][0]["reason"] and "Hypothetical-X1" in out.stderr
+    table = _run("validate", "--manifest", str(manifest))
+    assert table.returncode == 0 and "skipped:" in table.stdout and "copy.txt" in table.stdout
+    out = _run("validate", "--manifest", str(manifest), "--strict")
+    errors = [line for line in out.stderr.strip().splitlines() if not line.startswith("warning:")]
+    assert out.returncode == 2 and len(errors) == 1 and "Hypothetical-X1" in errors[0]

@@ -31,6 +31,7 @@ from simulator.validation.training_report import (
     CaseResult,
     Summary,
     TrainingReport,
+    choose_metric,
     evaluate,
     memory_summary,
     report_to_json,
@@ -46,7 +47,8 @@ data-parallel strategy (FSDP, ZeRO-1/2/3, DDP) and tensor, pipeline and context 
 conventions of the framework that ran them (rank placement, sequence parallelism, pipeline schedule,
 ring attention). ZeRO-Offload, LoRA without a rank (outside NeMo), packed sequences of unstated lengths
 (outside InternEvo, whose packing bounds them at seq_len), models without a stated shape and layouts
-whose tp x pp x cp x dp is not the GPU count are skipped with the reason. Fields a case does not state
+whose tp x pp x cp x dp is not the GPU count are skipped with the reason, as are malformed cases (a section
+missing, a field of the wrong type, an id used twice; --strict refuses the file instead). Fields a case does not state
 are filled with stated defaults (listed per case; such cases are flagged); a checkpointing policy of
 some layers without saying which takes the share the case's published hfu and mfu imply.
 
@@ -94,13 +96,30 @@ def register(app: typer.Typer) -> None:
     app.command("validate-training", help=reflowed(HELP))(validate_training)
 
 
-def _select(cases: list[TrainingCase], prefix: str | None) -> list[TrainingCase]:
-    if prefix is None:
-        return cases
-    kept = [c for c in cases if c.id.startswith(prefix)]
+def _unreadable(case: TrainingCase) -> str | None:
+    """Why a case is malformed (a field of the wrong type, a published metric that is no throughput), or None."""
+    if case.problem is not None:
+        return case.problem
+    try:
+        choose_metric(case)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def _select(cases: list[TrainingCase], prefix: str | None, strict: bool) -> list[TrainingCase]:
+    """The cases to predict: those of `prefix`. A malformed case is kept, to be reported as skipped with its
+    reason, unless `strict`, which refuses it; a file none of whose cases can be read is refused either way."""
+    kept = cases if prefix is None else [c for c in cases if c.id.startswith(prefix)]
     if not kept:
         sources = sorted({c.source for c in cases})
         raise ConfigError(f"--source: no case id starts with {prefix!r}; sources: {', '.join(sources)}")
+    problems = [reason for c in kept if (reason := _unreadable(c)) is not None]
+    if problems and (strict or len(problems) == len(kept) == 1):
+        raise ConfigError(problems[0])
+    if len(problems) == len(kept):
+        more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+        raise ConfigError(f"no case could be read: {'; '.join(problems[:3])}{more}")
     return kept
 
 
@@ -215,11 +234,14 @@ def validate_training(
     nccl_selection: Annotated[str, typer.Option(
         help="Each collective's algorithm and protocol in every step: model (the pair the cost model prices "
         "fastest) or nccl (the pair NCCL's tuner ranks first, of the newest release).")] = "model",
+    strict: Annotated[bool, typer.Option(
+        help="Refuse the file if any case is malformed (by default such a case is reported as skipped with the "
+        "reason, as a case the tool cannot express, and the others are predicted).")] = False,
 ) -> None:
     if crossval not in (None, "source"):
         raise ConfigError(f"--crossval: only 'source' (leave one source out), got {crossval!r}")
     nccl = NcclSetup(selection=selection_option(nccl_selection, "--nccl-selection"))
-    selected = _select(parse_cases(read_input_text(cases, "training cases file"), str(cases)), source)
+    selected = _select(parse_cases(read_input_text(cases, "training cases file"), str(cases), strict), source, strict)
     if crossval:
         report, result = _crossval(selected, nccl)
     else:

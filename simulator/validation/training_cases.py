@@ -109,6 +109,7 @@ class TrainingCase:
     note: str = ""
     where: str = ""  # the source section's url and table, as written ("" when the case has none)
     title: str = ""  # the source section's title, as written
+    problem: str | None = None  # why the entry could not be read (its sections are then empty): parse_cases
 
     @property
     def source(self) -> str:
@@ -186,20 +187,33 @@ def _parse_one(entry: Any, source: str, index: int) -> TrainingCase:
                         sections["metrics"], note, where_published, title)
 
 
-def parse_cases(text: str, source: str) -> list[TrainingCase]:
+def parse_cases(text: str, source: str, strict: bool = False) -> list[TrainingCase]:
     """The cases of a YAML list in the schema of training/cases.yaml; `source` names the text in errors.
 
-    ConfigError names the case (id, or index when the id is unusable) and the field on malformed input.
+    A text that is no YAML list is a ConfigError. A malformed case (a section missing, a field of the wrong type,
+    an id used before) is kept as a case with empty sections and its `problem`, a message naming the case (id, or
+    index when the id is unusable) and the field, which the evaluation reports as the reason it is skipped: one
+    bad entry does not hide the others. `strict`: a malformed case is that ConfigError instead.
     """
     data = load_yaml_text(text, source)
     if not isinstance(data, list):
         raise ConfigError(f"{source}: expected a YAML list of cases, got {type(data).__name__}")
-    cases = [_parse_one(entry, source, index) for index, entry in enumerate(data)]
+    cases: list[TrainingCase] = []
     seen: set[str] = set()
-    for case in cases:
-        if case.id in seen:
-            raise ConfigError(f"{source}: case {case.id}: id: duplicate")
+    for index, entry in enumerate(data):
+        try:
+            case = _parse_one(entry, source, index)
+            if case.id in seen:
+                raise ConfigError(f"{source}: case {case.id}: id: duplicate")
+        except ConfigError as exc:
+            if strict:
+                raise
+            raw_id = entry.get("id") if isinstance(entry, Mapping) else None
+            label = raw_id if isinstance(raw_id, str) and raw_id.strip() and raw_id not in seen \
+                else f"case #{index}"
+            case = TrainingCase(label, {}, {}, {}, {}, problem=str(exc))
         seen.add(case.id)
+        cases.append(case)
     return cases
 
 
@@ -983,8 +997,10 @@ def map_case(case: TrainingCase) -> MappedCase:
 
     Order of the checks (the first failing one is the reason): strategy understood; task (not LoRA);
     GPU and cluster; layout (tp x pp x cp x dp fits the GPUs); strategy expressible; model shape;
-    precision, batch.
+    precision, batch. A case that could not be read (TrainingCase.problem) is skipped with that message.
     """
+    if case.problem is not None:
+        return MappedCase(case, None, False, None, (), skipped=case.problem)
     training = case.training
     names = strategy_names(training)
     unknown = [n for n in names if n not in KNOWN_STRATEGIES]

@@ -326,7 +326,11 @@ class CaseResult:
 
 def _predict(mapped: MappedCase, predictor: Predictor) -> CaseResult:
     case = mapped.case
-    metric = choose_metric(case)
+    try:
+        metric = choose_metric(case)
+    except ConfigError as exc:  # a published figure that is no throughput: that case is skipped saying so
+        return CaseResult(case.id, case.source, mapped.family, mapped.in_scope, mapped.gpu, None, None,
+                          mapped.skipped or str(exc), mapped.defaults, model_parallel=mapped.model_parallel)
     result = CaseResult(case.id, case.source, mapped.family, mapped.in_scope, mapped.gpu, metric, None,
                         mapped.skipped, mapped.defaults, model_parallel=mapped.model_parallel)
     skipped = mapped.skipped or _metric_problem(metric, case, mapped.training)
@@ -390,7 +394,10 @@ def _pair_key(case: TrainingCase, topo: TopologySpec, job: TrainingSpec, model: 
     n_dp = topo.gpus_per_node * topo.nodes // (job.parallel.tp * job.parallel.pp)
     accum = job.global_batch // (job.micro_batch * n_dp) if job.global_batch else job.grad_accum or 1
     extras = {k: v for k, v in case.training.items() if k not in _MAPPED_TRAINING_KEYS}
-    metric = choose_metric(case)
+    try:
+        metric = choose_metric(case)
+    except ConfigError:  # no throughput to pair on: _predict skips the case saying why
+        metric = None
     return json.dumps([
         case.source, metric.key if metric else None, model.model_dump(exclude={"source"}),
         job.model_dump(exclude={"model", "global_batch", "grad_accum"}), accum, extras, topo.gpu,

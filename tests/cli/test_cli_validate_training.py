@@ -120,6 +120,28 @@ def test_bad_input_raises_config_errors(app, tmp_path):
     assert isinstance(unknown.exception, ConfigError) and "gamma" in str(unknown.exception)
 
 
+def test_malformed_cases_are_skipped_with_their_reasons(app, tmp_path):
+    """A case with a field of the wrong type and one whose published metric is no throughput, beside good ones:
+    both are reported as skipped with the reason, the others predicted; --strict refuses the file naming the
+    first; a file of malformed cases only is refused."""
+    path = _cases_file(tmp_path)
+    cases = yaml.safe_load(path.read_text())
+    cases.append({**cases[0], "id": "alpha-typo", "training": {**cases[0]["training"], "micro_batch": "four"}})
+    cases.append({**cases[0], "id": "alpha-zero", "metrics": {"throughput_tokens_per_s_per_GPU": 0}})
+    path.write_text(yaml.safe_dump(cases))
+    result = CliRunner().invoke(app, ["validate-training", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    by_id = {c["id"]: c for c in json.loads(result.output)["cases"]}
+    assert "training.micro_batch" in by_id["alpha-typo"]["skipped"]
+    assert "metrics.throughput_tokens_per_s_per_GPU" in by_id["alpha-zero"]["skipped"]
+    assert by_id["alpha-a"]["predicted"] is not None
+    strict = CliRunner().invoke(app, ["validate-training", str(path), "--strict"])
+    assert isinstance(strict.exception, ConfigError) and "alpha-typo" in str(strict.exception)
+    path.write_text(yaml.safe_dump(cases[-2:]))
+    nothing = CliRunner().invoke(app, ["validate-training", str(path)])
+    assert isinstance(nothing.exception, ConfigError) and "no case could be read" in str(nothing.exception)
+
+
 @pytest.mark.skipif(not SHARED_CASES.exists(), reason="shared data not checked out next to the repo")
 def test_shared_cases_json_with_fake_predictor(app):
     """Every shared case appears once in the JSON, predicted or skipped with a reason."""

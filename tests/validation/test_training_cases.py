@@ -136,10 +136,25 @@ def test_every_shared_case_parses_and_maps():
     ],
 )
 def test_malformed_input_names_the_case_and_field(text, needles):
-    """Malformed cases: ConfigError naming the file, the case (id, or index) and the field."""
+    """Malformed cases, read strictly: ConfigError naming the file, the case (id, or index) and the field."""
     with pytest.raises(ConfigError) as err:
-        parse_cases(text, "cases.yaml")
+        parse_cases(text, "cases.yaml", strict=True)
     assert all(needle in str(err.value) for needle in ["cases.yaml", *needles]), str(err.value)
+
+
+def test_a_malformed_case_is_skipped_with_its_reason_and_the_others_run():
+    """Read as `validate-training` reads by default: a malformed case (a field of the wrong type, a repeated id,
+    an entry that is no mapping) is kept as a skipped case whose reason names the case and the field, and the
+    good case beside it is lowered."""
+    bad_type = case(id="bad", training={"micro_batch": "eight"})
+    cases = parse_cases(yaml.safe_dump([FOUNDRY_70B, bad_type, FOUNDRY_70B, "just text"]), "cases.yaml")
+    assert [(c.id, c.problem is None) for c in cases] == [
+        (FOUNDRY_70B["id"], True), ("bad", False), ("case #2", False), ("case #3", False)]
+    skipped = [map_case(c).skipped for c in cases]
+    assert skipped[0] is None
+    assert "case bad: training.micro_batch" in skipped[1] and "duplicate" in skipped[2]
+    assert "case #3: expected a mapping" in skipped[3]
+    assert not any(map_case(c).in_scope for c in cases[1:])
 
 
 def test_numbers_written_as_text_and_text_written_as_numbers_are_read():

@@ -537,7 +537,7 @@ def test_virtual_pipeline_without_a_pipeline_is_skipped_with_the_reason(training
 def test_virtual_pipeline_size_must_be_an_integer():
     """vp 'ten': ConfigError naming the case and training.vp."""
     with pytest.raises(ConfigError) as err:
-        parse_cases(yaml.safe_dump([_entry(NEMO_13B, training={"vp": "ten"})]), "cases.yaml")
+        parse_cases(yaml.safe_dump([_entry(NEMO_13B, training={"vp": "ten"})]), "cases.yaml", strict=True)
     assert all(s in str(err.value) for s in ("cases.yaml", NEMO_13B["id"], "training.vp")), str(err.value)
 
 

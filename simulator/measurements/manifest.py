@@ -29,6 +29,22 @@ _ENV_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
 _TRANSPORT_SPELLINGS = {"infiniband": "ib", "rocev2": "roce", "awsefa": "efa", "gpudirecttcpx": "tcpx",
                         "gpudirecttcpxo": "tcpxo", "tcp": "sockets", "socket": "sockets", "slingshot11": "slingshot",
                         "hpeslingshot": "slingshot", "hpeslingshot11": "slingshot", "cxi": "slingshot"}
+# a transport written with more words ("InfiniBand NDR", "RoCE v2 400G", "EFA v2"): the first of these word
+# patterns that a word of it matches, most specific first (GPUDirect-TCPXO is not TCP; Spectrum-X RoCE is RoCE);
+# InfiniBand's generations (EDR, HDR, NDR, XDR) name it too
+_TRANSPORT_WORDS = (("tcpxo", "tcpxo"), ("tcpx", "tcpx"), (r"infiniband|ib|[ehnx]dr\d*", "ib"),
+                    (r"roce(?:v2)?", "roce"), ("efa", "efa"), (r"slingshot(?:11)?|cxi", "slingshot"),
+                    (r"tcp|sockets?", "sockets"), ("ethernet", "ethernet"))
+
+
+def _transport_name(text: str) -> str:
+    """The vocabulary's transport for `text`: its squeezed spelling, else the first word pattern a word of it
+    matches (_TRANSPORT_WORDS), else the text squeezed (then refused naming the known transports)."""
+    key = _squeezed(text)
+    if key in _TRANSPORT_SPELLINGS or key in {name for _, name in _TRANSPORT_WORDS}:
+        return _TRANSPORT_SPELLINGS.get(key, key)
+    words = [w for w in re.split(r"[^a-z0-9]+", text.lower()) if w]
+    return next((name for pattern, name in _TRANSPORT_WORDS for word in words if re.fullmatch(pattern, word)), key)
 
 
 def _squeezed(text: str) -> str:
@@ -115,8 +131,7 @@ class ManifestEntry(BaseModel):
     def _transport_spelling(cls, value: Any) -> Any:
         """The transport in the vocabulary's spelling ('InfiniBand' -> ib, 'RoCEv2' -> roce, 'TCP' -> sockets)."""
         if isinstance(value, dict) and isinstance(value.get("transport"), str):
-            key = _squeezed(value["transport"])
-            return {**value, "transport": _TRANSPORT_SPELLINGS.get(key, key)}
+            return {**value, "transport": _transport_name(value["transport"])}
         return value
 
     @field_validator("collective")

@@ -114,7 +114,10 @@ def test_vocabulary_in_other_spellings_is_read(field: str, written: str, read: s
 @pytest.mark.parametrize(("written", "read"), [("InfiniBand", "ib"), ("RoCEv2", "roce"), ("RoCE v2", "roce"),
                                                ("EFA", "efa"), ("TCP", "sockets"), ("GPUDirect-TCPXO", "tcpxo"),
                                                ("Slingshot-11", "slingshot"), ("HPE Slingshot", "slingshot"),
-                                               ("CXI", "slingshot")])
+                                               ("CXI", "slingshot"), ("InfiniBand NDR", "ib"), ("NDR400", "ib"),
+                                               ("ConnectX-7 InfiniBand", "ib"), ("RoCE v2 400G", "roce"),
+                                               ("Spectrum-X RoCE", "roce"), ("EFA v2", "efa"), ("TCP/IP", "sockets"),
+                                               ("GPUDirect-TCPXO", "tcpxo")])
 def test_transport_in_other_spellings_is_read(written: str, read: str) -> None:
     manifest = parse_manifest(ENTRY.replace("transport: ib", f"transport: {written}"), "m.yaml", BASE)
     assert manifest.entries[0].inter_node["transport"] == read  # type: ignore[index]

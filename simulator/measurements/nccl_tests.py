@@ -24,7 +24,8 @@ How the column layout is recognised (the file says it; the manifest's `format` i
 What is a row: inside a table, every line whose first word is an integer (underscores allowed, as in
 1_048_576); elsewhere, a line starting with an integer that has >= 3 numeric words. A row that does
 not fit the layout raises LogParseError naming its line. Skipped: blank lines, `#` comments, known
-noise (NCCL INFO/WARN, UCX/MPI warnings, footers, prompts, `...`); a log collector's time stamp
+noise (NCCL INFO/WARN, UCX/MPI warnings, footers, prompts, `...`); colour codes, a Markdown quote's `> `, a log
+collector's time stamp
 (`2024-05-22T07:36:17.123Z `, `[2024-05-22 07:36:17] `) and launcher prefixes (`0:`,
 `[1,0]<stdout>:`, a host label `node01: `, `[0] `, `[default0]:`) are stripped first, and Open MPI's tags
 inside a line too (it tags each write, and nccl-tests 2.13+ writes a row in parts). Other text between
@@ -84,6 +85,9 @@ _COLUMN_ALIASES = {"#wrong": "wrong", "error": "wrong", "cputime": "time", "payl
 _TIMESTAMP = re.compile(r"^\s*(?:\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
                         r"|\[[^\]\n]*\d{2}:\d{2}:\d{2}[^\]\n]*\]|[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2}"
                         r"(?: \d{4})?|\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)(?::(?=\s))?\s")
+# a terminal's colour codes (ANSI CSI sequences) and a Markdown quote's "> " (a log quoted in an issue comment)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_QUOTE = re.compile(r"^\s*(?:>\s?)+")
 _PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\d+:(?=\s|#|$)|[A-Za-z0-9][\w.-]*:(?=\s)"
                      r"|\[\d+\](?=\s)|\[(?:default|rank)\d+\]:)")
 # Open MPI's --tag-output tags every write, not every line: nccl-tests 2.13+ prints a row in several writes (the
@@ -352,7 +356,8 @@ class _LogReader:
         self.part: tuple[int, list[str]] | None = None  # (line, words) of a row written in parts, so far
 
     def read_line(self, line_no: int, raw: str) -> None:
-        body = _WRITE_TAG.sub(" ", _PREFIX.sub("", _TIMESTAMP.sub("", raw, count=1), count=1)).strip()
+        line = _QUOTE.sub("", _ANSI.sub("", raw), count=1)
+        body = _WRITE_TAG.sub(" ", _PREFIX.sub("", _TIMESTAMP.sub("", line, count=1), count=1)).strip()
         if glued := _GLUED_NCCL_LOG.match(body):
             body = glued.group(1)
         if not body:

@@ -272,6 +272,13 @@ def test_sniffing_json_and_unknown_format() -> None:
         parse_log(ROW_8, "x.log", "csv")
 
 
+def test_terminal_colour_codes_are_stripped() -> None:
+    """A log captured with its terminal's colour codes (ANSI CSI sequences around each line) reads as the bare log."""
+    body = HEADER + ROW_8 + "\n" + ROW_16 + "\n" + FOOTER
+    coloured = "".join(f"\x1b[1;32m{line}\x1b[0m\n" for line in body.splitlines())
+    assert parse_nccl_tests(coloured, "colour.log").rows == parse_nccl_tests(body, "bare.log").rows
+
+
 def test_open_mpi_tags_inside_a_row_are_stripped() -> None:
     """Open MPI's --tag-output tags each write; nccl-tests 2.13+ writes a row in parts (sizes and reduction, then
     each column group), so a published row can carry a tag before each part. It reads as the bare row."""
@@ -291,7 +298,9 @@ def test_open_mpi_tags_inside_a_row_are_stripped() -> None:
                                     # a log collector's time stamp, alone or before the launcher's label
                                     "2024-05-22T07:36:17.123456789Z ", "2024-05-22 07:36:17,123 ",
                                     "[2024-05-22 07:36:17] ", "Wed May 22 07:36:17 2024: ", "07:36:17.5 ",
-                                    "2024-05-22T07:36:17Z node01: ", "[07:36:17] 0: "])
+                                    "2024-05-22T07:36:17Z node01: ", "[07:36:17] 0: ",
+                                    # a Markdown quote (a log quoted in an issue comment), once or twice
+                                    "> ", "> > "])
 def test_launcher_and_host_labels_are_stripped(prefix: str) -> None:
     """Every line labelled by its launcher (srun --label, pdsh / clush / Cray PALS host labels, MPICH and Intel MPI
     rank labels, torchrun --tee) reads as the bare log; a host label needs the space after its colon, so an NCCL

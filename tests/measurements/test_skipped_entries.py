@@ -100,3 +100,24 @@ def test_validate_reports_the_others_and_lists_the_skipped(tmp_path: Path):
     out = _run("validate", "--manifest", str(manifest), "--strict")
     errors = [line for line in out.stderr.strip().splitlines() if not line.startswith("warning:")]
     assert out.returncode == 2 and len(errors) == 1 and "Hypothetical-X1" in errors[0]
+
+
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "nccl-tests"
+ABCI = "a100x8-1node-8gpu-allreduce-abci-hdr.txt"
+
+
+@pytest.mark.skipif(not (SHARED / ABCI).is_file(), reason="../shared/data not beside the checkout")
+def test_calibrate_fits_on_the_usable_entries_and_strict_writes_nothing(tmp_path: Path):
+    """`calibrate` over a manifest of one good log and one entry with a GPU the table lacks: it warns naming the
+    entry and writes a profile from the good log; with --strict it exits 2 and writes nothing."""
+    shutil.copy(SHARED / ABCI, tmp_path / ABCI)
+    good = (f"- file: {ABCI}\n  collective: all_reduce\n  gpu: A100-SXM4-40GB\n  gpus_per_node: 8\n  nodes: 1\n"
+            "  intra_node: nvswitch-nvlink3\n  nccl: 2.8.4\n")
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text(good + good.replace(ABCI, "copy.txt").replace("A100-SXM4-40GB", "Hypothetical-X1"))
+    shutil.copy(SHARED / ABCI, tmp_path / "copy.txt")
+    out = _run("calibrate", "--manifest", str(manifest), "-o", str(tmp_path / "p.yaml"), "--max-nfev", "3")
+    assert out.returncode == 0, out.stderr
+    assert "skipped" in out.stderr and "Hypothetical-X1" in out.stderr and (tmp_path / "p.yaml").is_file()
+    strict = _run("calibrate", "--manifest", str(manifest), "-o", str(tmp_path / "q.yaml"), "--strict")
+    assert strict.returncode == 2 and "Hypothetical-X1" in strict.stderr and not (tmp_path / "q.yaml").exists()

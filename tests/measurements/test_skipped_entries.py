@@ -25,15 +25,8 @@ GOOD = """\
   intra_node: nvswitch-nvlink4
   inter_node: {transport: ib, nics_per_node: 8, nic_gbps: 400}
 """
-UNKNOWN_GPU = """\
-- file: copy.txt
-  collective: all_reduce
-  gpu: Hypothetical-X1
-  gpus_per_node: 8
-  nodes: 2
-  intra_node: nvswitch-nvlink4
-  inter_node: {transport: ib, nics_per_node: 8, nic_gbps: 400}
-"""
+UNKNOWN_GPU = GOOD.replace("nccl_tests_abridged_devices_2x8.txt", "copy.txt").replace("H100-SXM5-80GB",
+                                                                                   "Hypothetical-X1")
 MISSING_FIELD = "- file: other.txt\n  collective: all_reduce\n"
 MISSING_FILE = GOOD.replace("nccl_tests_abridged_devices_2x8.txt", "absent.txt")
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from simulator.core.errors import ConfigError
 from simulator.core.units import from_text, parse_gbps
+from topologies.gpu_names import table_gpu_name
 from topologies.hardware import gpu_spec, gpus_fitting, intra_node_platform
 
 Transport = Literal["ib", "roce", "efa", "slingshot", "tcpx", "tcpxo", "sockets", "ethernet"]
@@ -200,6 +201,11 @@ class FabricSpec(BaseModel):
         return self
 
 
+def _table_gpu(value: Any) -> Any:
+    """A GPU written as a device name ('NVIDIA H100 80GB HBM3') read as the table's (topologies.gpu_names)."""
+    return (table_gpu_name(value) or value) if isinstance(value, str) else value
+
+
 class TopologySpec(BaseModel):
     """A cluster: `nodes` identical servers of `gpus_per_node` GPUs, joined inside by `intra_node` and
     between servers by `inter_node` over `fabric`."""
@@ -208,7 +214,9 @@ class TopologySpec(BaseModel):
 
     name: str | None = Field(default=None, description="Name of the cluster (a preset name, or free text).")
     description: str | None = Field(default=None, description="One line saying what this cluster is.")
-    gpu: str = Field(description="GPU model, a name of the GPU table (topologies/data/gpus.yaml).")
+    gpu: Annotated[str, BeforeValidator(_table_gpu)] = Field(
+        description="GPU model: a name of the GPU table (topologies/data/gpus.yaml), or the device name nvidia-smi "
+        "and nccl-tests print for one (e.g. 'NVIDIA H100 80GB HBM3').")
     gpus_per_node: int = Field(strict=True, ge=1, description="GPUs used per server.")
     nodes: int = Field(
         strict=True, ge=1, le=MAX_NODES, description=f"Servers (nodes) in the cluster, at most {MAX_NODES:,}.")

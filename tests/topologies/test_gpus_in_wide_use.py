@@ -225,3 +225,21 @@ def test_newer_cards_compute_in_order_of_their_rates():
     at the full rate of professional cards)."""
     rtx4090, rtx5090, pro = (_step(g).compute_s for g in ("RTX-4090", "RTX-5090", "RTX-PRO-6000"))
     assert rtx4090 > rtx5090 > 2 * pro
+
+
+def test_a_topology_takes_the_gpu_as_the_device_name_prints_it(tmp_path):
+    """A topology's gpu may be the name nvidia-smi and nccl-tests print ('NVIDIA H200' on a DGX-style server, a
+    GeForce card by its full name): it reads as the table's name; a name of several table GPUs stays an error."""
+    from topologies.spec import TopologySpec
+
+    spec = TopologySpec.model_validate({"gpu": "NVIDIA GeForce RTX 5090", "gpus_per_node": 4, "nodes": 1,
+                                        "intra_node": "pcie5-no-p2p"})
+    assert spec.gpu == "RTX-5090"
+    scenario = {"topology": {"preset": "dgx-h100", "gpu": "NVIDIA H200"},
+                "training": {"model": "llama2-7b", "global_batch": 8, "seq_len": 2048}}
+    path = tmp_path / "h200.yaml"
+    path.write_text(yaml.safe_dump(scenario), encoding="utf-8")
+    result = CliRunner().invoke(app, ["predict", str(path)], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "H200-SXM-141GB" in result.output
+    assert "'H100' unknown" in refusal(tmp_path, {"preset": "dgx-h100", "gpu": "H100"})

@@ -40,6 +40,9 @@ DEVICE_NAMES = {
     "gb300": "GB300",
 }
 _MEMORY = re.compile(r"^\d+gb$")
+# GeForce cards: NVIDIA's driver gives them no peer-to-peer over PCIe (the 40 and 50 series have none at all; the
+# 30 series only over an NVLink bridge between two cards), so NCCL stages their transfers through host memory
+_GEFORCE = re.compile(r"^RTX-[2-5]0[5-9]0")
 
 
 def _squeezed(text: str) -> str:
@@ -68,3 +71,8 @@ def table_gpu_name(text: str) -> str | None:
 
     matches = [name for name in names if fits(name)]
     return matches[0] if len(matches) == 1 else None
+
+
+def is_geforce(name: str) -> bool:
+    """A GeForce card of the table (RTX 3090, 4090, 5090): no peer-to-peer between cards over PCIe."""
+    return bool(_GEFORCE.match(name))

@@ -16,13 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from simulator.collectives.busbw import COLLECTIVES
 from simulator.core.errors import ConfigError
 from simulator.core.yaml_text import load_yaml_text
 from simulator.measurements.nccl_tests import LOG_FORMATS
 from topologies.gpu_names import table_gpu_name
+from topologies.hardware import gpu_spec, known_gpus
+from topologies.platform_names import platform_kind
 
 _ENV_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
 # other spellings of the vocabulary's transports (compared lower-case, without spaces, '-' or '_')
@@ -72,7 +74,8 @@ class ManifestEntry(BaseModel):
                      "device name the log prints (e.g. 'NVIDIA H100 80GB HBM3').")
     gpus_per_node: int = Field(strict=True, ge=1, description="GPUs used per node in this run.")
     nodes: int = Field(strict=True, ge=1, description="Number of nodes in this run.")
-    intra_node: str = Field(min_length=1, description="Intra-node fabric, e.g. nvswitch-nvlink4, pcie4.")
+    intra_node: str = Field(min_length=1, description="Intra-node fabric: a platform name (e.g. nvswitch-nvlink4, "
+                            "pcie4), or the fabric in words that the GPU settles (e.g. 'NVSwitch', 'PCIe Gen4').")
     inter_node: dict[str, Any] | None = Field(
         default=None,
         description="Inter-node network as written: transport, nics_per_node, nic_gbps (Gbit/s per NIC, "
@@ -123,8 +126,15 @@ class ManifestEntry(BaseModel):
 
     @field_validator("intra_node", mode="before")
     @classmethod
-    def _intra_node_spelling(cls, value: Any) -> Any:
-        return value.strip().lower() if isinstance(value, str) else value
+    def _intra_node_spelling(cls, value: Any, info: ValidationInfo) -> Any:
+        """A platform name in another case, or the fabric in words ('NVSwitch', 'PCIe Gen4') read as the platform
+        the entry's GPU fits (topologies.platform_names); text it does not settle stays, to be refused."""
+        if not isinstance(value, str):
+            return value
+        gpu, per_node = info.data.get("gpu"), info.data.get("gpus_per_node")
+        if isinstance(gpu, str) and gpu in known_gpus() and isinstance(per_node, int):
+            return platform_kind(value, gpu_spec(gpu), per_node) or value.strip().lower()
+        return value.strip().lower()
 
     @field_validator("inter_node", mode="before")
     @classmethod

@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from topologies.gpu_names import is_geforce
 from topologies.hardware import gpu_spec, intra_node_platform, known_gpus, known_platforms
 from topologies.presets import load_preset
 from topologies.spec import NVL72_DOMAIN_GPUS, TopologySpec
@@ -71,9 +72,6 @@ _INSTANCES: tuple[tuple[str, str], ...] = (
 )
 
 _PCIE_PRESET = "pcie-l40s"  # the preset whose server holds PCIe cards (8 per node, no NVLink)
-# GeForce cards: NVIDIA's driver gives them no peer-to-peer over PCIe (the 40 series has none at all; the
-# 30 series only over an NVLink bridge between two cards), so NCCL stages their transfers through host memory.
-_GEFORCE = re.compile(r"^RTX-[2-5]0[5-9]0")
 _MEMORY_TOKEN = re.compile(r"^\d+gb$")
 
 
@@ -102,7 +100,7 @@ def _table_card(text: str, defaults: list[str]) -> tuple[str, str, str | None] |
     if not stated and len(matches) > 1:
         defaults.append(f"GPU {text!r}: memory not stated: {choice}")
     gen = gpu_spec(choice).pcie_gen
-    geforce = bool(_GEFORCE.match(choice))
+    geforce = is_geforce(choice)
     intra = f"pcie{gen}{'-no-p2p' if geforce else ''}"
     defaults.append(f"GPU {text!r}: server not stated: {load_preset(_PCIE_PRESET).gpus_per_node} cards over PCIe "
                     f"Gen{gen}{' without peer-to-peer (GeForce)' if geforce else ''} ({_PCIE_PRESET}'s server "

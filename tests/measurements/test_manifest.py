@@ -183,3 +183,25 @@ def test_ambiguous_or_unknown_device_names_are_left_as_written(written: str) -> 
     building the cluster refuses it listing the known names (tests/measurements/test_skipped_entries.py)."""
     manifest = parse_manifest(ENTRY.replace("gpu: H100-SXM5-80GB", f"gpu: {written}"), "m.yaml", BASE)
     assert manifest.entries[0].gpu == written
+
+
+@pytest.mark.parametrize(("gpu", "per_node", "written", "read"), [
+    ("H100-SXM5-80GB", 8, "NVSwitch", "nvswitch-nvlink4"),
+    ("H100-SXM5-80GB", 8, "NVLink", "nvswitch-nvlink4"),
+    ("A100-SXM4-40GB", 8, "NVLink 3 + NVSwitch", "nvswitch-nvlink3"),  # the full board, not 4 of its 12 links
+    ("H800-SXM5-80GB", 8, "NVSwitch", "nvswitch-nvlink4-8links"),
+    ("V100-SXM2-16GB", 8, "hybrid cube mesh", "nvlink2-hybrid-cube-mesh"),
+    ("GB200", 4, "NVL72", "nvlink5-nvl72"),
+    ("L40S", 8, "PCIe", "pcie4"),
+    ("RTX-4090", 8, "PCIe", "pcie4-no-p2p"),  # GeForce: no peer-to-peer over PCIe
+    ("RTX-5090", 4, "PCIe Gen5", "pcie5-no-p2p"),
+    ("L40S", 8, "PCIe gen5, P2P disabled", "pcie5-no-p2p"),
+    ("A100-PCIe-80GB", 8, "PCIe with NVLink bridges", "pcie4-nvlink-bridges"),
+    ("V100-SXM2-32GB", 8, "NVLink", "nvlink"),  # DGX-1's cube mesh or an NVSwitch board: not guessed
+])
+def test_intra_node_in_words_reads_as_the_platform_the_gpu_fits(gpu: str, per_node: int, written: str,
+                                                                read: str) -> None:
+    text = (ENTRY.replace("gpu: H100-SXM5-80GB", f"gpu: {gpu}")
+            .replace("gpus_per_node: 8", f"gpus_per_node: {per_node}")
+            .replace("intra_node: nvswitch-nvlink4", f"intra_node: {written}"))
+    assert parse_manifest(text, "m.yaml", BASE).entries[0].intra_node == read

@@ -45,7 +45,8 @@ _MEMORY = re.compile(r"^\d+gb$")
 _GEFORCE = re.compile(r"^RTX-[2-5]0[5-9]0")
 
 
-def _squeezed(text: str) -> str:
+def squeezed(text: str) -> str:
+    """`text` lower-case without spaces, '-' or '_': how a name is compared with the vocabulary's."""
     return re.sub(r"[\s_-]", "", text.lower())
 
 
@@ -56,10 +57,10 @@ def _words(text: str) -> list[str]:
 def table_gpu_name(text: str) -> str | None:
     """The GPU table's name for `text` (module docstring), or None when it names no table GPU unambiguously."""
     names = known_gpus()
-    exact = {_squeezed(name): name for name in names}
+    exact = {squeezed(name): name for name in names}
     words = [word for word in _words(text) if word not in BRAND_WORDS]
     unbranded = "".join(words)
-    found = exact.get(_squeezed(text)) or exact.get(unbranded) or DEVICE_NAMES.get(unbranded)
+    found = exact.get(squeezed(text)) or exact.get(unbranded) or DEVICE_NAMES.get(unbranded)
     if found:
         return found
     stated = {word for word in words if _MEMORY.match(word)}

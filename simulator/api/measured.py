@@ -22,7 +22,7 @@ from simulator.calibration.profile import CalibrationProfile, profile_to_dict
 from simulator.collectives.busbw import busbw_factor
 from simulator.core.errors import ConfigError
 from simulator.measurements.dataset import MeasuredLog
-from simulator.measurements.load import LoadedLogs, read_measured
+from simulator.measurements.load import LoadedLogs, SkippedEntry, read_measured
 from simulator.sweep.run import clustersim_version
 from simulator.validation.accuracy import LogReport, ValidationReport, report_to_json
 from simulator.validation.run import predict_log
@@ -73,7 +73,7 @@ class Validation(Result):
     FIGURE = "validation_figure"
 
     rows: tuple[ValidationRow, ...]
-    skipped: tuple[tuple[str, str], ...]  # manifest entries not used: (file, reason)
+    skipped: tuple[SkippedEntry, ...]  # manifest entries not used, with why
     _report: ValidationReport = field(repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -144,8 +144,7 @@ def validate(manifest: str | Path, calibration: Calibration | str | Path | None 
     reports = [predict_log(m, calibrated_params(profile, m.entry.gpu, m.entry.intra_node, m.view, force_calibration))
                for m in logs]
     rows = tuple(row for log, report in zip(logs, reports, strict=True) for row in _rows(log, report))
-    skipped = tuple((s.file, s.reason) for s in loaded.skipped)
-    return Validation(rows, skipped, ValidationReport(tuple(reports), skipped))
+    return Validation(rows, loaded.skipped, ValidationReport(tuple(reports), loaded.skipped))
 
 
 def calibrate(manifest: str | Path, *, only: Iterable[str] | None = None, max_nfev: int = 40,

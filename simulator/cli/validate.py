@@ -83,7 +83,7 @@ def validate(
                     release, chosen)
         for m in measured
     ]
-    report = ValidationReport(tuple(reports), tuple((s.file, s.reason) for s in loaded.skipped))
+    report = ValidationReport(tuple(reports), loaded.skipped)
     if as_json:
         typer.echo(json.dumps(report_to_json(report), indent=2))
         return

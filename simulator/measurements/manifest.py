@@ -22,7 +22,7 @@ from simulator.collectives.busbw import COLLECTIVES
 from simulator.core.errors import ConfigError
 from simulator.core.yaml_text import load_yaml_text
 from simulator.measurements.nccl_tests import LOG_FORMATS
-from topologies.gpu_names import table_gpu_name
+from topologies.gpu_names import squeezed, table_gpu_name
 from topologies.hardware import gpu_spec, known_gpus
 from topologies.platform_names import platform_kind
 
@@ -42,15 +42,12 @@ _TRANSPORT_WORDS = (("tcpxo", "tcpxo"), ("tcpx", "tcpx"), (r"infiniband|ib|[ehnx
 def _transport_name(text: str) -> str:
     """The vocabulary's transport for `text`: its squeezed spelling, else the first word pattern a word of it
     matches (_TRANSPORT_WORDS), else the text squeezed (then refused naming the known transports)."""
-    key = _squeezed(text)
+    key = squeezed(text)
     if key in _TRANSPORT_SPELLINGS or key in {name for _, name in _TRANSPORT_WORDS}:
         return _TRANSPORT_SPELLINGS.get(key, key)
     words = [w for w in re.split(r"[^a-z0-9]+", text.lower()) if w]
     return next((name for pattern, name in _TRANSPORT_WORDS for word in words if re.fullmatch(pattern, word)), key)
 
-
-def _squeezed(text: str) -> str:
-    return re.sub(r"[\s_-]", "", text.lower())
 
 
 def _canonical_gpu(value: Any) -> Any:
@@ -116,8 +113,8 @@ class ManifestEntry(BaseModel):
         """'AllReduce', 'all-reduce', 'allreduce' -> all_reduce (nccl-tests' tool names, as sources write them)."""
         if not isinstance(value, str):
             return value
-        key = _squeezed(value).removesuffix("perf")
-        return next((name for name in COLLECTIVES if _squeezed(name) == key), value)
+        key = squeezed(value).removesuffix("perf")
+        return next((name for name in COLLECTIVES if squeezed(name) == key), value)
 
     @field_validator("gpu", mode="before")
     @classmethod

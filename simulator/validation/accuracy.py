@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.core.units import MIB
+from simulator.measurements.load import SkippedEntry
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class LogReport:
 @dataclass(frozen=True)
 class ValidationReport:
     logs: tuple[LogReport, ...]
-    skipped: tuple[tuple[str, str], ...] = ()  # manifest entries not used: (file, reason)
+    skipped: tuple[SkippedEntry, ...] = ()  # manifest entries not used, with why
 
     def _all(self, keep: str) -> list[float]:
         out = []
@@ -114,7 +115,7 @@ def report_to_json(report: ValidationReport) -> dict[str, object]:
         })
     return {
         "logs": logs,
-        "skipped": [{"file": file, "reason": reason} for file, reason in report.skipped],
+        "skipped": [{"file": s.file, "reason": s.reason} for s in report.skipped],
         "points": report.overall.points,
         "median_abs_pct_error": _rounded(report.overall.median_abs_pct_error),
         "p90_abs_pct_error": _rounded(report.overall.p90_abs_pct_error),

@@ -16,7 +16,9 @@ behaviour, read from its code and named in the case's `defaults` ("flagged"):
   --sequence-parallel (Megatron-Core's argument check); ranks tp-dp-pp; micro-batch 1 if not stated.
 - NeMo (Megatron-Core): distributed optimizer (zero1) with grad-reduce and param-gather overlap,
   sequence parallelism whenever tp > 1 (its llama recipes), ranks tp-dp-pp, micro-batch 1 if not
-  stated (its recipes' micro_batch_size).
+  stated (its recipes' micro_batch_size). TP communication overlap (userbuffers) as the case states it, else
+  as NeMo's pre-training performance recipe for the model sets it (_NEMO_RECIPE_TP_OVERLAP: NVIDIA's
+  performance tables are run from those recipes), else off.
 - Megatron-LM and Megatron-DeepSpeed optimizers keep 16-bit model parameters beside fp32 master
   weights and copy the gradients to fp32 for the step (fp32_grad_copy; memory only).
 - Pipeline transfers block the sender in Megatron-LM and DeepSpeed; they overlap compute in
@@ -209,6 +211,7 @@ class _Draft:
     pp: int
     dp: int
     sc21: Sc21Run | None
+    model_name: str = ""
     kind: StrategyKind | None = None
     spec: dict[str, Any] = field(default_factory=dict)
     knobs: dict[str, Any] = field(default_factory=dict)
@@ -261,7 +264,7 @@ def _megatron_core(d: _Draft) -> None:
     if d.knobs["overlap_param_gather"] and d.unnamed:
         d.parts.append("--overlap-param-gather implies the distributed optimizer: zero1")
     if d.tp > 1:
-        d.spec["tp_comm_overlap"] = d.spec["sequence_parallel"] = _states_tp_overlap(d.training)
+        d.spec["tp_comm_overlap"] = d.spec["sequence_parallel"] = bool(_stated_tp_overlap(d.training))
         d.parts.append("sequence parallelism on (--tp-comm-overlap requires --sequence-parallel)"
                        if d.spec["sequence_parallel"] else "sequence parallelism off")
     if d.layered:
@@ -280,13 +283,37 @@ def _megatron_core(d: _Draft) -> None:
         d.parts.append("micro_batch 1")
 
 
-def _states_tp_overlap(training: Mapping[str, Any]) -> bool:
-    """Whether a case says its TP collectives overlap GEMMs: `tp_comm_overlap` true, or its `comm_overlap` or
-    `techniques` naming Megatron's --tp-comm-overlap or NeMo's ub_tp_comm_overlap (userbuffers)."""
+def _stated_tp_overlap(training: Mapping[str, Any]) -> bool | None:
+    """Whether a case says its TP collectives overlap GEMMs: its `tp_comm_overlap`, or its `comm_overlap` or
+    `techniques` naming Megatron's --tp-comm-overlap, NeMo's ub_tp_comm_overlap (userbuffers) with the value it
+    is set to (`ub_tp_comm_overlap: false` says off); None: the case does not say."""
     if training.get("tp_comm_overlap") is not None:
         return bool(training["tp_comm_overlap"])
     text = f"{training.get('comm_overlap') or ''} {training.get('techniques') or ''}".lower().replace("_", "-")
-    return bool(re.search(r"tp-comm-overlap|ub-tp-comm-overlap|userbuffers", text))
+    named = re.search(r"tp-comm-overlap\b\s*[:=]?\s*(true|false)?|userbuffers", text)
+    if named is None:
+        return None
+    return named.group(1) != "false"
+
+
+# Whether NeMo's pre-training performance recipe for a model turns on Transformer Engine's userbuffers TP
+# overlap (MegatronCommOverlapCallback(tp_comm_overlap=...) in pretrain_performance_optimizations,
+# nemo/collections/llm/recipes/<model>.py, NVIDIA/NeMo at 8cfedd7, which scripts/performance/llm/pretrain_<model>.py
+# builds NVIDIA's performance tables with): on for GPT-3 175B, Llama 3 / 3.1 70B and 405B, Llama 3.1 8B, Llama 4,
+# Nemotron-3/4 and Nemotron-H (and Llama 2 70B, which NeMo 2.0 has no recipe for: NeMo-Framework-Launcher's
+# conf/training/llama/llama2_70b.yaml, ub_tp_comm_overlap true); off (tp_comm_overlap=False, or no setting: the
+# callback's default off) for Llama 2 7B, Llama 3 8B, Mixtral, DeepSeek and Qwen. First match of the model's
+# name, lower case, separators dropped.
+_NEMO_RECIPE_TP_OVERLAP: tuple[tuple[str, bool], ...] = (
+    (r"^llama3(?!1)\d*8b|^llama27b|^mixtral|^deepseek|^qwen", False),
+    (r"^gpt3|^llama3|^llama4|^nemotron|^llama270b", True),
+)
+
+
+def _nemo_recipe_tp_overlap(model_name: str) -> bool | None:
+    """NeMo's performance recipe's tp_comm_overlap for the model (_NEMO_RECIPE_TP_OVERLAP); None: no recipe."""
+    key = re.sub(r"[^a-z0-9]", "", model_name.lower())
+    return next((on for pattern, on in _NEMO_RECIPE_TP_OVERLAP if re.search(pattern, key)), None)
 
 
 def _nemo(d: _Draft) -> None:
@@ -299,8 +326,13 @@ def _nemo(d: _Draft) -> None:
         d.spec["sequence_parallel"] = d.spec["tp_async_grad_reduce"] = True
         d.parts.append("sequence parallelism on with tp > 1 (NeMo llama recipes); each column-parallel layer's "
                        "backward reduce-scatter beside its weight-gradient GEMM (Transformer Engine's Linear)")
-        if _states_tp_overlap(d.training):
-            d.spec["tp_comm_overlap"] = True
+        stated, recipe = _stated_tp_overlap(d.training), _nemo_recipe_tp_overlap(d.model_name)
+        d.spec["tp_comm_overlap"] = bool(stated if stated is not None else recipe)
+        if stated is None:
+            d.parts.append(f"TP communication {'overlapped with' if recipe else 'after'} the GEMMs ("
+                           + (f"NeMo's {d.model_name} performance recipe: tp_comm_overlap {bool(recipe)}"
+                              if recipe is not None else "no NeMo recipe for the model: tp_comm_overlap off")
+                           + ")")
     if d.layered:
         d.parts.append("ranks tp-dp-pp (Megatron-Core)")
     d.plain_schedule("no virtual pipeline stated")
@@ -452,7 +484,7 @@ def lower_parallel(case_id: str, training_in: Mapping[str, Any], model_in: Mappi
     tp, pp, cp, dp = _degrees(training, names, n_gpus, stated_dp)
     ep = _expert_degree(training, names, model, dp * cp)
     draft = _Draft(case_id, training, unnamed_strategy(training, names), int(model.get("layers") or 0), tp, pp, dp,
-                   sc21)
+                   sc21, str(model.get("name") or ""))
     _CONVENTIONS[fw](draft)
     if draft.parts:
         defaults.append(f"{fw or 'framework'} conventions, not stated in the case: {'; '.join(draft.parts)}")

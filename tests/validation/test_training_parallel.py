@@ -499,14 +499,43 @@ NEMO_13B: dict[str, Any] = {
     ({"comm_overlap": "--tp-comm-overlap"}, True),
     ({"tp_comm_overlap": True}, True),
     ({"tp_comm_overlap": False, "comm_overlap": "ub_tp_comm_overlap"}, False),
+    ({"comm_overlap": "ub_tp_comm_overlap: false; overlap_p2p_comm: true (grok1_314b.yaml)"}, False),
+    ({"comm_overlap": "ub_tp_comm_overlap=True (configure.sh)"}, True),
 ])
 def test_nemo_tp_overlap_where_the_case_states_it(training, overlap):
-    """A NeMo case with TP overlaps its TP collectives with GEMMs (userbuffers) only where it says so:
-    `tp_comm_overlap`, or ub_tp_comm_overlap / --tp-comm-overlap / userbuffers in its comm_overlap or
-    techniques text."""
+    """A NeMo case with TP overlaps its TP collectives with GEMMs (userbuffers) as it says: `tp_comm_overlap`,
+    or ub_tp_comm_overlap / --tp-comm-overlap / userbuffers in its comm_overlap or techniques text, with the
+    value written after it (`ub_tp_comm_overlap: false` is off). Llama 2 13B has no NeMo performance recipe:
+    unstated, off."""
     m = _map(NEMO_13B, training={"tp": 2, "pp": 2, "dp_derived": 4, **training})
     assert m.skipped is None and m.training is not None
     assert m.training.parallel.tp_comm_overlap is overlap
+
+
+@pytest.mark.parametrize(("name", "overlap"), [
+    ("GPT3-175B", True), ("LLAMA3-70B", True), ("Llama3.1-405B", True), ("Nemotron-340B", True),
+    ("Nemotron4-15B", True), ("LLAMA2-70B", True),
+    ("LLAMA3-8B", False), ("LLAMA2-7B", False), ("Mixtral-8x7B", False), ("Qwen3-30B-A3B", False),
+])
+def test_nemo_tp_overlap_as_its_performance_recipe_sets_it(name, overlap):
+    """A NeMo case that does not say takes the TP overlap of NeMo's pre-training performance recipe for its model
+    (pretrain_performance_optimizations: MegatronCommOverlapCallback tp_comm_overlap), flagged with the recipe;
+    what the case states wins."""
+    m = _map(NEMO_13B, model={"name": name}, training={"tp": 2, "pp": 2, "dp_derived": 4})
+    assert m.skipped is None and m.training is not None
+    assert m.training.parallel.tp_comm_overlap is overlap
+    assert any(f"NeMo's {name} performance recipe: tp_comm_overlap {overlap}" in d for d in m.defaults)
+    stated = _map(NEMO_13B, model={"name": name}, training={"tp": 2, "pp": 2, "dp_derived": 4,
+                                                              "tp_comm_overlap": not overlap})
+    assert stated.training is not None and stated.training.parallel.tp_comm_overlap is (not overlap)
+    assert not any("recipe: tp_comm_overlap" in d for d in stated.defaults)
+
+
+def test_nemo_tp_overlap_without_a_recipe_is_off_and_says_so():
+    """A model NeMo has no performance recipe for (Llama 2 13B): the callback's default, off, flagged."""
+    m = _map(NEMO_13B, training={"tp": 2, "pp": 2, "dp_derived": 4})
+    assert m.training is not None and m.training.parallel.tp_comm_overlap is False
+    assert any("no NeMo recipe for the model: tp_comm_overlap off" in d for d in m.defaults)
 
 
 def test_stated_virtual_pipeline_size_is_the_interleaved_schedule():

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from topologies.gpu_names import is_geforce
-from topologies.hardware import gpu_spec, intra_node_platform, known_gpus, known_platforms
+from topologies.hardware import IntraNodePlatform, gpu_spec, intra_node_platform, known_gpus, known_platforms
 from topologies.presets import load_preset
 from topologies.spec import NVL72_DOMAIN_GPUS, TopologySpec
 
@@ -285,6 +285,18 @@ def _wired_platform(text: str, platform_kind: str) -> str | None:
                  and candidate.module_nvlinks == platform.nvlinks_per_gpu), None)
 
 
+def _trays_per_stated_node(platform: IntraNodePlatform, per_node: int, defaults: list[str]) -> int:
+    """How many servers a case's "node" of `per_node` GPUs is: on a rack-scale NVLink domain (GB200 / GB300
+    NVL72) a node of more GPUs than a compute tray holds is that many trays (flagged; the domain spans the rack
+    either way), elsewhere 1 (more GPUs than the server holds is the preset's error)."""
+    tray = platform.max_gpus_per_node
+    if platform.layout != "nvl72" or per_node <= tray or per_node % tray:
+        return 1
+    defaults.append(f"gpus_per_node {per_node} read as {per_node // tray} compute trays of {tray} GPUs "
+                    f"({platform.description}); the NVLink domain spans the rack either way")
+    return per_node // tray
+
+
 def topology_of(cluster: Mapping[str, Any], defaults: list[str]) -> tuple[TopologySpec, str]:
     """The cluster a case's `cluster` section describes, and its GPU name; fillers go to `defaults`. A cloud
     instance type named in its text (_INSTANCES) states the server, GPUs and network of that instance."""
@@ -297,11 +309,14 @@ def topology_of(cluster: Mapping[str, Any], defaults: list[str]) -> tuple[Topolo
     else:
         gpu, preset_name, intra = _gpu_and_preset(cluster["gpu"], stated_per_node, defaults)
     preset = load_preset(preset_name)
-    holds = intra_node_platform(intra).max_gpus_per_node if intra else preset.gpus_per_node
+    platform = intra_node_platform(intra or preset.intra_node)
+    holds = platform.max_gpus_per_node if intra else preset.gpus_per_node
     per_node = stated_per_node or min(preset.gpus_per_node, holds)
     if stated_per_node is None and instance is None:
         defaults.append(f"gpus_per_node not stated: {per_node} ({preset_name})")
     n_gpus = cluster.get("num_gpus") or (cluster.get("nodes") or 0) * per_node
+    trays = _trays_per_stated_node(platform, per_node, defaults)
+    per_node //= trays
     if not n_gpus:
         raise Unexpressible("cluster size not stated (num_gpus or nodes)")
     if n_gpus < per_node:
@@ -324,7 +339,9 @@ def topology_of(cluster: Mapping[str, Any], defaults: list[str]) -> tuple[Topolo
         overrides["gpu_power_limit_w"] = float(cap.group(1))
     if nodes > 1 and preset.inter_node is not None:
         base = preset.inter_node
-        nics = _stated_nics(cluster, per_node, base.nics_per_node, defaults)
+        nics = _stated_nics(cluster, per_node * trays, base.nics_per_node * trays, defaults)
+        if nics is not None:  # stated for the case's node: a tray has its share
+            nics = (max(1, nics[0] // trays), nics[1])
         transport = _stated_transport(cluster.get("inter_node"))
         if instance is None:  # an instance type states its network; otherwise what the case leaves out is flagged
             if nics is None and transport is None:

@@ -115,6 +115,8 @@ _METRIC_WORDS: tuple[tuple[MetricKind, Callable[[list[str]], bool], float], ...]
     # torchtitan's tables head the column "TPS/GPU" (tokens per second per GPU; "WPS", words, before 2025)
     ("tokens_per_s_per_gpu", lambda w: w[:1] in (["tps"], ["wps"]) and w[-1] in _PER_GPU and w[1:-1] in ([], ["per"]),
      1.0),
+    # "TGS": tokens per GPU per second, as InternEvo's and other Chinese LLM reports head the column
+    ("tokens_per_s_per_gpu", lambda w: w == ["tgs"], 1.0),
     ("tflops_per_gpu", lambda w: any(x.startswith(("tflop", "teraflop")) for x in w) and bool(_PER_GPU & set(w)), 1.0),
     ("mfu_pct", lambda w: w in (["mfu"], ["mfu", "pct"], ["mfu", "percent"], ["model", "flops", "utilization"],
                                 ["model", "flops", "utilisation"]), 1.0),
@@ -123,8 +125,7 @@ _METRIC_WORDS: tuple[tuple[MetricKind, Callable[[list[str]], bool], float], ...]
     ("step_time_s", lambda w: w in (["iteration", "time", "ms"], ["step", "time", "ms"], ["ms", "per", "iteration"],
                                     ["ms", "per", "step"]), 1e-3),
     ("step_time_s", lambda w: w[:2] in (["iteration", "time"], ["step", "time"]) and w[2:] in ([], ["s"], ["sec"])
-     or w in (["sec", "per", "iteration"], ["s", "per", "iteration"], ["sec", "per", "step"], ["s", "per", "step"]),
-     1.0),
+     or (len(w) == 3 and w[0] in _PER_S and w[1] == "per" and w[2] in ("iteration", "iter", "step")), 1.0),
     # "time per iteration (ms)", "elapsed_time_per_iteration_s", "time_per_step_s"
     ("step_time_s", lambda w: _time_per_step(w) == "ms", 1e-3),
     ("step_time_s", lambda w: _time_per_step(w) == "s", 1.0),

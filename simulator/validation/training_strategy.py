@@ -25,7 +25,7 @@ _SPELLINGS = {
     # FSDP named with its sharding strategy ("FSDP FULL_SHARD", "FSDP SHARD_GRAD_OP"): the sharding is read from the
     # name too (_stated_sharding)
     "fsdpfullshard": "fsdp", "fsdpshardgradop": "fsdp", "fsdpnoshard": "fsdp", "shardgradop": "fsdp",
-    "fsdphybridshard": "hsdp",
+    "fsdphybridshard": "hsdp", "hsdphybridshard": "hsdp",
     "distributeddataparallel": "ddp", "pytorchddp": "ddp", "dataparallel": "dp", "dataparallelism": "dp",
     "tensorparallel": "tp", "tensorparallelism": "tp", "tensormodelparallel": "tp",
     "pipelineparallel": "pp", "pipelineparallelism": "pp", "pipelinemodelparallel": "pp",
@@ -51,7 +51,7 @@ def _canonical(name: str, zero_stage: int | None) -> str:
     'ZeRO' or 'DeepSpeed' with a stated zero_stage 2 -> 'zero2'; 'FSDP2' -> 'fsdp'; 'sequence parallel' -> 'sp'),
     else lower-cased as given."""
     low = name.strip().lower()
-    key = re.sub(r"[\s._-]", "", low)
+    key = re.sub(r"[\s._()-]", "", low)
     stage = _ZERO_STAGE.match(key)
     if stage:
         return f"zero{stage.group(1)}"
@@ -60,12 +60,21 @@ def _canonical(name: str, zero_stage: int | None) -> str:
     return _SPELLINGS.get(key, key if key in KNOWN_STRATEGIES else low)
 
 
+# an item naming several dimensions at once: "TP+PP+DP", "DP / TP / PP", "FSDP + TP" (a lone '+' between names,
+# never ZeRO++'s), and Megatron's "3D parallelism" (tensor, pipeline and data)
+_JOINED = re.compile(r"\s*(?:(?<!\+)\+(?!\+)|/|&|,|\band\b)\s*", re.IGNORECASE)
+_THREE_D = re.compile(r"^3\s*-?\s*d(?:\s*parallel(?:ism)?)?$", re.IGNORECASE)
+
+
 def strategy_names(training: Mapping[str, Any]) -> list[str]:
-    """The case's strategy list in KNOWN_STRATEGIES' spelling (_canonical; a single string is a list of one; none
-    stated: an empty list, which the framework's convention or plain data parallelism fills)."""
+    """The case's strategy list in KNOWN_STRATEGIES' spelling (_canonical; a single string is a list of one; an item
+    joining several names, 'TP+PP+DP' or '3D parallelism', is its names; none stated: an empty list, which the
+    framework's convention or plain data parallelism fills)."""
     raw = training.get("strategy") or []
     stage = _leading_int(training.get("zero_stage"))
-    return [_canonical(s, stage) for s in ([raw] if isinstance(raw, str) else raw)]
+    items = [part for item in ([raw] if isinstance(raw, str) else raw) for part in _JOINED.split(str(item)) if part]
+    expanded = [name for item in items for name in (("tp", "pp", "dp") if _THREE_D.match(item.strip()) else (item,))]
+    return [_canonical(s, stage) for s in expanded]
 
 
 def _leading_int(value: Any) -> int | None:

@@ -647,6 +647,28 @@ def test_gb200_jobs_fill_whole_racks_or_split_evenly_over_the_fewest(num_gpus, d
     assert any(d.startswith("placement in NVLink domains not stated") for d in m.defaults) == flagged
 
 
+@pytest.mark.parametrize(("per_node", "trays"), [(8, 2), (72, 18), (4, 1)])
+def test_gb200_node_of_more_gpus_than_a_tray_is_that_many_trays(per_node, trays):
+    """A GB200 NVL72 case whose "node" holds 8 or 72 GPUs (the rack counted as the node) runs on compute trays of
+    4: the GPU count kept, servers = GPUs / 4, NICs stated for its node shared over its trays, flagged; 4 is a tray
+    as stated. Before, such a case was skipped: the preset's trays hold 4."""
+    m = mapped(case(training={"grad_accum": None, "global_batch": None},
+                    cluster={"gpu": "GB200 NVL72", "gpus_per_node": per_node, "nodes": 144 // per_node,
+                             "num_gpus": None, "inter_node": f"{4 * trays}x 400G InfiniBand"}))
+    assert m.skipped is None and m.topology is not None
+    assert (m.topology.gpus_per_node, m.topology.nodes, m.topology.gpus_per_nvlink_domain) == (4, 36, 72)
+    assert m.topology.inter_node is not None and m.topology.inter_node.nics_per_node == 4
+    assert any(d.startswith(f"gpus_per_node {per_node} read as {trays} compute trays") for d in m.defaults) \
+        == (trays > 1)
+
+
+def test_more_gpus_per_node_than_a_server_holds_is_still_refused():
+    """The tray reading is for rack-scale NVLink only: 16 H100s in one DGX H100 server is refused."""
+    m = mapped(case(training={"grad_accum": None, "global_batch": None},
+                    cluster={"gpu": "H100 (DGX-H100)", "gpus_per_node": 16, "nodes": 2, "num_gpus": None}))
+    assert m.skipped is not None and "gpus_per_node" in m.skipped
+
+
 @pytest.mark.parametrize(
     ("text", "gpu", "intra_node"),
     [("NVIDIA L40S 48GB", "L40S", "pcie4"), ("H100 80GB PCIe", "H100-PCIe-80GB", "pcie5"),
@@ -801,7 +823,12 @@ def test_seq_len_in_k_and_missing_fields_use_flagged_defaults():
         ({"strategy": ["moe"]}, None, "strategy ['moe'] not known"),
         ({"strategy": ["ZeRO-3"]}, "zero3", None),
         ({"strategy": "DeepSpeed ZeRO stage 2"}, "zero2", None),
-        ({"strategy": ["3D parallelism"]}, None, "strategy ['3d parallelism'] not known"),
+        ({"strategy": ["3D parallelism"]}, None, "tp degree not stated"),
+        ({"strategy": ["3D parallelism"], "tp": 2, "pp": 2}, "ddp", None),
+        ({"strategy": ["TP+PP+DP"], "tp": 2, "pp": 2}, "ddp", None),
+        ({"strategy": "FSDP + TP", "tp": 2}, "fsdp", None),
+        ({"strategy": ["FSDP (FULL_SHARD)"]}, "fsdp", None),
+        ({"strategy": ["HSDP (HYBRID_SHARD)"]}, "hsdp", None),
         ({"strategy": ["ZeRO"], "zero_stage": 2}, "zero2", None),
         ({"strategy": ["ZeRO"]}, None, "strategy ['zero'] not known"),
         ({"strategy": ["FSDP2"]}, "fsdp", None),
@@ -817,8 +844,10 @@ def test_seq_len_in_k_and_missing_fields_use_flagged_defaults():
 )
 def test_strategies(training, kind, reason):
     """fsdp / hsdp / zero1-3 / ddp (dp), ZeRO++ (ZeRO-3), with context parallelism too, are expressed, whatever the
-    case, spaces, dashes or underscores of their names ('ZeRO-3', 'FSDP2', 'Hybrid_Shard'); offload, a tp x pp
-    product without its split, sequence parallelism without tp and unknown settings are skipped with the reason."""
+    case, spaces, dashes, underscores or parentheses of their names ('ZeRO-3', 'FSDP2', 'Hybrid_Shard', 'FSDP
+    (FULL_SHARD)'); an item naming several ('TP+PP+DP', 'FSDP + TP', '3D parallelism': tensor, pipeline and data) is
+    its names; offload, a tp x pp product without its split, degrees not stated, sequence parallelism without tp and
+    unknown settings are skipped with the reason."""
     m = mapped(case(training={"fsdp_sharding_strategy": None, "grad_accum": None, **training},
                     cluster={"num_gpus": 16}))
     if reason is None:
@@ -879,6 +908,9 @@ def test_metric_preference_tokens_then_tflops_then_mfu():
     ({"MFU": 0.38}, "mfu_pct", 38.0),
     ({"TPS/GPU": 5762}, "tokens_per_s_per_gpu", 5762.0),
     ({"wps per gpu": 2904}, "tokens_per_s_per_gpu", 2904.0),
+    ({"TGS": 3600}, "tokens_per_s_per_gpu", 3600.0),
+    ({"seconds_per_step": 2.5}, "step_time_s", 2.5),
+    ({"seconds per iteration": 2.5}, "step_time_s", 2.5),
 ])
 def test_metric_names_outside_the_table_are_read_by_their_words(metrics, kind, published):
     """A source's own name for a throughput (per GPU, the cluster's, or the step time, in ms or s) is read by its

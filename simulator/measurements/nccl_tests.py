@@ -12,8 +12,9 @@ How the column layout is recognised (the file says it; the manifest's `format` i
 2. Rows before any header are read by their column count (`_LAYOUTS_BY_COUNT`): 13 standard, 12 old
    (2019: no root, `error`), 11 old without redop, 9 one column set, 4 trimmed (size time algbw busbw).
 3. A Markdown table whose header starts with `payload` or `size`: the PyTorch benchmark, or an nccl-tests table a
-   report generator rewrote (`| Size (B) | Out Time (us) | Out BusBW (GB/s) | In Time (us) | ... |`). A header
-   cell is read without its unit in parentheses and its out/in-place word, the first time/algbw/busbw set being
+   report generator rewrote (`| Size (B) | Out Time (us) | Out BusBW (GB/s) | In Time (us) | ... |`), or saved as
+   CSV (`size,count,type,redop,root,out_time_us,out_algbw,out_busbw,...`). A header cell is read without its unit
+   (in parentheses, or a CSV name's `_us`) and its out/in-place word, the first time/algbw/busbw set being
    out-of-place as above. Sizes are bytes, or B/KiB/MiB/GiB/TiB; bandwidths in GB/s (or GBps); the time column
    in us where there is one, else time = size / algbw (so it carries algbw's two-decimal rounding, up to 0.6 %
    at 0.82 GB/s).
@@ -291,13 +292,19 @@ def _table_row(tokens: list[str], layout: _Layout, line_no: int, busbw_factor: f
     )
 
 
+_UNIT_WORDS = ("us", "usec", "ms", "gbps", "b", "bytes")  # a unit written after a CSV column's name: time_us
+
+
 def _markdown_names(cells: list[str]) -> list[str]:
-    """A Markdown table's header cells as column names: 'Out BusBW (GB/s)' -> 'busbw', 'Size (B)' -> 'size'."""
+    """A Markdown or CSV table's header cells as column names: 'Out BusBW (GB/s)' -> 'busbw', 'Size (B)' -> 'size',
+    'out_time_us' -> 'time'."""
     names = []
     for cell in cells:
-        words = re.sub(r"\([^)]*\)", " ", cell.lower()).replace("-", " ").split()
+        words = re.sub(r"\([^)]*\)", " ", cell.lower()).replace("-", " ").replace("_", " ").split()
         while len(words) > 1 and words[0] in ("out", "in", "of", "place", "oop", "ip"):
             words = words[1:]
+        while len(words) > 1 and words[-1] in _UNIT_WORDS:
+            words = words[:-1]
         names.append(_COLUMN_ALIASES.get("".join(words), "".join(words)))
     return names
 
@@ -373,6 +380,8 @@ class _LogReader:
         if body.startswith("|"):
             self._markdown(body, line_no)
             return
+        if "," in body and self._csv(body, line_no):
+            return
         tokens = body.split()
         if self._header(_header_names(tokens), line_no) or _is_decoration(tokens):
             return
@@ -422,6 +431,21 @@ class _LogReader:
         """Mark where the current run began (its first header or row) and the tool named before it."""
         if not self.run_line:
             self.run_line, self.run_tool = line_no, self.tool_seen
+
+    def _csv(self, body: str, line_no: int) -> bool:
+        """Take a line of a comma-separated table (an nccl-tests table saved as CSV: a header 'size,count,type,
+        ...,out_time_us,out_algbw,out_busbw,...' and rows of as many cells), read as a Markdown table's; True if
+        the line was one. A line with commas outside such a table is left to the other readers."""
+        cells = [c.strip() for c in body.split(",")]
+        if len(cells) < 3:
+            return False
+        names = _markdown_names(cells)
+        if names[0] == "size" and {"time", "algbw", "busbw"} & set(names):
+            return self._header(names, line_no, markdown=True)
+        if self.layout is not None and self.layout.markdown and _INT.fullmatch(cells[0]):
+            self._row(cells, line_no)
+            return True
+        return False
 
     def _markdown(self, body: str, line_no: int) -> None:
         cells = [c.strip() for c in body.strip().strip("|").split("|")]

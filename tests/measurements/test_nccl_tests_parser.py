@@ -224,6 +224,22 @@ def test_markdown_table_of_a_report_generator_keeps_its_times() -> None:
     assert log.rows[1].algbw_GBps == pytest.approx(1048576 / 95.5e3)
 
 
+def test_csv_table_reads_as_the_table_it_was_saved_from() -> None:
+    """An nccl-tests table saved as CSV (column names with their unit, `out_time_us`, `in_busbw`), after the
+    command that ran it and an NCCL line with commas of its own: the same rows as the table, times as printed, the
+    second set in-place; a line with commas before the header is not a row."""
+    text = ("$ all_reduce_perf -b 8 -e 1M -f 2 -g 8\n"
+            "node01:123:123 [0] NCCL INFO NCCL_IB_HCA set to mlx5_0,mlx5_1,mlx5_2\n"
+            "size,count,type,redop,root,out_time_us,out_algbw,out_busbw,out_wrong,in_time_us,in_algbw,in_busbw,in_wrong\n"
+            "8,2,float,sum,-1,25.31,0.00,0.00,0,24.88,0.00,0.00,0\n"
+            "1048576,262144,float,sum,-1,60.12,17.44,32.70,0,59.80,17.53,32.87,0\n")
+    log = parse_nccl_tests(text, "run.csv")
+    assert log.collective == "all_reduce"
+    assert [(r.size_bytes, r.time_us, r.busbw_GBps, r.inplace_time_us) for r in log.rows] == [
+        (8, 25.31, 0.0, 24.88), (1048576, 60.12, 32.70, 59.80)]
+    assert log.rows[1].algbw_GBps == 17.44
+
+
 INTERLEAVED = """#  size  count  type  redop  root  time  algbw  busbw #wrong  time  algbw  busbw #wrong
 #   (B)  (elements)  (us)  (GB/s)  (GB/s)  (us)  (GB/s)  (GB/s)
            8             2     float     sum      -1nid001049:658566:658566 [0] NCCL INFO AllReduce: 8 Bytes -> Algo 0

@@ -107,6 +107,27 @@ class ManifestEntry(BaseModel):
         description="GPUs sharing one NVLink domain across nodes (NVL72: 72).",
     )
 
+    @field_validator("gpus_per_node", "nodes", "run", "gpus_per_thread", "nvlink_domain_gpus", mode="before")
+    @classmethod
+    def _whole_number_as_text(cls, value: Any) -> Any:
+        """'8' (a whole number written as text, as a quoted YAML value is) -> 8; anything else as written."""
+        if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*", value):
+            return int(value)
+        return value
+
+    @field_validator("nccl", mode="before")
+    @classmethod
+    def _version_as_number(cls, value: Any) -> Any:
+        """An unquoted version YAML read as a number: 2.18 -> '2.18'. One written with one decimal (2.2, read from
+        2.2 or 2.20 alike) or none names no release for sure and is refused, asking for the text."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return value
+        text = repr(value)
+        if not re.fullmatch(r"\d+\.\d{2,}", text):
+            raise ValueError(f"{value!r} was read as a number and may mean more than one release (2.2 and 2.20 "
+                             "read alike); write the version quoted, e.g. nccl: '2.20.5'")
+        return text
+
     @field_validator("collective", mode="before")
     @classmethod
     def _collective_spelling(cls, value: Any) -> Any:

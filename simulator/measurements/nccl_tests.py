@@ -60,7 +60,8 @@ from simulator.measurements.nccl_tests_json import (
     run_info,
 )
 
-TEXT_FORMATS = ("nccl-tests", "nccl-tests-prefixed", "nccl-tests-trimmed", "nccl-tests-old", "torch-bench")
+TEXT_FORMATS = ("nccl-tests", "nccl-tests-prefixed", "nccl-tests-trimmed", "nccl-tests-old", "nccl-tests-csv", "csv",
+                "torch-bench")
 JSON_FORMATS = ("nccl-tests-json",)
 LOG_FORMATS = TEXT_FORMATS + JSON_FORMATS
 

@@ -284,8 +284,8 @@ def test_sniffing_json_and_unknown_format() -> None:
     with pytest.raises(LogParseError, match="invalid JSON") as info:
         parse_log('{"results": [', "j.json")
     assert info.value.line_no == 1
-    with pytest.raises(ConfigError, match="unknown log format 'csv'"):
-        parse_log(ROW_8, "x.log", "csv")
+    with pytest.raises(ConfigError, match="unknown log format 'xlsx'"):
+        parse_log(ROW_8, "x.log", "xlsx")
 
 
 def test_terminal_colour_codes_are_stripped() -> None:

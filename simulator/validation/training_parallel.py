@@ -302,10 +302,10 @@ def _stated_tp_overlap(training: Mapping[str, Any]) -> bool | None:
 # builds NVIDIA's performance tables with): on for GPT-3 175B, Llama 3 / 3.1 70B and 405B, Llama 3.1 8B, Llama 4,
 # Nemotron-3/4 and Nemotron-H (and Llama 2 70B, which NeMo 2.0 has no recipe for: NeMo-Framework-Launcher's
 # conf/training/llama/llama2_70b.yaml, ub_tp_comm_overlap true); off (tp_comm_overlap=False, or no setting: the
-# callback's default off) for Llama 2 7B, Llama 3 8B, Mixtral, DeepSeek and Qwen. First match of the model's
+# callback's default off) for Llama 2 7B, Llama 3 8B, Llama 3.2, Mixtral, DeepSeek and Qwen. First match of the model's
 # name, lower case, separators dropped.
 _NEMO_RECIPE_TP_OVERLAP: tuple[tuple[str, bool], ...] = (
-    (r"^llama3(?!1)\d*8b|^llama27b|^mixtral|^deepseek|^qwen", False),
+    (r"^llama3(?!1)\d*8b|^llama32|^llama27b|^mixtral|^deepseek|^qwen", False),
     (r"^gpt3|^llama3|^llama4|^nemotron|^llama270b", True),
 )
 

@@ -515,7 +515,8 @@ def test_nemo_tp_overlap_where_the_case_states_it(training, overlap):
 @pytest.mark.parametrize(("name", "overlap"), [
     ("GPT3-175B", True), ("LLAMA3-70B", True), ("Llama3.1-405B", True), ("Nemotron-340B", True),
     ("Nemotron4-15B", True), ("LLAMA2-70B", True),
-    ("LLAMA3-8B", False), ("LLAMA2-7B", False), ("Mixtral-8x7B", False), ("Qwen3-30B-A3B", False),
+    ("LLAMA3-8B", False), ("Llama 3.2 3B", False), ("LLAMA2-7B", False), ("Mixtral-8x7B", False),
+    ("Qwen3-30B-A3B", False),
 ])
 def test_nemo_tp_overlap_as_its_performance_recipe_sets_it(name, overlap):
     """A NeMo case that does not say takes the TP overlap of NeMo's pre-training performance recipe for its model

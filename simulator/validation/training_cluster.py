@@ -297,6 +297,16 @@ def _trays_per_stated_node(platform: IntraNodePlatform, per_node: int, defaults:
     return per_node // tray
 
 
+def _preset_nics(nics: int, preset_gpus: int, per_node: int, preset_name: str) -> tuple[int, str]:
+    """The preset server's NICs for a node of `per_node` GPUs, and whose they are (for the flag): a server with a NIC
+    or more per GPU (rail-optimised: each GPU sends through its own) lends a node that uses fewer of its GPUs, or a
+    platform of fewer GPUs (four GH200 superchips), the NICs of those GPUs; otherwise all of its NICs."""
+    if per_node >= preset_gpus or nics < preset_gpus:
+        return nics, f"{preset_name}'s"
+    share = max(1, nics * per_node // preset_gpus)
+    return share, f"{preset_name}'s NICs of {per_node} of its {preset_gpus} GPUs:"
+
+
 def topology_of(cluster: Mapping[str, Any], defaults: list[str]) -> tuple[TopologySpec, str]:
     """The cluster a case's `cluster` section describes, and its GPU name; fillers go to `defaults`. A cloud
     instance type named in its text (_INSTANCES) states the server, GPUs and network of that instance."""
@@ -339,20 +349,20 @@ def topology_of(cluster: Mapping[str, Any], defaults: list[str]) -> tuple[Topolo
         overrides["gpu_power_limit_w"] = float(cap.group(1))
     if nodes > 1 and preset.inter_node is not None:
         base = preset.inter_node
-        nics = _stated_nics(cluster, per_node * trays, base.nics_per_node * trays, defaults)
+        preset_nics, whose = _preset_nics(base.nics_per_node, preset.gpus_per_node, per_node, preset_name)
+        nics = _stated_nics(cluster, per_node * trays, preset_nics * trays, defaults)
         if nics is not None:  # stated for the case's node: a tray has its share
             nics = (max(1, nics[0] // trays), nics[1])
         transport = _stated_transport(cluster.get("inter_node"))
         if instance is None:  # an instance type states its network; otherwise what the case leaves out is flagged
             if nics is None and transport is None:
-                defaults.append(f"inter-node network not stated: {preset_name}'s {base.nics_per_node} x "
-                                f"{base.nic_gbps:g} Gb/s {base.transport}")
+                defaults.append(f"inter-node network not stated: {whose} {preset_nics} x {base.nic_gbps:g} Gb/s "
+                                f"{base.transport}")
             elif nics is None:
-                defaults.append(f"inter-node bandwidth not stated: {preset_name}'s {base.nics_per_node} x "
-                                f"{base.nic_gbps:g} Gb/s")
+                defaults.append(f"inter-node bandwidth not stated: {whose} {preset_nics} x {base.nic_gbps:g} Gb/s")
             elif transport is None:
                 defaults.append(f"inter-node transport not stated: {base.transport}")
-        count, speed = nics or (base.nics_per_node, base.nic_gbps)
+        count, speed = nics or (preset_nics, base.nic_gbps)
         overrides["inter_node"] = {"transport": transport or base.transport, "nics_per_node": count, "nic_gbps": speed}
         if transport not in (None, "ib"):
             overrides["inter_node"]["sharp"] = False  # SHARP is InfiniBand only

@@ -662,6 +662,20 @@ def test_gb200_node_of_more_gpus_than_a_tray_is_that_many_trays(per_node, trays)
         == (trays > 1)
 
 
+@pytest.mark.parametrize(("gpu", "per_node", "nics"), [("H100 (DGX-H100)", 4, 4), ("H100 (DGX-H100)", 8, 8),
+                                                      ("GH200", 4, 4)])
+def test_a_node_of_fewer_gpus_than_the_preset_server_has_their_nics(gpu, per_node, nics):
+    """A case that runs 4 GPUs a node on a server of one NIC per GPU (DGX H100), or on a platform of 4 (GH200
+    superchips, whose server preset is the DGX H100's), and states no network gets the NICs of those GPUs, as NCCL
+    sends each GPU's traffic through its own; flagged."""
+    m = mapped(case(training={"grad_accum": None, "global_batch": None},
+                    cluster={"gpu": gpu, "gpus_per_node": per_node, "nodes": 2, "num_gpus": None,
+                             "inter_node": None, "inter_node_bw_per_node": None}))
+    assert m.skipped is None and m.topology is not None and m.topology.inter_node is not None
+    assert m.topology.inter_node.nics_per_node == nics
+    assert any(d.startswith("inter-node network not stated") and f"{nics} x 400 Gb/s" in d for d in m.defaults)
+
+
 def test_more_gpus_per_node_than_a_server_holds_is_still_refused():
     """The tray reading is for rack-scale NVLink only: 16 H100s in one DGX H100 server is refused."""
     m = mapped(case(training={"grad_accum": None, "global_batch": None},

@@ -433,31 +433,29 @@ class _LogReader:
         if not self.run_line:
             self.run_line, self.run_tool = line_no, self.tool_seen
 
-    def _csv(self, body: str, line_no: int) -> bool:
-        """Take a line of a comma-separated table (an nccl-tests table saved as CSV: a header 'size,count,type,
-        ...,out_time_us,out_algbw,out_busbw,...' and rows of as many cells), read as a Markdown table's; True if
-        the line was one. A line with commas outside such a table is left to the other readers."""
-        cells = [c.strip() for c in body.split(",")]
-        if len(cells) < 3:
-            return False
+    def _cells(self, cells: list[str], line_no: int, row: bool) -> bool:
+        """Take a line of a table written as cells (Markdown or CSV): a header naming size and a time or bandwidth
+        column starts the table, and after one a line of cells is a row where `row` allows; True if taken."""
         names = _markdown_names(cells)
         if names[0] == "size" and {"time", "algbw", "busbw"} & set(names):
             return self._header(names, line_no, markdown=True)
-        if self.layout is not None and self.layout.markdown and _INT.fullmatch(cells[0]):
+        if row and self.layout is not None and self.layout.markdown:
             self._row(cells, line_no)
             return True
         return False
+
+    def _csv(self, body: str, line_no: int) -> bool:
+        """Take a line of a comma-separated table (an nccl-tests table saved as CSV: a header 'size,count,type,
+        ...,out_time_us,out_algbw,out_busbw,...' and rows of as many cells starting with the size in bytes); True
+        if the line was one. A line with commas outside such a table is left to the other readers."""
+        cells = [c.strip() for c in body.split(",")]
+        return len(cells) >= 3 and self._cells(cells, line_no, row=bool(_INT.fullmatch(cells[0])))
 
     def _markdown(self, body: str, line_no: int) -> None:
         cells = [c.strip() for c in body.strip().strip("|").split("|")]
         if all(re.fullmatch(r":?-+:?", c) for c in cells):
             return
-        names = _markdown_names(cells)
-        if names[0] == "size" and {"time", "algbw", "busbw"} & set(names):
-            self._header(names, line_no, markdown=True)
-        elif self.layout is not None and self.layout.markdown:
-            self._row(cells, line_no)
-        elif self.in_table and not self.junk:
+        if not self._cells(cells, line_no, row=True) and self.in_table and not self.junk:
             self.junk = (line_no, body)
 
     def _row(self, tokens: list[str], line_no: int) -> None:

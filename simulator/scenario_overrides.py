@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from simulator.core.errors import config_error_from
 from simulator.scenario import DEFAULT_SCENARIO, ScenarioSpec, complete_training, scenario_specs
 from topologies.presets import load_preset, resolve_topology
-from topologies.spec import TopologySpec, validate_topology_spec
+from topologies.spec import TopologySpec, nics_follow_gpus, validate_topology_spec
 from workloads.presets import resolve_model
 from workloads.spec import ModelSpec, TrainingSpec
 
@@ -83,7 +83,8 @@ def apply_options(scenario: ScenarioSpec | None, options: Mapping[str, Any], sou
         topology = topology_of(options["topology"], options.get("nodes"))
     updates = _given(options, TOPOLOGY_OPTIONS)
     if updates:
-        topology = validate_topology_spec(merged(topology.model_dump(), updates), source)
+        base = topology.model_dump()
+        topology = validate_topology_spec(nics_follow_gpus(base, merged(base, updates), updates), source)
     if options.get("model") is not None:
         model = model_of(options["model"])
         if scenario is None:

@@ -14,7 +14,7 @@ from typing import Any
 from simulator.core.errors import ConfigError
 from simulator.core.input_file import read_input_text
 from simulator.core.yaml_text import load_yaml_text, package_yaml_texts
-from topologies.spec import TopologySpec, validate_topology_spec
+from topologies.spec import TopologySpec, nics_follow_gpus, validate_topology_spec
 
 _PRESET_DIR = "presets"
 
@@ -49,8 +49,10 @@ def list_presets() -> list[tuple[str, str]]:
 
 def spec_from_yaml_text(text: str, source: str, nodes: int | None = None, **overrides: Any) -> TopologySpec:
     """A TopologySpec from YAML text (`source` names it in errors); `nodes` and `overrides` replace
-    fields (nested mappings such as inter_node merge key by key)."""
-    data = _merged(_parse_mapping(text, source), overrides)
+    fields (nested mappings such as inter_node merge key by key; a smaller gpus_per_node takes the NICs of the
+    GPUs used unless inter_node.nics_per_node is replaced too: nics_follow_gpus)."""
+    base = _parse_mapping(text, source)
+    data = nics_follow_gpus(base, _merged(base, overrides), overrides)
     if nodes is not None:
         data["nodes"] = nodes
     return validate_topology_spec(data, source)

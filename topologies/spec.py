@@ -311,6 +311,30 @@ class TopologySpec(BaseModel):
         return self
 
 
+def nics_of_gpus_used(nics_per_node: int, server_gpus: int, gpus_used: int) -> int:
+    """NICs a node using `gpus_used` of a server's `server_gpus` GPUs sends through. A server with a NIC or more
+    per GPU (rail-optimised, as DGX / HGX H100 with 8 NICs) gives each GPU the NIC on its PCIe switch, and NCCL
+    sends each GPU's traffic through that NIC, so the node has the NICs of the GPUs it uses; a server whose GPUs
+    share NICs keeps all of them."""
+    if gpus_used >= server_gpus or nics_per_node < server_gpus:
+        return nics_per_node
+    return max(1, nics_per_node * gpus_used // server_gpus)
+
+
+def nics_follow_gpus(base: Mapping[str, Any], data: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """`data` (the topology fields `base` with `overrides` applied) with its NIC count following a smaller
+    `gpus_per_node` (nics_of_gpus_used) when the overrides replace that count and leave the NICs as they were."""
+    inter, stated = base.get("inter_node"), overrides.get("inter_node")
+    nics = inter.get("nics_per_node") if isinstance(inter, Mapping) else None
+    server, used = base.get("gpus_per_node"), overrides.get("gpus_per_node")
+    if not (isinstance(nics, int) and isinstance(server, int) and isinstance(used, int)) \
+            or not isinstance(data.get("inter_node"), Mapping):
+        return data  # nothing to follow, or values the spec's validation will name
+    if isinstance(stated, Mapping) and "nics_per_node" in stated:
+        return data
+    return {**data, "inter_node": {**data["inter_node"], "nics_per_node": nics_of_gpus_used(nics, server, used)}}
+
+
 @functools.cache
 def even_nvlink_domain_gpus(nodes: int, gpus_per_node: int) -> int:
     """GPUs a job holds in each NVL72 rack: the whole rack (NVL72_DOMAIN_GPUS) when its GPUs fill whole racks

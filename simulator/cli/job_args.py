@@ -24,7 +24,9 @@ from workloads.spec import ModelSpec, TrainingSpec
 ScenarioArg = Annotated[Path | None, typer.Argument(help="Scenario YAML (default: the embedded scenario).")]
 TopologyOpt = Annotated[str | None, typer.Option(help="Topology preset or YAML file.")]
 NodesOpt = Annotated[int | None, typer.Option(help="Nodes (servers); default: the topology's.")]
-GpusOpt = Annotated[int | None, typer.Option(help="GPUs per node.")]
+GpusOpt = Annotated[int | None, typer.Option(
+    help="GPUs per node. Fewer than a preset's server holds, on a server with a NIC per GPU (DGX / HGX), take the "
+         "NICs of the GPUs used (4 of a DGX H100's 8).")]
 ModelOpt = Annotated[str | None, typer.Option(help="Model preset, model YAML, or HuggingFace config.json.")]
 StrategyOpt = Annotated[str | None, typer.Option(
     help="Data-parallel strategy: ddp, zero1, zero2, zero3, fsdp or hsdp.")]

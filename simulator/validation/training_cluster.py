@@ -11,7 +11,7 @@ from typing import Any
 from topologies.gpu_names import is_geforce
 from topologies.hardware import IntraNodePlatform, gpu_spec, intra_node_platform, known_gpus, known_platforms
 from topologies.presets import load_preset
-from topologies.spec import NVL72_DOMAIN_GPUS, TopologySpec
+from topologies.spec import NVL72_DOMAIN_GPUS, TopologySpec, nics_of_gpus_used
 
 
 class Unexpressible(Exception):
@@ -298,12 +298,11 @@ def _trays_per_stated_node(platform: IntraNodePlatform, per_node: int, defaults:
 
 
 def _preset_nics(nics: int, preset_gpus: int, per_node: int, preset_name: str) -> tuple[int, str]:
-    """The preset server's NICs for a node of `per_node` GPUs, and whose they are (for the flag): a server with a NIC
-    or more per GPU (rail-optimised: each GPU sends through its own) lends a node that uses fewer of its GPUs, or a
-    platform of fewer GPUs (four GH200 superchips), the NICs of those GPUs; otherwise all of its NICs."""
-    if per_node >= preset_gpus or nics < preset_gpus:
+    """The preset server's NICs for a node of `per_node` GPUs (nics_of_gpus_used: a platform of fewer GPUs, four
+    GH200 superchips, is read the same way), and whose they are (for the flag)."""
+    share = nics_of_gpus_used(nics, preset_gpus, per_node)
+    if share == nics:
         return nics, f"{preset_name}'s"
-    share = max(1, nics * per_node // preset_gpus)
     return share, f"{preset_name}'s NICs of {per_node} of its {preset_gpus} GPUs:"
 
 

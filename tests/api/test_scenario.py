@@ -37,6 +37,15 @@ def test_presets_by_name_and_with_fields_replaced():
     assert s.model.name == "llama3-8b"
 
 
+
+def test_fewer_gpus_per_node_take_the_nics_of_the_gpus_used():
+    """`gpus_per_node` 4 on a DGX H100 (a 400 Gb/s NIC per GPU): 4 NICs, as NCCL sends each GPU's traffic through
+    its own. NICs stated together with the count, in the same topology mapping, are kept."""
+    half = Scenario(topology="dgx-h100", nodes=4, gpus_per_node=4)
+    assert half.topology.inter_node is not None and half.topology.inter_node.nics_per_node == 4
+    stated = Scenario(topology={"preset": "dgx-h100", "gpus_per_node": 4, "inter_node": {"nics_per_node": 8}}, nodes=4)
+    assert stated.topology.inter_node is not None and stated.topology.inter_node.nics_per_node == 8
+
 def test_replace_returns_a_new_scenario_and_leaves_the_old_one():
     """`replace(nodes=16)` changes the copy only; nested mappings merge key by key."""
     base = Scenario(model="llama2-7b", training={"precision": "bf16", "strategy": {"kind": "ddp"}})

@@ -43,6 +43,29 @@ def test_load_preset_applies_nodes_and_nested_overrides():
     assert (spec.fabric.kind, spec.fabric.oversubscription) == ("rail_optimized", 2.0)
 
 
+
+@pytest.mark.parametrize(("preset", "gpus", "nics"), [
+    ("dgx-h100", 4, 4),  # a NIC per GPU: the NICs on the used GPUs' PCIe switches
+    ("dgx-h100", 2, 2),
+    ("dgx-h100", 1, 1),
+    ("dgx-h100", 8, 8),
+    ("dgx-a100", 4, 4),
+])
+def test_fewer_gpus_of_a_server_with_a_nic_per_gpu_take_their_own_nics(preset, gpus, nics):
+    """A node using `gpus` of a rail-optimised server's 8 GPUs sends through those GPUs' NICs, not all 8."""
+    spec = load_preset(preset, gpus_per_node=gpus)
+    assert spec.inter_node is not None and spec.inter_node.nics_per_node == nics
+
+
+def test_nics_stated_with_the_gpu_count_are_kept_and_shared_nics_stay():
+    """An override stating the NICs too wins; a server whose GPUs share NICs keeps all of them."""
+    stated = load_preset("dgx-h100", gpus_per_node=4, inter_node={"nics_per_node": 8})
+    assert stated.inter_node is not None and stated.inter_node.nics_per_node == 8
+    shared = spec_from_yaml_text("gpu: H100-SXM5-80GB\nnodes: 2\ngpus_per_node: 8\nintra_node: nvswitch-nvlink4\n"
+                                 "inter_node: {transport: ib, nics_per_node: 2, nic_gbps: 400}\n", "two NICs",
+                                 gpus_per_node=4)
+    assert shared.inter_node is not None and shared.inter_node.nics_per_node == 2
+
 def test_unknown_preset_lists_the_available_ones():
     """An unknown preset name is a ConfigError listing every preset."""
     with pytest.raises(ConfigError, match="dgx-h10.*unknown.*dgx-h100") as info:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
@@ -24,7 +24,9 @@ from simulator.core.yaml_text import load_yaml_text
 from simulator.measurements.nccl_tests import LOG_FORMATS
 from topologies.gpu_names import squeezed, table_gpu_name
 from topologies.hardware import gpu_spec, known_gpus
+from topologies.network_names import described_nics
 from topologies.platform_names import platform_kind
+from topologies.spec import Transport
 
 _ENV_PAIR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
 # other spellings of the vocabulary's transports (compared lower-case, without spaces, '-' or '_')
@@ -48,6 +50,18 @@ def _transport_name(text: str) -> str:
     words = [w for w in re.split(r"[^a-z0-9]+", text.lower()) if w]
     return next((name for pattern, name in _TRANSPORT_WORDS for word in words if re.fullmatch(pattern, word)), key)
 
+
+
+def _described_network(text: str) -> dict[str, Any]:
+    """inter_node fields from a network written as one description (ManifestEntry._transport_spelling)."""
+    nics, transport = described_nics(text), _transport_name(text)
+    if transport not in get_args(Transport):
+        raise ValueError(f"{text!r} names no transport; expected one of {', '.join(get_args(Transport))} in it")
+    if nics.count is None:
+        raise ValueError(f"{text!r} states no count of NICs a node; write it as '8x 400G' in the text, or give the "
+                         "fields: {transport: ib, nics_per_node: 8, nic_gbps: 400}")
+    return {"transport": transport, "nics_per_node": nics.count, "nic_gbps": nics.nic_gbps(nics.count),
+            "note": text}
 
 
 def _canonical_gpu(value: Any) -> Any:
@@ -76,7 +90,8 @@ class ManifestEntry(BaseModel):
     inter_node: dict[str, Any] | None = Field(
         default=None,
         description="Inter-node network as written: transport, nics_per_node, nic_gbps (Gbit/s per NIC, "
-        "may be null), sharp, note. Absent for single-node runs.",
+        "may be null), sharp, note; or one description stating the transport, NICs and rate, e.g. "
+        "'InfiniBand NDR 8x400G'. Absent for single-node runs.",
     )
     nccl: str | None = Field(default=None, description="NCCL version as stated, or 'unknown'.")
     format: str = Field(default="nccl-tests", description=f"Log layout: one of {', '.join(LOG_FORMATS)}.")
@@ -157,7 +172,12 @@ class ManifestEntry(BaseModel):
     @field_validator("inter_node", mode="before")
     @classmethod
     def _transport_spelling(cls, value: Any) -> Any:
-        """The transport in the vocabulary's spelling ('InfiniBand' -> ib, 'RoCEv2' -> roce, 'TCP' -> sockets)."""
+        """The transport in the vocabulary's spelling ('InfiniBand' -> ib, 'RoCEv2' -> roce, 'TCP' -> sockets); the
+        network written as one description ('InfiniBand NDR 8x400G', '4 x 200 Gb/s Slingshot-11') read as its
+        transport, NICs and rate (topologies.network_names), the text kept as the note. A description that
+        states no count of NICs is refused, asking for them."""
+        if isinstance(value, str):
+            return _described_network(value)
         if isinstance(value, dict) and isinstance(value.get("transport"), str):
             return {**value, "transport": _transport_name(value["transport"])}
         return value

@@ -10,6 +10,7 @@ from typing import Any
 
 from topologies.gpu_names import is_geforce
 from topologies.hardware import IntraNodePlatform, gpu_spec, intra_node_platform, known_gpus, known_platforms
+from topologies.network_names import RATE, described_nics, rate_gbps
 from topologies.presets import load_preset
 from topologies.spec import NVL72_DOMAIN_GPUS, TopologySpec, nics_of_gpus_used
 
@@ -25,9 +26,6 @@ UNSTATED = re.compile(r"^\s*(?:not\s+(?:stated|given|specified|published|reporte
 SAYS_NONE = re.compile(r"^\s*(?:false|no|none|off|disabled)\b", re.IGNORECASE)
 
 
-# a rate: its number, G or T, and the unit letters: b / bit (bits) or B / byte ("GB/s", "GBps": bytes, x 8; an
-# all-capitals "GBPS" is taken for bits, as it is commonly written)
-_GBPS = r"(\d+(?:\.\d+)?)\s*([GT])(bits?|bytes?|b)(ps|/s)"
 _OPA_LINKS = re.compile(r"(\d+)\s*(?:x\s*)?(?:intel\s*)?omni-?path(?:\s*architecture)?\s*links?", re.IGNORECASE)
 OPA_GBPS = 100.0  # Intel Omni-Path Architecture (100 Series): 100 Gb/s per port
 
@@ -163,74 +161,39 @@ def _gpu_and_preset(text: str, gpus_per_node: int | None, defaults: list[str]) -
     return card
 
 
-def _gbps(match: re.Match[str], first: int) -> float:
-    """Gb/s of the rate _GBPS matched with its number at group `first`."""
-    number, prefix, letters, per = (match.group(first + k) for k in range(4))
-    in_bytes = letters.lower().startswith("byte") or (letters == "B" and per in ("/s", "ps"))
-    return float(number) * (1000.0 if prefix.upper() == "T" else 1.0) * (8.0 if in_bytes else 1.0)
-
-
 def _stated_nics(cluster: Mapping[str, Any], gpus_per_node: int, preset_nics: int,
                  defaults: list[str]) -> tuple[int, float] | None:
     """(NICs per node, Gb/s each) where the case states its network bandwidth, else None."""
     for text in (cluster.get("ib_links"), cluster.get("inter_node_bw_per_node")):
         if not text:
             continue
-        links = re.search(r"(\d+)\s*x\s*" + _GBPS, text, re.IGNORECASE)
+        links = re.search(r"(\d+)\s*x\s*" + RATE, text, re.IGNORECASE)
         if links:
-            return int(links.group(1)), _gbps(links, 2)
-        speed = re.search(_GBPS + r"(\s*per GPU)?", text, re.IGNORECASE)
+            return int(links.group(1)), rate_gbps(links, 2)
+        speed = re.search(RATE + r"(\s*per GPU)?", text, re.IGNORECASE)
         if speed and speed.group(5):
-            return gpus_per_node, _gbps(speed, 1)
+            return gpus_per_node, rate_gbps(speed, 1)
         if speed:
-            return preset_nics, _gbps(speed, 1) / preset_nics
+            return preset_nics, rate_gbps(speed, 1) / preset_nics
     opa = _OPA_LINKS.search(str(cluster.get("inter_node") or ""))
     if opa:  # "4 OmniPath links per node": the links' count, at Omni-Path's one speed
         return int(opa.group(1)), OPA_GBPS
     return _described_nics(str(cluster.get("inter_node") or ""), preset_nics, defaults)
 
 
-# how network descriptions name a NIC's rate besides "400 Gb/s": "400G", "200GbE", "25GbE", and InfiniBand's
-# generations (per 4x port: EDR 100, HDR 200, NDR 400, XDR 800 Gb/s; "HDR100" a split 100 Gb/s port); and the NICs'
-# count: "8 x <rate>", "8x ConnectX-7 400G", "8 HCAs", "one HCA per node" (a number of its own, not a part name's
-# "ConnectX-4")
-_SHORT_RATE = re.compile(r"(?:(?<=^)|(?<=[^\w.-])|(?<=[x×]))(\d+(?:\.\d+)?)\s*G(?:bE|E)?(?![\w/])",
-                         re.IGNORECASE)  # not a part of a name ("a4-highgpu-8g")
-_IB_GENERATION = re.compile(r"\b(EDR|HDR|NDR|XDR)(\d{3})?\b", re.IGNORECASE)
-_IB_GENERATION_GBPS = {"edr": 100.0, "hdr": 200.0, "ndr": 400.0, "xdr": 800.0}
-_COUNT_WORDS = {"one": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
-_NIC_COUNT = re.compile(rf"(?<![\w.-])(\d+|{'|'.join(_COUNT_WORDS)})\s*(?:[x×]\s*(?=[\w.])"
-                        r"|(?:[\w-]+\s+)?(?:HCAs?|NICs?|ports?|rails?|adapters?)\b)", re.IGNORECASE)
-
-
-MAX_NIC_GBPS = 800.0  # the fastest NIC port shipping (ConnectX-8, InfiniBand XDR): a faster rate is a node's
-
-
 def _described_nics(text: str, preset_nics: int, defaults: list[str]) -> tuple[int, float] | None:
-    """(NICs per node, Gb/s each) as a network description gives them ('8x 400Gb/s NDR InfiniBand', 'RoCE v2,
-    8x200G', '4 x HDR200', 'NDR400 IB, 8 HCAs', '3.2 Tbps InfiniBand'), else None. A rate is a NIC's, its count
-    the stated one or else the preset's (flagged); a rate said to be a node's, or above MAX_NIC_GBPS ('3.2 Tbps',
-    'EFA 3200 Gbps'), is split over that count."""
-    rate: float | None = None
-    total = bool(re.search(r"\bper\s+(?:node|host|server|instance|vm)\b", text, re.IGNORECASE))
-    found = re.search(_GBPS, text, re.IGNORECASE)
-    if found:
-        rate = _gbps(found, 1)
-    elif (short := _SHORT_RATE.search(text)) is not None:
-        rate = float(short.group(1))
-    elif (generation := _IB_GENERATION.search(text)) is not None:
-        rate = float(generation.group(2) or _IB_GENERATION_GBPS[generation.group(1).lower()])
-    if rate is None:
+    """(NICs per node, Gb/s each) as a network description gives them (topologies.network_names: '8x 400Gb/s NDR
+    InfiniBand', '4 x HDR200', 'NDR400 IB, 8 HCAs', '3.2 Tbps InfiniBand'), else None: the stated count or else
+    the preset's (flagged)."""
+    described = described_nics(text)
+    if described.rate_gbps is None:
         return None
-    total = total or rate > MAX_NIC_GBPS
-    count_match = _NIC_COUNT.search(text)
-    if count_match:
-        word = count_match.group(1).lower()
-        count = _COUNT_WORDS[word] if word in _COUNT_WORDS else int(word)
-    else:
+    count = described.count
+    if count is None:
         count = preset_nics
         defaults.append(f"NICs per node not stated ({text!r}): {count}, the server preset's")
-    return (count, rate / count) if total else (count, rate)
+    rate = described.rate_gbps
+    return count, rate / count if described.node_total else rate
 
 
 def _stated_transport(text: str | None) -> str | None:

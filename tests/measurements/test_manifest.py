@@ -123,6 +123,34 @@ def test_transport_in_other_spellings_is_read(written: str, read: str) -> None:
     assert manifest.entries[0].inter_node["transport"] == read  # type: ignore[index]
 
 
+
+@pytest.mark.parametrize(("written", "read"), [
+    ("InfiniBand NDR 8x400G", ("ib", 8, 400.0)),
+    ("RoCE v2, 8x200G", ("roce", 8, 200.0)),
+    ("4 x 200 Gb/s Slingshot-11", ("slingshot", 4, 200.0)),
+    ("8x ConnectX-7 NDR", ("ib", 8, 400.0)),
+    ("EFA 3200 Gbps per instance, 32 adapters", ("efa", 32, 100.0)),  # a node's rate, split over its NICs
+])
+def test_a_network_written_as_one_description_is_read(written: str, read: tuple[str, int, float]) -> None:
+    """`inter_node: "InfiniBand NDR 8x400G"`: the transport, the NICs' count and each NIC's rate; the text is the
+    note, and the cluster built from the entry has those NICs."""
+    entry = parse_manifest(ENTRY.replace("{transport: ib, nics_per_node: 8, nic_gbps: 400}", f'"{written}"'),
+                           "m.yaml", BASE).entries[0]
+    assert entry.inter_node is not None
+    assert (entry.inter_node["transport"], entry.inter_node["nics_per_node"], entry.inter_node["nic_gbps"]) == read
+    assert entry.inter_node["note"] == written
+
+
+@pytest.mark.parametrize(("written", "reason"), [
+    ("InfiniBand NDR", r"states no count of NICs a node"),
+    ("Quantum 8x400G", r"names no transport; expected one of ib, roce"),
+])
+def test_a_description_missing_the_nics_or_the_transport_sets_the_entry_aside(written: str, reason: str) -> None:
+    """A description that leaves out the NICs' count (no preset to take it from) or names no transport is set
+    aside, saying which."""
+    [rejected] = _rejected(ENTRY.replace("{transport: ib, nics_per_node: 8, nic_gbps: 400}", f'"{written}"'))
+    assert re.search(r"field 'inter_node': .*" + reason, rejected)
+
 def test_wrong_type_sets_the_entry_aside() -> None:
     """gpus_per_node must be an integer, not a string."""
     [reason] = _rejected(ENTRY.replace("gpus_per_node: 8", "gpus_per_node: eight"))

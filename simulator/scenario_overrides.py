@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from simulator.core.errors import config_error_from
+from simulator.core.mappings import merged
 from simulator.scenario import DEFAULT_SCENARIO, ScenarioSpec, complete_training, scenario_specs
 from topologies.presets import load_preset, resolve_topology
 from topologies.spec import TopologySpec, nics_follow_gpus, validate_topology_spec
@@ -28,15 +29,6 @@ ROUTING_OPTIONS = ("load_imbalance", "capacity_factor", "pad_to_capacity")
 TOPOLOGY_OPTIONS = ("nodes", "gpus_per_node", "gpu", "link_faults")  # fields of the topology replaced in place
 JOB_OPTIONS = ("micro_batch", "global_batch", "seq_len", "packed_sample_len", "lora_rank", "recompute_layers",
                "precision", "memory_fraction")
-
-
-def merged(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
-    """`base` with `update` applied, nested mappings merged key by key."""
-    out = dict(base)
-    for key, value in update.items():
-        out[key] = merged(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) \
-            else value
-    return out
 
 
 def topology_of(value: str | Mapping[str, Any] | TopologySpec, nodes: int | None) -> TopologySpec:

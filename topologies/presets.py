@@ -7,12 +7,12 @@ text or mappings (`spec_from_yaml_text`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from simulator.core.errors import ConfigError
 from simulator.core.input_file import read_input_text
+from simulator.core.mappings import merged
 from simulator.core.yaml_text import load_yaml_text, package_yaml_texts
 from topologies.spec import TopologySpec, nics_follow_gpus, validate_topology_spec
 
@@ -30,17 +30,6 @@ def _parse_mapping(text: str, source: str) -> dict[str, Any]:
     return data
 
 
-def _merged(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """`base` with `overrides` applied; nested mappings merge key by key."""
-    merged = dict(base)
-    for key, value in overrides.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _merged(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
 def list_presets() -> list[tuple[str, str]]:
     """(name, description) of every preset, sorted by name."""
     texts = sorted(_preset_texts().items())
@@ -52,7 +41,7 @@ def spec_from_yaml_text(text: str, source: str, nodes: int | None = None, **over
     fields (nested mappings such as inter_node merge key by key; a smaller gpus_per_node takes the NICs of the
     GPUs used unless inter_node.nics_per_node is replaced too: nics_follow_gpus)."""
     base = _parse_mapping(text, source)
-    data = nics_follow_gpus(base, _merged(base, overrides), overrides)
+    data = nics_follow_gpus(base, merged(base, overrides), overrides)
     if nodes is not None:
         data["nodes"] = nodes
     return validate_topology_spec(data, source)

@@ -16,8 +16,9 @@ from simulator.collectives.nccl_releases import release_option
 from simulator.collectives.predict import CollectiveRow, collective_table, size_sweep
 from simulator.collectives.select import selection_option
 from simulator.core.errors import ConfigError
+from simulator.core.mappings import merged
 from simulator.core.units import parse_size
-from simulator.scenario_overrides import merged, topology_of
+from simulator.scenario_overrides import topology_of
 from topologies.build import build_representative
 from topologies.spec import TopologySpec, validate_topology_spec
 

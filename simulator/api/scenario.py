@@ -20,9 +20,10 @@ from pydantic import ValidationError
 
 from simulator.core.errors import config_error_from
 from simulator.core.input_file import read_input_text
+from simulator.core.mappings import merged
 from simulator.core.yaml_text import load_yaml_text
 from simulator.scenario import ScenarioSpec, StragglerSpec, scenario_echo, scenario_from_data
-from simulator.scenario_overrides import apply_options, merged
+from simulator.scenario_overrides import apply_options
 from topologies.spec import TopologySpec
 from workloads.spec import ModelSpec, TrainingSpec
 

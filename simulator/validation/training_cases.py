@@ -47,12 +47,13 @@ from simulator.core.errors import ClusterSimError, ConfigError
 from simulator.core.yaml_text import load_yaml_text
 from simulator.scenario import with_framework
 from simulator.validation.training_cluster import SAYS_NONE, UNSTATED, Unexpressible, topology_of
-from simulator.validation.training_parallel import framework_of, lower_parallel
+from simulator.validation.training_parallel import VENDOR_PREFIX, framework_of, lower_parallel
 from simulator.validation.training_strategy import (
     FAMILY_OF_KIND,
     KNOWN_STRATEGIES,
     Family,
     model_parallel_degrees,
+    stated_degrees,
     strategy_family,
     strategy_names,
     strategy_spec,
@@ -134,13 +135,21 @@ def _type_ok(value: Any, kind: str) -> bool:
 
 
 _WHOLE_NUMBER = re.compile(r"^\s*\d{1,3}(?:[,_]\d{3})+\s*$|^\s*\d+\s*$")
+# a count written with its label or noun: 'GBS 128', 'TP4', 'MBS=1', '128 sequences', '64 GPUs', '1 (per GPU)'; a
+# count of tokens ('4M tokens', '128 (tokens)') is not one of sequences and is left to be refused
+_LABELLED_COUNT = re.compile(r"^\s*(?:(?:[GM]BS|TP|PP|DP|CP|EP|VP)\s*[=:]?\s*)?(\d{1,3}(?:,\d{3})+|\d+)\s*"
+                             r"(?:(?:sequences|seqs|samples|GPUs|nodes|layers|heads)\b)?\s*(?:\((?![^)]*token)[^)]*\))?\s*$",
+                             re.IGNORECASE)
 
 
 def _coerced(value: Any, kind: str) -> Any:
     """A value written in another type than its field's but meaning the same: a whole number written as text
-    ('2048', '4,096') or as a float (2048.0) for an integer field; a number for a text field (400 -> '400')."""
+    ('2048', '4,096'), with its label or noun ('GBS 128', '64 GPUs': _LABELLED_COUNT) or as a float (2048.0) for an
+    integer field; a number for a text field (400 -> '400')."""
     if "int" in kind and isinstance(value, str) and _WHOLE_NUMBER.match(value) and "str" not in kind:
         return int(re.sub(r"[,_\s]", "", value))
+    if kind == "int" and isinstance(value, str) and (labelled := _LABELLED_COUNT.match(value)) is not None:
+        return int(labelled.group(1).replace(",", ""))
     if "int" in kind and isinstance(value, float) and value.is_integer():
         return int(value)
     if kind == "str" and isinstance(value, int | float) and not isinstance(value, bool):
@@ -333,8 +342,8 @@ def _architecture(name: str, framework: str) -> dict[str, bool]:
 # dashes or underscores, a family's version apart from it ("Llama 3.1", "LLaMA-2", "Qwen-2.5"), and release
 # suffixes that keep the shapes (the base model's "-hf" conversion, "-base", "-instruct", "-chat", "-it"
 # tunes; "v0.1", the release the presets describe).
-_VENDOR = re.compile(r"^(?:[\w.-]+/)?(?:meta[\s_-]+)?")
 _VERSION = re.compile(r"\d+(?:\.\d+)?")
+_SIZE_WORD = re.compile(r"\b\d+(?:\.\d+)?[bm]\b", re.IGNORECASE)  # a parameter count: 70B, 1.3B, 350M
 _SAME_SHAPES_SUFFIXES = frozenset({"hf", "base", "instruct", "chat", "it", "v0.1"})
 # Releases with an earlier release's shapes: Llama 3.1 and 3.3 have Llama 3's (a longer context only).
 # [HF] meta-llama/Llama-3.1-8B, Llama-3.1-70B, Llama-3.3-70B-Instruct config.json.
@@ -361,10 +370,15 @@ _NEMO_TABLE_NAMES = {
 def _release_key(name: str) -> tuple[str, str]:
     """(preset name, the release it was read as) of a released model's name: 'Meta-Llama-3.1-70B-Instruct' ->
     ('llama3-70b', 'llama3.1'), 'LLaMA 2 7B' -> ('llama2-7b', 'llama2'); NeMo's table names through
-    _NEMO_TABLE_NAMES ('Nemotron-8B' -> ('nemotron3-8b', 'nemotron-8b')). Only the spelling is normalised:
-    sizes and families are kept as written, so no other size or family can match."""
+    _NEMO_TABLE_NAMES ('Nemotron-8B' -> ('nemotron3-8b', 'nemotron-8b')); a remark in parentheses (one holding
+    no size) is dropped and a release N.0 is N ('Llama 3.0 70B (dense)' -> 'llama3-70b', 'Llama 2 (70B)' ->
+    'llama2-70b'). Only the spelling is normalised: sizes and families are kept as written, so no other size or
+    family can match."""
     words: list[str] = []
-    for word in re.split(r"[\s_-]+", _VENDOR.sub("", name.strip().lower())):
+    # 'Llama3-70B (dense)': a remark, not the name; 'Llama 2 (70B)': the size, in brackets
+    unremarked = re.sub(r"\(([^)]*)\)", lambda m: m.group(1) if _SIZE_WORD.search(m.group(1)) else " ", name)
+    for word in re.split(r"[\s_-]+", VENDOR_PREFIX.sub("", unremarked.strip().lower())):
+        word = re.sub(r"(?<=\d)\.0$", "", word)  # 'Llama 3.0': release 3
         if words and _VERSION.fullmatch(word) and words[-1][-1].isalpha():
             words[-1] += word  # 'llama' '3.1' -> 'llama3.1'
         elif word and word not in _SAME_SHAPES_SUFFIXES:
@@ -1001,7 +1015,8 @@ def map_case(case: TrainingCase) -> MappedCase:
     """
     if case.problem is not None:
         return MappedCase(case, None, False, None, (), skipped=case.problem)
-    training = case.training
+    training = {**case.training, **{dim: degree for dim, degree in stated_degrees(case.training).items()
+                                     if case.training.get(dim) is None}}  # 'TP4' in the strategy list: tp 4
     names = strategy_names(training)
     unknown = [n for n in names if n not in KNOWN_STRATEGIES]
     model_parallel = model_parallel_degrees(training, names)

@@ -310,9 +310,15 @@ _NEMO_RECIPE_TP_OVERLAP: tuple[tuple[str, bool], ...] = (
 )
 
 
+# what a released model's name may start with besides its family: a hub owner ('meta-llama/', 'nvidia/') and Meta's
+# name ('Meta-Llama-3-70B'); matched in lower case
+VENDOR_PREFIX = re.compile(r"^(?:[\w.-]+/)?(?:meta[\s_-]+)?")
+
+
 def _nemo_recipe_tp_overlap(model_name: str) -> bool | None:
-    """NeMo's performance recipe's tp_comm_overlap for the model (_NEMO_RECIPE_TP_OVERLAP); None: no recipe."""
-    key = re.sub(r"[^a-z0-9]", "", model_name.lower())
+    """NeMo's performance recipe's tp_comm_overlap for the model (_NEMO_RECIPE_TP_OVERLAP, its name without
+    VENDOR_PREFIX); None: no recipe."""
+    key = re.sub(r"[^a-z0-9]", "", VENDOR_PREFIX.sub("", model_name.strip().lower()))
     return next((on for pattern, on in _NEMO_RECIPE_TP_OVERLAP if re.search(pattern, key)), None)
 
 

@@ -46,11 +46,25 @@ FAMILY_OF_KIND: dict[StrategyKind, Family] = {"ddp": "ddp", "zero1": "zero", "ze
                                                "fsdp": "fsdp", "hsdp": "fsdp"}
 
 
+# a parallel dimension written with its degree as a strategy item: 'TP4', 'TP=4', 'PP 8', 'CP2'
+_WITH_DEGREE = re.compile(r"^(tp|pp|cp|dp|ep)\s*[=:]?\s*(\d+)$", re.IGNORECASE)
+
+
+def stated_degrees(training: Mapping[str, Any]) -> dict[str, int]:
+    """Degrees the strategy items state with their names ('TP4/PP4/CP2' -> tp 4, pp 4, cp 2)."""
+    raw = training.get("strategy") or []
+    items = [part for item in ([raw] if isinstance(raw, str) else raw) for part in _JOINED.split(str(item)) if part]
+    return {found.group(1).lower(): int(found.group(2)) for item in items
+            if (found := _WITH_DEGREE.match(item.strip())) is not None}
+
+
 def _canonical(name: str, zero_stage: int | None) -> str:
     """One strategy name in KNOWN_STRATEGIES' spelling where it is another's ('ZeRO-3', 'zero stage 3' -> 'zero3';
     'ZeRO' or 'DeepSpeed' with a stated zero_stage 2 -> 'zero2'; 'FSDP2' -> 'fsdp'; 'sequence parallel' -> 'sp'),
     else lower-cased as given."""
     low = name.strip().lower()
+    if (with_degree := _WITH_DEGREE.match(low)) is not None:
+        return with_degree.group(1)  # 'TP4': tp, its degree read by stated_degrees
     key = re.sub(r"[\s._()-]", "", low)
     stage = _ZERO_STAGE.match(key)
     if stage:

@@ -168,6 +168,48 @@ def test_numbers_written_as_text_and_text_written_as_numbers_are_read():
     assert mapped(entry).skipped is None
 
 
+
+@pytest.mark.parametrize(("field", "written", "read"), [
+    ("global_batch", "GBS 4096", 4096), ("global_batch", "4,096 sequences", 4096), ("micro_batch", "8 (per GPU)", 8),
+    ("micro_batch", "MBS=8", 8), ("tp", "TP1", 1),
+])
+def test_counts_written_with_their_label_or_noun_are_read(field: str, written: str, read: int):
+    """'GBS 4096', '4,096 sequences', '8 (per GPU)', 'MBS=8': the count; the case lowers as with the number."""
+    numbers = case(training={"micro_batch": 8, "global_batch": 4096, "tp": 1})
+    worded = case(training={"micro_batch": 8, "global_batch": 4096, "tp": 1, field: written})
+    assert parse(worded)[0].training[field] == read
+    assert mapped(worded).training == mapped(numbers).training
+
+
+@pytest.mark.parametrize("written", ["4M tokens", "4,194,304 tokens", "4096 (tokens)"])
+def test_a_batch_in_tokens_is_not_read_as_sequences(written: str):
+    """A global batch written in tokens is refused naming the field, not taken for that many sequences."""
+    assert "training.global_batch" in mapped(case(training={"global_batch": written})).skipped
+
+
+def test_strategy_degrees_fill_unstated_fields_only():
+    """'TP2/PP2' with no tp and pp fields lowers as tp 2, pp 2; a stated field wins over the item's degree."""
+    by_items = mapped(case(training={"strategy": "TP2/PP2/DP", "tp": None, "pp": None}, cluster={"num_gpus": 16}))
+    by_fields = mapped(case(training={"strategy": ["tp", "pp", "dp"], "tp": 2, "pp": 2}, cluster={"num_gpus": 16}))
+    assert by_items.training == by_fields.training
+    stated = mapped(case(training={"strategy": "TP4/PP2/DP", "tp": 2, "pp": 2}, cluster={"num_gpus": 16}))
+    assert stated.training == by_fields.training
+
+
+@pytest.mark.parametrize("name", ["Llama 3.0 70B", "Llama3-70B (dense)", "Meta-Llama-3-70B",
+                                  "meta-llama/Meta-Llama-3-70B"])
+def test_a_released_models_name_with_a_remark_a_release_dot_zero_or_its_owner_is_the_model(name: str):
+    """Named only, these take Llama 3 70B's public config as 'Llama 3 70B' does, and under NeMo its performance
+    recipe's TP overlap (which is looked up by the name without its owner)."""
+    nemo = {"framework": "NeMo 24.07", "strategy": ["tp", "pp", "dp"], "tp": 4, "pp": 4, "precision": "bf16",
+            "micro_batch": 1, "global_batch": 128, "grad_accum": None}
+    shape = dict.fromkeys(("params", "layers", "hidden", "heads", "ffn", "vocab"))
+    reference = mapped(case(model={**shape, "name": "Llama 3 70B"}, training=nemo, cluster={"num_gpus": 64}))
+    named = mapped(case(model={**shape, "name": name}, training=nemo, cluster={"num_gpus": 64}))
+    assert named.skipped is None and named.model == reference.model.model_copy(update={"source": named.model.source})
+    assert named.training.parallel.tp_comm_overlap is True
+    assert named.training.parallel == reference.training.parallel
+
 def test_a_case_without_gpu_is_skipped_and_one_without_strategy_takes_the_frameworks():
     """No GPU (nor an instance type): that case is skipped saying so, the others run. No strategy list: the
     framework's convention (FSDP under LLM Foundry, NeMo's distributed optimizer) or plain data parallelism,
@@ -854,6 +896,8 @@ def test_seq_len_in_k_and_missing_fields_use_flagged_defaults():
         ({"strategy": ["ShardedDDP"]}, "zero2", None),
         ({"strategy": ["OSS"]}, "zero1", None),
         ({"strategy": ["sp"]}, None, "sequence parallelism ('sp') named without tensor parallelism"),
+        ({"strategy": "TP2/PP2/DP4"}, "ddp", None),  # the degrees with the names: tp 2, pp 2
+        ({"strategy": ["TP=2", "PP=2", "DP"]}, "ddp", None),
     ],
 )
 def test_strategies(training, kind, reason):

@@ -91,7 +91,7 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
                  "recompute_layers": "int", "recompute_num_layers": "int", "tp_comm_overlap": "bool",
                  "capacity_factor": "number", "moe_expert_capacity_factor": "number", "pad_to_capacity": "bool",
                  "moe_pad_expert_input_to_capacity": "bool", "pack_sample_into_one": "bool",
-                 "zero1_group_size": "int"},
+                 "zero1_group_size": "int", "torch_compile": "bool", "async_tp": "bool"},
     "cluster": {"gpu": "str", "num_gpus": "int", "gpus_per_node": "int", "nodes": "int", "intra_node": "str",
                 "inter_node": "str", "inter_node_bw_per_node": "str", "ib_links": "str"},
 }
@@ -137,6 +137,9 @@ def _type_ok(value: Any, kind: str) -> bool:
 _WHOLE_NUMBER = re.compile(r"^\s*\d{1,3}(?:[,_]\d{3})+\s*$|^\s*\d+\s*$")
 # a count written with its label or noun: 'GBS 128', 'TP4', 'MBS=1', '128 sequences', '64 GPUs', '1 (per GPU)'; a
 # count of tokens ('4M tokens', '128 (tokens)') is not one of sequences and is left to be refused
+# a yes or no written as text ('false' in quotes, 'off', 'enabled')
+_SAID_BOOL = {**dict.fromkeys(("true", "yes", "on", "enabled"), True),
+              **dict.fromkeys(("false", "no", "off", "disabled", "none"), False)}
 _LABELLED_COUNT = re.compile(r"^\s*(?:(?:[GM]BS|TP|PP|DP|CP|EP|VP)\s*[=:]?\s*)?(\d{1,3}(?:,\d{3})+|\d+)\s*"
                              r"(?:(?:sequences|seqs|samples|GPUs|nodes|layers|heads)\b)?\s*(?:\((?![^)]*token)[^)]*\))?\s*$",
                              re.IGNORECASE)
@@ -145,7 +148,8 @@ _LABELLED_COUNT = re.compile(r"^\s*(?:(?:[GM]BS|TP|PP|DP|CP|EP|VP)\s*[=:]?\s*)?(
 def _coerced(value: Any, kind: str) -> Any:
     """A value written in another type than its field's but meaning the same: a whole number written as text
     ('2048', '4,096'), with its label or noun ('GBS 128', '64 GPUs': _LABELLED_COUNT) or as a float (2048.0) for an
-    integer field; a number for a text field (400 -> '400')."""
+    integer field; a number for a text field (400 -> '400'); a yes or no in words ('false', 'off', 'enabled') for a
+    yes-or-no field."""
     if "int" in kind and isinstance(value, str) and _WHOLE_NUMBER.match(value) and "str" not in kind:
         return int(re.sub(r"[,_\s]", "", value))
     if kind == "int" and isinstance(value, str) and (labelled := _LABELLED_COUNT.match(value)) is not None:
@@ -154,6 +158,8 @@ def _coerced(value: Any, kind: str) -> Any:
         return int(value)
     if kind == "str" and isinstance(value, int | float) and not isinstance(value, bool):
         return f"{value:g}"
+    if kind == "bool" and isinstance(value, str) and (said := _SAID_BOOL.get(value.strip().lower())) is not None:
+        return said
     return value
 
 

@@ -24,7 +24,8 @@ _SPELLINGS = {
     "hybridshard": "hsdp", "zero++": "zeropp", "zeroplusplus": "zeropp",
     # FSDP named with its sharding strategy ("FSDP FULL_SHARD", "FSDP SHARD_GRAD_OP"): the sharding is read from the
     # name too (_stated_sharding)
-    "fsdpfullshard": "fsdp", "fsdpshardgradop": "fsdp", "fsdpnoshard": "fsdp", "shardgradop": "fsdp",
+    "fsdpfullshard": "fsdp", "fsdpfullsharding": "fsdp", "fsdpshardgradop": "fsdp", "fsdpnoshard": "fsdp",
+    "shardgradop": "fsdp",
     "fsdphybridshard": "hsdp", "hsdphybridshard": "hsdp",
     "distributeddataparallel": "ddp", "pytorchddp": "ddp", "dataparallel": "dp", "dataparallelism": "dp",
     "tensorparallel": "tp", "tensorparallelism": "tp", "tensormodelparallel": "tp",
@@ -60,8 +61,8 @@ def stated_degrees(training: Mapping[str, Any]) -> dict[str, int]:
 
 def _canonical(name: str, zero_stage: int | None) -> str:
     """One strategy name in KNOWN_STRATEGIES' spelling where it is another's ('ZeRO-3', 'zero stage 3' -> 'zero3';
-    'ZeRO' or 'DeepSpeed' with a stated zero_stage 2 -> 'zero2'; 'FSDP2' -> 'fsdp'; 'sequence parallel' -> 'sp'),
-    else lower-cased as given."""
+    'ZeRO' or 'DeepSpeed' with a stated zero_stage 2 -> 'zero2'; 'FSDP2' -> 'fsdp'; 'sequence parallel' -> 'sp'; a
+    name with a gloss in brackets, 'Fully Sharded Data Parallel (FSDP)', as either), else lower-cased as given."""
     low = name.strip().lower()
     if (with_degree := _WITH_DEGREE.match(low)) is not None:
         return with_degree.group(1)  # 'TP4': tp, its degree read by stated_degrees
@@ -71,7 +72,13 @@ def _canonical(name: str, zero_stage: int | None) -> str:
         return f"zero{stage.group(1)}"
     if key in ("zero", "deepspeed", "deepspeedzero") and zero_stage in _ZERO_KINDS:
         return f"zero{zero_stage}"
-    return _SPELLINGS.get(key, key if key in KNOWN_STRATEGIES else low)
+    known = _SPELLINGS.get(key, key if key in KNOWN_STRATEGIES else None)
+    bracketed = re.fullmatch(r"(.+?)\s*\((.+)\)", low)
+    if known is None and bracketed is not None:  # 'Fully Sharded Data Parallel (FSDP)', 'fsdp2 (full_shard)': the
+        # name before the brackets, else the one in them
+        known = next((name for part in bracketed.groups()
+                      if (name := _canonical(part, zero_stage)) in KNOWN_STRATEGIES), None)
+    return known or low
 
 
 # an item naming several dimensions at once: "TP+PP+DP", "DP / TP / PP", "FSDP + TP" (a lone '+' between names,

@@ -230,6 +230,9 @@ def test_a_case_without_gpu_is_skipped_and_one_without_strategy_takes_the_framew
 @pytest.mark.parametrize(("framework", "training", "known", "fused", "flagged"), [
     ("PyTorch FSDP", {}, "pytorch-fsdp", False, True),
     ("PyTorch FSDP", {"torch_compile": True}, "pytorch-fsdp", True, False),
+    ("PyTorch FSDP", {"torch_compile": "false"}, "pytorch-fsdp", False, False),  # the word, not a true string
+    ("PyTorch FSDP", {"torch_compile": "off"}, "pytorch-fsdp", False, False),
+    ("PyTorch FSDP", {"torch_compile": "enabled"}, "pytorch-fsdp", True, False),
     ("PyTorch DDP", {"strategy": ["ddp"], "fsdp_sharding_strategy": None}, "pytorch-ddp", False, True),
     ("torch DistributedDataParallel", {"strategy": ["ddp"], "fsdp_sharding_strategy": None, "techniques":
                                        "DDP + torch.compile"}, "pytorch-ddp", True, False),
@@ -897,6 +900,9 @@ def test_seq_len_in_k_and_missing_fields_use_flagged_defaults():
         ({"strategy": ["OSS"]}, "zero1", None),
         ({"strategy": ["sp"]}, None, "sequence parallelism ('sp') named without tensor parallelism"),
         ({"strategy": "TP2/PP2/DP4"}, "ddp", None),  # the degrees with the names: tp 2, pp 2
+        ({"strategy": ["Fully Sharded Data Parallel (FSDP)"]}, "fsdp", None),  # a name glossed in brackets
+        ({"strategy": ["fsdp2 (full_shard)"]}, "fsdp", None),
+        ({"strategy": ["ZeRO-3 (FSDP)"]}, "zero3", None),
         ({"strategy": ["TP=2", "PP=2", "DP"]}, "ddp", None),
     ],
 )

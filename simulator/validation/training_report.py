@@ -193,18 +193,34 @@ def choose_metric(case: TrainingCase) -> CaseMetric | None:
     return None
 
 
+# a figure followed by its unit: '1914 tokens/s', '8.56 s', '3,500 ms per step'
+_NUMBER_WITH_UNIT = re.compile(r"\s*[~≈]?\s*((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)\s*([a-z][a-z0-9/ ._-]*)\s*",
+                               re.IGNORECASE)
+
+
+def _number_and_unit(raw: Any) -> tuple[float | None, str]:
+    """A published figure as a number and the unit written after it ('1914 tokens/s' -> 1914, 'tokens/s'); a bare
+    figure (published_number) has no unit ('')."""
+    value = published_number(raw)
+    if value is not None or not isinstance(raw, str):
+        return value, ""
+    found = _NUMBER_WITH_UNIT.fullmatch(raw)
+    return (float(found.group(1).replace(",", "")), found.group(2)) if found else (None, "")
+
+
 def _named_metrics(case: TrainingCase) -> list[tuple[str, MetricKind, float]]:
     """(key, kind, value in the kind's unit) of every throughput the case publishes as a number: the names of
-    METRIC_KEYS in their order, then the other keys, in the case's order, that _METRIC_WORDS recognises."""
+    METRIC_KEYS in their order, then the other keys, in the case's order, that _METRIC_WORDS recognises by the
+    words of the key and of a unit written after the figure ('throughput_per_gpu: 1914 tokens/s')."""
     named: list[tuple[str, MetricKind, float]] = []
     for key, kind in METRIC_KEYS:
-        value = published_number(case.metrics.get(key))
+        value, _ = _number_and_unit(case.metrics.get(key))
         if value is not None:
             named.append((key, kind, value))
     known = {key for key, _ in METRIC_KEYS}
     for key, raw in case.metrics.items():
-        words = re.sub(r"[^a-z0-9]+", "_", str(key).lower()).strip("_")
-        value = published_number(raw)
+        value, unit = _number_and_unit(raw)
+        words = re.sub(r"[^a-z0-9]+", "_", f"{key} {unit}".lower()).strip("_")
         if key in known or value is None or _NOT_A_THROUGHPUT.search(words):
             continue
         match = next(((kind, scale) for kind, reads, scale in _METRIC_WORDS if reads(words.split("_"))), None)

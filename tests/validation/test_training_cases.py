@@ -975,11 +975,17 @@ def test_metric_preference_tokens_then_tflops_then_mfu():
     ({"TGS": 3600}, "tokens_per_s_per_gpu", 3600.0),
     ({"seconds_per_step": 2.5}, "step_time_s", 2.5),
     ({"seconds per iteration": 2.5}, "step_time_s", 2.5),
+    ({"throughput_per_gpu": "1,914 tokens/s"}, "tokens_per_s_per_gpu", 1914.0),  # the unit after the figure
+    ({"throughput": "1914 tok/s per GPU"}, "tokens_per_s_per_gpu", 1914.0),
+    ({"step_time": "2500 ms"}, "step_time_s", 2.5),
+    ({"step_time": "2.5 s"}, "step_time_s", 2.5),
+    ({"tokens_per_sec_per_GPU": "1914 tokens/s"}, "tokens_per_s_per_gpu", 1914.0),
 ])
 def test_metric_names_outside_the_table_are_read_by_their_words(metrics, kind, published):
     """A source's own name for a throughput (per GPU, the cluster's, or the step time, in ms or s) is read by its
-    words when no name of the table is there ('tok/s/gpu', 'samples/sec', 'time per iteration (ms)'); an MFU written
-    as a fraction (0.41) is 41%; the prediction comes in the same unit."""
+    words when no name of the table is there ('tok/s/gpu', 'samples/sec', 'time per iteration (ms)'), with the words
+    of a unit written after the figure ('throughput_per_gpu: 1914 tokens/s'); an MFU written as a fraction (0.41)
+    is 41%; the prediction comes in the same unit."""
     entry = case()
     entry["metrics"] = metrics
     metric = choose_metric(parse(entry)[0])

@@ -4,9 +4,9 @@
 A rate is a number with its unit ("400 Gb/s", "50 GB/s": bytes, x 8; "3.2 Tbps"), a short form ("400G", "200GbE",
 "25GbE") or an InfiniBand generation, whose 4x port runs at EDR 100, HDR 200, NDR 400, XDR 800 Gb/s ("HDR100" is a
 split 100 Gb/s port; InfiniBand Trade Association roadmap). A count is a number or a count word before "x" or
-before a part word ("8 HCAs", "one NIC per node", "8x ConnectX-7"), never a number inside a part's name
-("ConnectX-4", "a4-highgpu-8g"). A rate said to be a node's ("per node", "per instance") or above the fastest
-NIC port shipping (MAX_NIC_GBPS) is the node's total, split over the NICs."""
+before a part word ("8 HCAs", "one NIC per node", "8x ConnectX-7"), or after the rate ("200GbE x 4"), never a
+number inside a part's name ("ConnectX-4", "a4-highgpu-8g"). A rate said to be a node's ("per node", "per
+instance") or above the fastest NIC port shipping (MAX_NIC_GBPS) is the node's total, split over the NICs."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ _IB_GENERATION_GBPS = {"edr": 100.0, "hdr": 200.0, "ndr": 400.0, "xdr": 800.0}
 _COUNT_WORDS = {"one": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
 _NIC_COUNT = re.compile(rf"(?<![\w.-])(\d+|{'|'.join(_COUNT_WORDS)})\s*(?:[x×]\s*(?=[\w.])"
                         r"|(?:[\w-]+\s+)?(?:HCAs?|NICs?|ports?|rails?|adapters?)\b)", re.IGNORECASE)
+_TRAILING_COUNT = re.compile(r"(?<=\w)\s+[x×]\s*(\d+)\b")  # '200GbE x 4', 'NDR x 8': after the rate
 _NODE_TOTAL = re.compile(r"\bper\s+(?:node|host|server|instance|vm)\b", re.IGNORECASE)
 MAX_NIC_GBPS = 800.0  # the fastest NIC port shipping (ConnectX-8, InfiniBand XDR): a faster rate is a node's
 
@@ -63,5 +64,7 @@ def described_nics(text: str) -> DescribedNics:
     if (count_match := _NIC_COUNT.search(text)) is not None:
         word = count_match.group(1).lower()
         count = _COUNT_WORDS[word] if word in _COUNT_WORDS else int(word)
+    elif rate is not None and (trailing := _TRAILING_COUNT.search(text)) is not None:
+        count = int(trailing.group(1))
     total = bool(_NODE_TOTAL.search(text)) or (rate is not None and rate > MAX_NIC_GBPS)
     return DescribedNics(count, rate, total)

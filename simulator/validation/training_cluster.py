@@ -163,7 +163,9 @@ def _gpu_and_preset(text: str, gpus_per_node: int | None, defaults: list[str]) -
 
 def _stated_nics(cluster: Mapping[str, Any], gpus_per_node: int, preset_nics: int,
                  defaults: list[str]) -> tuple[int, float] | None:
-    """(NICs per node, Gb/s each) where the case states its network bandwidth, else None."""
+    """(NICs per node, Gb/s each) where the case states its network bandwidth, else None: `ib_links` or
+    `inter_node_bw_per_node` ('4 x 100 Gbps', '400 Gb/s per GPU', a node's '800 Gbps' over the preset's NICs, or the
+    short forms topologies.network_names reads), else the `inter_node` text."""
     for text in (cluster.get("ib_links"), cluster.get("inter_node_bw_per_node")):
         if not text:
             continue
@@ -175,6 +177,11 @@ def _stated_nics(cluster: Mapping[str, Any], gpus_per_node: int, preset_nics: in
             return gpus_per_node, rate_gbps(speed, 1)
         if speed:
             return preset_nics, rate_gbps(speed, 1) / preset_nics
+        described = described_nics(text)  # the short forms: '800G', '8x100G', '8x EDR', '200GbE x 4'
+        if described.rate_gbps is not None:
+            count = described.count or preset_nics
+            total = described.node_total or described.count is None  # a rate alone: the node's, as above
+            return count, described.rate_gbps / count if total else described.rate_gbps
     opa = _OPA_LINKS.search(str(cluster.get("inter_node") or ""))
     if opa:  # "4 OmniPath links per node": the links' count, at Omni-Path's one speed
         return int(opa.group(1)), OPA_GBPS

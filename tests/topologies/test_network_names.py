@@ -18,6 +18,8 @@ from topologies.network_names import described_nics
     ("HDR100 InfiniBand, 4 ports", 4, 100.0),  # a split HDR port
     ("3.2 Tbps EFA, 32 adapters", 32, 100.0),  # above any NIC port: the node's, split
     ("1600 Gbps per node, 8 NICs", 8, 200.0),
+    ("200GbE x 4", 4, 200.0),  # the count after the rate
+    ("NDR x 8", 8, 400.0),
 ])
 def test_count_and_rate_of_a_description(text: str, count: int, nic_gbps: float) -> None:
     nics = described_nics(text)

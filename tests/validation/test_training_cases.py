@@ -668,6 +668,21 @@ def test_a_network_rate_in_bytes_is_eight_times_the_bits(text: str, nics: tuple[
     assert (net.nics_per_node, net.nic_gbps) == nics
 
 
+
+@pytest.mark.parametrize(("text", "nics"), [("800G", (8, 100.0)), ("8x100G", (8, 100.0)), ("4 x 200G", (4, 200.0)),
+                                          ("8x NDR", (8, 400.0)), ("400GbE x 8", (8, 400.0))])
+def test_a_network_bandwidth_in_short_forms_is_read(text: str, nics: tuple[int, float]):
+    """`inter_node_bw_per_node` in the short forms a description uses: a rate alone ('800G') is the node's, over the
+    preset's NICs; with a count before or after it ('8x100G', '400GbE x 8'), each NIC's. Before, such text was
+    passed over for the preset's network."""
+    m = mapped(case(training={"precision": None, "grad_accum": None},
+                    cluster={"gpu": "H100 80GB", "num_gpus": 16, "gpus_per_node": 8, "nodes": None,
+                             "inter_node": "InfiniBand", "inter_node_bw_per_node": text}))
+    net = m.topology.inter_node
+    assert (net.nics_per_node, net.nic_gbps) == nics
+    assert not any("bandwidth not stated" in flag for flag in m.defaults)
+
+
 def test_unstated_transport_and_unknown_gpu_are_flagged_or_skipped():
     """'backend RDMA network' names no transport (flagged); an H100 of a memory size the table lacks
     stands in as the 80 GB SXM5 (flagged); a Pascal GPU is not in the table (skipped)."""

@@ -654,7 +654,8 @@ def _routing(training: Mapping[str, Any]) -> RoutingSpec:
 def _checkpointing(value: bool | str | None, defaults: list[str], framework: str = "", layers: int = 1,
                    published: tuple[float, float, float] | None = None) -> tuple[Checkpointing, int | None]:
     """(activation checkpointing, how many of the `layers` recompute; None: every one) of true/false (full
-    recompute or none; also no / off; not stated, unknown or n/a: none, flagged), a Megatron-LM flag
+    recompute or none; also no / off; not stated, unknown or n/a: none, flagged; checkpointing named alone,
+    'gradient checkpointing' or 'AC': full), a Megatron-LM flag
     (recompute-activations: selective; recompute-granularity full: full), or text naming selective / full / none.
     A policy that checkpoints some layers only (text naming layers, blocks or 'every') is full recomputation of
     every k-th layer, k the number in the text ('every 2nd block'); where the text gives none, the share the
@@ -700,6 +701,8 @@ def _checkpointing(value: bool | str | None, defaults: list[str], framework: str
         return "full", None
     if "none" in low or low in ("false", "no", "off", "no ac", "disabled"):
         return "none", None
+    if re.fullmatch(r"(?:(?:gradient|activation)\s+)?(?:checkpointing|recomputation|recompute)|ac|gc", low.strip()):
+        return "full", None  # checkpointing named alone, as Hugging Face's gradient_checkpointing: each layer whole
     raise Unexpressible(f"activation_checkpointing {value!r} not understood")
 
 

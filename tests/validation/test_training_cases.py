@@ -798,6 +798,8 @@ def test_one_gpu_of_a_dgx2_is_a_one_gpu_server():
         ({"precision": "bf16-mixed", "activation_checkpointing": True}, ("bf16", "full")),
         ({"precision": "bf16", "activation_checkpointing": "no"}, ("bf16", "none")),
         ({"precision": "bf16", "activation_checkpointing": "No AC"}, ("bf16", "none")),
+        ({"precision": "bf16", "activation_checkpointing": "gradient checkpointing"}, ("bf16", "full")),
+        ({"precision": "bf16", "activation_checkpointing": "AC"}, ("bf16", "full")),
     ],
 )
 def test_precision_and_checkpointing_text(training, expected):

@@ -76,6 +76,17 @@ from workloads.spec import (
 )
 
 _SECTIONS = ("model", "training", "cluster", "metrics")
+# other names of a mixture of experts' model fields, as configs write them: Hugging Face (Mixtral's
+# num_local_experts, num_experts_per_tok; Qwen-MoE's num_experts, moe_intermediate_size; DeepSeek's n_routed_experts,
+# n_shared_experts), Megatron-Core (--num-experts, --moe-router-topk, --moe-ffn-hidden-size,
+# --moe-shared-expert-intermediate-size is a width, not a count) and tables (top_k)
+_MODEL_ALIASES = {
+    "experts": ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "routed_experts"),
+    "experts_per_token": ("top_k", "topk", "num_experts_per_tok", "num_experts_per_token", "experts_per_tok",
+                          "moe_router_topk", "moe_topk", "router_topk", "active_experts"),
+    "expert_ffn": ("moe_intermediate_size", "moe_ffn_hidden_size", "expert_ffn_hidden", "expert_intermediate_size"),
+    "shared_experts": ("n_shared_experts", "num_shared_experts"),
+}
 # Field -> what parse_cases accepts besides null ("int", "str", "bool", "number", "int|str", "bool|str", "str-list").
 _FIELD_TYPES: dict[str, dict[str, str]] = {
     "model": {"name": "str", "layers": "int", "hidden": "int", "heads": "int", "kv_heads": "int", "ffn": "int",
@@ -135,12 +146,12 @@ def _type_ok(value: Any, kind: str) -> bool:
 
 
 _WHOLE_NUMBER = re.compile(r"^\s*\d{1,3}(?:[,_]\d{3})+\s*$|^\s*\d+\s*$")
-# a count written with its label or noun: 'GBS 128', 'TP4', 'MBS=1', '128 sequences', '64 GPUs', '1 (per GPU)'; a
-# count of tokens ('4M tokens', '128 (tokens)') is not one of sequences and is left to be refused
 # a yes or no written as text ('false' in quotes, 'off', 'enabled')
 _SAID_BOOL = {**dict.fromkeys(("true", "yes", "on", "enabled"), True),
               **dict.fromkeys(("false", "no", "off", "disabled", "none"), False)}
-_LABELLED_COUNT = re.compile(r"^\s*(?:(?:[GM]BS|TP|PP|DP|CP|EP|VP)\s*[=:]?\s*)?(\d{1,3}(?:,\d{3})+|\d+)\s*"
+# a count written with its label or noun: 'GBS 128', 'TP4', 'MBS=1', 'top-2', '128 sequences', '64 GPUs',
+# '1 (per GPU)'; a count of tokens ('4M tokens', '128 (tokens)') is not one of sequences and is left to be refused
+_LABELLED_COUNT = re.compile(r"^\s*(?:(?:[GM]BS|TP|PP|DP|CP|EP|VP|top)\s*[-=:]?\s*)?(\d{1,3}(?:,\d{3})+|\d+)\s*"
                              r"(?:(?:sequences|seqs|samples|GPUs|nodes|layers|heads)\b)?\s*(?:\((?![^)]*token)[^)]*\))?\s*$",
                              re.IGNORECASE)
 
@@ -163,6 +174,25 @@ def _coerced(value: Any, kind: str) -> Any:
     return value
 
 
+def _canonical_model_keys(model: dict[str, Any], where: str) -> dict[str, Any]:
+    """The model section with a mixture of experts' fields under their schema names (_MODEL_ALIASES; a schema name
+    the case also gives wins). Any other key naming experts is refused, naming it: left unread, it would price the
+    model dense."""
+    out = dict(model)
+    for field, aliases in _MODEL_ALIASES.items():
+        for alias in aliases:
+            if alias in out:
+                value = out.pop(alias)
+                if out.get(field) is None:
+                    out[field] = value
+    unread = [key for key in out if re.search(r"expert|moe|topk|top_k", str(key), re.IGNORECASE)
+              and key not in _FIELD_TYPES["model"] and out[key] is not None]
+    if unread:
+        raise ConfigError(f"{where}: model.{unread[0]}: not a field this tool reads; a mixture of experts states "
+                          f"{', '.join(_MOE_FIELDS)}")
+    return out
+
+
 def _parse_one(entry: Any, source: str, index: int) -> TrainingCase:
     if not isinstance(entry, Mapping):
         raise ConfigError(f"{source}: case #{index}: expected a mapping with id, model, training, cluster, metrics")
@@ -176,6 +206,7 @@ def _parse_one(entry: Any, source: str, index: int) -> TrainingCase:
         if not isinstance(section, Mapping):
             raise ConfigError(f"{where}: {name}: expected a mapping, got {type(section).__name__}")
         sections[name] = dict(section)
+    sections["model"] = _canonical_model_keys(sections["model"], where)
     for name, fields in _FIELD_TYPES.items():
         for key, kind in fields.items():
             value = sections[name].get(key)

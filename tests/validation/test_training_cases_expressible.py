@@ -106,6 +106,28 @@ def test_unexpressible_expert_cases_say_why():
         "mixture of experts: experts_per_token (top-k) not stated"
 
 
+
+@pytest.mark.parametrize("fields", [
+    {"num_experts": 8, "top_k": 2}, {"num_local_experts": 8, "num_experts_per_tok": 2},
+    {"moe_num_experts": 8, "moe_router_topk": 2}, {"experts": "8", "experts_per_token": "top-2"},
+])
+def test_a_mixture_of_experts_under_its_configs_names_is_read(fields: dict[str, Any]):
+    """Hugging Face's and Megatron's names for the experts and top-k are the schema's experts and
+    experts_per_token: the model is the same mixture, not a dense model."""
+    shape = {"name": "MoE", "layers": 4, "hidden": 512, "heads": 8, "vocab": 1000}
+    named = map_case(case(MOE_CASE, model={**shape, "experts": 8, "experts_per_token": 2}, training={"tp": 1}))
+    aliased = map_case(case(MOE_CASE, model={**shape, **fields}, training={"tp": 1}))
+    assert aliased.model is not None and named.model is not None
+    assert (aliased.model.experts, aliased.model.experts_per_token) == (8, 2)
+    assert aliased.model.model_copy(update={"source": ""}) == named.model.model_copy(update={"source": ""})
+
+
+def test_an_unread_expert_field_stops_the_case_naming_it():
+    """A key about experts the tool does not read would leave the model dense: the case is skipped naming it."""
+    shape = {"name": "MoE", "layers": 4, "hidden": 512, "heads": 8, "vocab": 1000, "expert_capacity_tokens": 64}
+    skipped = map_case(case(MOE_CASE, model=shape, training={"tp": 1})).skipped
+    assert skipped is not None and "model.expert_capacity_tokens: not a field this tool reads" in skipped
+
 # MaxText's default sharding on GPUs: FSDP over every device (ici_fsdp_parallelism -1 in a node,
 # dcn_fsdp_parallelism over nodes), written as the fsdp degree = the GPU count.
 MAXTEXT: dict[str, Any] = {

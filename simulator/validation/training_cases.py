@@ -102,7 +102,8 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
                  "recompute_layers": "int", "recompute_num_layers": "int", "tp_comm_overlap": "bool",
                  "capacity_factor": "number", "moe_expert_capacity_factor": "number", "pad_to_capacity": "bool",
                  "moe_pad_expert_input_to_capacity": "bool", "pack_sample_into_one": "bool",
-                 "zero1_group_size": "int", "torch_compile": "bool", "async_tp": "bool"},
+                 "zero1_group_size": "int", "torch_compile": "bool", "async_tp": "bool",
+                 "sequence_parallel": "bool"},
     "cluster": {"gpu": "str", "num_gpus": "int", "gpus_per_node": "int", "nodes": "int", "intra_node": "str",
                 "inter_node": "str", "inter_node_bw_per_node": "str", "ib_links": "str"},
 }
@@ -174,6 +175,52 @@ def _coerced(value: Any, kind: str) -> Any:
     return value
 
 
+# other names of the training fields, as frameworks' configs and flags write them (Megatron-LM / NeMo:
+# tensor_model_parallel_size, micro_batch_size, global_batch_size, recompute_granularity; DeepSpeed:
+# train_micro_batch_size_per_gpu, train_batch_size (the global batch); Hugging Face: per_device_train_batch_size,
+# gradient_checkpointing), matched in any case
+_TRAINING_ALIASES = {
+    "tp": ("tensor_model_parallel_size", "tensor_parallel_size", "tensor_parallel", "tp_size", "tp_degree"),
+    "pp": ("pipeline_model_parallel_size", "pipeline_parallel_size", "pipeline_parallel", "pp_size", "pp_degree"),
+    "cp": ("context_parallel_size", "context_parallel", "cp_size", "cp_degree"),
+    "ep": ("expert_model_parallel_size", "expert_parallel_size", "ep_size", "ep_degree"),
+    "etp": ("expert_tensor_parallel_size",),
+    "dp": ("data_parallel_size", "dp_size", "dp_degree"),
+    "vp": ("virtual_pipeline_model_parallel_size", "virtual_pipeline_parallel_size", "vpp", "virtual_stages"),
+    "micro_batch": ("micro_batch_size", "mbs", "micro_batch_size_per_gpu", "train_micro_batch_size_per_gpu",
+                    "per_device_train_batch_size"),
+    "global_batch": ("global_batch_size", "gbs", "train_batch_size"),
+    "activation_checkpointing": ("recompute_granularity", "gradient_checkpointing", "activation_recomputation"),
+}
+# a training key that looks like a parallel degree but is not read: refused, naming it (unread, the layout
+# would be wrong)
+_PARALLEL_KEY = re.compile(r"(tensor|pipeline|context|expert|data|sequence)[_ -]?(model[_ -]?)?parallel", re.IGNORECASE)
+# where a case gives its sequence length in the training section, as configs do
+_TRAINING_SEQ_LEN = ("seq_len", "seq_length", "sequence_length", "encoder_seq_length")
+
+
+def _canonical_training_keys(training: dict[str, Any], model: dict[str, Any],
+                             where: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The training section with its fields under their schema names (_TRAINING_ALIASES; a schema name the case
+    also gives wins), and the model section with a sequence length the training section gives where the model's
+    leaves it out. A parallel degree under a name not read is refused, naming it."""
+    out = dict(training)
+    for field, aliases in _TRAINING_ALIASES.items():
+        for key in [key for key in out if key != field and str(key).lower() in (field, *aliases)]:
+            value = out.pop(key)
+            if out.get(field) is None:
+                out[field] = value
+    unread = [key for key in out if _PARALLEL_KEY.search(str(key)) and out[key] is not None
+              and key not in _FIELD_TYPES["training"]]
+    if unread:
+        raise ConfigError(f"{where}: training.{unread[0]}: not a field this tool reads; state the degrees as "
+                          "tp, pp, cp, ep, dp (or etp, vp)")
+    stated = next((out[key] for key in _TRAINING_SEQ_LEN if out.get(key) is not None), None)
+    if stated is not None and model.get("seq_len") is None:
+        model = {**model, "seq_len": stated}
+    return out, model
+
+
 def _canonical_model_keys(model: dict[str, Any], where: str) -> dict[str, Any]:
     """The model section with a mixture of experts' fields under their schema names (_MODEL_ALIASES; a schema name
     the case also gives wins). Any other key naming experts is refused, naming it: left unread, it would price the
@@ -207,6 +254,8 @@ def _parse_one(entry: Any, source: str, index: int) -> TrainingCase:
             raise ConfigError(f"{where}: {name}: expected a mapping, got {type(section).__name__}")
         sections[name] = dict(section)
     sections["model"] = _canonical_model_keys(sections["model"], where)
+    sections["training"], sections["model"] = _canonical_training_keys(sections["training"], sections["model"],
+                                                                       where)
     for name, fields in _FIELD_TYPES.items():
         for key, kind in fields.items():
             value = sections[name].get(key)

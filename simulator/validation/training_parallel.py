@@ -496,10 +496,16 @@ def lower_parallel(case_id: str, training_in: Mapping[str, Any], model_in: Mappi
         defaults.append(f"{fw or 'framework'} conventions, not stated in the case: {'; '.join(draft.parts)}")
     spec = {"placement": "tp-dp-pp", **draft.spec} if draft.layered else draft.spec
     spec.update(_stated_virtual_stages(training, pp))
-    if "sp" in names:  # named by the case: Megatron's sequence parallelism, which splits the tp group's work
+    if "sp" in names or training.get("sequence_parallel") is True:  # named or set by the case: Megatron's
+        # sequence parallelism, which splits the tp group's work
         if tp == 1:
             raise Unexpressible("sequence parallelism ('sp') named without tensor parallelism (tp > 1)")
         spec["sequence_parallel"] = True
+    elif training.get("sequence_parallel") is False and spec.get("sequence_parallel"):
+        # set off by the case, against its framework's convention; Megatron's TP overlap needs it (arguments.py:
+        # tp_comm_overlap asserts sequence_parallel), so that goes off with it
+        spec["sequence_parallel"] = spec["tp_comm_overlap"] = False
+        defaults.append("sequence parallelism off, as the case states (and with it the TP communication overlap)")
     if ep > 1 and tp > 1 and not spec.get("sequence_parallel"):
         spec["sequence_parallel"] = True
         defaults.append("sequence parallelism on: expert parallelism with tp > 1 requires it (Megatron-Core's "

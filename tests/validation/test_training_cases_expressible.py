@@ -128,6 +128,44 @@ def test_an_unread_expert_field_stops_the_case_naming_it():
     skipped = map_case(case(MOE_CASE, model=shape, training={"tp": 1})).skipped
     assert skipped is not None and "model.expert_capacity_tokens: not a field this tool reads" in skipped
 
+
+@pytest.mark.parametrize("renamed", [
+    {"tensor_model_parallel_size": 2, "tp": None}, {"TP": 2, "tp": None}, {"tensor_parallel_size": 2, "tp": None},
+    {"expert_model_parallel_size": 4, "ep": None}, {"micro_batch_size": 1, "micro_batch": None},
+    {"global_batch_size": 256, "global_batch": None}, {"train_batch_size": 256, "global_batch": None},
+    {"recompute_granularity": "selective", "activation_checkpointing": None},
+])
+def test_training_fields_under_their_frameworks_names_are_read(renamed: dict[str, Any]):
+    """Megatron's, DeepSpeed's and Hugging Face's names for the degrees, batches and recomputation (in any case) are
+    the schema's fields: the case lowers as with them."""
+    assert map_case(case(MOE_CASE, training=renamed)).training == map_case(case(MOE_CASE)).training
+
+
+def test_a_parallel_degree_under_a_name_not_read_stops_the_case_naming_it():
+    """Left unread, a degree would change the layout silently."""
+    skipped = map_case(case(MOE_CASE, training={"data_model_parallel_degree": 4})).skipped
+    assert skipped is not None and "training.data_model_parallel_degree: not a field this tool reads" in skipped
+
+
+def test_a_sequence_length_in_the_training_section_is_the_models():
+    """`training.seq_length` (as configs write it) where the model section leaves the length out."""
+    mapped = map_case(case(MOE_CASE, model={"seq_len": None}, training={"seq_length": 8192}))
+    assert mapped.training is not None and mapped.training.seq_len == 8192
+
+
+def test_sequence_parallelism_set_by_the_case():
+    """`sequence_parallel: true` is Megatron's sequence parallelism as 'sp' in the strategy is; `false` turns off a
+    framework's default of it (NeMo's), and the TP overlap that needs it."""
+    nemo = {"framework": "NeMo 24.07", "strategy": ["tp", "dp"], "ep": None, "tp": 2}
+    default = map_case(case(MOE_CASE, training=nemo))
+    assert default.training is not None and default.training.parallel.sequence_parallel
+    off = map_case(case(MOE_CASE, training={**nemo, "sequence_parallel": "false"}))
+    assert off.training is not None and not off.training.parallel.sequence_parallel
+    assert not off.training.parallel.tp_comm_overlap
+    on = map_case(case(MOE_CASE, training={"framework": "in-house", "strategy": ["tp", "dp"], "ep": None,
+                                           "sequence_parallel": True}))
+    assert on.training is not None and on.training.parallel.sequence_parallel
+
 # MaxText's default sharding on GPUs: FSDP over every device (ici_fsdp_parallelism -1 in a node,
 # dcn_fsdp_parallelism over nodes), written as the fsdp degree = the GPU count.
 MAXTEXT: dict[str, Any] = {

@@ -76,17 +76,6 @@ from workloads.spec import (
 )
 
 _SECTIONS = ("model", "training", "cluster", "metrics")
-# other names of a mixture of experts' model fields, as configs write them: Hugging Face (Mixtral's
-# num_local_experts, num_experts_per_tok; Qwen-MoE's num_experts, moe_intermediate_size; DeepSeek's n_routed_experts,
-# n_shared_experts), Megatron-Core (--num-experts, --moe-router-topk, --moe-ffn-hidden-size,
-# --moe-shared-expert-intermediate-size is a width, not a count) and tables (top_k)
-_MODEL_ALIASES = {
-    "experts": ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "routed_experts"),
-    "experts_per_token": ("top_k", "topk", "num_experts_per_tok", "num_experts_per_token", "experts_per_tok",
-                          "moe_router_topk", "moe_topk", "router_topk", "active_experts"),
-    "expert_ffn": ("moe_intermediate_size", "moe_ffn_hidden_size", "expert_ffn_hidden", "expert_intermediate_size"),
-    "shared_experts": ("n_shared_experts", "num_shared_experts"),
-}
 # Field -> what parse_cases accepts besides null ("int", "str", "bool", "number", "int|str", "bool|str", "str-list").
 _FIELD_TYPES: dict[str, dict[str, str]] = {
     "model": {"name": "str", "layers": "int", "hidden": "int", "heads": "int", "kv_heads": "int", "ffn": "int",
@@ -175,69 +164,71 @@ def _coerced(value: Any, kind: str) -> Any:
     return value
 
 
-# other names of the training fields, as frameworks' configs and flags write them (Megatron-LM / NeMo:
-# tensor_model_parallel_size, micro_batch_size, global_batch_size, recompute_granularity; DeepSpeed:
-# train_micro_batch_size_per_gpu, train_batch_size (the global batch); Hugging Face: per_device_train_batch_size,
-# gradient_checkpointing), matched in any case
-_TRAINING_ALIASES = {
-    "tp": ("tensor_model_parallel_size", "tensor_parallel_size", "tensor_parallel", "tp_size", "tp_degree"),
-    "pp": ("pipeline_model_parallel_size", "pipeline_parallel_size", "pipeline_parallel", "pp_size", "pp_degree"),
-    "cp": ("context_parallel_size", "context_parallel", "cp_size", "cp_degree"),
-    "ep": ("expert_model_parallel_size", "expert_parallel_size", "ep_size", "ep_degree"),
-    "etp": ("expert_tensor_parallel_size",),
-    "dp": ("data_parallel_size", "dp_size", "dp_degree"),
-    "vp": ("virtual_pipeline_model_parallel_size", "virtual_pipeline_parallel_size", "vpp", "virtual_stages"),
-    "micro_batch": ("micro_batch_size", "mbs", "micro_batch_size_per_gpu", "train_micro_batch_size_per_gpu",
-                    "per_device_train_batch_size"),
-    "global_batch": ("global_batch_size", "gbs", "train_batch_size"),
-    "activation_checkpointing": ("recompute_granularity", "gradient_checkpointing", "activation_recomputation"),
+# other names of the sections' fields, matched in any case; a schema name the case also gives wins. Model: a
+# mixture of experts' fields as configs write them (Hugging Face: Mixtral's num_local_experts, num_experts_per_tok;
+# Qwen-MoE's num_experts, moe_intermediate_size; DeepSeek's n_routed_experts, n_shared_experts; Megatron-Core's
+# --num-experts, --moe-router-topk, --moe-ffn-hidden-size; tables' top_k). Training: the frameworks' configs and
+# flags (Megatron-LM / NeMo: tensor_model_parallel_size, micro_batch_size, global_batch_size, recompute_granularity;
+# DeepSpeed: train_micro_batch_size_per_gpu, train_batch_size (the global batch); Hugging Face:
+# per_device_train_batch_size, gradient_checkpointing). Cluster: the counts and parts as other tables head them.
+_ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
+    "model": {
+        "experts": ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "routed_experts"),
+        "experts_per_token": ("top_k", "topk", "num_experts_per_tok", "num_experts_per_token", "experts_per_tok",
+                              "moe_router_topk", "moe_topk", "router_topk", "active_experts"),
+        "expert_ffn": ("moe_intermediate_size", "moe_ffn_hidden_size", "expert_ffn_hidden",
+                       "expert_intermediate_size"),
+        "shared_experts": ("n_shared_experts", "num_shared_experts")},
+    "training": {
+        "tp": ("tensor_model_parallel_size", "tensor_parallel_size", "tensor_parallel", "tp_size", "tp_degree"),
+        "pp": ("pipeline_model_parallel_size", "pipeline_parallel_size", "pipeline_parallel", "pp_size", "pp_degree"),
+        "cp": ("context_parallel_size", "context_parallel", "cp_size", "cp_degree"),
+        "ep": ("expert_model_parallel_size", "expert_parallel_size", "ep_size", "ep_degree"),
+        "etp": ("expert_tensor_parallel_size",),
+        "dp": ("data_parallel_size", "dp_size", "dp_degree"),
+        "vp": ("virtual_pipeline_model_parallel_size", "virtual_pipeline_parallel_size", "vpp", "virtual_stages"),
+        "micro_batch": ("micro_batch_size", "mbs", "micro_batch_size_per_gpu", "train_micro_batch_size_per_gpu",
+                        "per_device_train_batch_size"),
+        "global_batch": ("global_batch_size", "gbs", "train_batch_size"),
+        "activation_checkpointing": ("recompute_granularity", "gradient_checkpointing", "activation_recomputation")},
+    "cluster": {
+        "gpu": ("gpu_type", "gpu_model", "accelerator", "accelerator_type"),
+        "num_gpus": ("gpus", "total_gpus", "gpu_count", "n_gpus", "world_size", "num_devices"),
+        "nodes": ("num_nodes", "node_count", "n_nodes"),
+        "gpus_per_node": ("gpus_per_host", "gpus_per_server", "devices_per_node", "nproc_per_node"),
+        "inter_node": ("network", "inter_node_network")},
 }
-# a training key that looks like a parallel degree but is not read: refused, naming it (unread, the layout
-# would be wrong)
-_PARALLEL_KEY = re.compile(r"(tensor|pipeline|context|expert|data|sequence)[_ -]?(model[_ -]?)?parallel", re.IGNORECASE)
+# keys that, unread, would change the job silently: a mixture of experts' (the model priced dense) and a
+# parallel degree's (the layout); a case giving one under a name not read is refused, naming it
+_UNREAD_MATTERS = {"model": (re.compile(r"expert|moe|topk|top_k", re.IGNORECASE),
+                             "a mixture of experts states experts, experts_per_token, expert_ffn, shared_experts"),
+                   "training": (re.compile(r"(tensor|pipeline|context|expert|data|sequence)[_ -]?(model[_ -]?)?"
+                                           r"parallel", re.IGNORECASE),
+                                "state the degrees as tp, pp, cp, ep, dp (or etp, vp)")}
 # where a case gives its sequence length in the training section, as configs do
 _TRAINING_SEQ_LEN = ("seq_len", "seq_length", "sequence_length", "encoder_seq_length")
 
 
-def _canonical_training_keys(training: dict[str, Any], model: dict[str, Any],
-                             where: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The training section with its fields under their schema names (_TRAINING_ALIASES; a schema name the case
-    also gives wins), and the model section with a sequence length the training section gives where the model's
-    leaves it out. A parallel degree under a name not read is refused, naming it."""
-    out = dict(training)
-    for field, aliases in _TRAINING_ALIASES.items():
-        for key in [key for key in out if key != field and str(key).lower() in (field, *aliases)]:
-            value = out.pop(key)
-            if out.get(field) is None:
-                out[field] = value
-    unread = [key for key in out if _PARALLEL_KEY.search(str(key)) and out[key] is not None
-              and key not in _FIELD_TYPES["training"]]
-    if unread:
-        raise ConfigError(f"{where}: training.{unread[0]}: not a field this tool reads; state the degrees as "
-                          "tp, pp, cp, ep, dp (or etp, vp)")
-    stated = next((out[key] for key in _TRAINING_SEQ_LEN if out.get(key) is not None), None)
-    if stated is not None and model.get("seq_len") is None:
-        model = {**model, "seq_len": stated}
-    return out, model
-
-
-def _canonical_model_keys(model: dict[str, Any], where: str) -> dict[str, Any]:
-    """The model section with a mixture of experts' fields under their schema names (_MODEL_ALIASES; a schema name
-    the case also gives wins). Any other key naming experts is refused, naming it: left unread, it would price the
-    model dense."""
-    out = dict(model)
-    for field, aliases in _MODEL_ALIASES.items():
-        for alias in aliases:
-            if alias in out:
-                value = out.pop(alias)
-                if out.get(field) is None:
-                    out[field] = value
-    unread = [key for key in out if re.search(r"expert|moe|topk|top_k", str(key), re.IGNORECASE)
-              and key not in _FIELD_TYPES["model"] and out[key] is not None]
-    if unread:
-        raise ConfigError(f"{where}: model.{unread[0]}: not a field this tool reads; a mixture of experts states "
-                          f"{', '.join(_MOE_FIELDS)}")
-    return out
+def _schema_keys(sections: dict[str, dict[str, Any]], where: str) -> None:
+    """The sections' fields under their schema names (_ALIASES), in place; a key that matters but is not read
+    (_UNREAD_MATTERS) is a ConfigError naming it; a sequence length the training section gives is the model's
+    where the model section leaves it out."""
+    for name, aliases in _ALIASES.items():
+        section = sections[name]
+        for field, names in aliases.items():
+            for key in [key for key in section if key != field and str(key).lower() in (field, *names)]:
+                value = section.pop(key)
+                if section.get(field) is None:
+                    section[field] = value
+    for name, (pattern, hint) in _UNREAD_MATTERS.items():
+        unread = [key for key, value in sections[name].items()
+                  if pattern.search(str(key)) and value is not None and key not in _FIELD_TYPES[name]]
+        if unread:
+            raise ConfigError(f"{where}: {name}.{unread[0]}: not a field this tool reads; {hint}")
+    stated = next((sections["training"][key] for key in _TRAINING_SEQ_LEN
+                   if sections["training"].get(key) is not None), None)
+    if stated is not None and sections["model"].get("seq_len") is None:
+        sections["model"]["seq_len"] = stated
 
 
 def _parse_one(entry: Any, source: str, index: int) -> TrainingCase:
@@ -253,9 +244,7 @@ def _parse_one(entry: Any, source: str, index: int) -> TrainingCase:
         if not isinstance(section, Mapping):
             raise ConfigError(f"{where}: {name}: expected a mapping, got {type(section).__name__}")
         sections[name] = dict(section)
-    sections["model"] = _canonical_model_keys(sections["model"], where)
-    sections["training"], sections["model"] = _canonical_training_keys(sections["training"], sections["model"],
-                                                                       where)
+    _schema_keys(sections, where)
     for name, fields in _FIELD_TYPES.items():
         for key, kind in fields.items():
             value = sections[name].get(key)

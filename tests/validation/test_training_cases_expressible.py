@@ -141,6 +141,16 @@ def test_training_fields_under_their_frameworks_names_are_read(renamed: dict[str
     assert map_case(case(MOE_CASE, training=renamed)).training == map_case(case(MOE_CASE)).training
 
 
+@pytest.mark.parametrize("renamed", [
+    {"gpu_type": "H100 80GB", "gpu": None}, {"world_size": 64, "num_gpus": None},
+    {"num_nodes": 8, "num_gpus": None}, {"gpus_per_host": 8, "gpus_per_node": None},
+])
+def test_cluster_fields_under_other_names_are_read(renamed: dict[str, Any]):
+    """The cluster's GPU, counts and network as other tables head them lower as the schema's names do."""
+    assert map_case(case(MOE_CASE, cluster=renamed)).training == map_case(case(MOE_CASE)).training
+    assert map_case(case(MOE_CASE, cluster=renamed)).topology == map_case(case(MOE_CASE)).topology
+
+
 def test_a_parallel_degree_under_a_name_not_read_stops_the_case_naming_it():
     """Left unread, a degree would change the layout silently."""
     skipped = map_case(case(MOE_CASE, training={"data_model_parallel_degree": 4})).skipped

@@ -210,7 +210,8 @@ def with_framework(training: TrainingSpec) -> TrainingSpec:
     kind = training.strategy.kind if "kind" in training.strategy.model_fields_set else default_strategy(training)
     stated_fusion = "fused_elementwise" in training.model_fields_set
     job = Job(kind, training.precision, training.parallel.tp, training.parallel.pp, training.parallel.virtual_stages,
-              stated_fusion and training.fused_elementwise, stated_fusion and not training.fused_elementwise)
+              stated_fusion and training.fused_elementwise, stated_fusion and not training.fused_elementwise,
+              "cross_entropy" in training.model_fields_set and training.cross_entropy == "eager")
     stated = {"": set(training.model_fields_set), "strategy": set(training.strategy.model_fields_set),
               "parallel": set(training.parallel.model_fields_set)}
     filled = framework_defaults(training.framework, job, stated)

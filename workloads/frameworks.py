@@ -37,6 +37,7 @@ class Job:
     virtual_stages: int = 1
     compiled: bool = False  # the job states torch.compile (fused_elementwise true)
     eager: bool = False  # the job states eager element-wise ops (fused_elementwise false)
+    eager_loss: bool = False  # the job states an eager loss (cross_entropy eager), compiled model or not
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,21 @@ _DEEPSPEED_TIED = ("deepspeed/runtime/pipe/schedule.py TrainSchedule: ReduceTied
                    "OptimizerStep")
 
 _INTERNEVO_OPTIMIZER = "internlm/solver/optimizer/hybrid_zero_optim.py HybridZeroOptimizer"
+# the loss's element-wise bytes a logit (simulator.training.compute LOSS_BYTES_PER_LOGIT)
+
+
+def _compiled_loss_bytes(job: Job) -> float:
+    """PyTorch's loss: compiled with the model (8 bytes a logit) unless the job runs it eager (44)."""
+    return 8.0 if job.compiled and not job.eager_loss else 44.0
+
+
+_HF_LOSS = ("transformers: LlamaForCausalLM and the other causal LMs upcast the logits (logits.float()) and take "
+            "nn.functional.cross_entropy eagerly, 44 bytes a logit; compiled with the model under torch.compile, "
+            "Inductor's fused reductions, 8")
+_MEGATRON_LOSS = ("megatron/core/model_parallel_config.py: cross_entropy_loss_fusion False, so "
+                  "tensor_parallel/cross_entropy.py vocab_parallel_cross_entropy runs its fp32 passes one by one: 52 "
+                  "bytes a logit")
+_FLASH_ATTN_LOSS = "flash_attn.losses.cross_entropy.CrossEntropyLoss (a Triton kernel): 6 bytes a logit"
 
 FRAMEWORKS: dict[str, Conventions] = {
     "pytorch-ddp": Conventions("PyTorch DistributedDataParallel with AMP", ("ddp",), (
@@ -149,12 +165,14 @@ FRAMEWORKS: dict[str, Conventions] = {
         Default("strategy.grad_bucket_copy", True, "torch/nn/parallel/distributed.py: gradient_as_bucket_view "
                 "defaults to False, so the buckets hold a second copy of every gradient"),
         Default("fused_elementwise", False, _EAGER),
+        Default("loss_bytes_per_logit", _compiled_loss_bytes, _HF_LOSS),
     )),
     "pytorch-fsdp": Conventions("PyTorch FSDP (FullyShardedDataParallel)", ("fsdp", "hsdp"), (
         Default("strategy.grad_reduce_bytes", 2, "torch/distributed/fsdp/api.py MixedPrecision: reduce_dtype "
                 "None takes param_dtype (bf16 in the usual policy)"),
         Default("strategy.fp32_params", True, _AMP_PARAMS),
         Default("fused_elementwise", False, _EAGER),
+        Default("loss_bytes_per_logit", _compiled_loss_bytes, _HF_LOSS),
     )),
     "fsdp2": Conventions("PyTorch FSDP2 (fully_shard) as torchtitan runs it", ("fsdp", "hsdp", "ddp"), (
         Default("strategy.grad_reduce_bytes", 4, "torchtitan/config/job_config.py: training.mixed_precision_reduce "
@@ -168,6 +186,9 @@ FRAMEWORKS: dict[str, Conventions] = {
                 "components/loss.py: the loss is torch.nn.functional.cross_entropy(pred.flatten(0, 1).float(), "
                 "labels), eager, or compiled with the model under training.compile (build_cross_entropy_loss, "
                 "since bbb1b616e, 2025-04-02; eager before it, compiled or not)"),
+        Default("loss_bytes_per_logit", _compiled_loss_bytes, "torchtitan components/loss.py: "
+                "F.cross_entropy on fp32 logits, eager (44 bytes a logit) or compiled (Inductor's fused reductions: "
+                "8)"),
         Default("parallel.sequence_parallel", True, "torchtitan parallelize_llama: the TP plan shards the norms "
                 "(SequenceParallel)", _tp),
         Default("parallel.placement", "tp-dp-pp", "torchtitan ParallelDims: device mesh (pp, dp_replicate, "
@@ -195,6 +216,7 @@ FRAMEWORKS: dict[str, Conventions] = {
         Default("strategy.contiguous_gradients", True, "deepspeed/runtime/zero/config.py: contiguous_gradients "
                 "True; stage_1_and_2.py backward allocates a reduce_bucket_size buffer (a second with overlap_comm), "
                 "stage3.py one at start-up", lambda job: job.kind != "ddp"),
+        Default("loss_bytes_per_logit", 44.0, f"DeepSpeed trains the user's model with its own loss; {_HF_LOSS}"),
     )),
     "megatron-core": Conventions("Megatron-LM / Megatron-Core", ("ddp", "zero1"), (
         *_MEGATRON_COMMON,
@@ -203,6 +225,7 @@ FRAMEWORKS: dict[str, Conventions] = {
         Default("parallel.overlap_p2p", True, "megatron/training/arguments.py: --no-overlap-p2p-communication "
                 "(store_false: overlap_p2p_comm on unless given), turned off without virtual pipeline stages",
                 _interleaved),
+        Default("loss_bytes_per_logit", 52.0, _MEGATRON_LOSS),
     )),
     "nemo": Conventions("NVIDIA NeMo (Megatron-Core) recipes", ("zero1", "ddp"), (
         *(default for default in _MEGATRON_COMMON if default.path != "strategy.grad_reduce_bytes"),
@@ -215,6 +238,9 @@ FRAMEWORKS: dict[str, Conventions] = {
                 "with tensor parallelism", _tp),
         Default("parallel.overlap_p2p", True, "nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py "
                 "MegatronCommOverlapCallback: overlap_p2p_comm with virtual pipeline stages", _interleaved),
+        Default("loss_bytes_per_logit", 40.0, "nemo/collections/llm/gpt/model/base.py GPTConfig: "
+                "cross_entropy_loss_fusion True (megatron/core/fusions/fused_cross_entropy.py: the upcast joined with "
+                "the max, the subtraction with the exponent: 40 bytes a logit)"),
     )),
     "megatron-deepspeed": Conventions("Megatron-DeepSpeed", ("zero1", "ddp"), (
         Default("strategy.overlap_grad_reduce", False, "deepspeed/runtime/pipe/schedule.py TrainSchedule: "
@@ -228,11 +254,15 @@ FRAMEWORKS: dict[str, Conventions] = {
         Default("strategy.bucket_all_reduce", True, _DEEPSPEED_BUCKET_ALL_REDUCE, _zero12),
         Default("strategy.contiguous_gradients", True, "deepspeed/runtime/zero/config.py: contiguous_gradients "
                 "True; stage_1_and_2.py backward allocates a reduce_bucket_size buffer", _zero12),
+        Default("loss_bytes_per_logit", 52.0, "Megatron-DeepSpeed: megatron/core/tensor_parallel/cross_entropy.py "
+                "vocab_parallel_cross_entropy, unfused (52 bytes a logit)"),
     )),
     "llm-foundry": Conventions("MosaicML LLM Foundry (Composer, PyTorch FSDP)", ("fsdp", "hsdp", "ddp"), (
         Default("strategy.grad_reduce_bytes", 2, "composer/distributed/mosaic_parallelism.py: "
                 "mixed_precision PURE (LLM Foundry's yamls) reduces in bf16"),
         Default("strategy.fp32_params", True, _AMP_PARAMS),
+        Default("loss_bytes_per_logit", 6.0, "llmfoundry/models/mpt/modeling_mpt.py: loss_fn defaults to "
+                f"fused_crossentropy, {_FLASH_ATTN_LOSS}"),
     )),
     # InternEvo also runs torch FSDP (configs/7B_sft.py: parallel zero1 fsdp=True), under the generic defaults
     "internevo": Conventions("InternEvo (InternLM's training framework, hybrid ZeRO-1)", ("zero1", "fsdp"), (
@@ -256,6 +286,7 @@ FRAMEWORKS: dict[str, Conventions] = {
                 "are eager (6 B each) and linear.py FeedForward's SwiGLU, F.silu(w1(x)) * w2(x), is two eager "
                 "kernels over the 8/3 h intermediate (10 B an element: 27 B): 24 + 8 + 12 + 27, about 71 B per "
                 "token per hidden unit, where fused blocks move 40", lambda job: not (job.compiled or job.eager)),
+        Default("loss_bytes_per_logit", 6.0, f"internlm/model/losses/ce_loss.py FlashGPTLMLoss: {_FLASH_ATTN_LOSS}"),
     )),
     "maxtext": Conventions("MaxText (JAX, fully sharded)", ("fsdp", "hsdp"), (  # hsdp: FSDP with data parallelism
         Default("strategy.grad_reduce_bytes", 4, "MaxText/configs/base.yml: weight_dtype float32 (gradients "
@@ -271,6 +302,8 @@ FRAMEWORKS: dict[str, Conventions] = {
         Default("allocator", "xla", "JAX: XLA's buffer assignment places a step's temporaries when it compiles "
                 "the step (docs.jax.dev GPU memory allocation: a preallocated pool, not PyTorch's caching "
                 "allocator)"),
+        Default("loss_bytes_per_logit", 8.0, "MaxText: the loss is jitted with the step, and XLA fuses its "
+                "reductions over the logits (8 bytes a logit, as a compiled loss)"),
     )),
 }
 

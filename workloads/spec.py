@@ -490,6 +490,11 @@ class TrainingSpec(BaseModel):
         "F.cross_entropy on fp32 logits: the log-softmax output it saves, then in backward that output's "
         "gradient and the input gradient, 12 bytes a logit at the start of backward). A compiled loss "
         "(torchtitan's under compile) is fused.")
+    loss_bytes_per_logit: float | None = Field(
+        default=None, gt=0, description="Bytes the loss's element-wise passes move per logit, forward and backward "
+        "together (simulator.training.compute LOSS_BYTES_PER_LOGIT): Megatron's vocabulary-parallel cross entropy 52 "
+        "(40 fused), PyTorch's eager F.cross_entropy on fp32 logits 44, a compiled loss 8, flash-attn's Triton "
+        "kernel 6. Default: the framework's, else by cross_entropy (fused 40, eager 44).")
     memory_fraction: float | None = Field(
         default=None, gt=0.0, le=1.0, description="The share of each GPU's memory the framework's allocator may "
         "take: JAX's XLA_PYTHON_CLIENT_MEM_FRACTION (e.g. 0.94 in NVIDIA's MaxText recipes), PyTorch's "

@@ -78,6 +78,19 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   H100 (benchmarks/data/h100_llama_blocks.yaml): Llama 2 7B and Llama 3 8B blocks of 8,192 tokens took 3.5-4.5 ms
   longer forward + backward eager than under torch.compile, where the two byte counts differ by 3.7 ms; torch's
   own fused RMSNorm (torch.nn.functional.rms_norm, torch 2.11) took 2.3-3.3 ms of that away.
+- The loss: the output layer's GEMM writes the logits (bf16); the cross entropy over them is memory-bound passes
+  of their own, LOSS_BYTES_PER_LOGIT bytes a logit forward and backward together (half in each, on the vocabulary
+  shard of a tensor-parallel rank), as the framework's loss runs them. Megatron's vocabulary-parallel cross entropy
+  (megatron/core/tensor_parallel/cross_entropy.py, its default: model_parallel_config.py cross_entropy_loss_fusion
+  False) upcasts to fp32 (read 2, write 4), takes the row max (4), subtracts it in place (8), exponentiates in place
+  (8), sums (4) and divides in place (8), then backward scales the saved softmax in place (8) and casts the
+  gradient to bf16 (6): 52; its fused form (fusions/fused_cross_entropy.py, NeMo's GPTConfig
+  cross_entropy_loss_fusion True) joins the upcast with the max and the subtraction with the exponent: 40.
+  PyTorch's eager F.cross_entropy on logits.float() (Hugging Face models, torchtitan without compile): the upcast
+  (6), log_softmax (reads 8, writes 4), nll_loss's dense fp32 gradient (4), log_softmax's backward (reads 12,
+  writes 4) and the cast back (6): 44. A compiled loss (Inductor, XLA) reads the bf16 logits for its reductions and
+  once more for the gradient it writes: 8. flash-attn's Triton cross entropy (LLM Foundry's default loss_fn
+  fused_crossentropy; InternEvo's FlashGPTLMLoss) reads them once forward, once backward, writing the gradient: 6.
 - Tensor parallelism over t GPUs (Megatron, Shoeybi et al. 2019): qkv and mlp_up are split by
   columns (n / t), attn_out and mlp_down by rows (k / t), attention by heads (/ t), the output layer
   by vocabulary (V / t). Rotary and the MLP activation work on sharded tensors; norms, residual adds
@@ -249,6 +262,9 @@ LORA_ELEMENTWISE_BYTES = {"forward": 10.0, "backward": 10.0}
 ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 40.0
 ELEMENTWISE_EAGER_BYTES_PER_TOKEN_HIDDEN = 145.0
 FP8_CAST_BYTES = 4.0  # read bf16 (2 B), write fp8 (1 B) and its transpose (1 B)
+# bytes a logit the loss's element-wise passes move, forward and backward together (module docstring)
+LOSS_BYTES_PER_LOGIT = {"megatron": 52.0, "megatron-fused": 40.0, "eager": 44.0, "compiled": 8.0, "flash-attn": 6.0}
+LOSS_BYTES_BY_CROSS_ENTROPY = {"fused": LOSS_BYTES_PER_LOGIT["megatron-fused"], "eager": LOSS_BYTES_PER_LOGIT["eager"]}
 QWZ_DEQUANTIZE_BYTES = 3.0  # ZeRO++ qwZ, per gathered parameter: read int8 (1 B), write bf16 (2 B)
 QGZ_QUANTIZE_BYTES = 3.1  # ZeRO++ qgZ, per gradient element: swizzle_quant 2.5, quantized_reduction ~0.6
 MOE_PERMUTE_BYTES = 4.0  # per routed copy: written by the dispatch permutation, read by the unpermutation (2 B each)
@@ -297,6 +313,7 @@ class ComputeModel:
     packed_sample_len: int | None = None  # TrainingSpec.packed_sample_len: attention within samples this long
     lora_rank: int | None = None  # TrainingSpec.lora_rank: frozen weights, adapters of this rank
     elementwise_bytes: float | None = None  # TrainingSpec.elementwise_bytes (None: by fused_elementwise)
+    loss_bytes_per_logit: float = LOSS_BYTES_PER_LOGIT["megatron-fused"]  # TrainingSpec.loss_bytes_per_logit
 
     def elementwise_profile(self) -> tuple[float, float]:
         """(bytes, of which those of the norms and residual adds) the block's element-wise work moves per token per
@@ -317,7 +334,8 @@ class ComputeModel:
                    training.attention_kernel, training.fused_elementwise, training.launch_blocking,
                    training.parallel.cp_comm == "p2p", training.parallel.cp_merge == "eager",
                    routed_load(training.routing, training.parallel.ep), attention_scale, training.packed_sample_len,
-                   training.lora_rank, training.elementwise_bytes)
+                   training.lora_rank, training.elementwise_bytes,
+                   training.loss_bytes_per_logit or LOSS_BYTES_BY_CROSS_ENTROPY[training.cross_entropy])
 
     def keys(self, seq_len: int) -> int:
         """Keys each query attends to: the sequence's, or its packed sample's (module docstring)."""
@@ -499,14 +517,16 @@ class ComputeModel:
 
     def head(self, model: TransformerModel, micro_batch: int, seq_len: int, tp: int = 1,
              cp: int = 1) -> tuple[float, float]:
-        """(forward, backward) seconds of the embedding lookup, output projection and loss (the
-        vocabulary split over a tensor-parallel group of `tp`; seq_len / cp tokens a sequence)."""
+        """(forward, backward) seconds of the embedding lookup, output projection and loss (its element-wise
+        passes: LOSS_BYTES_PER_LOGIT; the vocabulary split over a tensor-parallel group of `tp`; seq_len / cp
+        tokens a sequence)."""
         tokens = micro_batch * seq_len // cp
         h, v = model.spec.hidden, -(-model.spec.vocab // tp)
         logits = self._roofline(model.head_forward_flops(tokens) / tp, self.gemm_efficiency(tokens, v, h),
                                 2.0 * (tokens * h + h * v) + 4.0 * tokens * v, self.half_precision_flops)
+        loss = 0.5 * self.loss_bytes_per_logit * tokens * v / self.hbm_Bps  # each pass's half (module docstring)
         frozen = self.lora_rank is not None  # a frozen output layer: its input gradient only
-        return logits / self.scale, (1.0 if frozen else 2.0) * logits / self.scale
+        return (logits + loss) / self.scale, ((1.0 if frozen else 2.0) * logits + loss) / self.scale
 
     def micro_step_s(self, model: TransformerModel, micro_batch: int, seq_len: int, checkpointing: str,
                      recomputing: list[tuple[TransformerModel, int, int]] | None = None) -> float:

@@ -426,6 +426,38 @@ def test_torchtitans_eager_loss_holds_three_fp32_copies_of_the_logits():
     assert resolved("megatron-core", strategy=StrategySpec(kind="ddp")).cross_entropy == "fused"
 
 
+
+@pytest.mark.parametrize(("framework", "stated", "loss_bytes"), [
+    ("megatron-core", {}, 52.0), ("nemo", {}, 40.0), ("megatron-deepspeed", {}, 52.0), ("deepspeed", {}, 44.0),
+    ("llm-foundry", {}, 6.0), ("internevo", {}, 6.0), ("maxtext", {}, 8.0), ("fsdp2", {}, 44.0),
+    ("fsdp2", {"fused_elementwise": True}, 8.0), ("pytorch-fsdp", {}, 44.0),
+    ("fsdp2", {"fused_elementwise": True, "cross_entropy": "eager"}, 44.0),  # torchtitan before 2025-04
+    ("nemo", {"loss_bytes_per_logit": 52.0}, 52.0),  # a stated count wins
+])
+def test_each_framework_runs_its_own_loss(framework, stated, loss_bytes):
+    """Megatron's unfused vocabulary-parallel cross entropy (52 bytes a logit), NeMo's fused one (40), PyTorch's
+    eager F.cross_entropy on fp32 logits (44) or compiled (8), flash-attn's Triton kernel (6: LLM Foundry,
+    InternEvo), XLA's fused loss (8: MaxText)."""
+    kind = FRAMEWORKS[framework].kinds[0]
+    assert resolved(framework, strategy=StrategySpec(kind=kind), **stated).loss_bytes_per_logit == loss_bytes
+
+
+def test_the_loss_passes_cost_their_bytes_at_memory_speed():
+    """Head time = the output GEMM's roofline + half the loss's bytes a logit in each pass, over HBM: by hand for
+    Llama 3 8B's 128,256-token vocabulary at 4,096 tokens, 52 against 6 bytes a logit (TP 2: half the vocabulary)."""
+    model = transformer(LLAMA3_8B)
+    gpu = gpu_spec("H100-SXM5-80GB")
+    megatron, flash = (ComputeModel(gpu, "bf16", loss_bytes_per_logit=b).head(model, 1, 4096, tp=2)
+                       for b in (52.0, 6.0))
+    hbm = gpu.hbm_GBps * 1e9 * 0.85  # MEMORY_EFFICIENCY
+    logits = 4096 * 128256 / 2
+    assert megatron[0] - flash[0] == pytest.approx(0.5 * 46.0 * logits / hbm, rel=1e-9)
+    assert megatron[1] - flash[1] == pytest.approx(0.5 * 46.0 * logits / hbm, rel=1e-9)
+    generic = TrainingSpec(model=SMALL, seq_len=1024)
+    assert ComputeModel.for_job(gpu, generic).loss_bytes_per_logit == 40.0  # no framework: by cross_entropy
+    eager = TrainingSpec(model=SMALL, seq_len=1024, cross_entropy="eager")
+    assert ComputeModel.for_job(gpu, eager).loss_bytes_per_logit == 44.0
+
 def test_float8_op_checkpointing_reruns_every_matmul():
     """torchtitan's save list names aten.mm; float8 matmuls are torch._scaled_mm, so under float8 the per-op
     policy re-runs all of a block's matmuls (with their casts), not every other one, and still not attention."""

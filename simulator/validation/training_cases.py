@@ -766,9 +766,9 @@ def _checkpointing(value: bool | str | None, defaults: list[str], framework: str
         return "op", None
     if "selective" in low:
         return "selective", None
-    if "full" in low or low in ("true", "yes", "on", "enabled"):
+    if "full" in low or _SAID_BOOL.get(low) is True:
         return "full", None
-    if "none" in low or low in ("false", "no", "off", "no ac", "disabled"):
+    if "none" in low or low == "no ac" or _SAID_BOOL.get(low) is False:
         return "none", None
     if re.fullmatch(r"(?:(?:gradient|activation)\s+)?(?:checkpointing|recomputation|recompute)|ac|gc", low.strip()):
         return "full", None  # checkpointing named alone, as Hugging Face's gradient_checkpointing: each layer whole

@@ -53,9 +53,7 @@ _WITH_DEGREE = re.compile(r"^(tp|pp|cp|dp|ep)\s*[=:]?\s*(\d+)$", re.IGNORECASE)
 
 def stated_degrees(training: Mapping[str, Any]) -> dict[str, int]:
     """Degrees the strategy items state with their names ('TP4/PP4/CP2' -> tp 4, pp 4, cp 2)."""
-    raw = training.get("strategy") or []
-    items = [part for item in ([raw] if isinstance(raw, str) else raw) for part in _JOINED.split(str(item)) if part]
-    return {found.group(1).lower(): int(found.group(2)) for item in items
+    return {found.group(1).lower(): int(found.group(2)) for item in _strategy_items(training)
             if (found := _WITH_DEGREE.match(item.strip())) is not None}
 
 
@@ -87,13 +85,19 @@ _JOINED = re.compile(r"\s*(?:(?<!\+)\+(?!\+)|/|&|,|\band\b)\s*", re.IGNORECASE)
 _THREE_D = re.compile(r"^3\s*-?\s*d(?:\s*parallel(?:ism)?)?$", re.IGNORECASE)
 
 
+def _strategy_items(training: Mapping[str, Any]) -> list[str]:
+    """The strategy list's items as written, an item joining several names split (_JOINED); a string is a list
+    of one."""
+    raw = training.get("strategy") or []
+    return [part for item in ([raw] if isinstance(raw, str) else raw) for part in _JOINED.split(str(item)) if part]
+
+
 def strategy_names(training: Mapping[str, Any]) -> list[str]:
     """The case's strategy list in KNOWN_STRATEGIES' spelling (_canonical; a single string is a list of one; an item
     joining several names, 'TP+PP+DP' or '3D parallelism', is its names; none stated: an empty list, which the
     framework's convention or plain data parallelism fills)."""
-    raw = training.get("strategy") or []
     stage = _leading_int(training.get("zero_stage"))
-    items = [part for item in ([raw] if isinstance(raw, str) else raw) for part in _JOINED.split(str(item)) if part]
+    items = _strategy_items(training)
     expanded = [name for item in items for name in (("tp", "pp", "dp") if _THREE_D.match(item.strip()) else (item,))]
     return [_canonical(s, stage) for s in expanded]
 

@@ -238,6 +238,32 @@ class TransformerModel:
         whole = {name: (name, -(-m // tp), n, k) for name, m, n, k in full if name in ("mlp_up", "mlp_down")}
         return [whole.get(name, (name, m, n, k)) for name, m, n, k in gemms]
 
+    def lora_adapters(self, gemms: list[tuple[str, int, int, int]],
+                      targets: tuple[str, ...] | None) -> list[tuple[str, int, int, int]]:
+        """LoRA's adapters beside a block's weight GEMMs `gemms` (as one GPU runs them, sharded_layer_gemms), each as
+        (target, m, n, k) of the weight share it adapts: x A [k, r] then B [r, n] (Hu et al. 2021). `targets` None:
+        one beside every weight GEMM. A fused layer (qkv, mlp_up) has one adapter over its whole width, its parts
+        (q, k, v; a gated MLP's gate and up, apart in Hugging Face models) one each over theirs: q_dim and kv_dim of
+        the qkv width, half of a gated mlp_up. ConfigError names a target the block lacks."""
+        if targets is None:
+            return gemms
+        shapes = {name: (m, n, k) for name, m, n, k in gemms}
+        qkv = self.q_dim + 2 * self.kv_dim
+        parts = {"q": ("qkv", self.q_dim / qkv), "k": ("qkv", self.kv_dim / qkv), "v": ("qkv", self.kv_dim / qkv),
+                 "gate": ("mlp_up", 0.5), "up": ("mlp_up", 0.5 if self.spec.gated_mlp else 1.0)}
+        adapters = []
+        for target in targets:
+            layer, share = parts.get(target, (target, 1.0))
+            if target == "gate" and not self.spec.gated_mlp:
+                raise ConfigError(f"lora_targets gate: model {self.spec.name} has no gated MLP (its first MLP matrix "
+                                  "is up, or mlp_up)")
+            if layer not in shapes:
+                raise ConfigError(f"lora_targets {target}: model {self.spec.name} has no {layer} matrix (its block's "
+                                  f"weight matrices: {', '.join(shapes)})")
+            m, n, k = shapes[layer]
+            adapters.append((target, m, max(1, round(n * share)), k))
+        return adapters
+
     def _attention_gemms(self, tokens: int) -> list[tuple[str, int, int, int]]:
         """The attention's weight GEMMs: the fused qkv and attn_out, or MLA's (module docstring): q_down (h to
         q_lora_rank) and q_up (to a (nope + rope)), or q_up straight from h without a query latent; kv_down

@@ -6,7 +6,7 @@ or on the command line; everything inside works on the frozen values. Units are 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
@@ -26,6 +26,41 @@ Checkpointing = Literal["none", "selective", "full", "op", "nothing_saveable", "
 MEGATRON_CHECKPOINTING: dict[str, Checkpointing] = {
     "recompute-activations": "selective", "recompute-granularity-selective": "selective",
     "recompute-granularity-full": "full", "checkpoint-activations": "full"}
+# A block's weight matrices a LoRA adapter can sit beside: Megatron's fused layers (qkv: linear_qkv, attn_out:
+# linear_proj, mlp_up: linear_fc1 with a gated MLP's gate and up together, mlp_down: linear_fc2) and the parts
+# that Hugging Face models keep apart (q, k, v; gate and up), each of which then has an adapter of its own.
+LoraTarget = Literal["qkv", "q", "k", "v", "attn_out", "mlp_up", "gate", "up", "mlp_down"]
+LORA_ALL: tuple[LoraTarget, ...] = ("qkv", "attn_out", "mlp_up", "mlp_down")
+# the names frameworks give those matrices (NeMo 2.0 llm/peft/lora.py, NeMo 1.x nlp/parts/peft_config.py
+# PEFT_MODULE_MAP, Hugging Face Llama / GPT-2 / BLOOM / MPT modules, torchtitan's Llama), and group names
+LORA_TARGET_NAMES: dict[str, tuple[LoraTarget, ...]] = {
+    **{name: (name,) for name in ("qkv", "q", "k", "v", "attn_out", "mlp_up", "gate", "up", "mlp_down")},
+    "linear_qkv": ("qkv",), "attention_qkv": ("qkv",), "query_key_value": ("qkv",), "c_attn": ("qkv",),
+    "wqkv": ("qkv",), "q_proj": ("q",), "k_proj": ("k",), "v_proj": ("v",), "wq": ("q",), "wk": ("k",),
+    "wv": ("v",), "linear_proj": ("attn_out",), "attention_dense": ("attn_out",), "o_proj": ("attn_out",),
+    "out_proj": ("attn_out",), "wo": ("attn_out",), "linear_fc1": ("mlp_up",), "mlp_fc1": ("mlp_up",),
+    "gate_proj": ("gate",), "w1": ("gate",), "up_proj": ("up",), "w3": ("up",), "linear_fc2": ("mlp_down",),
+    "mlp_fc2": ("mlp_down",), "down_proj": ("mlp_down",), "w2": ("mlp_down",),
+    "attention": ("qkv", "attn_out"), "mlp": ("mlp_up", "mlp_down"), "all": LORA_ALL, "all_linear": LORA_ALL}
+
+
+def lora_targets_of(value: object) -> object:
+    """LoRA targets as written ('q_proj,v_proj', ['linear_qkv'], 'all') -> canonical LoraTarget names, in order
+    and without repeats; ValueError names an unknown one. Other values pass through to pydantic."""
+    if isinstance(value, str):
+        value = [part for part in value.replace(" ", ",").split(",") if part]
+    if not isinstance(value, (list, tuple)):
+        return value
+    targets: list[str] = []
+    for item in value:
+        names = LORA_TARGET_NAMES.get(str(item).strip().lower().replace("-", "_"))
+        if names is None:
+            raise ValueError(f"unknown LoRA target {item!r}: give {', '.join(get_args(LoraTarget))}, a framework's "
+                             "name for one (linear_qkv, q_proj, o_proj, gate_proj, ...), or all, attention, mlp")
+        targets.extend(name for name in names if name not in targets)
+    return targets
+
+
 Optimizer = Literal["adam", "adamw", "sgd"]
 StrategyKind = Literal["ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp"]
 FsdpSharding = Literal["FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD"]
@@ -441,10 +476,18 @@ class TrainingSpec(BaseModel):
         "samples of mixed lengths give mean(l^2) / mean(l). Default: none (attention spans the whole sequence).")
     lora_rank: int | None = Field(
         strict=True, default=None, ge=1,
-        description="LoRA fine-tuning: every weight matrix of the blocks (attention's qkv and output, the MLP's "
-        "two) gets a trainable adapter of this rank (NeMo 2.0's LoRA targets; rank 32 there); the base weights, "
-        "norms, embedding and output layer are frozen, so they have no weight gradients, reductions or "
-        "optimizer states. Default: none (every weight trains).")
+        description="LoRA fine-tuning: the weight matrices lora_targets names get a trainable adapter of this rank "
+        "(NeMo's default rank is 32); the base weights, norms, embedding and output layer are frozen, so they have no "
+        "weight gradients, reductions or optimizer states. Default: none (every weight trains).")
+    lora_targets: tuple[LoraTarget, ...] | None = Field(
+        default=None,
+        description="With lora_rank: the block's matrices that carry adapters: qkv (fused: one adapter), q, k, v "
+        "(apart: one each), attn_out, mlp_up (fused gate and up), gate, up, mlp_down, or the frameworks' names for "
+        "them (linear_qkv, linear_proj, linear_fc1, linear_fc2; q_proj, v_proj, o_proj, gate_proj, up_proj, "
+        "down_proj; attention_qkv; wq, wo, w1, ...) and all, attention, mlp; a list or 'q_proj,v_proj'. Defaults "
+        "differ by library: NeMo 2.0 all four fused layers (nemo/collections/llm/peft/lora.py LoRA.target_modules), "
+        "NeMo 1.x (24.07 and earlier) linear_qkv only (nlp/parts/peft_config.py get_target_modules), Hugging Face "
+        "PEFT q_proj and v_proj for Llama-like models. Default: every weight matrix of the block.")
     micro_batch: int = Field(strict=True, default=1, ge=1, description="Sequences per GPU per micro-step.")
     global_batch: Count | None = Field(
         strict=True, default=None, ge=1,
@@ -526,6 +569,11 @@ class TrainingSpec(BaseModel):
     def _framework_alias(cls, value: object) -> object:
         return framework_name(value)
 
+    @field_validator("lora_targets", mode="before")
+    @classmethod
+    def _lora_names(cls, value: object) -> object:
+        return lora_targets_of(value)
+
     @model_validator(mode="after")
     def _check(self) -> TrainingSpec:
         if self.global_batch is not None and self.grad_accum is not None:
@@ -540,6 +588,14 @@ class TrainingSpec(BaseModel):
         if self.packed_sample_len is not None and self.parallel.cp > 1:
             raise ValueError("packed_sample_len with context parallelism (cp > 1) is not modelled: a ring over "
                              "packed samples splits each sample, not the sequence")
+        if self.lora_targets is not None and self.lora_rank is None:
+            raise ValueError("lora_targets names the matrices LoRA adapts; give lora_rank too")
+        for fused, parts in (("qkv", ("q", "k", "v")), ("mlp_up", ("gate", "up"))):
+            if self.lora_targets and fused in self.lora_targets and set(parts) & set(self.lora_targets):
+                raise ValueError(f"lora_targets: {fused} is one adapter over {', '.join(parts)} together; give {fused} "
+                                 f"or some of {', '.join(parts)}, not both")
+        if self.lora_targets == ():
+            raise ValueError("lora_targets is empty: name the matrices that carry adapters, or leave it out for all")
         if self.recompute_layers is not None and self.activation_checkpointing != "full":
             raise ValueError(f"recompute_layers: {self.recompute_layers} layers recompute in full; it needs "
                              f"activation_checkpointing full, not {self.activation_checkpointing}")

@@ -65,8 +65,15 @@ GlobalBatchTokensOpt = Annotated[str | None, typer.Option(
     "or 4Mi (powers of 1024); divided by the sequence length, which must divide it.")]
 SeqLenOpt = Annotated[int | None, typer.Option(help="Tokens per sequence (default: the model's training context).")]
 LoraRankOpt = Annotated[int | None, typer.Option(
-    help="LoRA fine-tuning: adapters of this rank on every weight matrix of the blocks, the weights frozen (the "
-    "scenario's lora_rank; NeMo's default rank is 32). Default: every weight trains.")]
+    help="LoRA fine-tuning: adapters of this rank beside the weight matrices --lora-targets names (default: all of "
+    "the blocks'), the weights frozen (the scenario's lora_rank; NeMo's default rank is 32). Default: every weight "
+    "trains.")]
+LoraTargetsOpt = Annotated[str | None, typer.Option(
+    metavar="NAMES", help="With --lora-rank: the matrices that carry adapters, comma-separated: qkv, attn_out, "
+    "mlp_up, mlp_down (Megatron's fused layers), q, k, v, gate, up (apart, one adapter each), a framework's names "
+    "(linear_qkv, q_proj, o_proj, gate_proj, ...) or all, attention, mlp. NeMo 2.0 adapts all four fused layers, "
+    "NeMo 1.x (24.07 and earlier) linear_qkv, Hugging Face PEFT q_proj,v_proj for Llama-like models (the "
+    "scenario's lora_targets). Default: all.")]
 PackedSampleLenOpt = Annotated[int | None, typer.Option(
     help="Tokens of each sample packed into a sequence, attention within the sample (packed fine-tuning; the "
     "scenario's packed_sample_len). Default: attention over the whole sequence.")]
@@ -108,8 +115,8 @@ FrameworkOpt = Annotated[str | None, typer.Option(
 # flag (the command function's parameter) -> the training field it sets, where the names differ
 FIELD_OF = {"ep_overlap": "ep_comm_overlap", "schedule": "pipeline_schedule", "moe_imbalance": "load_imbalance"}
 JOB_OPTIONS = ("topology", "nodes", "gpus_per_node", "model", "strategy", "shard_group_gpus", "micro_batch", "seq_len",
-               "packed_sample_len", "lora_rank", "recompute", "recompute_layers", "precision", "framework",
-               "memory_fraction")
+               "packed_sample_len", "lora_rank", "lora_targets", "recompute", "recompute_layers", "precision",
+               "framework", "memory_fraction")
 
 
 def with_nccl(scenario: ScenarioSpec, version: str | None, selection: str | None,

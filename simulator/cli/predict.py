@@ -36,6 +36,7 @@ from simulator.cli.job_args import (
     GlobalBatchTokensOpt,
     GpusOpt,
     LoraRankOpt,
+    LoraTargetsOpt,
     MemoryFractionOpt,
     MicroBatchOpt,
     ModelOpt,
@@ -217,7 +218,8 @@ def job_text(training: TrainingSpec, micro_steps: int) -> str:
     steps = f" x {micro_steps}" if micro_steps > 1 else ""
     batch = f", global batch {training.global_batch:,}" if training.global_batch is not None else ""
     packed = f" (packed samples of {training.packed_sample_len:,})" if training.packed_sample_len else ""
-    lora = f", LoRA rank {training.lora_rank}" if training.lora_rank is not None else ""
+    targets = f" on {', '.join(training.lora_targets)}" if training.lora_targets else ""
+    lora = f", LoRA rank {training.lora_rank}{targets}" if training.lora_rank is not None else ""
     recomputing = f" ({training.recompute_layers} layers)" if training.recompute_layers is not None else ""
     return (f"sequence {training.seq_len:,}{packed}, micro-batch {training.micro_batch}{steps}{batch}, "
             f"recompute {training.activation_checkpointing}{recomputing}, {training.precision}{lora}")
@@ -291,7 +293,8 @@ def predict(
     schedule: ScheduleOpt = None, virtual_stages: VirtualStagesOpt = None, pipeline_split: PipelineSplitOpt = None,
     placement: PlacementOpt = None, micro_batch: MicroBatchOpt = None, global_batch: GlobalBatchOpt = None,
     global_batch_tokens: GlobalBatchTokensOpt = None, seq_len: SeqLenOpt = None,
-    packed_sample_len: PackedSampleLenOpt = None, lora_rank: LoraRankOpt = None, recompute: RecomputeOpt = None,
+    packed_sample_len: PackedSampleLenOpt = None, lora_rank: LoraRankOpt = None, lora_targets: LoraTargetsOpt = None,
+    recompute: RecomputeOpt = None,
     recompute_layers: RecomputeLayersOpt = None, precision: PrecisionOpt = None, framework: FrameworkOpt = None,
     memory_fraction: MemoryFractionOpt = None, nccl_version: NcclVersionOpt = None,
     nccl_selection: NcclSelectionOpt = None, nccl_env: NcclEnvOpt = None,
@@ -383,6 +386,7 @@ def scale(
         help="Micro-steps per optimizer step, at every node count. Default: the scenario's (its grad_accum, or "
         "its global batch over the first node count's data-parallel ranks), else 1.")] = None,
     seq_len: SeqLenOpt = None, packed_sample_len: PackedSampleLenOpt = None, lora_rank: LoraRankOpt = None,
+    lora_targets: LoraTargetsOpt = None,
     recompute: RecomputeOpt = None, recompute_layers: RecomputeLayersOpt = None,
     precision: PrecisionOpt = None,
     framework: FrameworkOpt = None,

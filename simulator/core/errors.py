@@ -45,10 +45,11 @@ def config_error_from(exc: ValidationError, source: str) -> ConfigError:
     # mapping's own error is the one to show, not "should be a valid string"
     first = next((e for e in errors if e["type"] != "string_type"), errors[0])
     # pydantic names the union member it tried ("str", "TopologySpec"); our field names are lower case
-    where = ".".join(str(part) for part in first["loc"] if not _union_member(part)) or "value"
+    where = ".".join(str(part) for part in first["loc"] if not _union_member(part))
     message = str(first["msg"]).removeprefix("Value error, ")
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return ConfigError(f"{source}: {where}: {message}{more}")
+    # a check across fields (a model validator) has no location: its message names the fields
+    return ConfigError(f"{source}: {where + ': ' if where else ''}{message}{more}")
 
 
 def _union_member(part: object) -> bool:

@@ -133,10 +133,13 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   key than one long sequence.
 - LoRA (`lora_rank` r; Hu et al. 2021; NeMo's adapters, nemo/collections/llm/peft/lora.py) freezes the
   weights: backward computes each weight GEMM's input gradient and not its weight gradient (one GEMM instead
-  of two), and the frozen output layer's input gradient only. Each weight GEMM (m x k by k x n, as its
-  tensor-parallel shard has it) gets an adapter, x A [k, r] then B [r, n], priced by the roofline at their own
-  (thin) shapes in half precision (NeMo runs them unquantized even under fp8), plus its element-wise scaling
-  and add (LORA_ELEMENTWISE_BYTES); backward the adapters' input and weight gradients, twice their forward.
+  of two), and the frozen output layer's input gradient only. Each weight GEMM the job's `lora_targets` names
+  (m x k by k x n, as its tensor-parallel shard has it; a part of a fused one, q of qkv, its share of n) gets an
+  adapter, x A [k, r] then B [r, n], priced by the roofline at their own (thin) shapes in half precision (NeMo
+  runs them unquantized even under fp8), plus its element-wise scaling and add (LORA_ELEMENTWISE_BYTES); backward
+  the adapters' input and weight gradients, twice their forward. Which matrices carry adapters matters: the
+  scaling and add move 10 bytes an output element, a third to a half of what an fp8 weight GEMM takes for the
+  same element, so NeMo 2.0's adapters on all four matrices cost far more than NeMo 1.x's on qkv alone.
 - Recomputation: full re-runs the layer's forward, selective (Megatron's) the attention core, op
   (torchtitan's per-op policy, TransformerModel.op_recomputed_gemms) every second weight matmul up to the
   last one backward needs (wk, wo, w3 of a Llama block), and the element-wise work; attention's output is
@@ -312,6 +315,7 @@ class ComputeModel:
     attention_scale: float = 1.0  # on the attention efficiency table (simulator.validation.training_fit)
     packed_sample_len: int | None = None  # TrainingSpec.packed_sample_len: attention within samples this long
     lora_rank: int | None = None  # TrainingSpec.lora_rank: frozen weights, adapters of this rank
+    lora_targets: tuple[str, ...] | None = None  # TrainingSpec.lora_targets: the matrices with adapters (None: all)
     elementwise_bytes: float | None = None  # TrainingSpec.elementwise_bytes (None: by fused_elementwise)
     loss_bytes_per_logit: float = LOSS_BYTES_PER_LOGIT["megatron-fused"]  # TrainingSpec.loss_bytes_per_logit
 
@@ -334,7 +338,7 @@ class ComputeModel:
                    training.attention_kernel, training.fused_elementwise, training.launch_blocking,
                    training.parallel.cp_comm == "p2p", training.parallel.cp_merge == "eager",
                    routed_load(training.routing, training.parallel.ep), attention_scale, training.packed_sample_len,
-                   training.lora_rank, training.elementwise_bytes,
+                   training.lora_rank, training.lora_targets, training.elementwise_bytes,
                    training.loss_bytes_per_logit or LOSS_BYTES_BY_CROSS_ENTROPY[training.cross_entropy])
 
     def keys(self, seq_len: int) -> int:
@@ -404,7 +408,7 @@ class ComputeModel:
                                               * self.keys(seq_len) / cp)
         gap = BLOCKING_LAUNCH_GAP_S if self.launch_blocking else 0.0
         merge_forward_s, merge_backward_s = self._eager_merge_s(model, tokens, tp, cp)
-        adapter_forward_s, adapter_backward_s = self._lora_s(gemms)
+        adapter_forward_s, adapter_backward_s = self._lora_s(model.lora_adapters(gemms, self.lora_targets))
         weight_grads = 0.0 if self.lora_rank is not None else gemm_s  # frozen weights: input gradients only
         forward = (gemm_s + cast_forward_s + attention_s + merge_forward_s + elementwise_s + adapter_forward_s
                    + scores * UNFUSED_SCORE_BYTES / hbm + KERNEL_LAUNCH_S + LAYER_KERNELS["forward"] * gap)
@@ -427,14 +431,14 @@ class ComputeModel:
             recompute = {"none": 0.0, "selective": core, "full": forward}[checkpointing]
         return LayerTimes(forward / self.scale, backward / self.scale, recompute / self.scale)
 
-    def _lora_s(self, gemms: list[tuple[str, int, int, int]]) -> tuple[float, float]:
-        """(forward, backward) seconds of one layer's LoRA adapters beside its sharded weight GEMMs (module
-        docstring); 0 without LoRA."""
+    def _lora_s(self, adapters: list[tuple[str, int, int, int]]) -> tuple[float, float]:
+        """(forward, backward) seconds of one layer's LoRA `adapters`, each as the (sharded) weight GEMM share it
+        adapts (TransformerModel.lora_adapters; module docstring); 0 without LoRA."""
         r = self.lora_rank
         if r is None:
             return 0.0, 0.0
         forward = backward = 0.0
-        for _, m, n, k in gemms:
+        for _, m, n, k in adapters:
             down = self._roofline(2.0 * m * k * r, self.gemm_efficiency(m, r, k), 2.0 * (m * k + k * r + m * r),
                                   self.half_precision_flops)
             up = self._roofline(2.0 * m * r * n, self.gemm_efficiency(m, n, r), 2.0 * (m * r + r * n + m * n),

@@ -45,6 +45,7 @@ from simulator.training.shards import (
     expert_shard_group,
     gathers_ahead,
     layer_params_on_gpu,
+    lora_adapters_on_gpu,
     owned_params,
     trainable_blocks_params_on_gpu,
     trainable_layer_params_on_gpu,
@@ -64,7 +65,7 @@ from simulator.training.tasks import (
     pass_collectives,
     reduction_call,
 )
-from workloads.model import TransformerModel, sharded_gemms
+from workloads.model import TransformerModel
 from workloads.spec import Checkpointing, TrainingSpec
 
 MAX_GATHER_BUCKETS = 10_000  # ZeRO's post-optimizer all-gathers a step may simulate (one task each)
@@ -148,9 +149,9 @@ def _block(block: TransformerModel, training: TrainingSpec, compute: ComputeMode
         matrices = [(block.gemm_experts(name) * k * n / tp / (par.ep if block.gemm_experts(name) > 1 else 1),
                      part_of(name)) for name, _, n, k in reversed(block.layer_gemms(1))]
         matrices.append((dense + experts - sum(size for size, _ in matrices), "dense"))  # norms
-    else:  # each weight GEMM's adapters, the frozen weights and norms having no gradients
+    else:  # the adapters' gradients, the frozen weights and norms having none
         matrices = [(training.lora_rank * (n + k), "dense")
-                    for _, _, n, k in reversed(sharded_gemms(block.layer_gemms(1), tp))]
+                    for _, _, n, k in reversed(lora_adapters_on_gpu(block, training, tp))]
     tensors = [(size * s.grad_reduce_bytes, part) for size, part in matrices]
     return _Block(times, forward, backward, recompute, budgets,
                   {"dense": int(dense * PARAM_BYTES), "experts": int(experts * PARAM_BYTES)},

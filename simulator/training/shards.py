@@ -99,11 +99,17 @@ def _over_blocks(model: TransformerModel, start: int, stop: int | None,
 def trainable_layer_params_on_gpu(model: TransformerModel, training: TrainingSpec, tp: int,
                                   ep: int) -> tuple[float, float]:
     """(dense, expert) parameters of one block on one GPU that train: all of them (layer_params_on_gpu), or with
-    LoRA (training.lora_rank r) its adapters only, A [k, r] and B [r, n] beside each k x n weight GEMM as its
-    tensor-parallel shard has it (Hu et al. 2021; workloads.model.sharded_gemms): r (k + n) each."""
+    LoRA (training.lora_rank r) its adapters only, A [k, r] and B [r, n] beside each k x n weight share the job's
+    lora_targets name (lora_adapters_on_gpu): r (k + n) each."""
     if training.lora_rank is None:
         return layer_params_on_gpu(model, tp, ep, training.parallel.expert_tp)
-    return float(sum(training.lora_rank * (n + k) for _, _, n, k in sharded_gemms(model.layer_gemms(1), tp))), 0.0
+    return float(sum(training.lora_rank * (n + k) for _, _, n, k in lora_adapters_on_gpu(model, training, tp))), 0.0
+
+
+def lora_adapters_on_gpu(block: TransformerModel, training: TrainingSpec, tp: int) -> list[tuple[str, int, int, int]]:
+    """The LoRA adapters of one block on one GPU of a tensor-parallel group of `tp`, as (target, 1, n, k) of the
+    weight share each adapts (TransformerModel.lora_adapters over Megatron's split, workloads.model.sharded_gemms)."""
+    return block.lora_adapters(sharded_gemms(block.layer_gemms(1), tp), training.lora_targets)
 
 
 def trainable_blocks_params_on_gpu(model: TransformerModel, training: TrainingSpec, tp: int, ep: int,

@@ -88,6 +88,7 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
                  "num_microbatches": "int", "zero_stage": "int|str", "zeropp": "bool", "precision": "str",
                  "activation_checkpointing": "bool|str", "fsdp_sharding_strategy": "str", "offload": "bool|str",
                  "fsdp_mixed_precision_mode": "str", "packed_sample_len": "int", "lora_rank": "int",
+                 "lora_targets": "str-list",
                  "recompute_layers": "int", "recompute_num_layers": "int", "tp_comm_overlap": "bool",
                  "capacity_factor": "number", "moe_expert_capacity_factor": "number", "pad_to_capacity": "bool",
                  "moe_pad_expert_input_to_capacity": "bool", "pack_sample_into_one": "bool",
@@ -190,7 +191,9 @@ _ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
         "micro_batch": ("micro_batch_size", "mbs", "micro_batch_size_per_gpu", "train_micro_batch_size_per_gpu",
                         "per_device_train_batch_size"),
         "global_batch": ("global_batch_size", "gbs", "train_batch_size"),
-        "activation_checkpointing": ("recompute_granularity", "gradient_checkpointing", "activation_recomputation")},
+        "activation_checkpointing": ("recompute_granularity", "gradient_checkpointing", "activation_recomputation"),
+        "lora_rank": ("lora_r", "lora_dim", "adapter_dim", "lora_adapter_dim"),
+        "lora_targets": ("target_modules", "lora_target_modules", "lora_target")},
     "cluster": {
         "gpu": ("gpu_type", "gpu_model", "accelerator", "accelerator_type"),
         "num_gpus": ("gpus", "total_gpus", "gpu_count", "n_gpus", "world_size", "num_devices"),
@@ -866,6 +869,37 @@ def _batch(training: Mapping[str, Any], n_dp: int, n_gpus: int, pp: int, default
 _NEMO_LORA_RANK = 32
 
 
+# NeMo releases through 24.07 fine-tune with NeMo 1.x (NeMo 2.0 "is an experimental feature and currently released
+# in the dev container only", NeMo Framework 24.07 user guide; 24.09 ships NeMo 2.0.0), whose LoRA adapts linear_qkv
+# alone unless told otherwise (nemo/collections/nlp/parts/peft_config.py get_target_modules: target_modules default
+# ['attention_qkv']); NeMo 2.0's LoRA adapts all four matrices (nemo/collections/llm/peft/lora.py LoRA.target_modules).
+_NEMO2_RELEASE = (24, 9)
+
+
+def _lora_targets(case: TrainingCase, rank: int | None, defaults: list[str]) -> object:
+    """The matrices a LoRA case's adapters sit beside (TrainingSpec.lora_targets): stated, else NeMo 1.x's qkv for a
+    NeMo release before 24.09 (flagged), else every weight matrix (None, flagged)."""
+    if rank is None:
+        return None
+    stated = case.training.get("lora_targets")
+    if stated is not None:
+        return stated
+    release = re.search(r"nemo\D{0,12}?(\d{2})\.(\d{2})", str(case.training.get("framework") or ""), re.IGNORECASE)
+    if framework_of(case.training) == "nemo" and release and tuple(map(int, release.groups())) < _NEMO2_RELEASE:
+        defaults.append(f"LoRA targets not stated: linear_qkv alone (NeMo {release.group(1)}.{release.group(2)} "
+                        "fine-tunes with NeMo 1.x, whose LoRA target_modules default is attention_qkv)")
+        return ["qkv"]
+    defaults.append("LoRA targets not stated: every weight matrix of the block (NeMo 2.0's linear_qkv, linear_proj, "
+                    "linear_fc1 and linear_fc2)")
+    return None
+
+
+def _lora(case: TrainingCase, defaults: list[str]) -> dict[str, Any]:
+    """The case's LoRA fields (lora_rank, lora_targets); none for a case whose weights all train."""
+    rank = _lora_rank(case, defaults)
+    return {} if rank is None else {"lora_rank": rank, "lora_targets": _lora_targets(case, rank, defaults)}
+
+
 def _lora_rank(case: TrainingCase, defaults: list[str]) -> int | None:
     """The LoRA rank of a LoRA fine-tuning case (None: every weight trains): stated, or NeMo's default, flagged."""
     if "lora" not in str(case.training.get("task") or "").lower():
@@ -1137,7 +1171,7 @@ def map_case(case: TrainingCase) -> MappedCase:
                            framework=_framework(training, strategy.kind),
                            packed_sample_len=training.get("packed_sample_len"),
                            memory_fraction=training.get("memory_fraction"),
-                           lora_rank=_lora_rank(case, defaults),
+                           **_lora(case, defaults),
                            routing=_routing(training),
                            **_batch(_micro_batch_of_tokens(layout.training, seq_len, defaults), layout.dp, n_gpus,
                                     layout.parallel.pp, defaults))

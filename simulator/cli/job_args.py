@@ -16,6 +16,7 @@ from simulator.cli.common import count_option, parse_env, read_yaml
 from simulator.collectives.nccl_releases import release_option
 from simulator.collectives.select import selection_option
 from simulator.core.errors import ConfigError
+from simulator.core.units import binary_count_text
 from simulator.scenario import ScenarioSpec, scenario_from_data
 from simulator.scenario_overrides import PARALLEL_OPTIONS, ROUTING_OPTIONS, apply_options
 from topologies.spec import TopologySpec
@@ -151,8 +152,7 @@ def global_batch_of(global_batch: str | None, global_batch_tokens: str | None, s
     if tokens <= 0 or tokens % seq_len:
         nearest = max(1, round(tokens / seq_len))
         # "4M tokens" in a paper is usually 4 x 2^20: say so when the binary reading would have been whole
-        text = global_batch_tokens.strip()
-        binary = f"{text[:-1]}{text[-1].upper()}i" if text[-1:].upper() in ("K", "M", "G", "T") else ""
+        binary = binary_count_text(global_batch_tokens)
         hint = ""
         if binary and (whole := count_option(binary, "--global-batch-tokens") or 0) % seq_len == 0:
             hint = f"; {binary} is {whole:,} tokens, {whole // seq_len:,} sequences"

@@ -114,6 +114,13 @@ def parse_count(value: object) -> int:
     return count
 
 
+def binary_count_text(text: str) -> str | None:
+    """The count `text` with its decimal suffix read as a power of 1024 ('4M' -> '4Mi': papers write a batch of
+    4 x 2**20 tokens as "4M"); None when it has no K, M or G suffix."""
+    text = text.strip()
+    return f"{text[:-1]}{text[-1].upper()}i" if text[-1:].upper() in ("K", "M", "G") else None
+
+
 def parse_bytes(value: object) -> int:
     """A byte size: 26214400, '25MB' (25e6), '25MiB' or '25M' (25 x 2**20), '64K', '8G' -> int.
     ValueError on a negative size, an unknown unit or a size past 2**63-1 bytes."""

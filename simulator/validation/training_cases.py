@@ -44,6 +44,7 @@ from typing import Any, cast
 from pydantic import ValidationError
 
 from simulator.core.errors import ClusterSimError, ConfigError
+from simulator.core.units import binary_count_text, parse_count
 from simulator.core.yaml_text import load_yaml_text
 from simulator.scenario import with_framework
 from simulator.validation.training_cluster import SAYS_NONE, UNSTATED, Unexpressible, topology_of
@@ -370,6 +371,27 @@ def _seq_len(case: TrainingCase, defaults: list[str]) -> int:
         return tokens
     defaults.append(f"seq_len not stated: {default}")
     return default
+
+
+def _global_batch_of_tokens(training: Mapping[str, Any], seq_len: int, defaults: list[str]) -> Mapping[str, Any]:
+    """`training` with the global batch its stated tokens a step give (global_batch_tokens / seq_len) where the
+    sequences are not stated, flagged. A count written with K, M or G that is whole sequences only in powers of
+    1024 is read so ("4M" = 4 x 2^20 tokens, as Llama's and InternEvo's tables write a batch); one that is whole
+    sequences in neither reading is not expressible."""
+    stated = training.get("global_batch_tokens")
+    if stated is None or training.get("global_batch") is not None:
+        return training
+    readings = [str(stated)] + ([binary] if (binary := binary_count_text(str(stated))) else [])
+    for text in readings:
+        try:
+            tokens = parse_count(text)
+        except ValueError:
+            raise Unexpressible(f"global_batch_tokens {stated!r} is not a count of tokens") from None
+        if tokens > 0 and tokens % seq_len == 0:
+            defaults.append(f"global_batch not stated: global_batch_tokens {stated} ({tokens:,} tokens) / seq_len "
+                            f"{seq_len} = {tokens // seq_len}")
+            return {**training, "global_batch": tokens // seq_len}
+    raise Unexpressible(f"global_batch_tokens {stated} is not a whole number of {seq_len}-token sequences")
 
 
 def _micro_batch_of_tokens(training: Mapping[str, Any], seq_len: int, defaults: list[str]) -> Mapping[str, Any]:
@@ -1173,8 +1195,9 @@ def map_case(case: TrainingCase) -> MappedCase:
                            memory_fraction=training.get("memory_fraction"),
                            **_lora(case, defaults),
                            routing=_routing(training),
-                           **_batch(_micro_batch_of_tokens(layout.training, seq_len, defaults), layout.dp, n_gpus,
-                                    layout.parallel.pp, defaults))
+                           **_batch(_global_batch_of_tokens(_micro_batch_of_tokens(layout.training, seq_len, defaults),
+                                                            seq_len, defaults), layout.dp, n_gpus, layout.parallel.pp,
+                                    defaults))
         job = with_framework(job)
     except Unexpressible as exc:
         return skipped(str(exc))

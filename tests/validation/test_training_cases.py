@@ -1455,3 +1455,25 @@ def test_network_descriptions_as_sources_write_them(inter_node: str, network: tu
     net = m.topology.inter_node
     assert (net.transport, net.nics_per_node, net.nic_gbps) == network
     assert any(d.startswith("NICs per node not stated") for d in m.defaults) is flagged
+
+
+@pytest.mark.parametrize(("tokens", "sequences", "read"), [
+    (8388608, 4096, "8388608 (8,388,608 tokens)"),  # a plain count: 8,388,608 / 2,048
+    ("8M", 4096, "8M (8,388,608 tokens)"),  # not whole in powers of 1000: 8 x 2^20, as Llama's tables write it
+    ("8.192M", 4000, "8.192M (8,192,000 tokens)"),  # whole in powers of 1000: read so
+])
+def test_a_global_batch_in_tokens_alone_gives_the_sequences(tokens: object, sequences: int, read: str):
+    """A case stating its batch only in tokens takes global_batch = tokens / seq_len (flagged), so its stated
+    micro-batch gets its accumulation (on 512 GPUs of 8 sequences 4,096 sequences are one micro-step, on 8 GPUs of 1
+    4,000 are 500)."""
+    m = mapped(case(training={"global_batch": None, "grad_accum": None, "global_batch_tokens": tokens,
+                              "micro_batch": 8 if sequences == 4096 else 1},
+                    cluster={"num_gpus": 512 if sequences == 4096 else 8}))
+    assert m.skipped is None
+    assert m.training.global_batch == sequences
+    assert any(line.startswith(f"global_batch not stated: global_batch_tokens {read}") for line in m.defaults)
+
+
+def test_a_global_batch_in_tokens_that_is_no_whole_sequences_is_refused():
+    m = mapped(case(training={"global_batch": None, "grad_accum": None, "global_batch_tokens": 1000}))
+    assert m.skipped == "global_batch_tokens 1000 is not a whole number of 2048-token sequences"

@@ -923,10 +923,12 @@ def _lora(case: TrainingCase, defaults: list[str]) -> dict[str, Any]:
 
 
 def _lora_rank(case: TrainingCase, defaults: list[str]) -> int | None:
-    """The LoRA rank of a LoRA fine-tuning case (None: every weight trains): stated, or NeMo's default, flagged."""
-    if "lora" not in str(case.training.get("task") or "").lower():
-        return None
+    """The LoRA rank of a LoRA fine-tuning case, one whose task says LoRA or that states a rank or targets (None:
+    every weight trains): stated, or NeMo's default, flagged."""
     stated = case.training.get("lora_rank")
+    if "lora" not in str(case.training.get("task") or "").lower() and stated is None \
+            and case.training.get("lora_targets") is None:
+        return None
     if stated is not None:
         return int(stated)
     if framework_of(case.training) != "nemo":

@@ -251,3 +251,15 @@ def test_lora_targets_from_the_command_line():
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [
         "error: command line: training: lora_targets names the matrices LoRA adapts; give lora_rank too"]
+
+
+def test_a_case_stating_a_rank_or_targets_is_lora_whatever_its_task_says():
+    """`lora_r: 16` (an alias of lora_rank) or `target_modules` without `task: LoRA` still fine-tunes adapters only,
+    where before such a case was priced as full fine-tuning."""
+    base = NEMO_2407_CASE.format(name="LLAMA2-7B", tp=1, pp=1, sample=256, published=24824, targets="")
+    for extra, rank, targets in ((", lora_r: 16", 16, None), (", target_modules: [q_proj, v_proj]", 32, ("q", "v"))):
+        text = base.replace("task: LoRA, ", "").replace("packed_sample_len: 256", f"packed_sample_len: 256{extra}")
+        mapped = map_case(parse_cases(text, "case.yaml")[0])
+        assert mapped.skipped is None, mapped.skipped
+        assert mapped.training.lora_rank == rank
+        assert mapped.training.lora_targets == (targets or ("qkv",))

@@ -472,6 +472,25 @@ def _stated_virtual_stages(training: Mapping[str, Any], pp: int) -> dict[str, An
     return {"pipeline_schedule": "interleaved", "virtual_stages": vp}
 
 
+def _virtual_stages_of_layers(training: dict[str, Any], model: Mapping[str, Any], pp: int,
+                              defaults: list[str]) -> None:
+    """A virtual-pipeline size stated as layers a model chunk holds (Megatron-LM's
+    --num-layers-per-virtual-pipeline-stage N: vp = layers / (pp x N)) as `vp`, in place, flagged; a stated vp
+    wins. Unexpressible without the model's layers, or where they do not divide so."""
+    per_chunk = training.get("layers_per_virtual_stage")
+    if per_chunk is None or training.get("vp") is not None:
+        return
+    layers = int(model.get("layers") or 0)
+    if not layers:
+        raise Unexpressible(f"layers_per_virtual_stage {per_chunk} gives the virtual pipeline size only with the "
+                            "model's layers stated")
+    if per_chunk < 1 or layers % (pp * per_chunk):
+        raise Unexpressible(f"layers_per_virtual_stage {per_chunk}: {layers} layers do not divide into pp {pp} x "
+                            f"chunks of {per_chunk}")
+    training["vp"] = layers // (pp * per_chunk)
+    defaults.append(f"vp not stated: {layers} layers / (pp {pp} x {per_chunk} layers a chunk) = {training['vp']}")
+
+
 def lower_parallel(case_id: str, training_in: Mapping[str, Any], model_in: Mapping[str, Any], names: list[str],
                    n_gpus: int, defaults: list[str]) -> ParallelLowering:
     """The layout of a case on `n_gpus` GPUs with its framework's conventions (flags go to `defaults`).
@@ -488,6 +507,7 @@ def lower_parallel(case_id: str, training_in: Mapping[str, Any], model_in: Mappi
     if fw == "torchtitan" and training.get("fsdp") and ((training.get("tp") or 1) > 1 or (training.get("pp") or 1) > 1):
         stated_dp = stated_dp or training["fsdp"]  # torchtitan's fsdp degree is dp_shard (no dp_replicate here)
     tp, pp, cp, dp = _degrees(training, names, n_gpus, stated_dp)
+    _virtual_stages_of_layers(training, model, pp, defaults)
     ep = _expert_degree(training, names, model, dp * cp)
     draft = _Draft(case_id, training, unnamed_strategy(training, names), int(model.get("layers") or 0), tp, pp, dp,
                    sc21, str(model.get("name") or ""))

@@ -583,3 +583,21 @@ def test_interleaving_shrinks_the_pipeline_bubble():
 
     plain, interleaved = bubble_s(1), bubble_s(10)
     assert 0.0 < interleaved < plain / 5
+
+
+def test_layers_per_virtual_stage_gives_the_virtual_pipeline_size():
+    """Megatron-LM's --num-layers-per-virtual-pipeline-stage with 40 layers over pp 4: 2 layers a chunk is vp 5,
+    interleaved, flagged; 4 layers a chunk do not divide 40 over 4 stages (skipped, saying so); a stated vp wins;
+    without the model's layers the size cannot be had."""
+    stated = {"layers": 40}
+    m = _map(NEMO_13B, model=stated, training={"vp": None, "num_layers_per_virtual_pipeline_stage": 2})
+    assert m.skipped is None and m.training is not None
+    assert (m.training.parallel.pipeline_schedule, m.training.parallel.virtual_stages) == ("interleaved", 5)
+    assert "vp not stated: 40 layers / (pp 4 x 2 layers a chunk) = 5" in m.defaults
+    assert _map(NEMO_13B, model=stated, training={"vp": None, "num_layers_per_virtual_pipeline_stage": 4}).skipped \
+        == "layers_per_virtual_stage 4: 40 layers do not divide into pp 4 x chunks of 4"
+    wins = _map(NEMO_13B, model=stated, training={"num_layers_per_virtual_pipeline_stage": 2})
+    assert wins.training is not None and wins.training.parallel.virtual_stages == 10
+    unstated = _map(NEMO_13B, training={"vp": None, "num_layers_per_virtual_pipeline_stage": 2})
+    assert unstated.skipped == \
+        "layers_per_virtual_stage 2 gives the virtual pipeline size only with the model's layers stated"

@@ -175,6 +175,13 @@ def _coerced(value: Any, kind: str) -> Any:
 # per_device_train_batch_size, gradient_checkpointing). Cluster: the counts and parts as other tables head them.
 _ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
     "model": {
+        # the shape under Megatron-LM's flags, Hugging Face config.json's, GPT-2's and torchtitan's names
+        "layers": ("num_layers", "num_hidden_layers", "n_layers", "n_layer"),
+        "hidden": ("hidden_size", "d_model", "n_embd", "dim"),
+        "heads": ("num_attention_heads", "n_heads", "n_head"),
+        "kv_heads": ("num_key_value_heads", "num_query_groups", "n_kv_heads"),
+        "ffn": ("ffn_hidden_size", "intermediate_size", "d_ff", "ffn_dim"),
+        "vocab": ("vocab_size", "padded_vocab_size"),
         "experts": ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "routed_experts"),
         "experts_per_token": ("top_k", "topk", "num_experts_per_tok", "num_experts_per_token", "experts_per_tok",
                               "moe_router_topk", "moe_topk", "router_topk", "active_experts"),

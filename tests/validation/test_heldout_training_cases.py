@@ -159,7 +159,9 @@ def test_internevo_rows_lower_with_their_packing_micro_steps_and_gated_mlp():
         assert m.training is not None and m.model is not None
         micro_bsz, micro_num = (int(x) for x in re.search(r"-mbs(\d+)-mn(\d+)-", m.case.id).groups())
         assert (m.training.seq_len, m.training.micro_batch) == (2048, micro_bsz), m.case.id
-        assert (m.training.grad_accum or 1, m.model.gated_mlp) == (micro_num, True), m.case.id
+        gpus = m.topology.nodes * m.topology.gpus_per_node  # data parallel over every GPU
+        steps = m.training.grad_accum or (m.training.global_batch or micro_bsz * gpus) // (micro_bsz * gpus)
+        assert (steps, m.model.gated_mlp) == (micro_num, True), m.case.id
         # the page's numbers date from InternEvo's first commit, whose install doc pins flash-attention v1.0.5
         assert (m.training.attention_kernel, m.training.elementwise_bytes) == ("flash1", 71.0), m.case.id
     throughput = [map_case(c) for c in rows if c.id.endswith("-throughput")]

@@ -268,7 +268,7 @@ def test_an_internevo_tensor_parallel_case_takes_its_rank_order():
     """InternEvo's process groups put tensor-parallel ranks next to each other and stride data-parallel groups by
     tp x pp (ranks tp-pp-dp), without sequence parallelism; flagged as InternEvo's, not as an unknown framework."""
     m = mapped(case(training={"framework": "InternEvo (InternLM training framework)", "strategy": ["zero1", "tp"],
-                              "tp": 2, "global_batch": None}))
+                              "tp": 2, "global_batch": None, "global_batch_tokens": None}))
     assert m.skipped is None and m.training is not None
     assert (m.training.parallel.tp, m.training.parallel.placement, m.training.parallel.sequence_parallel) == \
         (2, "tp-pp-dp", False)
@@ -700,7 +700,7 @@ def test_gb200_jobs_fill_whole_racks_or_split_evenly_over_the_fewest(num_gpus, d
     """DGX-GB200 jobs: within one 72-GPU NVL72 rack (64 GPUs) or over whole racks (144) the racks are 72-GPU
     NVLink domains; 128 GPUs (32 trays) split evenly over the fewest racks that hold them, 2 x 64 (256: 4 x 64),
     flagged, since the case does not say how its job was placed."""
-    m = mapped(case(training={"grad_accum": None, "global_batch": None},
+    m = mapped(case(training={"grad_accum": None, "global_batch": None, "global_batch_tokens": None},
                     cluster={"gpu": "GB200 (DGX-GB200)", "gpus_per_node": None, "nodes": None, "num_gpus": num_gpus}))
     assert m.skipped is None and m.topology is not None
     assert m.topology.gpus_per_nvlink_domain == domain
@@ -712,7 +712,7 @@ def test_gb200_node_of_more_gpus_than_a_tray_is_that_many_trays(per_node, trays)
     """A GB200 NVL72 case whose "node" holds 8 or 72 GPUs (the rack counted as the node) runs on compute trays of
     4: the GPU count kept, servers = GPUs / 4, NICs stated for its node shared over its trays, flagged; 4 is a tray
     as stated. Before, such a case was skipped: the preset's trays hold 4."""
-    m = mapped(case(training={"grad_accum": None, "global_batch": None},
+    m = mapped(case(training={"grad_accum": None, "global_batch": None, "global_batch_tokens": None},
                     cluster={"gpu": "GB200 NVL72", "gpus_per_node": per_node, "nodes": 144 // per_node,
                              "num_gpus": None, "inter_node": f"{4 * trays}x 400G InfiniBand"}))
     assert m.skipped is None and m.topology is not None
@@ -728,7 +728,7 @@ def test_a_node_of_fewer_gpus_than_the_preset_server_has_their_nics(gpu, per_nod
     """A case that runs 4 GPUs a node on a server of one NIC per GPU (DGX H100), or on a platform of 4 (GH200
     superchips, whose server preset is the DGX H100's), and states no network gets the NICs of those GPUs, as NCCL
     sends each GPU's traffic through its own; flagged."""
-    m = mapped(case(training={"grad_accum": None, "global_batch": None},
+    m = mapped(case(training={"grad_accum": None, "global_batch": None, "global_batch_tokens": None},
                     cluster={"gpu": gpu, "gpus_per_node": per_node, "nodes": 2, "num_gpus": None,
                              "inter_node": None, "inter_node_bw_per_node": None}))
     assert m.skipped is None and m.topology is not None and m.topology.inter_node is not None
@@ -738,7 +738,7 @@ def test_a_node_of_fewer_gpus_than_the_preset_server_has_their_nics(gpu, per_nod
 
 def test_more_gpus_per_node_than_a_server_holds_is_still_refused():
     """The tray reading is for rack-scale NVLink only: 16 H100s in one DGX H100 server is refused."""
-    m = mapped(case(training={"grad_accum": None, "global_batch": None},
+    m = mapped(case(training={"grad_accum": None, "global_batch": None, "global_batch_tokens": None},
                     cluster={"gpu": "H100 (DGX-H100)", "gpus_per_node": 16, "nodes": 2, "num_gpus": None}))
     assert m.skipped is not None and "gpus_per_node" in m.skipped
 
@@ -755,7 +755,7 @@ def test_pcie_cards_of_the_gpu_table_sit_in_the_pcie_server(text, gpu, intra_nod
     """Every PCIe card of the GPU table is recognised by its name's words in any order (the memory size may be
     left out), on the PCIe preset's server at the card's PCIe generation, GeForce cards without peer-to-peer;
     flagged. A card the table lacks is skipped naming the table."""
-    m = mapped(case(training={"global_batch": None, "grad_accum": None, "precision": None},
+    m = mapped(case(training={"global_batch": None, "global_batch_tokens": None, "grad_accum": None, "precision": None},
                     cluster={"gpu": text, "num_gpus": 8, "nodes": 1, "gpus_per_node": None}))
     assert m.skipped is None, m.skipped
     assert (m.topology.gpu, m.topology.intra_node, m.topology.gpus_per_node) == (gpu, intra_node, 8)
@@ -766,7 +766,7 @@ def test_pcie_cards_of_the_gpu_table_sit_in_the_pcie_server(text, gpu, intra_nod
 
 def test_a_pcie_card_without_its_memory_size_is_the_largest_flagged():
     """'A100 PCIe' names two cards of the table (40 and 80 GB): the larger, flagged."""
-    m = mapped(case(training={"global_batch": None, "grad_accum": None},
+    m = mapped(case(training={"global_batch": None, "global_batch_tokens": None, "grad_accum": None},
                     cluster={"gpu": "A100 PCIe", "num_gpus": 8, "nodes": 1, "gpus_per_node": None}))
     assert m.topology is not None and m.topology.gpu == "A100-PCIe-80GB"
     assert "GPU 'A100 PCIe': memory not stated: A100-PCIe-80GB" in m.defaults
@@ -1321,7 +1321,8 @@ def test_checkpointing_not_stated_in_words_is_the_unstated_default(value: str):
 def test_micro_steps_under_the_frameworks_names(name: str):
     """Gradient accumulation stated under Hugging Face's / DeepSpeed's, InternEvo's or Megatron-LM's name is read
     as grad_accum is: 4 micro-steps of micro-batch 2, where an unread name left one micro-step."""
-    m = mapped(case(training={"micro_batch": 2, "global_batch": None, "grad_accum": None, name: 4},
+    m = mapped(case(training={"micro_batch": 2, "global_batch": None, "global_batch_tokens": None, "grad_accum": None,
+                              name: 4},
                     cluster={"num_gpus": 8, "gpus_per_node": 8, "nodes": 1}))
     assert m.skipped is None and m.training is not None, m.skipped
     assert (m.training.micro_batch, m.training.grad_accum) == (2, 4)
@@ -1407,7 +1408,8 @@ def test_internevo_packing_into_one_is_full_sequences_and_per_sample_packing_is_
     false keeps each sample's boundaries, but PackedDataset cuts every sample at seq_len: without stated lengths
     the micro-batch of full seq_len pieces bounds the attention from above, flagged. A run of another framework
     that packs samples of unstated lengths is skipped: nothing bounds its samples below the packed length."""
-    training = {"micro_batch": 8, "global_batch": None, "grad_accum": None, "framework": "InternEvo"}
+    training = {"micro_batch": 8, "global_batch": None, "global_batch_tokens": None, "grad_accum": None,
+                "framework": "InternEvo"}
     note = "samples packed into micro_bsz x 2048-token packed sequences"
     one = mapped(case(model={"seq_len": 2048}, training={**training, "pack_sample_into_one": True}, note=note))
     assert one.skipped is None and one.training is not None, one.skipped
@@ -1477,3 +1479,23 @@ def test_a_global_batch_in_tokens_alone_gives_the_sequences(tokens: object, sequ
 def test_a_global_batch_in_tokens_that_is_no_whole_sequences_is_refused():
     m = mapped(case(training={"global_batch": None, "grad_accum": None, "global_batch_tokens": 1000}))
     assert m.skipped == "global_batch_tokens 1000 is not a whole number of 2048-token sequences"
+
+
+def test_the_model_shape_under_the_frameworks_names():
+    """Megatron-LM's flag names (num_layers, hidden_size, num_attention_heads, ffn_hidden_size, num_query_groups,
+    padded_vocab_size) and Hugging Face's (num_hidden_layers, intermediate_size, num_key_value_heads, vocab_size)
+    are the shape, where before they were passed over and a model of no preset was skipped as shapeless."""
+    megatron = {"name": "in-house 70B", "params": None, "layers": None, "hidden": None, "heads": None, "ffn": None,
+                "vocab": None, "num_layers": 80, "hidden_size": 8192, "num_attention_heads": 64,
+                "num_query_groups": 8, "ffn_hidden_size": 32768, "padded_vocab_size": 50368}
+    hf = {"name": "in-house 70B", "params": None, "layers": None, "hidden": None, "heads": None, "ffn": None,
+          "vocab": None, "num_hidden_layers": 80, "hidden_size": 8192, "num_attention_heads": 64,
+          "num_key_value_heads": 8, "intermediate_size": 32768, "vocab_size": 50368}
+    for section in (megatron, hf):
+        entry = copy.deepcopy(FOUNDRY_70B)
+        entry["model"] = {**section, "seq_len": 2048}
+        m = mapped(entry)
+        assert m.skipped is None, m.skipped
+        shape = m.model
+        assert (shape.layers, shape.hidden, shape.heads, shape.kv_heads, shape.ffn_hidden, shape.vocab) == \
+            (80, 8192, 64, 8, 32768, 50368)

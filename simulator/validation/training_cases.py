@@ -89,7 +89,7 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
                  "num_microbatches": "int", "zero_stage": "int|str", "zeropp": "bool", "precision": "str",
                  "activation_checkpointing": "bool|str", "fsdp_sharding_strategy": "str", "offload": "bool|str",
                  "fsdp_mixed_precision_mode": "str", "packed_sample_len": "int", "lora_rank": "int",
-                 "lora_targets": "str-list",
+                 "lora_targets": "str-list", "fp8": "bool|str",
                  "recompute_layers": "int", "recompute_num_layers": "int", "tp_comm_overlap": "bool",
                  "capacity_factor": "number", "moe_expert_capacity_factor": "number", "pad_to_capacity": "bool",
                  "moe_pad_expert_input_to_capacity": "bool", "pack_sample_into_one": "bool",
@@ -203,7 +203,8 @@ _ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
         "global_batch": ("global_batch_size", "gbs", "train_batch_size"),
         "activation_checkpointing": ("recompute_granularity", "gradient_checkpointing", "activation_recomputation"),
         "lora_rank": ("lora_r", "lora_dim", "adapter_dim", "lora_adapter_dim"),
-        "lora_targets": ("target_modules", "lora_target_modules", "lora_target")},
+        "lora_targets": ("target_modules", "lora_target_modules", "lora_target"),
+        "fp8": ("fp8_format", "fp8_recipe", "use_fp8", "fp8_training", "float8", "enable_fp8")},
     "cluster": {
         "gpu": ("gpu_type", "gpu_model", "accelerator", "accelerator_type"),
         "num_gpus": ("gpus", "total_gpus", "gpu_count", "n_gpus", "world_size", "num_devices"),
@@ -714,6 +715,17 @@ def _model_spec(case: TrainingCase, model: Mapping[str, Any], seq_len: int, defa
                      max_seq_len=seq_len, source=f"training case {case.id}", **experts, **block)
 
 
+def _precision_text(training: Mapping[str, Any]) -> str | None:
+    """What names the case's compute precision: its precision (or quantization) field, and fp8 where a field of
+    Megatron-LM's or Transformer Engine's fp8 flags says so (`fp8: hybrid`, `fp8_format: e4m3`, `use_fp8: true`)
+    beside a precision of the parameters ('bf16')."""
+    text = training.get("precision") or training.get("quantization")
+    flag = training.get("fp8")
+    if flag is None or flag is False or _SAID_BOOL.get(str(flag).strip().lower()) is False:
+        return text
+    return f"{text or ''} fp8".strip()
+
+
 def _precision(text: str | None, gpu: str, defaults: list[str]) -> Precision:
     """The compute precision named in free text ('amp_bf16', 'bf16 + float8 linear' -> fp8, 'mixed (fp16)')."""
     low = (text or "").lower()
@@ -1192,7 +1204,7 @@ def map_case(case: TrainingCase) -> MappedCase:
         model = _model_spec(case, layout.model, seq_len, defaults)
         compiled = _fused_elementwise(training, defaults)
         job = TrainingSpec(model=model, seq_len=seq_len,
-                           precision=_precision(layout.training.get("precision") or training.get("quantization"),
+                           precision=_precision(_precision_text(layout.training),
                                                 gpu, defaults),
                            **_recomputation(layout.training, case.metrics, model.layers, defaults),
                            flash_attention=_flash_attention(training),

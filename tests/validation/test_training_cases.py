@@ -1499,3 +1499,18 @@ def test_the_model_shape_under_the_frameworks_names():
         shape = m.model
         assert (shape.layers, shape.hidden, shape.heads, shape.kv_heads, shape.ffn_hidden, shape.vocab) == \
             (80, 8192, 64, 8, 32768, 50368)
+
+
+@pytest.mark.parametrize(("flags", "precision"), [
+    ({"fp8": "hybrid"}, "fp8"),  # Megatron-LM's --fp8-format hybrid beside bf16 parameters
+    ({"fp8_format": "e4m3"}, "fp8"),
+    ({"use_fp8": True}, "fp8"),
+    ({"fp8": False}, "bf16"),
+    ({"fp8": "none"}, "bf16"),
+])
+def test_an_fp8_flag_beside_the_parameters_precision_is_fp8_training(flags: dict[str, object], precision: str):
+    """A case whose precision names its parameters' dtype (bf16) and whose fp8 flag says the GEMMs run in fp8 is
+    fp8 training; before, the flag was passed over and the case priced in bf16."""
+    m = mapped(case(training={"precision": "bf16", **flags}))
+    assert m.skipped is None and m.training is not None
+    assert m.training.precision == precision

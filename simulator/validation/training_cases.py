@@ -204,7 +204,10 @@ _ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
         "activation_checkpointing": ("recompute_granularity", "gradient_checkpointing", "activation_recomputation"),
         "lora_rank": ("lora_r", "lora_dim", "adapter_dim", "lora_adapter_dim"),
         "lora_targets": ("target_modules", "lora_target_modules", "lora_target"),
-        "fp8": ("fp8_format", "fp8_recipe", "use_fp8", "fp8_training", "float8", "enable_fp8")},
+        "fp8": ("fp8_format", "fp8_recipe", "use_fp8", "fp8_training", "float8", "enable_fp8"),
+        # Megatron-LM's --use-flash-attn, Hugging Face's attn_implementation, Megatron-Core's attention_backend
+        "flash_attention": ("use_flash_attn", "use_flash_attention", "flash_attn", "attn_implementation",
+                            "attention_implementation", "attention_backend")},
     "cluster": {
         "gpu": ("gpu_type", "gpu_model", "accelerator", "accelerator_type"),
         "num_gpus": ("gpus", "total_gpus", "gpu_count", "n_gpus", "world_size", "num_devices"),
@@ -986,14 +989,16 @@ _UNFUSED_ATTENTION_FRAMEWORKS = ("megatron-lm", "megatron-deepspeed")
 
 def _flash_attention(training: Mapping[str, Any]) -> bool:
     """Whether the case ran a fused attention kernel: as its `flash_attention` states it (true, or text naming the
-    kernel, "FlashAttention-2"; false, "off", "none", "unfused" or "eager" for none), else by its framework (see
+    kernel, "FlashAttention-2", "sdpa"; false, "off", "none", "unfused", "eager", Megatron-Core's "local" or
+    PyTorch's "math" for none), else by its framework (see
     _UNFUSED_ATTENTION_FRAMEWORKS), read as its other conventions are ("Megatron-LM (commit 8aa4619)" is
     Megatron-LM)."""
     stated = training.get("flash_attention")
     if isinstance(stated, bool):
         return stated
     if stated is not None and not UNSTATED.search(str(stated)):
-        return not (SAYS_NONE.search(str(stated)) or re.match(r"\s*(?:unfused|eager)\b", str(stated), re.IGNORECASE))
+        return not (SAYS_NONE.search(str(stated))
+                    or re.match(r"\s*(?:unfused|eager|local|math)\b", str(stated), re.IGNORECASE))
     return framework_of(training) not in _UNFUSED_ATTENTION_FRAMEWORKS
 
 

@@ -1514,3 +1514,17 @@ def test_an_fp8_flag_beside_the_parameters_precision_is_fp8_training(flags: dict
     m = mapped(case(training={"precision": "bf16", **flags}))
     assert m.skipped is None and m.training is not None
     assert m.training.precision == precision
+
+
+@pytest.mark.parametrize(("field", "stated", "fused"), [
+    ("use_flash_attn", True, True),  # Megatron-LM's --use-flash-attn: where its published runs were unfused
+    ("attn_implementation", "flash_attention_2", True), ("attn_implementation", "sdpa", True),
+    ("attn_implementation", "eager", False),  # Hugging Face's
+    ("attention_backend", "local", False), ("attention_backend", "flash", True),  # Megatron-Core's
+])
+def test_the_attention_kernel_under_the_frameworks_names(field: str, stated, fused: bool):
+    """The attention kernel stated as the frameworks' flags name it decides as `flash_attention` does; before, such a
+    field was passed over and Megatron-LM's era rule priced `--use-flash-attn` runs unfused."""
+    m = mapped(case(training={"framework": "Megatron-LM", field: stated}))
+    assert m.skipped is None and m.training is not None, m.skipped
+    assert m.training.flash_attention is fused

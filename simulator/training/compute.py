@@ -138,8 +138,9 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   adapter, x A [k, r] then B [r, n], priced by the roofline at their own (thin) shapes in half precision (NeMo
   runs them unquantized even under fp8), plus its element-wise scaling and add (LORA_ELEMENTWISE_BYTES); backward
   the adapters' input and weight gradients, twice their forward. Which matrices carry adapters matters: the
-  scaling and add move 10 bytes an output element, a third to a half of what an fp8 weight GEMM takes for the
-  same element, so NeMo 2.0's adapters on all four matrices cost far more than NeMo 1.x's on qkv alone.
+  scaling and add move 10 bytes an output element, on an H100 about half the time an fp8 weight GEMM with a
+  4,096-wide input takes for that element (2 x 4,096 FLOPs), so NeMo 2.0's adapters on all four matrices cost far
+  more than NeMo 1.x's on qkv alone.
 - Recomputation: full re-runs the layer's forward, selective (Megatron's) the attention core, op
   (torchtitan's per-op policy, TransformerModel.op_recomputed_gemms) every second weight matmul up to the
   last one backward needs (wk, wo, w3 of a Llama block), and the element-wise work; attention's output is

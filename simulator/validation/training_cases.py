@@ -922,11 +922,9 @@ _NEMO_LORA_RANK = 32
 _NEMO2_RELEASE = (24, 9)
 
 
-def _lora_targets(case: TrainingCase, rank: int | None, defaults: list[str]) -> object:
+def _lora_targets(case: TrainingCase, defaults: list[str]) -> object:
     """The matrices a LoRA case's adapters sit beside (TrainingSpec.lora_targets): stated, else NeMo 1.x's qkv for a
     NeMo release before 24.09 (flagged), else every weight matrix (None, flagged)."""
-    if rank is None:
-        return None
     stated = case.training.get("lora_targets")
     if stated is not None:
         return stated
@@ -935,15 +933,15 @@ def _lora_targets(case: TrainingCase, rank: int | None, defaults: list[str]) -> 
         defaults.append(f"LoRA targets not stated: linear_qkv alone (NeMo {release.group(1)}.{release.group(2)} "
                         "fine-tunes with NeMo 1.x, whose LoRA target_modules default is attention_qkv)")
         return ["qkv"]
-    defaults.append("LoRA targets not stated: every weight matrix of the block (NeMo 2.0's linear_qkv, linear_proj, "
-                    "linear_fc1 and linear_fc2)")
+    defaults.append("LoRA targets not stated: every weight matrix of the block (as NeMo 2.0 adapts them: linear_qkv, "
+                    "linear_proj, linear_fc1, linear_fc2)")
     return None
 
 
 def _lora(case: TrainingCase, defaults: list[str]) -> dict[str, Any]:
     """The case's LoRA fields (lora_rank, lora_targets); none for a case whose weights all train."""
     rank = _lora_rank(case, defaults)
-    return {} if rank is None else {"lora_rank": rank, "lora_targets": _lora_targets(case, rank, defaults)}
+    return {} if rank is None else {"lora_rank": rank, "lora_targets": _lora_targets(case, defaults)}
 
 
 def _lora_rank(case: TrainingCase, defaults: list[str]) -> int | None:

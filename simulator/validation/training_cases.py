@@ -944,13 +944,19 @@ def _lora(case: TrainingCase, defaults: list[str]) -> dict[str, Any]:
     return {} if rank is None else {"lora_rank": rank, "lora_targets": _lora_targets(case, defaults)}
 
 
+# a LoRA case's base weights stored in 4 bits (QLoRA's NF4 through bitsandbytes, load_in_4bit)
+_QUANTIZED_BASE = re.compile(r"nf4|fp4|int4|4[\s-]?bit", re.IGNORECASE)
+
+
 def _lora_rank(case: TrainingCase, defaults: list[str]) -> int | None:
     """The LoRA rank of a LoRA fine-tuning case, one whose task says LoRA or that states a rank or targets (None:
     every weight trains): stated, or NeMo's default, flagged."""
     stated = case.training.get("lora_rank")
-    if "lora" not in str(case.training.get("task") or "").lower() and stated is None \
-            and case.training.get("lora_targets") is None:
+    task = str(case.training.get("task") or "").lower()
+    if "lora" not in task and stated is None and case.training.get("lora_targets") is None:
         return None
+    if "qlora" in task or _QUANTIZED_BASE.search(str(case.training.get("quantization") or "")):
+        raise Unexpressible("QLoRA: its 4-bit base weights and their dequantisation are not modelled")
     if stated is not None:
         return int(stated)
     if framework_of(case.training) != "nemo":

@@ -263,3 +263,12 @@ def test_a_case_stating_a_rank_or_targets_is_lora_whatever_its_task_says():
         assert mapped.skipped is None, mapped.skipped
         assert mapped.training.lora_rank == rank
         assert mapped.training.lora_targets == (targets or ("qkv",))
+
+
+@pytest.mark.parametrize("change", [("task: LoRA, ", "task: QLoRA, "),
+                                    ("precision: FP8", "precision: FP8, quantization: nf4")])
+def test_a_qlora_case_is_refused_not_priced_as_lora(change: tuple[str, str]):
+    """QLoRA's 4-bit base weights are not modelled: such a case is skipped saying so, not priced with 16-bit ones."""
+    text = NEMO_2407_CASE.format(name="LLAMA2-7B", tp=1, pp=1, sample=256, published=24824, targets="")
+    mapped = map_case(parse_cases(text.replace(*change), "case.yaml")[0])
+    assert mapped.skipped == "QLoRA: its 4-bit base weights and their dequantisation are not modelled"

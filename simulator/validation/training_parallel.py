@@ -255,12 +255,22 @@ def _megatron_lm(d: _Draft) -> None:
 _PERFORMANCE_REDUCE = "gradients reduced in bf16 (NVIDIA's performance recipes: grad_reduce_in_fp32 False)"
 
 
+def _megatron_flag(training: Mapping[str, Any], name: str) -> bool:
+    """Whether a Megatron-Core case turns flag `name` on: as a field of that name (Megatron's config key,
+    `overlap_grad_reduce: true`), else by naming it in its `comm_overlap` text ("--overlap-grad-reduce")."""
+    stated = training.get(name)
+    if stated is not None:
+        return stated is True or str(stated).strip().lower() in ("true", "yes", "on", "1")
+    return f"--{name.replace('_', '-')}" in str(training.get("comm_overlap") or "")
+
+
 def _megatron_core(d: _Draft) -> None:
     flags = str(d.training.get("comm_overlap") or "")
-    d.knobs.update(overlap_grad_reduce="--overlap-grad-reduce" in flags,
-                   overlap_param_gather="--overlap-param-gather" in flags, grad_reduce_bytes=2)
+    d.knobs.update(overlap_grad_reduce=_megatron_flag(d.training, "overlap_grad_reduce"),
+                   overlap_param_gather=_megatron_flag(d.training, "overlap_param_gather"), grad_reduce_bytes=2)
     d.parts.append(_PERFORMANCE_REDUCE)
-    d.kind = "zero1" if d.knobs["overlap_param_gather"] else "ddp"
+    d.kind = "zero1" if d.knobs["overlap_param_gather"] or _megatron_flag(d.training, "use_distributed_optimizer") \
+        else "ddp"
     if d.knobs["overlap_param_gather"] and d.unnamed:
         d.parts.append("--overlap-param-gather implies the distributed optimizer: zero1")
     if d.tp > 1:

@@ -601,3 +601,18 @@ def test_layers_per_virtual_stage_gives_the_virtual_pipeline_size():
     unstated = _map(NEMO_13B, training={"vp": None, "num_layers_per_virtual_pipeline_stage": 2})
     assert unstated.skipped == \
         "layers_per_virtual_stage 2 gives the virtual pipeline size only with the model's layers stated"
+
+
+@pytest.mark.parametrize(("fields", "kind", "grad", "param"), [
+    ({"overlap_grad_reduce": True, "overlap_param_gather": True}, "zero1", True, True),
+    ({"overlap_grad_reduce": "true"}, "ddp", True, False),
+    ({"use_distributed_optimizer": True}, "zero1", False, False),
+    ({"overlap_grad_reduce": False, "comm_overlap": "--overlap-grad-reduce"}, "ddp", False, False),  # the field wins
+])
+def test_megatron_core_overlap_flags_as_config_fields(fields, kind, grad, param):
+    """Megatron-Core's overlap and distributed-optimizer settings as its config keys (booleans) read as the same
+    flags named in `comm_overlap` do; before, such fields were passed over (no overlap, plain DDP)."""
+    m = _map(MCORE_70B, training={"comm_overlap": None, **fields})
+    assert m.skipped is None and m.training is not None, m.skipped
+    s = m.training.strategy
+    assert (s.kind, s.overlap_grad_reduce, s.overlap_param_gather) == (kind, grad, param)

@@ -34,7 +34,7 @@ LORA_ALL: tuple[LoraTarget, ...] = ("qkv", "attn_out", "mlp_up", "mlp_down")
 # the names frameworks give those matrices (NeMo 2.0 llm/peft/lora.py, NeMo 1.x nlp/parts/peft_config.py
 # PEFT_MODULE_MAP, Hugging Face Llama / GPT-2 / BLOOM / MPT modules, torchtitan's Llama), and group names
 LORA_TARGET_NAMES: dict[str, tuple[LoraTarget, ...]] = {
-    **{name: (name,) for name in ("qkv", "q", "k", "v", "attn_out", "mlp_up", "gate", "up", "mlp_down")},
+    **{name: (name,) for name in get_args(LoraTarget)},
     "linear_qkv": ("qkv",), "attention_qkv": ("qkv",), "query_key_value": ("qkv",), "c_attn": ("qkv",),
     "wqkv": ("qkv",), "q_proj": ("q",), "k_proj": ("k",), "v_proj": ("v",), "wq": ("q",), "wk": ("k",),
     "wv": ("v",), "linear_proj": ("attn_out",), "attention_dense": ("attn_out",), "o_proj": ("attn_out",),

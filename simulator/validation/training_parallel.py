@@ -257,10 +257,11 @@ _PERFORMANCE_REDUCE = "gradients reduced in bf16 (NVIDIA's performance recipes: 
 
 def _megatron_flag(training: Mapping[str, Any], name: str) -> bool:
     """Whether a Megatron-Core case turns flag `name` on: as a field of that name (Megatron's config key,
-    `overlap_grad_reduce: true`), else by naming it in its `comm_overlap` text ("--overlap-grad-reduce")."""
+    `overlap_grad_reduce: true`, a bool once parsed), else by naming it in its `comm_overlap` text
+    ("--overlap-grad-reduce")."""
     stated = training.get(name)
     if stated is not None:
-        return stated is True or str(stated).strip().lower() in ("true", "yes", "on", "1")
+        return bool(stated)
     return f"--{name.replace('_', '-')}" in str(training.get("comm_overlap") or "")
 
 

@@ -86,6 +86,10 @@ def _fp16(job: Job) -> bool:
     return job.precision == "fp16"
 
 
+def _fp8(job: Job) -> bool:
+    return job.precision == "fp8"
+
+
 def _zero1(job: Job) -> bool:
     return job.kind == "zero1"
 
@@ -129,6 +133,11 @@ _MEGATRON_COMMON = (
     Default("parallel.sp_backward_regather", True, _MEGATRON_SP_REGATHER, _tp),
     Default("parallel.tp_async_grad_reduce", True, _TE_ASYNC, _tp),
     Default("attention_kernel", "cudnn", _TE_ATTENTION),
+    Default("fp8_weight_cache", True, "megatron/core/pipeline_parallel/schedules.py forward_step: "
+            "model.set_is_first_microbatch() on a step's first micro-batch only; megatron/core/extensions/"
+            "transformer_engine.py TELinear.forward passes is_first_microbatch (then False) to Transformer Engine, "
+            "whose Linear casts the weight to fp8 when it is True and reuses the cached cast after it "
+            "(transformer_engine/pytorch/module/linear.py, get_weight_workspace)", _fp8),
     Default("parallel.tied_grad_sync", "after_dp", "megatron/core/distributed/finalize_model_grads.py: "
             "finish_grad_sync (the data-parallel reduction) first, then _allreduce_embedding_grads"),
 )

@@ -548,6 +548,11 @@ class TrainingSpec(BaseModel):
         "whose cached blocks leave about 5% of the live tensors' size unusable) or xla (XLA's buffer assignment "
         "packs a step's temporaries into one block when the program is compiled: no such slack). The maxtext "
         "framework sets xla.")
+    fp8_weight_cache: bool = Field(
+        default=False, description="Under fp8, each weight is cast to fp8 once a step, on its first micro-batch, "
+        "and the later micro-batches reuse the cast (Transformer Engine's weight cache, which Megatron-Core and NeMo "
+        "drive); false: every micro-batch casts the weights again (torchao float8, Transformer Engine outside "
+        "Megatron). The megatron-core and nemo frameworks set it.")
     launch_blocking: bool = Field(
         default=False, description="CUDA_LAUNCH_BLOCKING=1: every kernel launch waits for the kernel to finish, so "
         "the host's per-operation time lies between kernels instead of behind them (a workaround for NCCL hangs; "

@@ -13,6 +13,7 @@ from simulator.collectives.params import ModelParams, prior_params
 from simulator.core.input_file import read_input_text
 from simulator.core.yaml_text import load_yaml_text
 from simulator.measurements.dataset import HardwareKey
+from simulator.training.compute import fp8_gemm_ratio
 from simulator.training.pace import NOMINAL, Pace
 from simulator.training.predict import compute_scale_for, predict_step
 from simulator.training.prediction import StepPrediction
@@ -65,6 +66,8 @@ def predict_calibrated(topology: TopologySpec, training: TrainingSpec, model: Mo
             precision = "bf16" if training.precision == "fp8" and "fp8" not in measured else training.precision
             peak = cluster.gpu.peak_tflops("fp16" if cluster.gpu.bf16_tflops is None else precision)
             gemm = profile.compute.gemm_efficiency(peak, precision if len(measured) > 1 else None)
+            if precision == "fp8":  # measured fp8 GEMMs: the compute model applies its fp8 ratio to this share
+                gemm /= fp8_gemm_ratio(cluster.gpu.arch, "forward")
     scale = 1.0
     if measured_tokens_per_s is not None:
         scale = compute_scale_for(measured_tokens_per_s, topology, training, model, gemm)

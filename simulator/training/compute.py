@@ -60,7 +60,19 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   torchtitan's float8 filter) in bf16. The casts are kernels of their own, memory-bound and in
   series with the GEMMs: forward each GEMM's two inputs, backward its output gradient, each element
   read in bf16 and written in fp8 twice, as is and transposed for the other GEMMs (Hopper's fp8
-  tensor cores take K-major operands; TE's fused cast_transpose): FP8_CAST_BYTES = 2 + 1 + 1.
+  tensor cores take K-major operands; TE's fused cast_transpose): FP8_CAST_BYTES = 2 + 1 + 1. A weight is cast
+  on every micro-batch unless the framework caches the cast for the step's later micro-batches
+  (TrainingSpec.fp8_weight_cache: Transformer Engine's weight cache, which Megatron-Core drives; weight_cast_share).
+  The GEMMs themselves reach a smaller share of the fp8 peak than bf16 GEMMs of the bf16 peak: measured point for
+  point over the weight GEMMs the Hopper validation runs price (benchmarks/data/h100_compute.yaml and
+  h200_compute.yaml, torch._scaled_mm against torch.matmul), forward GEMMs at 0.945 (H100 and H200 alike) and
+  input-gradient GEMMs at 0.89 / 0.92 of the bf16 share, median (FP8_GEMM_EFFICIENCY; the weight-gradient GEMMs,
+  not measured in fp8, take the input gradient's); Ada, fp8 on the same generation of tensor cores, takes them.
+  Blackwell keeps about the bf16 share: the one comparison of both generations by one method, the best shape of
+  a sweep (stas00/ml-engineering, "Maximum Achievable Matmul FLOPS comparison table": H100 SXM fp8 70.9% of peak
+  against bf16 80.3%, a ratio of 0.88; B200 76.3% against 77.6%, 0.98), puts B200's ratio 1.11x H100's, which
+  on the ratios measured here is 1.05 forward and 1.00 for the gradients: 1.0 both, an fp8 GEMM being no more
+  efficient than its bf16 twin.
 - Element-wise work (norms, rotary, residual adds, the MLP activation, dropout) is memory-bound:
   ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN bytes per token per hidden unit per layer forward: two norms
   (read + write, 4 B each), two residual adds (6 B each), rotary on q/k (~4 B), and the MLP
@@ -266,6 +278,9 @@ LORA_ELEMENTWISE_BYTES = {"forward": 10.0, "backward": 10.0}
 ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 40.0
 ELEMENTWISE_EAGER_BYTES_PER_TOKEN_HIDDEN = 145.0
 FP8_CAST_BYTES = 4.0  # read bf16 (2 B), write fp8 (1 B) and its transpose (1 B)
+# an fp8 weight GEMM's share of the fp8 peak over the same bf16 GEMM's share of the bf16 peak, by GPU generation
+# (module docstring): measured on Hopper, Blackwell's from the one same-method comparison of the two
+FP8_GEMM_EFFICIENCY = {"hopper": {"forward": 0.945, "backward": 0.90}, "blackwell": {"forward": 1.0, "backward": 1.0}}
 # bytes a logit the loss's element-wise passes move, forward and backward together (module docstring)
 LOSS_BYTES_PER_LOGIT = {"megatron": 52.0, "megatron-fused": 40.0, "eager": 44.0, "compiled": 8.0, "flash-attn": 6.0}
 LOSS_BYTES_BY_CROSS_ENTROPY = {"fused": LOSS_BYTES_PER_LOGIT["megatron-fused"], "eager": LOSS_BYTES_PER_LOGIT["eager"]}
@@ -282,6 +297,11 @@ REPLICATED_ELEMENTWISE_BYTES = {True: 20.0, False: 84.0}
 KERNEL_LAUNCH_S = 5e-6  # per layer and pass: a dozen kernels of a few microseconds' launch gap
 LAYER_KERNELS = {"forward": 20, "backward": 45, "attention": 4}  # launches per layer (CUDA_LAUNCH_BLOCKING)
 BLOCKING_LAUNCH_GAP_S = 43e-6  # GPU idle after each blocking launch (BigScience's A/B, module docstring)
+
+
+def fp8_gemm_ratio(arch: str, role: str) -> float:
+    """FP8_GEMM_EFFICIENCY of generation `arch` for a forward or backward GEMM; Hopper's for other fp8 GPUs."""
+    return FP8_GEMM_EFFICIENCY.get(arch, FP8_GEMM_EFFICIENCY["hopper"])[role]
 
 
 @dataclass(frozen=True)
@@ -319,6 +339,7 @@ class ComputeModel:
     lora_targets: tuple[str, ...] | None = None  # TrainingSpec.lora_targets: the matrices with adapters (None: all)
     elementwise_bytes: float | None = None  # TrainingSpec.elementwise_bytes (None: by fused_elementwise)
     loss_bytes_per_logit: float = LOSS_BYTES_PER_LOGIT["megatron-fused"]  # TrainingSpec.loss_bytes_per_logit
+    weight_cast_share: float = 1.0  # of a step's micro-batches, the share that cast the weights to fp8 (for_job)
 
     def elementwise_profile(self) -> tuple[float, float]:
         """(bytes, of which those of the norms and residual adds) the block's element-wise work moves per token per
@@ -333,14 +354,18 @@ class ComputeModel:
 
     @classmethod
     def for_job(cls, gpu: GpuSpec, training: TrainingSpec, power_limit_w: float | None = None, scale: float = 1.0,
-                gemm_efficiency: float | None = None, attention_scale: float = 1.0) -> ComputeModel:
-        """The compute model of `training` on `gpu` run under a power cap of `power_limit_w` (None: none)."""
+                gemm_efficiency: float | None = None, attention_scale: float = 1.0,
+                micro_steps: int = 1) -> ComputeModel:
+        """The compute model of `training` on `gpu` run under a power cap of `power_limit_w` (None: none), a step
+        of `micro_steps` micro-batches (over which a framework caching fp8 weights casts them once)."""
+        cached = training.fp8_weight_cache and training.precision == "fp8"
         return cls(gpu, training.precision, scale, gemm_efficiency, power_capped_clock(gpu, power_limit_w),
                    training.attention_kernel, training.fused_elementwise, training.launch_blocking,
                    training.parallel.cp_comm == "p2p", training.parallel.cp_merge == "eager",
                    routed_load(training.routing, training.parallel.ep), attention_scale, training.packed_sample_len,
                    training.lora_rank, training.lora_targets, training.elementwise_bytes,
-                   training.loss_bytes_per_logit or LOSS_BYTES_BY_CROSS_ENTROPY[training.cross_entropy])
+                   training.loss_bytes_per_logit or LOSS_BYTES_BY_CROSS_ENTROPY[training.cross_entropy],
+                   1.0 / micro_steps if cached else 1.0)
 
     def keys(self, seq_len: int) -> int:
         """Keys each query attends to: the sequence's, or its packed sample's (module docstring)."""
@@ -397,7 +422,9 @@ class ComputeModel:
         gemms = model.sharded_layer_gemms(tokens, tp, expert_tp)
         each_gemm_s = self._gemms_s(gemms, model, ep)
         gemm_s = sum(each_gemm_s.values())
-        cast_forward_s = sum(m * k + k * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
+        gemm_backward_s = sum(self._gemms_s(gemms, model, ep, "backward").values()) if fp8 else gemm_s
+        share = self.weight_cast_share
+        cast_forward_s = sum(m * k + share * k * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
         cast_backward_s = sum(m * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
         attention_s = self._attention_s(model, tokens, seq_len, tp, cp,
                                         tensor_cores=flash_attention or self.heads_aligned(model))
@@ -410,10 +437,10 @@ class ComputeModel:
         gap = BLOCKING_LAUNCH_GAP_S if self.launch_blocking else 0.0
         merge_forward_s, merge_backward_s = self._eager_merge_s(model, tokens, tp, cp)
         adapter_forward_s, adapter_backward_s = self._lora_s(model.lora_adapters(gemms, self.lora_targets))
-        weight_grads = 0.0 if self.lora_rank is not None else gemm_s  # frozen weights: input gradients only
+        weight_grads = 0.0 if self.lora_rank is not None else gemm_backward_s  # frozen weights: input gradients only
         forward = (gemm_s + cast_forward_s + attention_s + merge_forward_s + elementwise_s + adapter_forward_s
                    + scores * UNFUSED_SCORE_BYTES / hbm + KERNEL_LAUNCH_S + LAYER_KERNELS["forward"] * gap)
-        backward = (gemm_s + weight_grads + 2.0 * attention_s + merge_backward_s + cast_backward_s
+        backward = (gemm_backward_s + weight_grads + 2.0 * attention_s + merge_backward_s + cast_backward_s
                     + 2.0 * elementwise_s + adapter_backward_s + scores * UNFUSED_SCORE_BYTES_BACKWARD / hbm
                     + KERNEL_LAUNCH_S + LAYER_KERNELS["backward"] * gap)
         core = attention_s + merge_forward_s + scores * UNFUSED_SCORE_BYTES / hbm + LAYER_KERNELS["attention"] * gap
@@ -459,17 +486,21 @@ class ComputeModel:
         return steps * (b["q"] * out + b["kv"] * kv), steps * (b["q_grad"] * out + b["kv_grad"] * kv)
 
     def _gemms_s(self, gemms: list[tuple[str, int, int, int]], model: TransformerModel,
-                 ep: int) -> dict[str, float]:
-        """Roofline seconds of each GEMM; a grouped expert GEMM's rows, routed_load times the balanced
-        share, split over the GPU's E / ep experts, each expert's weights read once (module docstring)."""
-        operand = 1.0 if self.precision == "fp8" else 2.0
+                 ep: int, role: str = "forward") -> dict[str, float]:
+        """Roofline seconds of each GEMM, forward or (`role` "backward") one of its two backward GEMMs; a grouped
+        expert GEMM's rows, routed_load times the balanced share, split over the GPU's E / ep experts, each
+        expert's weights read once; fp8 GEMMs at FP8_GEMM_EFFICIENCY of the bf16 share (module docstring)."""
+        fp8 = self.precision == "fp8"
+        operand = 1.0 if fp8 else 2.0
+        relative = fp8_gemm_ratio(self.gpu.arch, role) if fp8 else 1.0
         seconds = {}
         for name, m, n, k in gemms:
             experts = model.gemm_experts(name)
             groups = max(1, experts // ep)
             if experts > 1:
                 m = max(1, round(m * self.routed_load))
-            seconds[name] = self._roofline(2.0 * m * n * k, self.gemm_efficiency(max(1, m // groups), n, k),
+            efficiency = relative * self.gemm_efficiency(max(1, m // groups), n, k)
+            seconds[name] = self._roofline(2.0 * m * n * k, efficiency,
                                            operand * (m * k + groups * k * n) + 2.0 * m * n)
         return seconds
 

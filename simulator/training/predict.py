@@ -352,7 +352,10 @@ def compute_scale_for(measured_tokens_per_s: float, topology: TopologySpec, trai
     model = transformer(model_spec)
     seq_len = training.seq_len or model_spec.training_context
     gpu = build_representative(topology).gpu
-    compute = ComputeModel.for_job(gpu, training, topology.gpu_power_limit_w, gemm_efficiency=gemm_efficiency)
+    n_gpus = topology.nodes * topology.gpus_per_node
+    micro_steps = micro_steps_of(training, layout_of(training.parallel, n_gpus, topology.gpus_per_node).dp)
+    compute = ComputeModel.for_job(gpu, training, topology.gpu_power_limit_w, gemm_efficiency=gemm_efficiency,
+                                   micro_steps=micro_steps)
     modelled = training.micro_batch * seq_len / compute.micro_step_s(
         model, training.micro_batch, seq_len, training.activation_checkpointing,
         runs_recomputing(model, training))
@@ -394,7 +397,7 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     stage_stride = layout.stride("pp")
     stages = pace.stage_slowdown(layout.pp, {rank: (rank // stage_stride) % layout.pp for rank, _ in pace.slow_ranks})
     compute = ComputeModel.for_job(cluster.gpu, training, topology.gpu_power_limit_w,
-                                   compute_scale / slowest, gemm_efficiency, attention_scale)
+                                   compute_scale / slowest, gemm_efficiency, attention_scale, micro_steps)
     timeline = steady_state_step(model, training, v, compute, seq_len, micro_steps, params, nccl, stages)
     waits = dict(timeline.compute_waits_s)
     by_collective = {label: t for label, t in waits.items() if label in COMMUNICATION_LABELS}

@@ -14,6 +14,7 @@ import yaml
 
 from simulator.calibration.apply import predict_calibrated
 from simulator.calibration.compute_profile import compute_calibration_from_dict
+from simulator.training.compute import fp8_gemm_ratio
 from simulator.training.predict import predict_step
 from topologies.presets import load_preset
 from workloads.presets import load_model
@@ -73,13 +74,15 @@ def test_the_h200_curves_hold_on_the_h100():
 @pytest.mark.parametrize("precision", ["bf16", "fp8"])
 def test_a_mixed_profile_calibrates_each_precision_by_its_own_gemms(precision):
     """The job's precision picks the GEMMs whose median share of their peak replaces the asymptote:
-    bf16's of 989 TFLOP/s, fp8's of 1,979."""
+    bf16's of 989 TFLOP/s, fp8's of 1,979, which an fp8 job's forward GEMMs then reach as measured (the
+    asymptote is the share over the forward fp8 ratio (fp8_gemm_ratio), which the compute model applies)."""
     topology, model = load_preset("hgx-h200"), load_model("llama3-8b")
     training = TrainingSpec(model="llama3-8b", global_batch=64, precision=precision)
     peak = {"bf16": 989.0, "fp8": 1979.0}[precision]
     share = statistics.median(g.tflops for g in _profile().gemms if g.dtype == precision) / peak
     calibrated = predict_calibrated(topology, training, model, PROFILE, force=False)
-    expected = predict_step(topology, training, model, gemm_efficiency=share)
+    asymptote = share / fp8_gemm_ratio("hopper", "forward") if precision == "fp8" else share
+    expected = predict_step(topology, training, model, gemm_efficiency=asymptote)
     assert calibrated.step_time_s == pytest.approx(expected.step_time_s, rel=1e-12)
 
 

@@ -358,14 +358,19 @@ class ComputeModel:
                 micro_steps: int = 1) -> ComputeModel:
         """The compute model of `training` on `gpu` run under a power cap of `power_limit_w` (None: none), a step
         of `micro_steps` micro-batches (over which a framework caching fp8 weights casts them once)."""
-        cached = training.fp8_weight_cache and training.precision == "fp8"
         return cls(gpu, training.precision, scale, gemm_efficiency, power_capped_clock(gpu, power_limit_w),
                    training.attention_kernel, training.fused_elementwise, training.launch_blocking,
                    training.parallel.cp_comm == "p2p", training.parallel.cp_merge == "eager",
                    routed_load(training.routing, training.parallel.ep), attention_scale, training.packed_sample_len,
                    training.lora_rank, training.lora_targets, training.elementwise_bytes,
-                   training.loss_bytes_per_logit or LOSS_BYTES_BY_CROSS_ENTROPY[training.cross_entropy],
-                   1.0 / micro_steps if cached else 1.0)
+                   training.loss_bytes_per_logit or LOSS_BYTES_BY_CROSS_ENTROPY[training.cross_entropy]
+                   ).casting_weights_over(training, micro_steps)
+
+    def casting_weights_over(self, training: TrainingSpec, micro_steps: int) -> ComputeModel:
+        """This model in a step of `micro_steps` micro-batches: its fp8 weights cast once a step where `training`
+        caches the cast (TrainingSpec.fp8_weight_cache), else on every micro-batch (weight_cast_share)."""
+        cached = training.fp8_weight_cache and training.precision == "fp8"
+        return replace(self, weight_cast_share=1.0 / micro_steps if cached else 1.0)
 
     def keys(self, seq_len: int) -> int:
         """Keys each query attends to: the sequence's, or its packed sample's (module docstring)."""

@@ -278,6 +278,7 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
         return nccl.predict(view, op, int(size_bytes)).time_s if size_bytes > 0 else 0.0
 
     t, p, c, b, m = layout.tp, layout.pp, layout.cp, layout.micro_batch, layout.micro_steps
+    compute = compute.casting_weights_over(training, m)
     ranks = job_layout(training, model, v)
     views = communicators(v, ranks)
     head_f, head_b = compute.head(model, b, seq_len, t, c)

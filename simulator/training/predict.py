@@ -65,6 +65,13 @@ def micro_steps_of(training: TrainingSpec, dp: int) -> int:
     return training.global_batch // per_step
 
 
+def topology_micro_steps(training: TrainingSpec, topology: TopologySpec) -> int:
+    """micro_steps_of over the data-parallel ranks of `training` on all of `topology`'s GPUs, from the spec alone
+    (no cluster graph built)."""
+    return micro_steps_of(training, layout_of(training.parallel, topology.nodes * topology.gpus_per_node,
+                                              topology.gpus_per_node).dp)
+
+
 def _shard_ranks(stated: int | None, layout: Layout) -> int:
     """HSDP's shard group: `stated` consecutive ranks of the gradient group (data- x context-parallel), or its
     ranks on one node; ConfigError where the group does not divide it, or spans part of a node beside whole
@@ -352,10 +359,8 @@ def compute_scale_for(measured_tokens_per_s: float, topology: TopologySpec, trai
     model = transformer(model_spec)
     seq_len = training.seq_len or model_spec.training_context
     gpu = build_representative(topology).gpu
-    n_gpus = topology.nodes * topology.gpus_per_node
-    micro_steps = micro_steps_of(training, layout_of(training.parallel, n_gpus, topology.gpus_per_node).dp)
     compute = ComputeModel.for_job(gpu, training, topology.gpu_power_limit_w, gemm_efficiency=gemm_efficiency,
-                                   micro_steps=micro_steps)
+                                   micro_steps=topology_micro_steps(training, topology))
     modelled = training.micro_batch * seq_len / compute.micro_step_s(
         model, training.micro_batch, seq_len, training.activation_checkpointing,
         runs_recomputing(model, training))
@@ -382,8 +387,7 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     capacity-bound routing (training.routing) makes the representative the busiest expert-parallel
     rank in the same way: the mean rank's wait on it is `routing_wait`."""
     # a job whose GPUs or batch do not divide is refused before the cluster's graph is built (seconds at 32k nodes)
-    micro_steps_of(training, layout_of(training.parallel, topology.nodes * topology.gpus_per_node,
-                                       topology.gpus_per_node).dp)
+    topology_micro_steps(training, topology)
     cluster = build_representative(topology)
     v = comm_view(cluster)
     model = transformer(model_spec)

@@ -34,6 +34,13 @@ For an algorithm shape (simulator.collectives.algorithms) run with a protocol on
   hop; the last hop starts only after the first slice crossed the (depth - 1) hops before it.
   NVLS-tree runs NVLS channels x heads operations at once, each streaming NCCL's NVLS-tree chunk
   (nvls_tree_chunk_bytes), so its fill is (depth - 1) steps of all of them at the bottleneck's rate.
+- NCCL's tree chunks (`nccl_tree_chunks`, used when NCCL's tuner chooses the pair, as the overlapped
+  handshakes are): NCCL halves a tree's chunk while a small operation would give each channel too few of
+  them (Simple in 2.4-2.19, LL128 in every release; tree_chunk_bytes), so a 1-4 MiB tree all_reduce on a
+  few nodes fills its pipeline with 32-128 KiB chunks, not 512 KiB slots, and hands off more often. When
+  the model chooses the pair itself they are off, for the same reason as the overlapped handshakes: the
+  cheaper trees win sizes where NCCL runs rings, and the error of the model's own choice gets worse
+  (docs/collectives.md, "NCCL's tree chunks").
 - back-to-back calls (repeated_latency_s): each pays its latency and fill, except a chain (broadcast,
   reduce) whose calls go to successive roots of the same ring, as a reduce or a broadcast per rank does
   (DeepSpeed's ZeRO-1/2 average_tensor before 0.12.4, InternEvo's broadcast_params). Every rank runs the
@@ -215,19 +222,50 @@ def channel_count(shape: AlgoShape, proto: str, size_bytes: float, bus_Bps: floa
     return min(float(wanted), max(MIN_THREAD_FRACTION, size_bytes / threshold))
 
 
-def chunk_bytes(size_bytes: float, shape: AlgoShape, channels: float, v: CommView, proto: str) -> float:
+def chunk_bytes(size_bytes: float, shape: AlgoShape, channels: float, v: CommView, proto: str,
+                nccl_tree_chunks: bool | None = None) -> float:
     """Bytes one channel moves per step before it hands off to its peer: its share of the step, at most
-    CHUNK_SLOTS buffer slots, or one for a tree's Simple chunks (NCCL's chunkSteps, enqueue.cc)."""
-    slot = C.BUFFER_BYTES[proto] / C.NCCL_STEPS
+    CHUNK_SLOTS buffer slots, or one for a tree's Simple chunks (NCCL's chunkSteps, enqueue.cc); with
+    `nccl_tree_chunks` (not None) a tree's chunk as NCCL sizes it (tree_chunk_bytes)."""
     if shape.algo == "ring" and shape.chain_depth == 0:
         per_step = size_bytes / (channels * v.n_ranks)
     elif shape.nvls_intra:
         per_step = size_bytes / (channels * v.ranks_per_node)
     else:
         per_step = size_bytes / channels
-    cap = slot if shape.algo == "tree" and proto == "simple" else CHUNK_SLOTS * slot
+    slot = C.BUFFER_BYTES[proto] / C.NCCL_STEPS
+    if shape.algo == "tree" and nccl_tree_chunks is not None:
+        cap = tree_chunk_bytes(size_bytes, channels, v, proto, nccl_tree_chunks)
+    else:
+        cap = slot if shape.algo == "tree" and proto == "simple" else CHUNK_SLOTS * slot
     # every thread of the channel moves at least one 8-byte word per step
     return max(C.THREADS_PER_CHANNEL[proto] * 8.0, min(per_step, cap))
+
+
+def tree_chunk_bytes(size_bytes: float, channels: float, v: CommView, proto: str, shrink_simple: bool) -> float:
+    """The chunk a tree all_reduce streams per channel and step (enqueue.cc): one buffer slot, halved while the
+    operation would leave each channel too few chunks to keep the tree's pipeline busy. Simple (NCCL 2.4-2.19,
+    `shrink_simple`): fewer than 8 x depth chunks down to 128 KiB, 4 x depth down to 64 KiB, depth down to
+    32 KiB, depth being NCCL's ranks per node - 1 + log2(nodes) (connect.cc). LL128 (every release with it):
+    fewer than 64 x s / ppn chunks down to 128 KiB, 16 x s / ppn down to 32 KiB, s = 1 + log2(nodes) + ppn / 10.
+    LL's slot is small already and stays."""
+    chunk = C.BUFFER_BYTES[proto] / C.NCCL_STEPS
+    nodes_log2 = int(math.log2(v.n_nodes)) if v.n_nodes > 1 else 0
+    ppn = v.n_ranks / v.n_nodes
+    rules: tuple[tuple[float, float], ...]  # (chunks a channel should have, the chunk's floor), in order
+    if proto == "simple" and shrink_simple:
+        depth = v.ranks_per_node - 1 + nodes_log2
+        rules = ((8.0 * depth, 131072.0), (4.0 * depth, 65536.0), (float(depth), 32768.0))
+    elif proto == "ll128":
+        steps = 1 + nodes_log2 + 0.1 * ppn
+        rules = ((steps * 64.0 / ppn, 131072.0), (steps * 16.0 / ppn, 32768.0))
+    else:
+        return chunk
+    per_channel = size_bytes / max(1, round(channels))
+    for wanted, floor in rules:
+        while per_channel // chunk < wanted and chunk > floor:
+            chunk /= 2
+    return chunk
 
 
 def nvls_tree_chunk_bytes(size_bytes: float, concurrent: int, n_nodes: int) -> float:
@@ -271,10 +309,13 @@ def p2p_channel_s_per_byte(op: str, shape: AlgoShape, proto: str, v: CommView, n
 
 def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView,
              p: ModelParams, limits: tuple[int, int] = (1, C.MAX_CHANNELS),
-             overlap: bool = False, p2p_net_channels: int = 0) -> CollectiveEstimate:
+             overlap: bool = False, p2p_net_channels: int = 0,
+             nccl_tree_chunks: bool | None = None) -> CollectiveEstimate:
     """Predict the time of `op` on `size_bytes` with this algorithm shape, protocol and parameters,
     on at least / at most `limits` channels; `overlap`: the overlapped handshakes (module docstring);
-    `p2p_net_channels`: the channels a GPU's point-to-point traffic to other nodes runs on (0: unlimited)."""
+    `p2p_net_channels`: the channels a GPU's point-to-point traffic to other nodes runs on (0: unlimited);
+    `nccl_tree_chunks`: a tree's chunks as NCCL sizes them, with (True) or without the Simple loop of
+    releases before 2.20, or None for whole buffer slots (module docstring)."""
     demands = resource_demands(op, shape, proto, v, p)
     bottleneck = max(demands, key=lambda k: demands[k])
     seconds_per_byte = demands[bottleneck]
@@ -293,7 +334,7 @@ def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView
     latency_s = (base + shape.intra_hops * intra_hop + shape.net_hops * net_hop
                  + network_peers(op, shape, v) * p.p2p_peer_us) * US
 
-    chunk = chunk_bytes(size_bytes, shape, channels, v, proto)
+    chunk = chunk_bytes(size_bytes, shape, channels, v, proto, nccl_tree_chunks)
     chunks = busiest * size_bytes / (channels * chunk)
     if shape.nvls_intra:  # each channel runs one operation per NVLS head at once (enqueue.cc concurrentOps)
         chunks /= nvls_heads(v)
@@ -310,7 +351,10 @@ def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView
         step_bytes = concurrent * nvls_tree_chunk_bytes(size_bytes, concurrent, v.n_nodes)
         fill_s = (shape.chain_depth - 1) * min(step_bytes, size_bytes) * seconds_per_byte
     elif shape.chain_depth > 1:
-        slice_bytes = min(C.BUFFER_BYTES[proto] / C.NCCL_STEPS, size_bytes / channels)
+        slot = C.BUFFER_BYTES[proto] / C.NCCL_STEPS
+        if shape.algo == "tree" and nccl_tree_chunks is not None:
+            slot = tree_chunk_bytes(size_bytes, channels, v, proto, nccl_tree_chunks)
+        slice_bytes = min(slot, size_bytes / channels)
         fill_s = (shape.chain_depth - 1) * slice_bytes / per_channel
     return CollectiveEstimate(op, size_bytes, shape.algo, proto, latency_s + fill_s + bandwidth_s,
                               latency_s, fill_s, bandwidth_s, bottleneck, max(1, round(channels)),

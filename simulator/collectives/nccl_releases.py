@@ -78,6 +78,8 @@ class TunerRelease:
     collnet_arity_us: float = 0.5
     ll_intra_multi_node: float = 1.8  # LL intra-node hop latency x this under a multi-node communicator
     tree_correction_all_reduce_only: bool = False
+    # a tree all_reduce's Simple chunks halved for small operations (enqueue.cc, 2.4-2.19; gone from 2.20)
+    tree_simple_chunks_shrink: bool = True
 
 
 _BASE_2_8 = TunerRelease(
@@ -167,10 +169,11 @@ def _build() -> tuple[TunerRelease, ...]:
                              "pcie": {**r218.hop_lat_us["pcie"], "tree": (1.0, 1.9, 28.0),
                                       "collnet": (0.0, 0.0, 3.7)},
                              "net": _NET_2_19})
-    r221 = _with(r219, (2, 21), ring_ll_share=0.5,
-                 hop_lat_us={**r219.hop_lat_us, "nvlink": {**_NVLINK_2_19, "nvls": (0.0, 0.0, 25.0),
+    r220 = _with(r219, (2, 20), tree_simple_chunks_shrink=False)
+    r221 = _with(r220, (2, 21), ring_ll_share=0.5,
+                 hop_lat_us={**r220.hop_lat_us, "nvlink": {**_NVLINK_2_19, "nvls": (0.0, 0.0, 25.0),
                                                            "nvls_tree": (0.0, 0.0, 25.0)}},
-                 **_hopper(r219, {"ll_max_gbps": (141.0, 45.0, 35.0)}))
+                 **_hopper(r220, {"ll_max_gbps": (141.0, 45.0, 35.0)}))
     r223 = _with(r221, (2, 23), ring_ll128_one_ppn=0.92, pat_share=0.85, ppn1_tree_net_lat=True,
                  non_ring_gather_no_ratio=True, tree_correction_all_reduce_only=True,
                  ring_all_reduce_inter_steps_2n=False,
@@ -181,7 +184,7 @@ def _build() -> tuple[TunerRelease, ...]:
     r224 = _with(r223, (2, 24), pat_share=0.75)
     r225 = _with(r224, (2, 25), **_blackwell(r224))
     r227 = _with(r225, (2, 27), nvls_gather_bw_2_27=True, ll128_c2c=True)
-    return (r28, r210, r212, r214, r215, r217, r218, r219, r221, r223, r224, r225, r227)
+    return (r28, r210, r212, r214, r215, r217, r218, r219, r220, r221, r223, r224, r225, r227)
 
 
 RELEASES: Final = _build()

@@ -195,7 +195,8 @@ def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView
         if not pairs:
             raise _no_pair(op, shapes, protos, rel)
         candidates = [estimate(op, size_bytes, shape, proto, v, params, limits, overlap=selection == "nccl",
-                               p2p_net_channels=p2p_net_channels)
+                               p2p_net_channels=p2p_net_channels,
+                               nccl_tree_chunks=rel.tree_simple_chunks_shrink if selection == "nccl" else None)
                       for shape, proto in pairs]
         if repeat > 1 and op in CHAINED_OPS:
             return min(candidates, key=lambda est: repeated_time_s(est, repeat))
@@ -208,4 +209,5 @@ def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView
     if not ranked:
         raise _no_pair(op, shapes, protos, rel)
     _, shape, proto = min(ranked, key=lambda item: item[0])
-    return estimate(op, size_bytes, shape, proto, v, params, limits, overlap=True, p2p_net_channels=p2p_net_channels)
+    return estimate(op, size_bytes, shape, proto, v, params, limits, overlap=True, p2p_net_channels=p2p_net_channels,
+                    nccl_tree_chunks=rel.tree_simple_chunks_shrink)

@@ -38,9 +38,10 @@ class LoadedLogs:
 
 def _load_entry(manifest: Path, parsed: Manifest, entry: ManifestEntry, warn: Callable[[str], None]) -> MeasuredLog:
     path = log_path(parsed, entry)
-    log = parse_entry_log(entry, read_input_text(path, f"log of manifest entry {entry.file!r}"), str(path))
+    text = read_input_text(path, f"log of manifest entry {entry.file!r}")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        log = parse_entry_log(entry, text, str(path))  # its warnings (a failed check, several data types) too
         try:
             measured = measured_log(entry, log)
         except ClusterSimError as exc:

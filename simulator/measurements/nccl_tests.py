@@ -8,16 +8,19 @@ How the column layout is recognised (the file says it; the manifest's `format` i
 1. A header line whose first word is `size` names the columns (`#  size count type redop root time
    algbw busbw #wrong time algbw busbw #wrong`, with or without `#`; `#wrong`/`wrong`/`error` and
    `time`/`cputime` are synonyms). The first time/algbw/busbw set is out-of-place, a second set
-   in-place; other columns (#bitdiff, i_min, algo, proto, ...) are skipped by position.
+   in-place; other columns (#bitdiff, i_min, algo, proto, ...) are skipped by position. The header of
+   nccl-tests before March 2019 and of NCCL 1.x's own tests, `bytes N type op time algbw busbw res`, prints
+   its times in milliseconds: they are read so.
 2. Rows before any header are read by their column count (`_LAYOUTS_BY_COUNT`): 13 standard, 12 old
    (2019: no root, `error`), 11 old without redop, 9 one column set, 4 trimmed (size time algbw busbw).
 3. A Markdown table whose header starts with `payload` or `size`: the PyTorch benchmark, or an nccl-tests table a
    report generator rewrote (`| Size (B) | Out Time (us) | Out BusBW (GB/s) | In Time (us) | ... |`), or saved as
    CSV (`size,count,type,redop,root,out_time_us,out_algbw,out_busbw,...`). A header cell is read without its unit
    (in parentheses, or a CSV name's `_us`) and its out/in-place word, the first time/algbw/busbw set being
-   out-of-place as above. Sizes are bytes, or B/KiB/MiB/GiB/TiB; bandwidths in GB/s (or GBps); the time column
-   in us where there is one, else time = size / algbw (so it carries algbw's two-decimal rounding, up to 0.6 %
-   at 0.82 GB/s).
+   out-of-place as above. Sizes are bytes, or B/KiB/MiB/GiB/TiB, or KB/MB/GB (K/M/G) read 1024-based as
+   nccl-tests' own size options are; numbers may carry thousands separators (2,169.8); bandwidths in GB/s (or
+   GBps); the time column in us, or ms where its header says so (`Time (ms)`, `time_ms`), where there is one,
+   else time = size / algbw (so it carries algbw's two-decimal rounding, up to 0.6 % at 0.82 GB/s).
 4. A table with busbw but neither time nor algbw (published multi-node benchmark tables): algbw =
    busbw / factor, with nccl-tests' factor for the collective and rank count (busbw.busbw_factor),
    which only the manifest knows: the caller passes it as `busbw_factor`, else such a table is an error.
@@ -28,14 +31,21 @@ not fit the layout raises LogParseError naming its line. Skipped: blank lines, `
 noise (NCCL INFO/WARN, UCX/MPI warnings, footers, prompts, `...`); colour codes, a Markdown quote's `> `, a log
 collector's time stamp
 (`2024-05-22T07:36:17.123Z `, `[2024-05-22 07:36:17] `) and launcher prefixes (`0:`,
-`[1,0]<stdout>:`, a host label `node01: `, `[0] `, `[default0]:`) are stripped first, and Open MPI's tags
-inside a line too (it tags each write, and nccl-tests 2.13+ writes a row in parts). Other text between
-rows is an error; after the last row it is trailing junk and ignored.
+`[1,0]<stdout>:`, a host label `node01: `, `[0] `, `[default0]:`, Ray's `(head, rank=0, pid=3808) `) are stripped
+first, and Open MPI's tags inside a line too (it tags each write, and nccl-tests 2.13+ writes a row in parts).
+Other text between rows is an error; between a header and the first row (a debug print) it is passed over, unless
+no row follows; after the last row it is trailing junk and ignored.
+
+A table of several data types or reduction ops (nccl-tests `-d all` / `-o all`, NCCL 1.x's tests) keeps the rows
+of nccl-tests' defaults, float and sum, with a warning. A run whose check failed (a `#wrong` count above 0, or
+`Out of bounds values : N FAILED`) is read, with a warning that its times are those of a run that computed
+wrong values.
 
 A row written in parts with NCCL's own log lines between them (NCCL_DEBUG=INFO) is put back together: a line that
 holds the first columns of a row, then lines of numbers only, up to the header's column count.
 
-Several runs in one file: a second header after data rows, or rows after a footer, start another run.
+Several runs in one file: a second header after data rows, rows after a footer, or a row smaller than the one
+before it (a sweep starting again, or two processes' rows interleaved) start another run.
 A script that runs several tools into one file prints their tables so, each after the tool's name (its
 command, or nccl-tests' `Collective test starting: all_gather_perf` line): the caller's `collective` (the
 manifest entry's) picks the one table of that tool. nccl-tests built without MPI=1 and started by mpirun on N
@@ -47,6 +57,7 @@ manifest's `run:` field).
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -75,7 +86,15 @@ _LAYOUTS_BY_COUNT = {
     9: "size count type redop root time algbw busbw wrong",
     4: "size time algbw busbw",
 }
-_COLUMN_ALIASES = {"#wrong": "wrong", "error": "wrong", "cputime": "time", "payload": "size"}
+_COLUMN_ALIASES = {"#wrong": "wrong", "error": "wrong", "cputime": "time", "payload": "size", "messagesize": "size",
+                   "msgsize": "size"}
+# the header of nccl-tests before March 2019 (v1.0.0) and of NCCL 1.x's own tests: `bytes N type op time algbw busbw
+# res`, its times in milliseconds (common.cu printed deltaSec * 1.0E3 until "Resync all tests with test code from
+# NCCL 2.4", which switched to microseconds and the `size count type redop` header)
+_OLD_HEADER_NAMES = {"bytes": "size", "n": "count", "op": "redop", "res": "wrong", "time": "time_ms"}
+# launchers and log collectors that name the process before each line: Ray's worker prefix, (pid=3808) or
+# (head, rank=0, pid=3808) (SkyPilot and Ray jobs)
+_RAY_PREFIX = re.compile(r"^\s*\([^()\n]*\bpid=\d+[^()\n]*\)\s")
 
 # launcher prefixes on every output line: Open MPI's --tag-output ([1,0]<stdout>:), srun --label (0:), host labels of
 # pdsh, clush and Cray PALS mpiexec --label (x3005c0s13b0n0: , node-01.cluster: ), MPICH and Intel MPI's rank
@@ -96,9 +115,10 @@ _PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\d+:(?=\s|#|$)|[A-
 # sizes, then each column group), so a row can carry a tag before each part ("-1[1,0]<stdout>:    85.70 ...").
 _WRITE_TAG = re.compile(r"\[\d+,\d+\]<(?:stdout|stderr)>:")
 # NCCL's own log lines (NCCL_DEBUG=INFO, host:pid:tid [dev] NCCL INFO ...) written between those parts: one starts
-# right after a part ("   -1nid001049:658566:658566 [0] NCCL INFO AllReduce: 8 Bytes -> ..."), the part's row
-# then goes on lines of its own after it.
-_GLUED_NCCL_LOG = re.compile(r"^(\d.*?\d)[A-Za-z][\w.-]*:\d+:\d+ \[\d+\] NCCL (?:INFO|WARN|TRACE)\b")
+# right after a part ("   -1nid001049:658566:658566 [0] NCCL INFO AllReduce: 8 Bytes -> ...", or after MPICH's rank
+# label "      0[0] h100clust-worker-1:497888:497888 [0] NCCL INFO ..."), the part's row then goes on lines of its own
+# after it.
+_GLUED_NCCL_LOG = re.compile(r"^(\d.*?\d)(?:\[\d+\]\s*)?[A-Za-z][\w.-]*:\d+:\d+ \[\d+\] NCCL (?:INFO|WARN|TRACE)\b")
 _INT = re.compile(r"\d+(?:_\d+)*")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
@@ -109,6 +129,7 @@ _RANK = re.compile(
 )
 _FOOTER = re.compile(r"(?:Out of bounds values|Avg bus bandwidth|Collective test concluded)\b")
 _AVG = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)")
+_OUT_OF_BOUNDS = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(FAILED|OK)?")
 _THREADS = re.compile(r"\bnThread\s+\d+\s+nGpus\s+(\d+)\b")
 _NGPUS_ARG = re.compile(r"\s(?:-g|--ngpus)(?:\s*|=)(\d+)\b")  # an *_perf command's -g N / --ngpus=N
 _NOISE = re.compile(
@@ -117,8 +138,12 @@ _NOISE = re.compile(
     r"|^(?:Bitwise mismatches|Collective test|nThread\b|Using devices|Rank\s+\d)"
     r"|^\S+@\S+?[:\s].*?[$#%>](?:\s|$)|^[$>](?:\s|$)|^(?:mpirun|mpiexec|srun|orterun)\b"
 )
-_TORCH_SIZE_UNITS = {"": 1, "B": 1, "KiB": KIB, "MiB": MIB, "GiB": GIB, "TiB": 1024 * GIB}
-_TORCH_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|TiB)?")
+# sizes in a table's cells: bytes, or binary units; KB / MB / GB (and K / M / G) are read as 1024-based too, as
+# nccl-tests' own -b / -e suffixes are (common.cu parsesize: "1M" is 1,048,576 bytes), which its sweeps print
+_TORCH_SIZE_UNITS = {"": 1, "B": 1, "KiB": KIB, "MiB": MIB, "GiB": GIB, "TiB": 1024 * GIB,
+                     "K": KIB, "KB": KIB, "M": MIB, "MB": MIB, "G": GIB, "GB": GIB, "TB": 1024 * GIB}
+_TORCH_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB|K|M|G)?", re.IGNORECASE)
+_THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")  # 2,169.8 in a report's cell
 _TORCH_BW = re.compile(r"(\S+?)\s*(?:GBps|GB/s)?")
 
 
@@ -138,6 +163,8 @@ class NcclRow:
     inplace_algbw_GBps: float | None
     inplace_busbw_GBps: float | None
     line_no: int
+    # nccl-tests' #wrong count of the out-of-place run (None: not printed, or -c 0); a diagnosis, not a measurement
+    wrong: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -161,6 +188,7 @@ class _Layout:
     columns: tuple[str, ...]
     where: dict[str, int]  # size/count/type/redop/root/time/algbw/busbw and ip_* -> column index
     markdown: bool = False
+    time_unit_us: float = 1.0  # microseconds per unit of the time columns (1,000 where the header says ms)
 
 
 @dataclass
@@ -169,6 +197,7 @@ class _Meta:
     versions: dict[int, str] = field(default_factory=dict)  # priority -> version
     tools: dict[int, list[str]] = field(default_factory=dict)  # priority -> collective names
     avg_busbw: float | None = None
+    out_of_bounds: int = 0  # the footer's count of wrong values (nccl-tests' check)
     gpus_per_thread: int | None = None  # the header line's nGpus
     command_gpus: int | None = None  # the -g of a command line the log quotes
 
@@ -179,9 +208,12 @@ def _tools_in(text: str) -> list[str]:
 
 
 def _make_layout(names: Sequence[str], source: str, line_no: int, markdown: bool = False) -> _Layout:
+    """The columns' positions; a time column named `time_ms` makes every time column milliseconds."""
     where: dict[str, int] = {}
+    unit_us = 1000.0 if "time_ms" in (n.lower() for n in names) else 1.0
     for i, raw in enumerate(names):
         name = _COLUMN_ALIASES.get(raw.lower(), raw.lower())
+        name = "time" if name == "time_ms" else name
         if name in ("time", "algbw", "busbw", "wrong"):
             key = name if name not in where else "ip_" + name
             if key in where:
@@ -195,11 +227,14 @@ def _make_layout(names: Sequence[str], source: str, line_no: int, markdown: bool
         raise LogParseError(
             source, line_no, f"header {' '.join(names)!r} lacks a size column or a time, algbw or busbw column"
         )
-    return _Layout(tuple(names), where, markdown)
+    return _Layout(tuple(names), where, markdown, unit_us)
 
 
 def _header_names(tokens: list[str]) -> list[str] | None:
-    """Column names if this is a column header line (first word `size`, and a time/bw column)."""
+    """Column names if this is a column header line (first word `size`, and a time/bw column), or the older
+    `bytes N type op time ...` header, its times in milliseconds (_OLD_HEADER_NAMES)."""
+    if len(tokens) > 1 and tokens[0] == "bytes" and tokens[1] == "N" and "time" in tokens:
+        return [_OLD_HEADER_NAMES.get(token.lower(), token) for token in tokens]
     if tokens and tokens[0] == "size" and {"time", "cputime", "algbw", "busbw"} & set(tokens):
         names: list[str] = []
         for token in tokens:  # a timestamp column prints as two words
@@ -270,7 +305,7 @@ def _table_row(tokens: list[str], layout: _Layout, line_no: int, busbw_factor: f
         raise ValueError("size is N/A")
     algbw, busbw = _number(cell("algbw"), "algbw"), _number(cell("busbw"), "busbw")
     if "time" in layout.where:
-        time_us = _number(cell("time"), "time", required=True) or 0.0
+        time_us = (_number(cell("time"), "time", required=True) or 0.0) * layout.time_unit_us
         if size > 0 and time_us <= 0.0:
             raise ValueError(f"time {cell('time')} us for {size} bytes: a collective that moves data takes time")
     elif size > 0:
@@ -286,14 +321,27 @@ def _table_row(tokens: list[str], layout: _Layout, line_no: int, busbw_factor: f
         time_us=time_us,
         algbw_GBps=algbw,
         busbw_GBps=busbw,
-        inplace_time_us=_number(cell("ip_time"), "in-place time"),
+        inplace_time_us=_scaled(_number(cell("ip_time"), "in-place time"), layout.time_unit_us),
         inplace_algbw_GBps=_number(cell("ip_algbw"), "in-place algbw"),
         inplace_busbw_GBps=_number(cell("ip_busbw"), "in-place busbw"),
         line_no=line_no,
+        wrong=_wrong_count(cell("wrong"), layout),
     )
 
 
-_UNIT_WORDS = ("us", "usec", "ms", "gbps", "b", "bytes")  # a unit written after a CSV column's name: time_us
+def _scaled(value: float | None, factor: float) -> float | None:
+    return None if value is None else value * factor
+
+
+def _wrong_count(token: str | None, layout: _Layout) -> int | None:
+    """The row's #wrong count; None where the column is the older max-error figure (`error`, `res`) or N/A."""
+    index = layout.where.get("wrong")
+    if token is None or index is None or layout.columns[index].lower() not in ("#wrong", "wrong"):
+        return None
+    return int(token) if _INT.fullmatch(token) else None
+
+
+_UNIT_WORDS = ("us", "usec", "ms", "msec", "gbps", "b", "bytes")  # a unit written after a CSV column's name: time_us
 
 
 def _markdown_names(cells: list[str]) -> list[str]:
@@ -301,12 +349,15 @@ def _markdown_names(cells: list[str]) -> list[str]:
     'out_time_us' -> 'time'."""
     names = []
     for cell in cells:
+        unit = re.search(r"\(\s*([^)]*?)\s*\)", cell.lower())
         words = re.sub(r"\([^)]*\)", " ", cell.lower()).replace("-", " ").replace("_", " ").split()
+        in_ms = (unit is not None and unit.group(1) in ("ms", "msec")) or (len(words) > 1 and words[-1] == "ms")
         while len(words) > 1 and words[0] in ("out", "in", "of", "place", "oop", "ip"):
             words = words[1:]
         while len(words) > 1 and words[-1] in _UNIT_WORDS:
             words = words[:-1]
-        names.append(_COLUMN_ALIASES.get("".join(words), "".join(words)))
+        name = _COLUMN_ALIASES.get("".join(words), "".join(words))
+        names.append("time_ms" if name == "time" and in_ms else name)
     return names
 
 
@@ -317,9 +368,11 @@ def _markdown_row(cells: list[str], layout: _Layout, line_no: int, busbw_factor:
         raise ValueError(
             f"row has {len(cells)} cells, expected {len(layout.columns)} ({' | '.join(layout.columns)})"
         )
+    cells = [cell.replace(",", "") if _THOUSANDS.fullmatch(cell) else cell for cell in cells]
     size_cell = cells[layout.where["size"]]
     size_match = _TORCH_SIZE.fullmatch(size_cell)
-    size = float(size_match.group(1)) * _TORCH_SIZE_UNITS[size_match.group(2) or ""] if size_match else -1.0
+    units = {unit.lower(): factor for unit, factor in _TORCH_SIZE_UNITS.items()}
+    size = float(size_match.group(1)) * units[(size_match.group(2) or "").lower()] if size_match else -1.0
     if size < 0 or size != int(size):
         raise ValueError(f"size {size_cell!r} is not a whole number of bytes like 512B, 32KiB, 1MiB or 16GiB")
     bandwidths: list[float | None] = []
@@ -327,7 +380,8 @@ def _markdown_row(cells: list[str], layout: _Layout, line_no: int, busbw_factor:
         cell = cells[layout.where[key]] if key in layout.where else None
         match = _TORCH_BW.fullmatch(cell) if cell is not None else None
         bandwidths.append(_number(match.group(1) if match else cell, key))
-    stated_us = {key: _number(cells[layout.where[key]], f"{key.replace('ip_', 'in-place ')} (us)")
+    stated_us = {key: _scaled(_number(cells[layout.where[key]], f"{key.replace('ip_', 'in-place ')} time"),
+                              layout.time_unit_us)
                  for key in ("time", "ip_time") if key in layout.where}
     stated = stated_us.get("time")
     if stated:
@@ -360,11 +414,12 @@ class _LogReader:
         self.header_line = 0
         self.in_table = False  # from a header or first row to a footer
         self.footer_line = 0
-        self.junk: tuple[int, str] | None = None  # unexplained text after the table began
+        self.junk: tuple[int, str] | None = None  # unexplained text after the table's first row
+        self.stray: tuple[int, str] | None = None  # unexplained text between a header and the first row
         self.part: tuple[int, list[str]] | None = None  # (line, words) of a row written in parts, so far
 
     def read_line(self, line_no: int, raw: str) -> None:
-        line = _QUOTE.sub("", _ANSI.sub("", raw), count=1)
+        line = _RAY_PREFIX.sub("", _QUOTE.sub("", _ANSI.sub("", raw), count=1), count=1)
         body = _WRITE_TAG.sub(" ", _PREFIX.sub("", _TIMESTAMP.sub("", line, count=1), count=1)).strip()
         if glued := _GLUED_NCCL_LOG.match(body):
             body = glued.group(1)
@@ -392,7 +447,10 @@ class _LogReader:
         self._note(body, line_no, comment=False)
         noise = _NOISE.search(body) or _NOISE.search(raw.strip())  # "Warning: ..." reads as a host label
         if self.in_table and not self.junk and not noise and not _FOOTER.match(body):
-            self.junk = (line_no, body)
+            if self.rows:
+                self.junk = (line_no, body)
+            else:  # a debug print between the header and the first row: an error only if no row follows
+                self.stray = self.stray or (line_no, body)
 
     def _row_part(self, tokens: list[str], line_no: int) -> bool:
         """Take a part of a row written in parts: its first columns (a size, a count and a type, fewer words than
@@ -456,7 +514,10 @@ class _LogReader:
         if all(re.fullmatch(r":?-+:?", c) for c in cells):
             return
         if not self._cells(cells, line_no, row=True) and self.in_table and not self.junk:
-            self.junk = (line_no, body)
+            if self.rows:
+                self.junk = (line_no, body)
+            else:
+                self.stray = self.stray or (line_no, body)
 
     def _row(self, tokens: list[str], line_no: int) -> None:
         if self.junk:
@@ -484,6 +545,8 @@ class _LogReader:
             )
         except ValueError as exc:
             raise LogParseError(self.source, line_no, str(exc)) from None
+        if self.rows and row.size_bytes < self.rows[-1].size_bytes:  # a sweep starting again: another run
+            self._next_run(line_no)
         self.rows.append(row)
 
     def _next_run(self, line_no: int) -> None:
@@ -499,6 +562,8 @@ class _LogReader:
             self.in_table, self.footer_line = False, self.footer_line or (line_no if self.rows else 0)
         if (avg := _AVG.match(text)) and _NUMBER.fullmatch(avg.group(1)):
             meta.avg_busbw = float(avg.group(1))
+        if bad := _OUT_OF_BOUNDS.match(text):
+            meta.out_of_bounds = max(meta.out_of_bounds, int(bad.group(1)))
         if (threads := _THREADS.search(text)) and int(threads.group(1)) >= 1:
             meta.gpus_per_thread = int(threads.group(1))
         if rank := _RANK.search(text):
@@ -541,15 +606,16 @@ class _LogReader:
             if len(set(tools)) > 1:
                 named = ", ".join(tool or "?" for tool in tools)
                 cause = (f"the tables of several tools ({named}), {len(ofs) or 'none'} of them "
-                         f"{collective or 'the collective asked for'}")
+                         f"{collective or 'the collective asked for'}; take one table")
             else:
                 cause = ("several independent runs in one file, as nccl-tests built without MPI=1 prints when mpirun"
-                         " starts it on several hosts (each process runs alone); rebuild nccl-tests with MPI=1, or")
+                         " starts it on several hosts (each process runs alone, and their rows may interleave);"
+                         " rebuild nccl-tests with MPI=1, or take one table")
             raise LogParseError(
                 self.source,
                 runs[1][0],
-                f"{len(runs)} result tables (from lines {starts}): {cause}; take one table with the manifest"
-                f" entry's 'run:' field (1-{len(runs)})",
+                f"{len(runs)} result tables (from lines {starts}): {cause} with the manifest entry's 'run:' field"
+                f" (1-{len(runs)})",
             )
         chosen = runs[(run or 1) - 1] if runs else (0, [], None)
         return chosen[1], chosen[2]
@@ -562,8 +628,8 @@ class _LogReader:
         tool = None
         if self.runs or run is not None:
             self.rows, tool = self.chosen_run(run, collective)
-        if not self.rows and self.junk:
-            junk_line, text = self.junk
+        if not self.rows and (self.junk or self.stray):
+            junk_line, text = self.junk or self.stray  # type: ignore[misc]
             raise LogParseError(
                 self.source, junk_line, f"unexpected text {text[:60]!r} where data rows belong"
             )
@@ -574,7 +640,14 @@ class _LogReader:
                 max(line_count, 1),
                 f"no data rows{where}; expected an nccl-tests result table ('# size count ...' and rows)",
             )
+        self.rows = _one_type_and_op(self.rows, self.source)
         meta = self.meta
+        wrong = [row.size_bytes for row in self.rows if row.wrong]
+        if wrong or meta.out_of_bounds:
+            where = f" (#wrong at {len(wrong)} size(s), from {wrong[0]} bytes)" if wrong else ""
+            warnings.warn(f"{self.source}: nccl-tests' check failed{where}: the results of a run that computed wrong"
+                          " values are read as they are; rerun it with the cause fixed before trusting them",
+                          stacklevel=2)
         ranks = [meta.ranks[r] for r in sorted(meta.ranks)]
         return NcclLog(
             source=self.source,
@@ -587,6 +660,22 @@ class _LogReader:
             avg_busbw_GBps=meta.avg_busbw,
             gpus_per_thread=meta.gpus_per_thread or meta.command_gpus,
         )
+
+
+def _one_type_and_op(rows: list[NcclRow], source: str) -> list[NcclRow]:
+    """A table of several data types or reduction ops (nccl-tests -d all / -o all, NCCL 1.x's tests) repeats each
+    size once for each: keep nccl-tests' defaults, float and sum (else the first printed), and say so."""
+    dtypes = list(dict.fromkeys(row.dtype for row in rows if row.dtype is not None))
+    ops = list(dict.fromkeys(row.redop for row in rows if row.redop is not None))
+    if len(dtypes) < 2 and len(ops) < 2:
+        return rows
+    dtype = "float" if "float" in dtypes else dtypes[0] if dtypes else None
+    op = "sum" if "sum" in ops else ops[0] if ops else None
+    kept = [row for row in rows if row.dtype in (dtype, None) and row.redop in (op, None)]
+    warnings.warn(f"{source}: the table holds {len(dtypes)} data type(s) ({', '.join(map(str, dtypes))}) and"
+                  f" {len(ops)} reduction op(s) ({', '.join(map(str, ops))}); taken: the {len(kept)} rows of"
+                  f" {dtype} {op}", stacklevel=3)
+    return kept
 
 
 def parse_nccl_tests(

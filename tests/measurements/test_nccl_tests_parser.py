@@ -201,11 +201,13 @@ def test_busbw_only_table_needs_the_factor() -> None:
     assert info.value.line_no == 2
 
 
-def test_torch_bench_size_with_unknown_unit() -> None:
-    """The PyTorch table takes B/KiB/MiB/GiB sizes; `32KB` (decimal or binary?) is rejected."""
+def test_torch_bench_size_units() -> None:
+    """The PyTorch table takes B/KiB/MiB/GiB sizes, and KB/MB/GB as nccl-tests' own size suffixes read them
+    (1024-based: `-b 32K` is 32,768 bytes); a size in an unknown unit is refused at its line."""
     text = "| payload | busbw | algbw |\n| --: | --: | --: |\n| 32KB | 1.44GBps | 0.82GBps |\n"
-    with pytest.raises(LogParseError, match="32KB") as info:
-        parse_nccl_tests(text, "torch.md")
+    assert parse_nccl_tests(text, "torch.md").rows[0].size_bytes == 32768
+    with pytest.raises(LogParseError, match="32QB") as info:
+        parse_nccl_tests(text.replace("32KB", "32QB"), "torch.md")
     assert info.value.line_no == 3
 
 

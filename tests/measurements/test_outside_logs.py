@@ -91,6 +91,10 @@ EXPECTED_ROWS = {
     "h100x8-2node-allreduce-awsp5-efa-tuner-keitaw-notes.txt": 32,
     "h200x8-2node-allgather-gcpa3ultra-roce-clustertoolkit-repo.txt": 24,
     "v100x8-2node-allreduce-dgx1-roce-k8s-deepops-repo.txt": 29,
+    "a100x8-2node-allreduce-awsp4d-efa-eks-nccl283-awssamples-page.txt": 28,
+    "h200x8-2node-allgather-gcpa3ultra-roce-gke-skypilot-repo.txt": 24,
+    "h200x8-2node-allreduce-dellxe9680-spectrumx-roce-openshift-repo.txt": 25,
+    "rtxpro6000x1-2node-allreduce-awsg7e-efa-slurm-parallelcluster-repo.txt": 28,
 }
 
 

@@ -607,6 +607,8 @@ class _LogReader:
                 named = ", ".join(tool or "?" for tool in tools)
                 cause = (f"the tables of several tools ({named}), {len(ofs) or 'none'} of them "
                          f"{collective or 'the collective asked for'}; take one table")
+            elif self.layout is not None and self.layout.markdown:
+                cause = "a report of several tables (collectives, algorithms or runs); take one table"
             else:
                 cause = ("several independent runs in one file, as nccl-tests built without MPI=1 prints when mpirun"
                          " starts it on several hosts (each process runs alone, and their rows may interleave);"

@@ -115,3 +115,13 @@ def test_nccl_log_lines_glued_after_mpich_rank_labels() -> None:
     ]) + "\n"
     row = parse_log(text, "mpich.log").rows[0]
     assert (row.size_bytes, row.time_us, row.inplace_time_us) == (128, 61.58, 60.90)
+
+
+def test_a_report_of_several_tables_asks_for_one() -> None:
+    """A Markdown report with a table per collective and algorithm (`### all_reduce / ring`, `### all_reduce /
+    nvls`, ...) is not mistaken for mpirun's independent runs: the message says it is a report, and `run:` takes one."""
+    table = "| Size | Time (us) | algBW (GB/s) | busBW (GB/s) |\n|---|---|---|---|\n| 1 MB | {} | 0.48 | 0.96 |\n"
+    text = "### all_reduce / ring\n\n" + table.format("2,169.8") + "\n### all_reduce / nvls\n\n" + table.format("265.8")
+    with pytest.raises(LogParseError, match=r"2 result tables .*a report of several tables.*'run:' field \(1-2\)"):
+        parse_log(text, "report.md")
+    assert parse_log(text, "report.md", run=2).rows[0].time_us == 265.8

@@ -34,7 +34,8 @@ collector's time stamp
 `[1,0]<stdout>:`, a host label `node01: `, `[0] `, `[default0]:`, Ray's `(head, rank=0, pid=3808) `) are stripped
 first, and Open MPI's tags inside a line too (it tags each write, and nccl-tests 2.13+ writes a row in parts).
 Other text between rows is an error; between a header and the first row (a debug print) it is passed over, unless
-no row follows; after the last row it is trailing junk and ignored.
+no row follows; after the last row it is trailing junk and ignored. A row its publisher cut short (`... 33.53 ...`)
+is left out with a warning.
 
 A table of several data types or reduction ops (nccl-tests `-d all` / `-o all`, NCCL 1.x's tests) keeps the rows
 of nccl-tests' defaults, float and sum, with a warning. A run whose check failed (a `#wrong` count above 0, or
@@ -520,6 +521,10 @@ class _LogReader:
                 self.stray = self.stray or (line_no, body)
 
     def _row(self, tokens: list[str], line_no: int) -> None:
+        if tokens[-1] in ("...", "\u2026"):  # a row its publisher cut short: the rest of the table stands
+            warnings.warn(f"{self.source}:{line_no}: a row cut short with '...' by its publisher is left out",
+                          stacklevel=2)
+            return
         if self.junk:
             junk_line, text = self.junk
             raise LogParseError(self.source, junk_line, f"unexpected text {text[:60]!r} among the data rows")

@@ -125,3 +125,11 @@ def test_a_report_of_several_tables_asks_for_one() -> None:
     with pytest.raises(LogParseError, match=r"2 result tables .*a report of several tables.*'run:' field \(1-2\)"):
         parse_log(text, "report.md")
     assert parse_log(text, "report.md", run=2).rows[0].time_us == 265.8
+
+
+def test_a_row_cut_short_by_its_publisher_is_left_out() -> None:
+    """A blog's copy ends with a row truncated to `... 33.53     ...`: the rows before it are read, with a warning."""
+    text = OLD_MS + "     4194304   1048576   float   sum   0.390  10.75  18.82   5e-07   0.388  10.81     ...\n"
+    with pytest.warns(UserWarning, match="cut short"):
+        log = parse_log(text, "blog.log")
+    assert [row.size_bytes for row in log.rows] == [1048576, 2097152]

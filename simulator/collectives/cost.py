@@ -223,10 +223,10 @@ def channel_count(shape: AlgoShape, proto: str, size_bytes: float, bus_Bps: floa
 
 
 def chunk_bytes(size_bytes: float, shape: AlgoShape, channels: float, v: CommView, proto: str,
-                nccl_tree_chunks: bool | None = None) -> float:
+                tree_chunk: float | None = None) -> float:
     """Bytes one channel moves per step before it hands off to its peer: its share of the step, at most
-    CHUNK_SLOTS buffer slots, or one for a tree's Simple chunks (NCCL's chunkSteps, enqueue.cc); with
-    `nccl_tree_chunks` (not None) a tree's chunk as NCCL sizes it (tree_chunk_bytes)."""
+    CHUNK_SLOTS buffer slots, or one for a tree's Simple chunks (NCCL's chunkSteps, enqueue.cc), or a tree's
+    `tree_chunk` where given (tree_chunk_bytes: NCCL's own sizing)."""
     if shape.algo == "ring" and shape.chain_depth == 0:
         per_step = size_bytes / (channels * v.n_ranks)
     elif shape.nvls_intra:
@@ -234,8 +234,8 @@ def chunk_bytes(size_bytes: float, shape: AlgoShape, channels: float, v: CommVie
     else:
         per_step = size_bytes / channels
     slot = C.BUFFER_BYTES[proto] / C.NCCL_STEPS
-    if shape.algo == "tree" and nccl_tree_chunks is not None:
-        cap = tree_chunk_bytes(size_bytes, channels, v, proto, nccl_tree_chunks)
+    if shape.algo == "tree" and tree_chunk is not None:
+        cap = tree_chunk
     else:
         cap = slot if shape.algo == "tree" and proto == "simple" else CHUNK_SLOTS * slot
     # every thread of the channel moves at least one 8-byte word per step
@@ -334,7 +334,10 @@ def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView
     latency_s = (base + shape.intra_hops * intra_hop + shape.net_hops * net_hop
                  + network_peers(op, shape, v) * p.p2p_peer_us) * US
 
-    chunk = chunk_bytes(size_bytes, shape, channels, v, proto, nccl_tree_chunks)
+    tree_chunk = None
+    if shape.algo == "tree" and nccl_tree_chunks is not None:
+        tree_chunk = tree_chunk_bytes(size_bytes, channels, v, proto, nccl_tree_chunks)
+    chunk = chunk_bytes(size_bytes, shape, channels, v, proto, tree_chunk)
     chunks = busiest * size_bytes / (channels * chunk)
     if shape.nvls_intra:  # each channel runs one operation per NVLS head at once (enqueue.cc concurrentOps)
         chunks /= nvls_heads(v)
@@ -351,9 +354,7 @@ def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView
         step_bytes = concurrent * nvls_tree_chunk_bytes(size_bytes, concurrent, v.n_nodes)
         fill_s = (shape.chain_depth - 1) * min(step_bytes, size_bytes) * seconds_per_byte
     elif shape.chain_depth > 1:
-        slot = C.BUFFER_BYTES[proto] / C.NCCL_STEPS
-        if shape.algo == "tree" and nccl_tree_chunks is not None:
-            slot = tree_chunk_bytes(size_bytes, channels, v, proto, nccl_tree_chunks)
+        slot = C.BUFFER_BYTES[proto] / C.NCCL_STEPS if tree_chunk is None else tree_chunk
         slice_bytes = min(slot, size_bytes / channels)
         fill_s = (shape.chain_depth - 1) * slice_bytes / per_channel
     return CollectiveEstimate(op, size_bytes, shape.algo, proto, latency_s + fill_s + bandwidth_s,

@@ -61,8 +61,22 @@ def micro_steps_of(training: TrainingSpec, dp: int) -> int:
         raise ConfigError(
             f"training.global_batch {training.global_batch} is not a multiple of micro_batch "
             f"{training.micro_batch} x {dp} data-parallel GPUs = {per_step}"
+            + _batch_hint(training.global_batch, per_step)
         )
     return training.global_batch // per_step
+
+
+def _batch_hint(global_batch: int, per_step: int) -> str:
+    """The nearest global batches that divide, and, for a whole number of thousands whose power-of-1024
+    twin divides, that a bare K / M is a power of 1000 (docs/usage/conventions.md, "Units")."""
+    below = global_batch // per_step * per_step
+    hint = f": the nearest that divide are {below} and {below + per_step}" if below else f": the smallest is {per_step}"
+    for suffix, power in (("M", 2), ("K", 1)):
+        if global_batch % 1000**power == 0 and (global_batch // 1000**power * 1024**power) % per_step == 0:
+            whole = global_batch // 1000**power
+            return hint + (f" (if you wrote {whole}{suffix}: a bare {suffix} is {1000**power:,}; "
+                           f"{whole}{suffix}i is {whole * 1024**power:,})")
+    return hint
 
 
 def topology_micro_steps(training: TrainingSpec, topology: TopologySpec) -> int:

@@ -67,6 +67,23 @@ def test_a_batch_that_does_not_divide_is_refused_before_the_cluster_is_built(mon
             model="uniform", seq_len=2048, global_batch=262144, parallel=ParallelSpec(tp=8, pp=3)), UNIFORM)
 
 
+@pytest.mark.parametrize(("micro_batch", "global_batch", "needle"), [
+    (1, 1000, "the nearest that divide are 992 and 1008 (if you wrote 1K: a bare K is 1,000; 1Ki is 1,024)"),
+    (8, 1_000_000, "(if you wrote 1M: a bare M is 1,000,000; 1Mi is 1,048,576)"),
+    (1, 1001, "the nearest that divide are 992 and 1008"),
+    (1, 8, "the smallest is 16"),
+])
+def test_a_batch_that_does_not_divide_says_what_would(micro_batch: int, global_batch: int, needle: str) -> None:
+    """16 data-parallel GPUs: the refusal names the nearest global batches that divide, and a whole number of
+    thousands (what `1K` reads as, K being 1,000 for counts) is told its 1,024-based twin."""
+    training = TrainingSpec(model="uniform", seq_len=2048, micro_batch=micro_batch, global_batch=global_batch)
+    with pytest.raises(ConfigError) as caught:
+        predict_step(load_preset("dgx-h100", nodes=2), training, UNIFORM)
+    assert needle in str(caught.value)
+    if global_batch in (1001, 8):
+        assert "if you wrote" not in str(caught.value)
+
+
 def test_a_batch_over_the_token_rule_is_warned_about() -> None:
     """Exactly TOKENS_PER_STEP_WARN tokens a step passes; one sequence more is warned about, naming the batch in
     sequences it would be as tokens."""

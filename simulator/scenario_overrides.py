@@ -23,7 +23,7 @@ from topologies.spec import TopologySpec, nics_follow_gpus, validate_topology_sp
 from workloads.presets import resolve_model
 from workloads.spec import ModelSpec, TrainingSpec
 
-PARALLEL_OPTIONS = ("tp", "pp", "cp", "cp_comm", "ep", "etp", "ep_comm_overlap", "sequence_parallel",
+PARALLEL_OPTIONS = ("tp", "pp", "cp", "cp_comm", "ep", "etp", "ep_comm_overlap", "ep_dispatcher", "sequence_parallel",
                     "pipeline_schedule", "virtual_stages", "pipeline_split", "placement")
 ROUTING_OPTIONS = ("load_imbalance", "capacity_factor", "pad_to_capacity")
 TOPOLOGY_OPTIONS = ("nodes", "gpus_per_node", "gpu", "link_faults")  # fields of the topology replaced in place

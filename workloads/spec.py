@@ -68,6 +68,7 @@ PipelineSchedule = Literal["1f1b", "gpipe", "interleaved"]
 PipelineSplit = Literal["layers", "embedding_and_loss"]
 AttentionKernel = Literal["flash2", "cudnn", "triton", "flash1"]
 CpComm = Literal["p2p", "a2a"]
+EpDispatcher = Literal["alltoall", "deepep"]
 TiedGradSync = Literal["before_dp", "after_dp"]
 Allocator = Literal["caching", "xla"]
 CrossEntropy = Literal["fused", "eager"]
@@ -351,6 +352,12 @@ class ParallelSpec(BaseModel):
         "collectives after their GEMMs: what Transformer Engine's Linear does without userbuffers (async_op=True, "
         "Megatron-Core and NeMo) and Megatron-LM's async_tensor_model_parallel_allreduce; implied by "
         "tp_comm_overlap's backward overlap.")
+    ep_dispatcher: EpDispatcher = Field(
+        default="alltoall", description="How the expert all-to-alls move tokens: alltoall, NCCL's all-to-all with "
+        "every token sent once to each rank holding one of its experts (Megatron-Core --moe-token-dispatcher-type "
+        "alltoall, the default); deepep, DeepEP's kernels (Megatron-Core's flex dispatcher with the DeepEP or HybridEP "
+        "backend): a token crosses the network once to each node holding one of its experts and is passed on over "
+        "NVLink there, at the NICs' and NVLink's rates (simulator.collectives.deepep).")
     ep_comm_overlap: bool = Field(
         default=False, description="Hide each pass's expert all-to-alls behind another micro-batch's compute of the "
         "same layer (Megatron-Core --overlap-moe-expert-parallel-comm, DeepSeek's DualPipe): ideal pairing, each "

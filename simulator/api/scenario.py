@@ -51,7 +51,8 @@ class Scenario:
     Job: `strategy` (a kind such as "fsdp", or the strategy's fields), `shard_group_gpus` (HSDP's shard group, ZeRO-1's
     optimizer group),
     `tp`, `pp`, `cp`, `cp_comm`, `ep`, `etp` (the experts' tensor-parallel degree: 1 or tp),
-    `ep_comm_overlap`, `sequence_parallel`, `pipeline_schedule`, `virtual_stages`, `pipeline_split`,
+    `ep_comm_overlap`, `ep_dispatcher` ("alltoall" or "deepep"), `sequence_parallel`, `pipeline_schedule`,
+    `virtual_stages`, `pipeline_split`,
     `placement`, `micro_batch`, `global_batch`, `seq_len`, `recompute` (activation checkpointing: none,
     selective, full, op, or a JAX policy such as save_qkv_proj), `framework` (whose defaults fill what the
     job leaves unstated), `memory_fraction` (the share of each GPU's memory the allocator may take), MoE
@@ -74,7 +75,8 @@ class Scenario:
                  strategy: str | Mapping[str, Any] | None = None, shard_group_gpus: int | None = None,
                  tp: int | None = None, pp: int | None = None,
                  cp: int | None = None, cp_comm: str | None = None, ep: int | None = None, etp: int | None = None,
-                 ep_comm_overlap: bool | None = None, sequence_parallel: bool | None = None,
+                 ep_comm_overlap: bool | None = None, ep_dispatcher: str | None = None,
+                 sequence_parallel: bool | None = None,
                  pipeline_schedule: str | None = None, virtual_stages: int | None = None,
                  pipeline_split: str | None = None, placement: str | None = None, micro_batch: int | None = None,
                  global_batch: int | None = None, seq_len: int | None = None, recompute: str | None = None,

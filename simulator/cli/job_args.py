@@ -46,6 +46,9 @@ EtpOpt = Annotated[int | None, typer.Option(
 EpOverlapOpt = Annotated[bool | None, typer.Option(
     "--ep-overlap/--no-ep-overlap", help="Hide each pass's expert all-to-alls behind another micro-batch's compute "
     "(Megatron-Core --overlap-moe-expert-parallel-comm, DualPipe; needs --ep > 1).")]
+EpDispatcherOpt = Annotated[str | None, typer.Option(
+    help="How the expert all-to-alls move tokens: alltoall (NCCL's, Megatron-Core's default dispatcher) or deepep "
+    "(DeepEP's kernels, the flex dispatcher: once per node over the network, then NVLink).")]
 PadToCapacityOpt = Annotated[bool | None, typer.Option(
     "--pad-to-capacity/--no-pad-to-capacity", help="Every expert runs its full capacity, padded (needs "
     "--capacity-factor).")]

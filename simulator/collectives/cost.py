@@ -62,6 +62,7 @@ from simulator.collectives.ecmp import collision_s_per_byte
 from simulator.collectives.nccl_search import nics_reached, nvls_heads
 from simulator.collectives.p2p_channels import P2P_NET_CHANNEL_GBPS
 from simulator.collectives.params import ModelParams
+from topologies.layout import GPUS_PER_PCIE_SWITCH
 
 US = 1e-6
 # Chunks grow up to this many buffer slots (NCCL ALLREDUCE_CHUNKSTEPS = NCCL_STEPS / 2).
@@ -144,8 +145,10 @@ def resource_demands(op: str, shape: AlgoShape, proto: str, v: CommView, p: Mode
     demands: dict[str, float] = {}
     if shape.intra_volume:
         intra_eff = p.nvls_efficiency if shape.nvls_intra else p.intra_efficiency
-        # staged through host memory, every GPU's traffic shares the host path of its node
-        senders = (v.ranks_per_node - (1 if shape.chain_depth else 0)) if v.intra_kind == "shm" else 1
+        # staged through host memory, a GPU's traffic shares its PCIe switch's uplink with the switch's other GPUs
+        # (topologies.layout: GPUs in pairs under a switch)
+        senders = min(GPUS_PER_PCIE_SWITCH, v.ranks_per_node - (1 if shape.chain_depth else 0)) \
+            if v.intra_kind == "shm" else 1
         demands["intra"] = shape.intra_volume * senders / (v.intra_Bps * intra_eff * share)
     if v.transport is not None and (shape.net_volume or shape.net_volume_per_nic):
         # only the NICs NCCL's graph reaches carry it (nccl_search: 15 of an NVL72 rack's 72)

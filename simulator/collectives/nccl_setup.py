@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from simulator.collectives.comm import CommView
 from simulator.collectives.cost import CollectiveEstimate
-from simulator.collectives.params import ModelParams
+from simulator.collectives.deepep import deepep_estimate
+from simulator.collectives.params import ModelParams, prior_params
 from simulator.collectives.predict import predict_collective
 
 
@@ -38,6 +39,16 @@ class NcclSetup:
         """One collective on `view` as this NCCL runs it (predict_collective), one of `repeat` back-to-back."""
         return predict_collective(view, op, size_bytes, env=self.env_map, params=params, nccl_release=self.release,
                                   selection=self.selection, repeat=repeat)
+
+    def predict_deepep(self, view: CommView, size_bytes: int, top_k: int,
+                       params: ModelParams | None = None) -> CollectiveEstimate:
+        """One DeepEP dispatch or combine (simulator.collectives.deepep) on `view`, with this NCCL's all-to-all
+        latency there; `size_bytes` is what the rank would send in NCCL's all-to-all."""
+        nccl = self.predict(view, "alltoall", size_bytes, params)
+        if view.n_ranks == 1:
+            return nccl
+        return deepep_estimate(view, size_bytes, top_k, params if params is not None else prior_params(view),
+                               nccl.latency_s)
 
 
 DEFAULT_NCCL = NcclSetup()

@@ -38,7 +38,7 @@ from simulator.training.shards import (
     trainable_blocks_params_on_gpu,
     trainable_root_params,
 )
-from simulator.training.tasks import CollectiveCall, StepPlan, Task
+from simulator.training.tasks import CollectiveCall, StepPlan, Task, call_estimate
 from simulator.training.timeline import RepeatedMicroSteps, Timeline, simulate_plan
 from topologies.build import build_representative
 from topologies.spec import TopologySpec
@@ -208,7 +208,7 @@ def simulate_step(model: TransformerModel, training: TrainingSpec, v: CommView, 
         group = group_of(task)
         key = (call.op, call.size_bytes, group, call.count)
         if key not in cache:
-            cache[key] = nccl.predict(groups[group], call.op, call.size_bytes, params, call.count)
+            cache[key] = call_estimate(nccl, groups[group], call, params)
         estimate_of[task.name] = cache[key]
         return cache[key]
 

@@ -69,7 +69,7 @@ from simulator.training.shards import (
     trainable_blocks_params_on_gpu,
     trainable_root_params,
 )
-from simulator.training.tasks import PARAM_BYTES, bucket_reduction_op, pass_collectives
+from simulator.training.tasks import PARAM_BYTES, CollectiveCall, bucket_reduction_op, call_estimate, pass_collectives
 from topologies.build import build_representative
 from topologies.spec import TopologySpec
 from workloads.frameworks import FRAMEWORKS
@@ -275,7 +275,11 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
 
     def _collective_s(view: CommView, op: str, size_bytes: float) -> float:
         """One collective alone on its group's communicator, by the collective model (closed form)."""
-        return nccl.predict(view, op, int(size_bytes)).time_s if size_bytes > 0 else 0.0
+        return _call_s(view, CollectiveCall(op, int(size_bytes), ""))
+
+    def _call_s(view: CommView, call: CollectiveCall) -> float:
+        """One of a pass's collectives (an NCCL collective or DeepEP's all-to-all) alone on its communicator."""
+        return call_estimate(nccl, view, call).time_s if call.size_bytes > 0 else 0.0
 
     t, p, c, b, m = layout.tp, layout.pp, layout.cp, layout.micro_batch, layout.micro_steps
     compute = compute.casting_weights_over(training, m)
@@ -299,9 +303,9 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
         layers_s += layers * times.total_s
         # with ep_comm_overlap each all-to-all hides behind half a pass: on average total / (2 passes)
         hidden = times.total_s / (2 * passes) if training.parallel.ep_comm_overlap else 0.0
-        tp_s += layers * sum(call.count * max(0.0, _collective_s(views[call.group], call.op, call.size_bytes)
+        tp_s += layers * sum(call.count * max(0.0, _call_s(views[call.group], call)
                                               - (hidden if call.group == "ep" else 0.0)) for call in calls)
-        cp_s += layers * sum(call.count * max(0.0, _collective_s(views["cp"], call.op, call.size_bytes) - step_s)
+        cp_s += layers * sum(call.count * max(0.0, _call_s(views["cp"], call) - step_s)
                              for call, step_s in rings)
     dense_blocks, expert_blocks = blocks_params_on_gpu(model, t, layout.ep, expert_tp=training.parallel.etp)
     experts = expert_blocks / p  # held on this GPU apart (split over ep), beside the dense parameters

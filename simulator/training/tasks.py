@@ -14,6 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simulator.collectives.comm import CommView
+from simulator.collectives.cost import CollectiveEstimate
+from simulator.collectives.nccl_setup import NcclSetup
+from simulator.collectives.params import ModelParams
 from simulator.training.compute import LayerTimes
 from workloads.model import ACTIVATION_BYTES, TransformerModel
 from workloads.spec import ParallelSpec, StrategySpec
@@ -32,6 +36,7 @@ class CollectiveCall:
     # "regather": sequence parallelism's backward all-gather of a saved input (tp_calls); "attention": the TP
     # collectives of a block's attention half alone (its experts whole on each GPU); "regather:attention" both
     role: str = ""
+    top_k: int = 0  # op "deepep": the experts a token goes to (simulator.collectives.deepep)
 
 
 def bucket_reduction_op(kind: str, strategy: StrategySpec) -> str:
@@ -149,7 +154,7 @@ def ulysses_calls(model: TransformerModel, micro_batch: int, seq_len: int, tp: i
 
 
 def ep_calls(model: TransformerModel, micro_batch: int, seq_len: int, tp: int, ep: int,
-             passes: int, routed_load: float = 1.0) -> list[CollectiveCall]:
+             passes: int, routed_load: float = 1.0, dispatcher: str = "alltoall") -> list[CollectiveCall]:
     """The expert-parallel all-to-alls of `passes` passes of one MoE block (GShard, Lepikhin et al.
     2021; Megatron-Core's alltoall token dispatcher): before the experts each token's hidden state goes
     to the ranks of the k experts the router chose (dispatch), after them the outputs come back
@@ -157,12 +162,25 @@ def ep_calls(model: TransformerModel, micro_batch: int, seq_len: int, tp: int, e
     all-to-all (its seq_len tokens, those of its TP share with sequence parallelism), (ep - 1) / ep of
     them to other ranks, on the block's critical path. The busiest rank receives and returns
     `routed_load` times that (simulator.training.routing; 1 when balanced, the load-balancing loss's
-    aim), and every rank's all-to-all lasts as long as its. None without expert parallelism."""
+    aim), and every rank's all-to-all lasts as long as its. None without expert parallelism. With DeepEP's
+    kernels (`dispatcher` "deepep", ParallelSpec.ep_dispatcher) the same bytes go as op "deepep", which
+    simulator.collectives.deepep prices (`top_k`: the copies of a token those bytes count)."""
     if ep == 1 or passes == 0 or not model.spec.moe:
         return []
-    size = round(ACTIVATION_BYTES * micro_batch * seq_len * model.spec.experts_per_token * model.spec.hidden
-                 * routed_load / tp)
+    k = model.spec.experts_per_token
+    size = round(ACTIVATION_BYTES * micro_batch * seq_len * k * model.spec.hidden * routed_load / tp)
+    if dispatcher == "deepep":
+        return [CollectiveCall("deepep", size, "ep", 2 * passes, top_k=k)]
     return [CollectiveCall("alltoall", size, "ep", 2 * passes)]
+
+
+def call_estimate(nccl: NcclSetup, view: CommView, call: CollectiveCall,
+                  params: ModelParams | None = None) -> CollectiveEstimate:
+    """One of `call`'s collectives alone on its group's communicator `view`: NCCL's (of `call.count` back-to-back),
+    or DeepEP's dispatch or combine (op "deepep", NcclSetup.predict_deepep)."""
+    if call.op == "deepep":
+        return nccl.predict_deepep(view, call.size_bytes, call.top_k, params)
+    return nccl.predict(view, call.op, call.size_bytes, params, call.count)
 
 
 def ring_passes(model: TransformerModel, micro_batch: int, seq_len: int, tp: int, cp: int, attention_s: float,
@@ -194,7 +212,8 @@ def pass_collectives(model: TransformerModel, micro_batch: int, seq_len: int, pa
     regather = layers * kinds.count("backward") if parallel.sp_backward_regather else 0
     calls = tp_calls(model, micro_batch, seq_len // cp, tp, parallel.sequence_parallel, layers * passes, regather,
                      parallel.ep > 1 and parallel.expert_tp == 1)
-    calls += ep_calls(model, micro_batch, seq_len // cp, tp, parallel.ep, layers * passes, routed_load)
+    calls += ep_calls(model, micro_batch, seq_len // cp, tp, parallel.ep, layers * passes, routed_load,
+                      parallel.ep_dispatcher)
     if parallel.cp_comm == "a2a":
         return calls + ulysses_calls(model, micro_batch, seq_len, tp, cp, layers * len(kinds)), ()
     return calls, ring_passes(model, micro_batch, seq_len, tp, cp, attention_s, kinds, layers)

@@ -95,7 +95,7 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
                  "capacity_factor": "number", "moe_expert_capacity_factor": "number", "pad_to_capacity": "bool",
                  "moe_pad_expert_input_to_capacity": "bool", "pack_sample_into_one": "bool",
                  "zero1_group_size": "int", "torch_compile": "bool", "async_tp": "bool",
-                 "sequence_parallel": "bool"},
+                 "sequence_parallel": "bool", "moe_token_dispatcher": "str"},
     "cluster": {"gpu": "str", "num_gpus": "int", "gpus_per_node": "int", "nodes": "int", "intra_node": "str",
                 "inter_node": "str", "inter_node_bw_per_node": "str", "ib_links": "str"},
 }
@@ -208,7 +208,9 @@ _ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
         "fp8": ("fp8_format", "fp8_recipe", "use_fp8", "fp8_training", "float8", "enable_fp8"),
         # Megatron-LM's --use-flash-attn, Hugging Face's attn_implementation, Megatron-Core's attention_backend
         "flash_attention": ("use_flash_attn", "use_flash_attention", "flash_attn", "attn_implementation",
-                            "attention_implementation", "attention_backend")},
+                            "attention_implementation", "attention_backend"),
+        # Megatron-Core's --moe-token-dispatcher-type and --moe-flex-dispatcher-backend
+        "moe_token_dispatcher": ("moe_token_dispatcher_type", "token_dispatcher", "moe_flex_dispatcher_backend")},
     "cluster": {
         "gpu": ("gpu_type", "gpu_model", "accelerator", "accelerator_type"),
         "num_gpus": ("gpus", "total_gpus", "gpu_count", "n_gpus", "world_size", "num_devices"),

@@ -182,21 +182,41 @@ def _degrees(training: Mapping[str, Any], names: list[str], n_gpus: int,
     return tp, pp, cp, n_gpus // model_parallel
 
 
-def _expert_degree(training: Mapping[str, Any], names: list[str], model: Mapping[str, Any], ranks: int) -> int:
+def _expert_degree(training: Mapping[str, Any], names: list[str], model: Mapping[str, Any], ranks: int,
+                   folded_tp: int = 1) -> int:
     """The expert-parallel degree (1 if not used): it splits each MoE block's experts over that many of the
-    `ranks` data- x context-parallel ranks (Megatron-Core --expert-model-parallel-size), so it divides them;
-    the model's experts, where stated, divide by it too."""
+    `ranks` data- x context-parallel ranks (Megatron-Core --expert-model-parallel-size), times `folded_tp`, the
+    tensor-parallel ranks the experts take too when they are not tensor-split (etp 1: Megatron-Core's MoE parallel
+    folding, ParallelSpec.etp), so it divides them; the model's experts, where stated, divide by it too."""
     ep = training.get("ep")
     if ep is None:
         if "ep" in names:
             raise Unexpressible("ep degree not stated")
         return 1
-    if ranks % ep:
-        raise Unexpressible(f"ep {ep} does not divide the {ranks} data- x context-parallel ranks it splits")
+    if (ranks * folded_tp) % ep:
+        what = "tensor- x data- x context-parallel" if folded_tp > 1 else "data- x context-parallel"
+        raise Unexpressible(f"ep {ep} does not divide the {ranks * folded_tp} {what} ranks it splits")
     experts = model.get("experts")
     if ep > 1 and experts is not None and experts % ep:
         raise Unexpressible(f"ep {ep} does not divide the model's {experts} experts")
     return int(ep)
+
+
+def _ep_dispatcher(stated: str | None, defaults: list[str]) -> dict[str, str]:
+    """ParallelSpec.ep_dispatcher from a case's Megatron-Core token dispatcher (`moe_token_dispatcher`): DeepEP's
+    kernels for `flex` (whose backend is DeepEP unless named: --moe-flex-dispatcher-backend) and for the DeepEP and
+    HybridEP backends, NCCL's all-to-all for `alltoall` / `a2a`; unstated, Megatron-Core's default (alltoall). The
+    allgather dispatcher (every token to every expert-parallel rank) is not modelled."""
+    if stated is None:
+        return {}
+    name = re.sub(r"[^a-z0-9]", "", stated.lower())
+    if "deepep" in name or "hybridep" in name or name == "flex":
+        defaults.append(f"token dispatcher {stated!r}: DeepEP's kernels (ep_dispatcher deepep)")
+        return {"ep_dispatcher": "deepep"}
+    if name.startswith(("alltoall", "a2a")):  # 'alltoall', 'A2A', 'alltoall (NCCL)'
+        return {"ep_dispatcher": "alltoall"}
+    raise Unexpressible(f"moe_token_dispatcher {stated!r}: only alltoall and DeepEP's (flex, deepep, hybridep) "
+                        "are modelled")
 
 
 @dataclass
@@ -519,7 +539,7 @@ def lower_parallel(case_id: str, training_in: Mapping[str, Any], model_in: Mappi
         stated_dp = stated_dp or training["fsdp"]  # torchtitan's fsdp degree is dp_shard (no dp_replicate here)
     tp, pp, cp, dp = _degrees(training, names, n_gpus, stated_dp)
     _virtual_stages_of_layers(training, model, pp, defaults)
-    ep = _expert_degree(training, names, model, dp * cp)
+    ep = _expert_degree(training, names, model, dp * cp, tp if training.get("etp") == 1 else 1)
     draft = _Draft(case_id, training, unnamed_strategy(training, names), int(model.get("layers") or 0), tp, pp, dp,
                    sc21, str(model.get("name") or ""))
     _CONVENTIONS[fw](draft)
@@ -529,9 +549,12 @@ def lower_parallel(case_id: str, training_in: Mapping[str, Any], model_in: Mappi
     spec.update(_stated_virtual_stages(training, pp))
     if "sp" in names or training.get("sequence_parallel") is True:  # named or set by the case: Megatron's
         # sequence parallelism, which splits the tp group's work
-        if tp == 1:
-            raise Unexpressible("sequence parallelism ('sp') named without tensor parallelism (tp > 1)")
-        spec["sequence_parallel"] = True
+        if tp == 1:  # Megatron-LM (training/arguments.py) and NeMo turn it off with a warning: nothing to split
+            defaults.append("sequence parallelism named with tp 1: off, as Megatron-LM and NeMo turn it off "
+                            "(arguments.py: 'Disabling sequence parallelism because tensor model parallelism is "
+                            "disabled')")
+        else:
+            spec["sequence_parallel"] = True
     elif training.get("sequence_parallel") is False and spec.get("sequence_parallel"):
         # set off by the case, against its framework's convention; Megatron's TP overlap needs it (arguments.py:
         # tp_comm_overlap asserts sequence_parallel), so that goes off with it
@@ -541,6 +564,8 @@ def lower_parallel(case_id: str, training_in: Mapping[str, Any], model_in: Mappi
         spec["sequence_parallel"] = True
         defaults.append("sequence parallelism on: expert parallelism with tp > 1 requires it (Megatron-Core's "
                         "argument check)")
+    if ep > 1:
+        spec.update(_ep_dispatcher(training.get("moe_token_dispatcher"), defaults))
     etp = training.get("etp")
     if etp is not None and etp not in (1, tp):
         raise Unexpressible(f"etp {etp}: expert tensor parallelism other than 1 or tp ({tp}) is not modelled")

@@ -95,6 +95,13 @@ EXPECTED_ROWS = {
     "h200x8-2node-allgather-gcpa3ultra-roce-gke-skypilot-repo.txt": 24,
     "h200x8-2node-allreduce-dellxe9680-spectrumx-roce-openshift-repo.txt": 25,
     "rtxpro6000x1-2node-allreduce-awsg7e-efa-slurm-parallelcluster-repo.txt": 28,
+    "gb300x4-32node-nvl72-2rack-allreduce-roce-oci-quickstart-repo.txt": 2,
+    "gb300x4-32node-nvl72-2rack-alltoall-roce-oci-quickstart-repo.txt": 2,
+    "h100x1-2node-sendrecv-roce400-1nic-nogdr-moc-repo.txt": 13,
+    "h100x8-2node-allreduce-crusoe-ib-nvlstree-rgee18-nccltests294.txt": 5,
+    "h100x8-2node-allreduce-together-k8s-ib-skypilot-repo.txt": 5,
+    "h200x8-2node-allreduce-oci-roce-ocihpc-superant-page.txt": 5,
+    "rtx2080tix4-8node-allreduce-ib100-nogdr-dexhunter-repo.txt": 28,
 }
 
 
@@ -108,12 +115,15 @@ def _source(path: Path) -> str:
 
 
 def _document(source: str) -> str:
-    """The published document a source line names: owner/name and path of a github.com file (any commit), or
-    the page's address."""
+    """The published document a source line names: owner/name and path of a github.com file (any commit), the
+    page's address, or, for a source described without one, the first title it quotes (else the whole line)."""
     found = re.search(r"github\.com/([\w.-]+/[\w.-]+)/(?:blob|tree)/[^/\s]+/(\S+)", source)
     if found:
         return f"{found.group(1)}/{found.group(2)}".lower()
-    return source.split()[0].lower()
+    if re.match(r"https?://", source):
+        return source.split()[0].lower()
+    quoted = re.search(r'"([^"]+)"', source)
+    return (quoted.group(1) if quoted else source).lower()
 
 
 def test_every_log_parses_with_its_hand_counted_rows():

@@ -85,31 +85,37 @@ def _outside():
 
 
 def test_outside_file_parses_and_every_row_names_its_page_and_revision():
-    """211 rows of twelve sources, each with its url, table and the repository commit its figures were read at."""
-    assert len(_outside()) == 211
+    """250 rows of sixteen sources, each with its url (a GitHub file, or a paper with the repository file of its
+    configuration), table and the repository commit its figures were read at."""
+    assert len(_outside()) == 250
     assert {c.source for c in _outside()} == {"fmsfsdp", "torchtitan2024", "dgxc", "trainy", "dlperf", "internevo",
                                              "mdsrebase", "pytorchf8fsdp2", "tinyllama", "dsazure", "hfblog",
-                                             "dsautotune"}
+                                             "dsautotune", "mz", "mlm", "flagperf", "neox20b"}
     for entry in yaml.safe_load(OUTSIDE.read_text()):
-        assert entry["source"]["url"].startswith("https://github.com/")
+        assert entry["source"]["url"].startswith(("https://github.com/", "https://arxiv.org/"))
+        assert "github.com/" in entry["source"]["url"]
         assert entry["source"]["repo_commit"] and entry["source"]["table"]
 
 
 def test_outside_rows_expressed_and_the_reason_for_the_others():
-    """201 rows are expressed. The 16 fms-fsdp rows that checkpoint every k-th block without saying k take the share
+    """238 rows are expressed (239 read). The 16 fms-fsdp rows that checkpoint every k-th block without saying k take the share
     their README's HFU over MFU implies (13B on A100, eager: 0.59 / 0.51, 19 of 40 layers); torchtitan's 'selective
     layer' takes its option's default, every 2nd block: 16 of Llama 3 8B's 32 layers, 20 of Llama 2 13B's 40;
     InternEvo's 32 throughput rows pack samples it cuts at seq_len, priced at that bound. Skipped: the float8
-    post's eight Table 1 rows give no GPU count and the Hugging Face blog's two rows no vocabulary. The ten
+    post's eight Table 1 rows give no GPU count, the Hugging Face blog's two rows no vocabulary, and Megatron-LM's
+    DeepSeek-V3 baseline recomputes some modules of some layers. The ten
     MaxText rows run its save_qkv_proj policy with cuDNN's attention. The DGX Cloud recipes' TP overlap
     (ub_tp_comm_overlap) is read as their configs set it: on in every recipe with TP but Grok 1's, whose
     grok1_314b.yaml sets it false."""
     mapped = [map_case(c) for c in _outside()]
     skipped = [m for m in mapped if m.skipped is not None]
-    assert len(mapped) - len(skipped) == 201
-    reasons = {"pytorchf8fsdp2": "cluster size not stated", "hfblog": "not stated: vocab"}
+    # 239 read; the predictor refuses one of them (Qwen3's pp 32 x 3 virtual stages over 94 layers, which Megatron
+    # splits unevenly): 238 predicted
+    assert len(mapped) - len(skipped) == 239
+    reasons = {"pytorchf8fsdp2": "cluster size not stated", "hfblog": "not stated: vocab",
+               "mlm": "some layers are checkpointed"}
     assert all(reasons[m.case.source] in m.skipped for m in skipped)
-    assert [sum(m.case.source == source for m in skipped) for source in reasons] == [8, 2]
+    assert [sum(m.case.source == source for m in skipped) for source in reasons] == [8, 2, 1]
     blocks = {m.case.id: m.training.recompute_layers for m in mapped if "-blockac-" in m.case.id and m.training}
     assert (len(blocks), blocks["fmsfsdp-a100-128gpu-llama2-13b-fsdp-blockac-eager"]) == (8, 19)
     maxtext = [m.training for m in mapped if "maxtext" in m.case.id and m.training is not None]

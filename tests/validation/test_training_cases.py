@@ -915,7 +915,7 @@ def test_seq_len_in_k_and_missing_fields_use_flagged_defaults():
         ({"strategy": ["--use-distributed-optimizer"]}, "zero1", None),
         ({"strategy": ["ShardedDDP"]}, "zero2", None),
         ({"strategy": ["OSS"]}, "zero1", None),
-        ({"strategy": ["sp"]}, None, "sequence parallelism ('sp') named without tensor parallelism"),
+        ({"strategy": ["sp"]}, "ddp", None),  # with tp 1 Megatron turns it off (arguments.py), and so is it here
         ({"strategy": "TP2/PP2/DP4"}, "ddp", None),  # the degrees with the names: tp 2, pp 2
         ({"strategy": ["Fully Sharded Data Parallel (FSDP)"]}, "fsdp", None),  # a name glossed in brackets
         ({"strategy": ["fsdp2 (full_shard)"]}, "fsdp", None),
@@ -927,8 +927,8 @@ def test_strategies(training, kind, reason):
     """fsdp / hsdp / zero1-3 / ddp (dp), ZeRO++ (ZeRO-3), with context parallelism too, are expressed, whatever the
     case, spaces, dashes, underscores or parentheses of their names ('ZeRO-3', 'FSDP2', 'Hybrid_Shard', 'FSDP
     (FULL_SHARD)'); an item naming several ('TP+PP+DP', 'FSDP + TP', '3D parallelism': tensor, pipeline and data) is
-    its names; offload, a tp x pp product without its split, degrees not stated, sequence parallelism without tp and
-    unknown settings are skipped with the reason."""
+    its names; offload, a tp x pp product without its split, degrees not stated and unknown settings are skipped with
+    the reason."""
     m = mapped(case(training={"fsdp_sharding_strategy": None, "grad_accum": None, **training},
                     cluster={"num_gpus": 16}))
     if reason is None:
@@ -946,6 +946,10 @@ def test_sequence_parallelism_named_in_the_strategy_is_taken():
     plain = mapped(case(training={**base, "strategy": ["tp", "dp"]}, cluster={"num_gpus": 16}))
     assert named.skipped is None and named.training.parallel.sequence_parallel
     assert plain.skipped is None and not plain.training.parallel.sequence_parallel
+    # with tp 1, Megatron-LM and NeMo turn it off with a warning (training/arguments.py): so does the reader, saying so
+    alone = mapped(case(training={**base, "tp": 1, "dp": 16, "strategy": ["pp", "sp", "dp"]}, cluster={"num_gpus": 16}))
+    assert alone.skipped is None and not alone.training.parallel.sequence_parallel
+    assert any("sequence parallelism named with tp 1: off" in d for d in alone.defaults)
 
 
 # --- metrics --------------------------------------------------------------------------------------

@@ -107,6 +107,40 @@ def test_unexpressible_expert_cases_say_why():
 
 
 
+def test_experts_not_tensor_split_take_the_tensor_parallel_ranks_too():
+    """etp 1 (Megatron-Core's MoE parallel folding: each expert whole on one GPU): the expert-parallel group is
+    carved from the tensor- x data- x context-parallel ranks, so ep may exceed the data-parallel degree (16 GPUs at
+    tp 2: ep 16 over 8 data-parallel ranks); with the experts tensor-split (etp unset: tp) it may not."""
+    shape = {"name": "MoE", "layers": 4, "hidden": 512, "heads": 8, "vocab": 1000, "experts": 16,
+             "experts_per_token": 2}
+    cluster = {"gpu": "H100 80GB", "gpus_per_node": 8, "num_gpus": 16}
+    split = map_case(case(MOE_CASE, model=shape, cluster=cluster, training={"ep": 16}))
+    assert split.skipped == "ep 16 does not divide the 8 data- x context-parallel ranks it splits"
+    folded = map_case(case(MOE_CASE, model=shape, cluster=cluster, training={"ep": 16, "etp": 1}))
+    assert folded.skipped is None
+    assert (folded.training.parallel.tp, folded.training.parallel.ep, folded.training.parallel.etp) == (2, 16, 1)
+    step = predict_step(folded.topology, folded.training, folded.model)
+    assert step.step_time_s > 0
+
+@pytest.mark.parametrize(("stated", "dispatcher"), [
+    ({}, "alltoall"), ({"moe_token_dispatcher": "DeepEP"}, "deepep"), ({"moe_token_dispatcher_type": "flex"}, "deepep"),
+    ({"moe_flex_dispatcher_backend": "hybridep"}, "deepep"), ({"moe_token_dispatcher": "A2A"}, "alltoall"),
+    ({"moe_token_dispatcher": "alltoall"}, "alltoall"), ({"moe_token_dispatcher": "alltoall (NCCL)"}, "alltoall"),
+])
+def test_the_token_dispatcher_of_a_case(stated: dict[str, Any], dispatcher: str):
+    """Megatron-Core's dispatcher as a case names it (--moe-token-dispatcher-type, --moe-flex-dispatcher-backend):
+    flex (DeepEP unless another backend is named), DeepEP and HybridEP are DeepEP's kernels; unstated, alltoall."""
+    m = map_case(case(MOE_CASE, training=stated))
+    assert m.skipped is None and m.training.parallel.ep_dispatcher == dispatcher
+
+
+def test_an_unmodelled_token_dispatcher_is_named():
+    """Megatron-Core's allgather dispatcher (every token to every expert-parallel rank) is not modelled: the case says
+    so rather than being priced as an all-to-all."""
+    m = map_case(case(MOE_CASE, training={"moe_token_dispatcher": "allgather"}))
+    assert m.skipped == ("moe_token_dispatcher 'allgather': only alltoall and DeepEP's (flex, deepep, hybridep) are "
+                         "modelled")
+
 @pytest.mark.parametrize("fields", [
     {"num_experts": 8, "top_k": 2}, {"num_local_experts": 8, "num_experts_per_tok": 2},
     {"moe_num_experts": 8, "moe_router_topk": 2}, {"experts": "8", "experts_per_token": "top-2"},

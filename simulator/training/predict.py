@@ -132,6 +132,10 @@ def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> 
             raise ConfigError(f"training.parallel.ep {layout.ep} must divide the HSDP shard group's "
                               f"{layout.shard_ranks()} ranks (training.strategy.shard_group_gpus): expert "
                               "parallelism runs inside each shard group")
+        if training.parallel.ep_dispatcher == "deepep" and v.ranks_per_node > 1 and v.intra_kind != "nvlink":
+            raise ConfigError("training.parallel.ep_dispatcher deepep needs NVLink between the GPUs of a node "
+                              "(DeepEP checks for peer access over NVLink between every pair); these GPUs talk over "
+                              f"{'PCIe' if v.intra_kind == 'pcie' else 'host memory'}: use alltoall")
     check_routing(training, model)
     if training.lora_rank is not None and spec.moe:
         raise ConfigError("training.lora_rank with a mixture of experts is not modelled: adapters are priced on "

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from simulator.collectives.deepep import DEEPEP_NVLINK_EFFICIENCY, deepep_estimate, remote_nodes_per_token
 from simulator.collectives.nccl_setup import DEFAULT_NCCL
 from simulator.collectives.params import prior_params
+from simulator.core.errors import ConfigError
 from simulator.training.predict import predict_step
 from simulator.training.tasks import ep_calls
 from tests.collectives.test_collective_model import view
@@ -91,3 +92,12 @@ def test_a_step_with_deepep_spends_less_on_expert_all_to_alls(nodes: int, ep: in
     assert deepep.compute_s == pytest.approx(nccl.compute_s, rel=1e-2)
     assert deepep.comm_by_collective_s["ep_comm"] < nccl.comm_by_collective_s["ep_comm"]
     assert deepep.step_time_s < nccl.step_time_s
+
+
+def test_deepep_needs_nvlink_inside_the_node():
+    """DeepEP checks for NVLink peer access between every pair of a node's GPUs: on PCIe servers it is refused,
+    naming the field and what to use instead."""
+    training = TrainingSpec(model=MIXTRAL, seq_len=4096, micro_batch=1, global_batch=8,
+                            strategy=StrategySpec(kind="zero1"), parallel=ParallelSpec(ep=8, ep_dispatcher="deepep"))
+    with pytest.raises(ConfigError, match="ep_dispatcher deepep needs NVLink .* talk over PCIe: use alltoall"):
+        predict_step(load_preset("pcie-l40s", nodes=1), training, MIXTRAL)

@@ -98,13 +98,13 @@ def test_outside_file_parses_and_every_row_names_its_page_and_revision():
 
 
 def test_outside_rows_expressed_and_the_reason_for_the_others():
-    """238 rows are expressed (239 read). The 16 fms-fsdp rows that checkpoint every k-th block without saying k take the share
-    their README's HFU over MFU implies (13B on A100, eager: 0.59 / 0.51, 19 of 40 layers); torchtitan's 'selective
-    layer' takes its option's default, every 2nd block: 16 of Llama 3 8B's 32 layers, 20 of Llama 2 13B's 40;
-    InternEvo's 32 throughput rows pack samples it cuts at seq_len, priced at that bound. Skipped: the float8
-    post's eight Table 1 rows give no GPU count, the Hugging Face blog's two rows no vocabulary, and Megatron-LM's
-    DeepSeek-V3 baseline recomputes some modules of some layers. The ten
-    MaxText rows run its save_qkv_proj policy with cuDNN's attention. The DGX Cloud recipes' TP overlap
+    """238 rows are expressed (239 read). The 16 fms-fsdp rows that checkpoint every k-th block without saying k take
+    the share their README's HFU over MFU implies (13B on A100, eager: 0.59 / 0.51, 19 of 40 layers);
+    torchtitan's 'selective layer' takes its option's default, every 2nd block: 16 of Llama 3 8B's 32 layers, 20
+    of Llama 2 13B's 40; InternEvo's 32 throughput rows pack samples it cuts at seq_len, priced at that bound.
+    Skipped: the float8 post's eight Table 1 rows give no GPU count, the Hugging Face blog's two rows no
+    vocabulary, and Megatron-LM's DeepSeek-V3 baseline recomputes some modules of some layers. The ten MaxText
+    rows run its save_qkv_proj policy with cuDNN's attention. The DGX Cloud recipes' TP overlap
     (ub_tp_comm_overlap) is read as their configs set it: on in every recipe with TP but Grok 1's, whose
     grok1_314b.yaml sets it false."""
     mapped = [map_case(c) for c in _outside()]

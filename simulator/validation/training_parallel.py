@@ -232,6 +232,7 @@ class _Draft:
     dp: int
     sc21: Sc21Run | None
     model_name: str = ""
+    sp_stated: bool = False  # the case names sequence parallelism or sets it (read after the conventions)
     kind: StrategyKind | None = None
     spec: dict[str, Any] = field(default_factory=dict)
     knobs: dict[str, Any] = field(default_factory=dict)
@@ -296,8 +297,10 @@ def _megatron_core(d: _Draft) -> None:
         d.parts.append("--overlap-param-gather implies the distributed optimizer: zero1")
     if d.tp > 1:
         d.spec["tp_comm_overlap"] = d.spec["sequence_parallel"] = bool(_stated_tp_overlap(d.training))
-        d.parts.append("sequence parallelism on (--tp-comm-overlap requires --sequence-parallel)"
-                       if d.spec["sequence_parallel"] else "sequence parallelism off")
+        if d.spec["sequence_parallel"]:
+            d.parts.append("sequence parallelism on (--tp-comm-overlap requires --sequence-parallel)")
+        elif not d.sp_stated:
+            d.parts.append("sequence parallelism off")
     if d.layered:
         d.parts.append("ranks tp-dp-pp (Megatron-Core's order tp-cp-ep-dp-pp)")
     d.plain_schedule("no virtual pipeline stated")
@@ -541,7 +544,8 @@ def lower_parallel(case_id: str, training_in: Mapping[str, Any], model_in: Mappi
     _virtual_stages_of_layers(training, model, pp, defaults)
     ep = _expert_degree(training, names, model, dp * cp, tp if training.get("etp") == 1 else 1)
     draft = _Draft(case_id, training, unnamed_strategy(training, names), int(model.get("layers") or 0), tp, pp, dp,
-                   sc21, str(model.get("name") or ""))
+                   sc21, str(model.get("name") or ""),
+                   sp_stated="sp" in names or training.get("sequence_parallel") is not None)
     _CONVENTIONS[fw](draft)
     if draft.parts:
         defaults.append(f"{fw or 'framework'} conventions, not stated in the case: {'; '.join(draft.parts)}")

@@ -946,6 +946,14 @@ def test_sequence_parallelism_named_in_the_strategy_is_taken():
     plain = mapped(case(training={**base, "strategy": ["tp", "dp"]}, cluster={"num_gpus": 16}))
     assert named.skipped is None and named.training.parallel.sequence_parallel
     assert plain.skipped is None and not plain.training.parallel.sequence_parallel
+    # Megatron-Core's default (off without TP overlap) is reported only where the case leaves it unsaid
+    core = {**base, "framework": "Megatron-Core"}
+    said = mapped(case(training={**core, "strategy": ["tp", "dp"], "sequence_parallel": True},
+                       cluster={"num_gpus": 16}))
+    unsaid = mapped(case(training={**core, "strategy": ["tp", "dp"]}, cluster={"num_gpus": 16}))
+    off = "sequence parallelism off"
+    assert said.training.parallel.sequence_parallel and not unsaid.training.parallel.sequence_parallel
+    assert not any(off in d for d in said.defaults) and any(off in d for d in unsaid.defaults)
     # with tp 1, Megatron-LM and NeMo turn it off with a warning (training/arguments.py): so does the reader, saying so
     alone = mapped(case(training={**base, "tp": 1, "dp": 16, "strategy": ["pp", "sp", "dp"]}, cluster={"num_gpus": 16}))
     assert alone.skipped is None and not alone.training.parallel.sequence_parallel

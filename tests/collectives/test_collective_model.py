@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -12,7 +13,7 @@ from simulator.collectives import nccl_constants as C
 from simulator.collectives.algorithms import ring_shape, shapes_for, tree_net_volume
 from simulator.collectives.busbw import busbw_factor
 from simulator.collectives.comm import INTRA_EFFICIENCY, CommView, comm_view
-from simulator.collectives.cost import CHUNK_SLOTS, chunk_bytes, estimate
+from simulator.collectives.cost import CHUNK_SLOTS, chunk_bytes, estimate, protocol_share, resource_demands
 from simulator.collectives.flows import collective_flow, collective_resources, resource_capacities
 from simulator.collectives.params import prior_params
 from simulator.collectives.predict import collective_table, predict_collective, simulate_alone, size_sweep
@@ -240,3 +241,17 @@ def test_tree_simple_chunks_are_one_buffer_slot():
     for size in (64 << 20, 1 << 30):
         assert chunk_bytes(size, shapes["tree"], 16.0, v, "simple") == slot == 512 * 1024
     assert chunk_bytes(1 << 30, shapes["ring"], 16.0, v, "simple") == CHUNK_SLOTS * slot == 2 << 20
+
+
+@pytest.mark.parametrize("gpus", [2, 4, 8])
+def test_host_staged_gpus_share_their_pcie_switch_uplink_in_pairs(gpus: int):
+    """Without peer-to-peer a node's traffic is staged through host memory, each GPU's through its PCIe switch's
+    uplink, which it shares with the switch's other GPU (topologies.layout: GPUs in pairs under a switch): a ring
+    all_gather's intra-node demand per byte is its intra-node volume x 2 senders over the link's achievable rate,
+    two senders whether a node holds 2, 4 or 8 GPUs."""
+    v = replace(view(nodes=1, gpus=gpus, intra_GBps=15.75), intra_kind="shm")
+    p = prior_params(v)
+    shape = ring_shape("all_gather", v)
+    demand = resource_demands("all_gather", shape, "simple", v, p)["intra"]
+    assert demand == pytest.approx(shape.intra_volume * 2 / (15.75e9 * p.intra_efficiency
+                                                             * protocol_share("all_gather", "ring", "simple", v)))

@@ -101,3 +101,21 @@ def test_deepep_needs_nvlink_inside_the_node():
                             strategy=StrategySpec(kind="zero1"), parallel=ParallelSpec(ep=8, ep_dispatcher="deepep"))
     with pytest.raises(ConfigError, match="ep_dispatcher deepep needs NVLink .* talk over PCIe: use alltoall"):
         predict_step(load_preset("pcie-l40s", nodes=1), training, MIXTRAL)
+
+
+def test_a_degraded_nic_slows_deepep_wherever_it_is():
+    """Metamorphic, for the one-view-per-group shortcut: ep 16 over two DGX H100s (16 experts) with one NIC at 0.25
+    gives the same DeepEP step on s0 or on s1, slower than the healthy step (its dispatch crosses every node's NICs)."""
+    model = MIXTRAL.model_copy(update={"experts": 16})
+
+    def step(faults: list[tuple[str, float]]):  # type: ignore[no-untyped-def]
+        training = TrainingSpec(model=model, seq_len=4096, micro_batch=1, global_batch=16,
+                                strategy=StrategySpec(kind="zero1"),
+                                parallel=ParallelSpec(ep=16, ep_dispatcher="deepep"))
+        topology = load_preset("dgx-h100", nodes=2, link_faults=[{"device": d, "factor": f} for d, f in faults])
+        return predict_step(topology, training, model)
+
+    healthy, on_s0, on_s1 = step([]), step([("s0/nic3", 0.25)]), step([("s1/nic3", 0.25)])
+    assert on_s1.step_time_s == pytest.approx(on_s0.step_time_s, rel=1e-9)
+    assert on_s0.comm_by_collective_s["ep_comm"] > healthy.comm_by_collective_s["ep_comm"]
+    assert on_s0.step_time_s > healthy.step_time_s

@@ -61,6 +61,30 @@ def lora_targets_of(value: object) -> object:
     return targets
 
 
+# the submodules Megatron-Core's selective recomputation re-runs in backward (--recompute-granularity selective
+# --recompute-modules; megatron/core/transformer/transformer_config.py recompute_modules, default core_attn)
+RecomputeModule = Literal["core_attn", "layernorm", "moe_act", "mlp", "moe", "shared_experts", "mla_up_proj"]
+MEGATRON_RECOMPUTE_DEFAULT: tuple[RecomputeModule, ...] = ("core_attn",)
+
+
+def recompute_modules_of(value: object) -> object:
+    """Recompute modules as written ('moe_act layernorm', 'core_attn,mlp', ['moe']) -> a list without repeats;
+    ValueError names an unknown one. Other values pass through to pydantic."""
+    if isinstance(value, str):
+        value = [part for part in value.replace(",", " ").split() if part]
+    if not isinstance(value, (list, tuple)):
+        return value
+    modules: list[str] = []
+    for item in value:
+        name = str(item).strip().lower().replace("-", "_")
+        if name not in get_args(RecomputeModule):
+            raise ValueError(f"unknown recompute module {item!r}: give {', '.join(get_args(RecomputeModule))} "
+                             "(Megatron-Core's --recompute-modules)")
+        if name not in modules:
+            modules.append(name)
+    return modules
+
+
 Optimizer = Literal["adam", "adamw", "sgd"]
 StrategyKind = Literal["ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp"]
 FsdpSharding = Literal["FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD"]
@@ -517,6 +541,13 @@ class TrainingSpec(BaseModel):
         "selective_checkpointing share p is p x layers; Megatron's --recompute-method block "
         "--recompute-num-layers N recomputes N of each model chunk's); the other layers keep all their "
         "activations. Default: every layer.")
+    recompute_modules: tuple[RecomputeModule, ...] | None = Field(
+        default=None,
+        description="With activation_checkpointing selective: the submodules each layer re-runs in backward, as "
+        "Megatron-Core's --recompute-modules names them (a list or 'moe_act layernorm'): core_attn (the attention "
+        "kernel), layernorm (the two norms), moe_act (the routed experts' activation), mlp (a dense block's MLP), "
+        "moe (the whole mixture-of-experts layer: router, experts and its all-to-alls), shared_experts; mla_up_proj "
+        "is not modelled. Default: core_attn (Megatron-Core's default).")
     optimizer: Optimizer = Field(default="adamw", description="Optimizer (Adam keeps two fp32 moments).")
     flash_attention: bool = Field(
         default=True, description="Fused attention that keeps no seq x seq scores (FlashAttention, PyTorch SDPA).")
@@ -586,6 +617,11 @@ class TrainingSpec(BaseModel):
     def _lora_names(cls, value: object) -> object:
         return lora_targets_of(value)
 
+    @field_validator("recompute_modules", mode="before")
+    @classmethod
+    def _recompute_names(cls, value: object) -> object:
+        return recompute_modules_of(value)
+
     @model_validator(mode="after")
     def _check(self) -> TrainingSpec:
         if self.global_batch is not None and self.grad_accum is not None:
@@ -611,6 +647,15 @@ class TrainingSpec(BaseModel):
         if self.recompute_layers is not None and self.activation_checkpointing != "full":
             raise ValueError(f"recompute_layers: {self.recompute_layers} layers recompute in full; it needs "
                              f"activation_checkpointing full, not {self.activation_checkpointing}")
+        if self.recompute_modules is not None and self.activation_checkpointing != "selective":
+            raise ValueError(f"recompute_modules: {', '.join(self.recompute_modules)} are what selective "
+                             "recomputation re-runs; it needs activation_checkpointing selective, not "
+                             f"{self.activation_checkpointing}")
+        if self.recompute_modules == ():
+            raise ValueError("recompute_modules is empty: name the submodules to re-run, or use "
+                             "activation_checkpointing none")
+        if self.recompute_modules and "mla_up_proj" in self.recompute_modules:
+            raise ValueError("recompute_modules: mla_up_proj (MLA's up projections re-run) is not modelled")
         if self.parallel.pp > 1 and self.strategy.kind in ("zero2", "zero3"):
             raise ValueError(f"strategy {self.strategy.kind} with pipeline parallelism: DeepSpeed shards gradients "
                              "and parameters only without PP (use zero1, ddp or fsdp)")

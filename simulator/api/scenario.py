@@ -54,7 +54,8 @@ class Scenario:
     `ep_comm_overlap`, `ep_dispatcher` ("alltoall" or "deepep"), `sequence_parallel`, `pipeline_schedule`,
     `virtual_stages`, `pipeline_split`,
     `placement`, `micro_batch`, `global_batch`, `seq_len`, `recompute` (activation checkpointing: none,
-    selective, full, op, or a JAX policy such as save_qkv_proj), `framework` (whose defaults fill what the
+    selective, full, op, or a JAX policy such as save_qkv_proj), `recompute_modules` (with selective: Megatron-Core's
+    --recompute-modules, e.g. ["moe_act", "layernorm"]), `framework` (whose defaults fill what the
     job leaves unstated), `memory_fraction` (the share of each GPU's memory the allocator may take), MoE
     routing (`load_imbalance`, `capacity_factor`, `pad_to_capacity`) and `training`
     (any other training fields, e.g. {"precision": "fp8"}; nested mappings merge key by key).
@@ -80,7 +81,8 @@ class Scenario:
                  pipeline_schedule: str | None = None, virtual_stages: int | None = None,
                  pipeline_split: str | None = None, placement: str | None = None, micro_batch: int | None = None,
                  global_batch: int | None = None, seq_len: int | None = None, recompute: str | None = None,
-                 framework: str | None = None, memory_fraction: float | None = None,
+                 recompute_modules: str | Sequence[str] | None = None, framework: str | None = None,
+                 memory_fraction: float | None = None,
                  load_imbalance: float | None = None,
                  capacity_factor: float | None = None, pad_to_capacity: bool | None = None,
                  training: Mapping[str, Any] | None = None,

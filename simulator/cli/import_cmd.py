@@ -112,6 +112,7 @@ def _scenario(kind: str, config: Path, topology: str, nodes: int, job: ImportedJ
     if recompute is not None:  # replaces the config's recomputation, its count of recomputing layers included
         training["activation_checkpointing"] = recompute
         training.pop("recompute_layers", None)
+        training.pop("recompute_modules", None)
     return {"name": f"{printable(config.name)} ({kind})", "topology": topology_value, "nodes": nodes,
             "training": training}
 

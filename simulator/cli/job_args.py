@@ -90,6 +90,11 @@ RecomputeLayersOpt = Annotated[int | None, typer.Option(
     help="With --recompute full: how many layers recompute, spread evenly (every k-th layer: layers / k, as "
     "torchtitan's selective_ac_option k; Megatron's --recompute-method block --recompute-num-layers N); the others "
     "keep their activations. Default: all.")]
+RecomputeModulesOpt = Annotated[str | None, typer.Option(
+    metavar="NAMES", help="With --recompute selective: the submodules each layer re-runs in backward, as "
+    "Megatron-Core's --recompute-modules names them, space- or comma-separated: core_attn, layernorm, moe_act, mlp, "
+    "moe, shared_experts, e.g. 'moe_act layernorm' (the scenario's recompute_modules). Default: core_attn, "
+    "Megatron-Core's.")]
 PrecisionOpt = Annotated[str | None, typer.Option(help="Compute precision: bf16 (default), fp16, fp8 or fp32.")]
 ShardGroupOpt = Annotated[int | None, typer.Option(
     min=1, help="With --strategy hsdp: how many consecutive data-parallel ranks each shard group spans, a divisor of "
@@ -119,8 +124,8 @@ FrameworkOpt = Annotated[str | None, typer.Option(
 # flag (the command function's parameter) -> the training field it sets, where the names differ
 FIELD_OF = {"ep_overlap": "ep_comm_overlap", "schedule": "pipeline_schedule", "moe_imbalance": "load_imbalance"}
 JOB_OPTIONS = ("topology", "nodes", "gpus_per_node", "model", "strategy", "shard_group_gpus", "micro_batch", "seq_len",
-               "packed_sample_len", "lora_rank", "lora_targets", "recompute", "recompute_layers", "precision",
-               "framework", "memory_fraction")
+               "packed_sample_len", "lora_rank", "lora_targets", "recompute", "recompute_layers",
+               "recompute_modules", "precision", "framework", "memory_fraction")
 
 
 def with_nccl(scenario: ScenarioSpec, version: str | None, selection: str | None,

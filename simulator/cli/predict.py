@@ -52,6 +52,7 @@ from simulator.cli.job_args import (
     PpOpt,
     PrecisionOpt,
     RecomputeLayersOpt,
+    RecomputeModulesOpt,
     RecomputeOpt,
     ScenarioArg,
     ScheduleOpt,
@@ -221,7 +222,8 @@ def job_text(training: TrainingSpec, micro_steps: int) -> str:
     packed = f" (packed samples of {training.packed_sample_len:,})" if training.packed_sample_len else ""
     targets = f" on {', '.join(training.lora_targets)}" if training.lora_targets else ""
     lora = f", LoRA rank {training.lora_rank}{targets}" if training.lora_rank is not None else ""
-    recomputing = f" ({training.recompute_layers} layers)" if training.recompute_layers is not None else ""
+    recomputing = f" ({training.recompute_layers} layers)" if training.recompute_layers is not None else (
+        f" ({', '.join(training.recompute_modules)})" if training.recompute_modules else "")
     return (f"sequence {training.seq_len:,}{packed}, micro-batch {training.micro_batch}{steps}{batch}, "
             f"recompute {training.activation_checkpointing}{recomputing}, {training.precision}{lora}")
 
@@ -297,7 +299,8 @@ def predict(
     global_batch_tokens: GlobalBatchTokensOpt = None, seq_len: SeqLenOpt = None,
     packed_sample_len: PackedSampleLenOpt = None, lora_rank: LoraRankOpt = None, lora_targets: LoraTargetsOpt = None,
     recompute: RecomputeOpt = None,
-    recompute_layers: RecomputeLayersOpt = None, precision: PrecisionOpt = None, framework: FrameworkOpt = None,
+    recompute_layers: RecomputeLayersOpt = None, recompute_modules: RecomputeModulesOpt = None,
+    precision: PrecisionOpt = None, framework: FrameworkOpt = None,
     memory_fraction: MemoryFractionOpt = None, nccl_version: NcclVersionOpt = None,
     nccl_selection: NcclSelectionOpt = None, nccl_env: NcclEnvOpt = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
@@ -390,7 +393,7 @@ def scale(
     seq_len: SeqLenOpt = None, packed_sample_len: PackedSampleLenOpt = None, lora_rank: LoraRankOpt = None,
     lora_targets: LoraTargetsOpt = None,
     recompute: RecomputeOpt = None, recompute_layers: RecomputeLayersOpt = None,
-    precision: PrecisionOpt = None,
+    recompute_modules: RecomputeModulesOpt = None, precision: PrecisionOpt = None,
     framework: FrameworkOpt = None,
     memory_fraction: MemoryFractionOpt = None, nccl_version: NcclVersionOpt = None,
     nccl_selection: NcclSelectionOpt = None, nccl_env: NcclEnvOpt = None,

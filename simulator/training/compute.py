@@ -153,7 +153,13 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   scaling and add move 10 bytes an output element, on an H100 about half the time an fp8 weight GEMM with a
   4,096-wide input takes for that element (2 x 4,096 FLOPs), so NeMo 2.0's adapters on all four matrices cost far
   more than NeMo 1.x's on qkv alone.
-- Recomputation: full re-runs the layer's forward, selective (Megatron's) the attention core, op
+- Recomputation: full re-runs the layer's forward, selective (Megatron's) the submodules its recompute
+  modules name (TrainingSpec.recompute_modules; Megatron-Core's transformer_config.py recompute_modules, default
+  core_attn), each as its own forward: core_attn the attention core, layernorm the two norms (their share of the
+  element-wise bytes, NORM_SHARE), moe_act the routed experts' activation (MOE_ACTIVATION_BYTES an element of
+  their intermediate), mlp a dense block's MLP (its two matmuls and activation), shared_experts the shared
+  experts' MLP, moe the whole mixture-of-experts layer (router, permutation, routed and shared experts; its
+  all-to-alls go with the re-run's collectives, simulator.training.tasks.module_rerun_calls), op
   (torchtitan's per-op policy, TransformerModel.op_recomputed_gemms) every second weight matmul up to the
   last one backward needs (wk, wo, w3 of a Llama block), and the element-wise work; attention's output is
   kept, so attention is not re-run. Its save list names aten.mm (torchtitan parallelize_llama.py
@@ -212,7 +218,7 @@ from simulator.training.routing import routed_load
 from topologies.hardware import GpuSpec
 from workloads.model import ACTIVATION_BYTES, TransformerModel
 from workloads.remat import is_remat_policy, recomputes_attention
-from workloads.spec import TrainingSpec
+from workloads.spec import MEGATRON_RECOMPUTE_DEFAULT, TrainingSpec
 
 GEMM_EFFICIENCY = {"volta": 0.80, "turing": 0.75, "ampere": 0.80, "ada": 0.70, "hopper": 0.67, "blackwell": 0.62}
 GEMM_HALF_DIM = 512.0
@@ -294,6 +300,8 @@ UNFUSED_SCORE_BYTES_BACKWARD = 17.0
 TENSOR_CORE_ALIGN_BYTES = 16  # operand rows tensor-core GEMM kernels need in whole 128-bit vectors (docstring)
 # the norms' and residual adds' bytes of the above (fused: 8 + 12 of 40; eager: 72 + 12 of 145)
 REPLICATED_ELEMENTWISE_BYTES = {True: 20.0, False: 84.0}
+# of those, the norms' (fused 8 of 20, eager 72 of 84): what Megatron-Core's layernorm recompute module re-runs
+NORM_SHARE = {True: 8.0 / 20.0, False: 72.0 / 84.0}
 KERNEL_LAUNCH_S = 5e-6  # per layer and pass: a dozen kernels of a few microseconds' launch gap
 LAYER_KERNELS = {"forward": 20, "backward": 45, "attention": 4}  # launches per layer (CUDA_LAUNCH_BLOCKING)
 BLOCKING_LAUNCH_GAP_S = 43e-6  # GPU idle after each blocking launch (BigScience's A/B, module docstring)
@@ -340,6 +348,8 @@ class ComputeModel:
     elementwise_bytes: float | None = None  # TrainingSpec.elementwise_bytes (None: by fused_elementwise)
     loss_bytes_per_logit: float = LOSS_BYTES_PER_LOGIT["megatron-fused"]  # TrainingSpec.loss_bytes_per_logit
     weight_cast_share: float = 1.0  # of a step's micro-batches, the share that cast the weights to fp8 (for_job)
+    # what selective recomputation re-runs (TrainingSpec.recompute_modules; Megatron-Core's default core_attn)
+    recompute_modules: tuple[str, ...] = MEGATRON_RECOMPUTE_DEFAULT
 
     def elementwise_profile(self) -> tuple[float, float]:
         """(bytes, of which those of the norms and residual adds) the block's element-wise work moves per token per
@@ -363,7 +373,8 @@ class ComputeModel:
                    training.parallel.cp_comm == "p2p", training.parallel.cp_merge == "eager",
                    routed_load(training.routing, training.parallel.ep), attention_scale, training.packed_sample_len,
                    training.lora_rank, training.lora_targets, training.elementwise_bytes,
-                   training.loss_bytes_per_logit or LOSS_BYTES_BY_CROSS_ENTROPY[training.cross_entropy]
+                   training.loss_bytes_per_logit or LOSS_BYTES_BY_CROSS_ENTROPY[training.cross_entropy],
+                   recompute_modules=training.recompute_modules or MEGATRON_RECOMPUTE_DEFAULT
                    ).casting_weights_over(training, micro_steps)
 
     def casting_weights_over(self, training: TrainingSpec, micro_steps: int) -> ComputeModel:
@@ -460,9 +471,46 @@ class ComputeModel:
             recomputed_s = sum(each_gemm_s[name] for name in model.remat_recomputed_gemms(checkpointing))
             recompute = (recomputed_s * (1.0 + cast_forward_s / gemm_s) + elementwise_s + KERNEL_LAUNCH_S
                          + (core if recomputes_attention(checkpointing) else 0.0))
+        elif checkpointing == "selective":  # Megatron-Core's recompute modules, each re-run on its own
+            recast = 1.0 + (cast_forward_s / gemm_s if gemm_s else 0.0)
+            norms = (tokens * model.spec.hidden * self.elementwise_profile()[1] / hbm
+                     * NORM_SHARE[self.fused_elementwise])
+            recompute = sum(self._module_s(module, model, tokens, tp, each_gemm_s, recast, core,
+                                           norms / tp if sequence_parallel else norms)
+                            for module in self.recompute_modules)
         else:
-            recompute = {"none": 0.0, "selective": core, "full": forward}[checkpointing]
+            recompute = {"none": 0.0, "full": forward}[checkpointing]
         return LayerTimes(forward / self.scale, backward / self.scale, recompute / self.scale)
+
+    def _module_s(self, module: str, model: TransformerModel, tokens: int, tp: int, each_gemm_s: dict[str, float],
+                  recast: float, core_s: float, norms_s: float) -> float:
+        """Seconds one layer's re-run of a Megatron-Core recompute module takes (module docstring): its GEMMs (with
+        their fp8 casts, `recast`), element-wise work and attention core; 0 where the block lacks the module."""
+        spec, hbm = model.spec, self.hbm_Bps
+
+        def mlp_s(gemms: tuple[str, ...], intermediate: float) -> float:  # GEMMs and the activation between them
+            return recast * sum(each_gemm_s[name] for name in gemms) + MOE_ACTIVATION_BYTES * intermediate / tp / hbm
+
+        if module == "core_attn":
+            return core_s
+        if module == "layernorm":
+            return norms_s
+        if not spec.moe:
+            return mlp_s(("mlp_up", "mlp_down"), tokens * model.ffn_hidden) if module == "mlp" else 0.0
+        act_s = MOE_ACTIVATION_BYTES * tokens * spec.experts_per_token * self.routed_load * model.expert_ffn_hidden \
+            / tp / hbm
+        shared_s = mlp_s(("shared_up", "shared_down"), tokens * spec.shared_experts * model.expert_ffn_hidden) \
+            if spec.shared_experts else 0.0
+        if module == "moe_act":
+            return act_s
+        if module == "shared_experts":
+            return shared_s
+        if module == "moe":  # the router, the permutation, the routed experts and their activation, shared experts
+            permute_s = tokens * spec.hidden * (2.0 * ACTIVATION_BYTES + spec.experts_per_token * self.routed_load
+                                                * MOE_PERMUTE_BYTES) / hbm
+            return recast * sum(each_gemm_s[name] for name in ("router", "mlp_up", "mlp_down")) + permute_s + act_s \
+                + shared_s
+        return 0.0
 
     def _lora_s(self, adapters: list[tuple[str, int, int, int]]) -> tuple[float, float]:
         """(forward, backward) seconds of one layer's LoRA `adapters`, each as the (sharded) weight GEMM share it

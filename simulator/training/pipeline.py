@@ -54,6 +54,7 @@ from simulator.core.errors import ConfigError
 from simulator.training.compute import ComputeModel
 from simulator.training.recompute import (
     layer_recomputes,
+    modules_of,
     reruns_attention,
     reruns_forward_collectives,
     runs_recomputing,
@@ -77,6 +78,7 @@ from simulator.training.tasks import (
     add_pass,
     bucket_reduction_op,
     expert_budgets,
+    module_rerun_calls,
     overlap_budgets,
     pass_collectives,
     reduction_call,
@@ -165,7 +167,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
     kinds = ("forward", "backward") if reruns_forward_collectives(checkpointing) else ("backward",)
     # a backward task's passes of each layer for context parallelism: selective recomputation re-runs attention,
     # torchtitan's op policy keeps its output (and its re-run TP all-gathers are not counted here)
-    recomputed = ("forward", "backward") if reruns_attention(checkpointing) else ("backward",)
+    recomputed = ("forward", "backward") if reruns_attention(checkpointing, modules_of(training)) else ("backward",)
     attention_s = compute.attention_forward_s(model, b, seq_len, tp, cp)
 
     def collectives(kind: str, block: TransformerModel, layers: int) -> tuple[list[CollectiveCall], Rings]:
@@ -177,8 +179,11 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
         if kind == "plain":
             return pass_collectives(block, b, seq_len, par, attention_s, ("backward",), layers, 1,
                                     compute.routed_load)
-        return pass_collectives(block, b, seq_len, par, attention_s, recomputed, layers, len(kinds),
-                                compute.routed_load)
+        calls, rings = pass_collectives(block, b, seq_len, par, attention_s, recomputed, layers, len(kinds),
+                                        compute.routed_load)
+        if checkpointing == "selective":  # Megatron-Core's recompute modules that re-run collectives (moe, mlp)
+            calls += module_rerun_calls(block, b, seq_len, par, modules_of(training), compute.routed_load, layers)
+        return calls, rings
 
     # per layer of each kind of block: the GEMMs overlapped TP collectives hide behind
     # (and, with ep_comm_overlap, what a mixture block's all-to-alls hide behind)

@@ -38,7 +38,12 @@ from dataclasses import dataclass, replace
 
 from simulator.core.errors import ConfigError
 from simulator.training.compute import QGZ_QUANTIZE_BYTES, QWZ_DEQUANTIZE_BYTES, ComputeModel, LayerTimes
-from simulator.training.recompute import layer_checkpointing, reruns_attention, reruns_forward_collectives
+from simulator.training.recompute import (
+    layer_checkpointing,
+    modules_of,
+    reruns_attention,
+    reruns_forward_collectives,
+)
 from simulator.training.shards import (
     blocks_params_on_gpu,
     expert_replicas,
@@ -61,6 +66,7 @@ from simulator.training.tasks import (
     add_pass,
     bucket_reduction_op,
     expert_budgets,
+    module_rerun_calls,
     overlap_budgets,
     pass_collectives,
     reduction_call,
@@ -124,11 +130,13 @@ def _block(block: TransformerModel, training: TrainingSpec, compute: ComputeMode
     elif checkpointing == "op":
         recompute = [replace(call, count=call.count // 2) if call.op == "all_reduce" else call
                      for call in forward[0] if call.group == "tp" and call.op in ("all_gather", "all_reduce")]
-    elif reruns_attention(checkpointing):
+    elif reruns_attention(checkpointing, modules_of(training)):
         recompute = pass_collectives(block, b, seq_len, par, attention_s, ("forward",), tp_passes=0,
                                      routed_load=load)[0]
     else:
         recompute = []
+    if checkpointing == "selective":  # Megatron-Core's recompute modules that re-run collectives (moe, mlp)
+        recompute += module_rerun_calls(block, b, seq_len, par, modules_of(training), load)
     tp_overlap, expert_s = par.tp_comm_overlap, expert_budgets(times, par) if block.spec.moe else None
     overlap = tp_overlap or expert_s is not None
     budgets = {"forward": overlap_budgets(forward[0], gemm_s, ("forward",), tp=tp_overlap, expert_s=expert_s)
@@ -334,7 +342,8 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
             if layer.times.recompute_s:
                 ready = add_pass(tasks, f"m{m}.rec{i}", "recompute", layer.times.recompute_s, ready + deps,
                                  layer.recompute_calls, layer.budgets["recompute"],
-                                 rings=layer.forward[1] if reruns_attention(layer.checkpointing) else ())
+                                 rings=layer.forward[1] if reruns_attention(layer.checkpointing, modules_of(training))
+                                 else ())
                 deps = ()
             ready = add_pass(tasks, f"m{m}.bwd{i}", "backward", layer.times.backward_s, ready + deps,
                              layer.backward[0], layer.budgets["backward"], rings=layer.backward[1])

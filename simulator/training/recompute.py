@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from workloads.model import TransformerModel
 from workloads.remat import is_remat_policy, recomputed_gemms, recomputes_attention
-from workloads.spec import Checkpointing, TrainingSpec
+from workloads.spec import MEGATRON_RECOMPUTE_DEFAULT, Checkpointing, TrainingSpec
 
 
 def recomputing(layers: int, count: int | None) -> tuple[bool, ...]:
@@ -29,12 +29,18 @@ def recomputing(layers: int, count: int | None) -> tuple[bool, ...]:
     return tuple((i + 1) * count // layers > i * count // layers for i in range(layers))
 
 
-def reruns_attention(checkpointing: str) -> bool:
+def modules_of(training: TrainingSpec) -> tuple[str, ...]:
+    """The submodules selective recomputation re-runs: the job's recompute_modules, else Megatron-Core's default."""
+    return training.recompute_modules or MEGATRON_RECOMPUTE_DEFAULT
+
+
+def reruns_attention(checkpointing: str, modules: tuple[str, ...] = MEGATRON_RECOMPUTE_DEFAULT) -> bool:
     """Whether a layer recomputing so re-runs its attention kernel (and a context-parallel ring's exchanges):
-    selective and full do; torchtitan's op keeps attention's output; a JAX policy does unless it keeps it."""
+    full does, selective where its `modules` name core_attn (Megatron-Core's default); torchtitan's op keeps
+    attention's output; a JAX policy does unless it keeps it."""
     if is_remat_policy(checkpointing):
         return recomputes_attention(checkpointing)
-    return checkpointing in ("selective", "full")
+    return checkpointing == "full" or (checkpointing == "selective" and "core_attn" in modules)
 
 
 def reruns_forward_collectives(checkpointing: str) -> bool:

@@ -126,10 +126,11 @@ class CandidateLayout:
 
     def training(self, base: TrainingSpec) -> TrainingSpec:
         """`base` (model, batch, precision, strategy knobs, placement) run with this layout; full recomputation
-        keeps the base's recompute_layers, the other choices drop it."""
+        keeps the base's recompute_layers and selective its recompute_modules, the other choices drop them."""
         data: dict[str, Any] = base.model_dump()
         data.update(micro_batch=self.micro_batch, grad_accum=None, activation_checkpointing=self.recompute,
-                    recompute_layers=data["recompute_layers"] if self.recompute == "full" else None)
+                    recompute_layers=data["recompute_layers"] if self.recompute == "full" else None,
+                    recompute_modules=data["recompute_modules"] if self.recompute == "selective" else None)
         zero1_variant = data["strategy"]["zero_grad_all_reduce"] and self.strategy == "zero1"
         # the base's shard group is its strategy's (HSDP's, or ZeRO-1's optimizer group): other kinds run without
         group = data["strategy"]["shard_group_gpus"] if self.strategy == base.strategy.kind else None

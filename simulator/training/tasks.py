@@ -12,7 +12,7 @@ closed form instead of on the flow engine (which would give the same).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simulator.collectives.comm import CommView
 from simulator.collectives.cost import CollectiveEstimate
@@ -181,6 +181,28 @@ def call_estimate(nccl: NcclSetup, view: CommView, call: CollectiveCall,
     if call.op == "deepep":
         return nccl.predict_deepep(view, call.size_bytes, call.top_k, params)
     return nccl.predict(view, call.op, call.size_bytes, params, call.count)
+
+
+def module_rerun_calls(model: TransformerModel, micro_batch: int, seq_len: int, parallel: ParallelSpec,
+                       modules: tuple[str, ...], routed_load: float = 1.0, layers: int = 1) -> list[CollectiveCall]:
+    """The collectives selective recomputation of Megatron-Core's recompute `modules` re-runs over `layers` layers
+    on one micro-batch (each module is re-run whole, collectives included: normal checkpointing, transformer_config.py
+    recompute_modules): moe a mixture block's expert all-to-alls (ep_calls of one pass) and, where the block's MLP
+    half has tensor-parallel collectives (experts or shared experts split over the TP ranks), that half's; mlp a
+    dense block's MLP half's (its input's all-gather and its output's reduce-scatter under sequence parallelism,
+    else its all-reduce). The other modules stay on the GPU (core_attn's context-parallel exchanges go with
+    attention, ring_passes)."""
+    tp, cp, moe = parallel.tp, parallel.cp, model.spec.moe
+    if not (("moe" in modules and moe) or ("mlp" in modules and not moe)):
+        return []
+    whole = parallel.ep > 1 and parallel.expert_tp == 1
+    calls = [replace(call, count=call.count // 2)  # both halves' calls: the MLP half's is one of each pair
+             for call in tp_calls(model, micro_batch, seq_len // cp, tp, parallel.sequence_parallel, layers,
+                                  whole_experts=whole) if call.role != "attention"]
+    if moe:
+        calls += ep_calls(model, micro_batch, seq_len // cp, tp, parallel.ep, layers, routed_load,
+                          parallel.ep_dispatcher)
+    return calls
 
 
 def ring_passes(model: TransformerModel, micro_batch: int, seq_len: int, tp: int, cp: int, attention_s: float,

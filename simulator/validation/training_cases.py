@@ -95,7 +95,9 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
                  "capacity_factor": "number", "moe_expert_capacity_factor": "number", "pad_to_capacity": "bool",
                  "moe_pad_expert_input_to_capacity": "bool", "pack_sample_into_one": "bool",
                  "zero1_group_size": "int", "torch_compile": "bool", "async_tp": "bool",
-                 "sequence_parallel": "bool", "moe_token_dispatcher": "str"},
+                 "sequence_parallel": "bool", "moe_token_dispatcher": "str", "recompute_modules": "str-list",
+                 "pipeline_split": "str", "account_for_embedding_in_pipeline_split": "bool",
+                 "account_for_loss_in_pipeline_split": "bool"},
     "cluster": {"gpu": "str", "num_gpus": "int", "gpus_per_node": "int", "nodes": "int", "intra_node": "str",
                 "inter_node": "str", "inter_node_bw_per_node": "str", "ib_links": "str"},
 }
@@ -772,6 +774,37 @@ def _routing(training: Mapping[str, Any]) -> RoutingSpec:
     return RoutingSpec(capacity_factor=None if factor is None else float(factor), pad_to_capacity=bool(pad))
 
 
+# Megatron-Core's recompute modules as a case's text names them (transformer_config.py recompute_modules): the
+# flag's own names, and the words sources write for them
+_MODULE_WORDS: tuple[tuple[str, str], ...] = (
+    ("core_attn", r"core[_ ]attn|core attention"), ("moe_act", r"moe[_ ]act(?:ivation)?"),
+    ("layernorm", r"layer[_ ]?norms?|norms?"), ("mla_up_proj", r"(?:mla[_ ])?up[_ ]proj(?:ection)?"),
+    ("mlp", r"mlp"), ("moe", r"moe(?![_ ]act)"), ("shared_experts", r"shared[_ ]experts?"))
+
+
+def _modules_named(text: str) -> tuple[str, ...]:
+    """The recompute modules a checkpointing text names (_MODULE_WORDS), in Megatron-Core's order; () for none."""
+    low = text.lower()
+    return tuple(module for module, words in _MODULE_WORDS if re.search(rf"(?<![a-z_])(?:{words})(?![a-z_])", low))
+
+
+def _recompute_modules(training: Mapping[str, Any], checkpointing: str, defaults: list[str]) -> dict[str, Any]:
+    """recompute_modules of a case whose recomputation is selective: a stated `recompute_modules` (Megatron-Core's
+    --recompute-modules), else the modules its checkpointing text names (flagged), else none (Megatron-Core's
+    default, core_attn)."""
+    if checkpointing != "selective":
+        return {}
+    stated = training.get("recompute_modules")
+    if stated is not None:
+        return {"recompute_modules": stated}
+    named = _modules_named(str(training.get("activation_checkpointing") or ""))
+    if not named:
+        return {}
+    defaults.append(f"recompute modules read from the checkpointing text: {', '.join(named)} (Megatron-Core's "
+                    "--recompute-modules; the rest of the layer keeps its activations)")
+    return {"recompute_modules": named}
+
+
 def _checkpointing(value: bool | str | None, defaults: list[str], framework: str = "", layers: int = 1,
                    published: tuple[float, float, float] | None = None) -> tuple[Checkpointing, int | None]:
     """(activation checkpointing, how many of the `layers` recompute; None: every one) of true/false (full
@@ -796,6 +829,8 @@ def _checkpointing(value: bool | str | None, defaults: list[str], framework: str
         defaults.append("MaxText's full rematerialisation: JAX's nothing_saveable (the MLP's down projection is not "
                         "re-run)")
         return "nothing_saveable", None
+    if "selective" in low and _modules_named(low) and framework != "torchtitan":  # Megatron-Core's modules
+        return "selective", None
     if re.search(r"\b(layers?|blocks?|every)\b", low):
         every = re.search(r"\b(\d+)", low)
         if every is not None and int(every.group(1)) >= 1:
@@ -872,7 +907,8 @@ def _recomputation(training: Mapping[str, Any], metrics: Mapping[str, Any], laye
                                           _recompute_share_published(metrics))
     if count is None:
         count = training.get("recompute_layers", training.get("recompute_num_layers"))
-    return {"activation_checkpointing": checkpointing, "recompute_layers": count}
+    return {"activation_checkpointing": checkpointing, "recompute_layers": count,
+            **_recompute_modules(training, checkpointing, defaults)}
 
 
 # the micro-batches a rank runs per step, as frameworks name it: grad_accum, Hugging Face's and DeepSpeed's

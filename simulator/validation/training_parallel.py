@@ -506,6 +506,36 @@ def _stated_virtual_stages(training: Mapping[str, Any], pp: int) -> dict[str, An
     return {"pipeline_schedule": "interleaved", "virtual_stages": vp}
 
 
+# frameworks that run a pipeline whose layers do not divide over its pp x vp chunks only with the embedding and the
+# loss counted as layers (Megatron-Core --account-for-embedding-in-pipeline-split and
+# --account-for-loss-in-pipeline-split: transformer_block.py adds a layer for each) or with stated first and last
+# stage layer counts
+_MEGATRON_FAMILY = ("megatron-lm", "megatron-core", "nemo")
+
+
+def _pipeline_split(training: Mapping[str, Any], fw: str, layers: int, chunks: int,
+                    defaults: list[str]) -> dict[str, Any]:
+    """The pipeline split of a case: stated (`pipeline_split`, or Megatron-Core's two account-for flags, which
+    the model takes together only), else, under Megatron's frameworks, embedding_and_loss where the layers do not
+    divide over the `chunks` but two more do (flagged); else the default, layers."""
+    if training.get("pipeline_split") is not None:
+        return {"pipeline_split": training["pipeline_split"]}
+    embedding = training.get("account_for_embedding_in_pipeline_split")
+    loss = training.get("account_for_loss_in_pipeline_split")
+    if embedding or loss:
+        if not (embedding and loss):
+            raise Unexpressible("only one of account_for_embedding_in_pipeline_split and "
+                                "account_for_loss_in_pipeline_split: the model counts the embedding and the loss "
+                                "as layers together (pipeline_split embedding_and_loss) or neither")
+        return {"pipeline_split": "embedding_and_loss"}
+    if fw in _MEGATRON_FAMILY and chunks > 1 and layers % chunks and (layers + 2) % chunks == 0:
+        defaults.append(f"pipeline split not stated: {layers} layers do not divide over pp x vp = {chunks} chunks, "
+                        f"{layers + 2} do: the embedding and the loss counted as layers (Megatron-Core's "
+                        "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split)")
+        return {"pipeline_split": "embedding_and_loss"}
+    return {}
+
+
 def _virtual_stages_of_layers(training: dict[str, Any], model: Mapping[str, Any], pp: int,
                               defaults: list[str]) -> None:
     """A virtual-pipeline size stated as layers a model chunk holds (Megatron-LM's
@@ -551,6 +581,8 @@ def lower_parallel(case_id: str, training_in: Mapping[str, Any], model_in: Mappi
         defaults.append(f"{fw or 'framework'} conventions, not stated in the case: {'; '.join(draft.parts)}")
     spec = {"placement": "tp-dp-pp", **draft.spec} if draft.layered else draft.spec
     spec.update(_stated_virtual_stages(training, pp))
+    if pp > 1:
+        spec.update(_pipeline_split(training, fw, draft.layers, pp * int(spec.get("virtual_stages") or 1), defaults))
     if "sp" in names or training.get("sequence_parallel") is True:  # named or set by the case: Megatron's
         # sequence parallelism, which splits the tp group's work
         if tp == 1:  # Megatron-LM (training/arguments.py) and NeMo turn it off with a warning: nothing to split

@@ -278,3 +278,49 @@ def test_released_preset_at_a_shorter_sequence_than_its_training_context():
     assert mapped.skipped is None, mapped.skipped
     assert mapped.model is not None and mapped.training is not None
     assert (mapped.model.layers, mapped.model.max_seq_len, mapped.training.seq_len) == (126, 4096, 4096)
+
+
+# A Megatron-Core pipeline whose 94 layers do not divide over pp 8 x vp 4 = 32 chunks, 96 do (Qwen3-235B's layout).
+PIPELINE_CASE: dict[str, Any] = {
+    "id": "user-94-layers-pp8-vp4",
+    "model": {"name": "Deep", "layers": 94, "hidden": 4096, "heads": 32, "ffn": 11008, "vocab": 32000,
+              "seq_len": 4096},
+    "training": {"framework": "Megatron-Core", "strategy": ["tp", "pp", "dp"], "tp": 2, "pp": 8, "vp": 4,
+                 "micro_batch": 1, "global_batch": 512, "precision": "bf16", "activation_checkpointing": "none"},
+    "cluster": {"gpu": "H100 80GB", "gpus_per_node": 8, "num_gpus": 256},
+    "metrics": {"tokens_per_s_per_GPU": 1000},
+}
+
+
+@pytest.mark.parametrize(("training", "split", "flagged"), [
+    ({}, "embedding_and_loss", True),
+    ({"framework": "Megatron-DeepSpeed"}, "layers", False),  # DeepSpeed's pipeline partitions by layers
+    ({"pp": 4, "vp": 5}, "layers", False),  # 94 layers over 20 chunks: uneven either way (stage counts needed)
+    ({"account_for_embedding_in_pipeline_split": True, "account_for_loss_in_pipeline_split": True},
+     "embedding_and_loss", False),
+    ({"pipeline_split": "layers", "layers": 94}, "layers", False),
+])
+def test_the_pipeline_split_of_a_case(training: dict[str, Any], split: str, flagged: bool):
+    """Megatron-Core runs layers that do not divide over pp x vp chunks, when two more do, by counting the embedding
+    and the loss as layers (--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split); a case
+    under Megatron's frameworks that leaves it unsaid is read so (flagged), one that states the flags or a split
+    keeps them, and DeepSpeed's pipelines split by layers."""
+    training = {key: value for key, value in training.items() if key != "layers"}
+    m = map_case(case(PIPELINE_CASE, training=training))
+    assert m.skipped is None, m.skipped
+    assert m.training.parallel.pipeline_split == split
+    assert any("pipeline split not stated" in flag for flag in m.defaults) == flagged
+
+
+def test_one_account_for_flag_alone_is_named():
+    """Counting only the embedding (or only the loss) as a layer is not modelled: the case says so."""
+    m = map_case(case(PIPELINE_CASE, training={"account_for_loss_in_pipeline_split": True}))
+    assert m.skipped is not None and "only one of account_for_embedding_in_pipeline_split" in m.skipped
+
+
+def test_more_chunks_than_layers_runs_with_the_embedding_and_loss_counted():
+    """pp 32 x vp 3 = 96 chunks over 94 layers: refused split by layers (two chunks would hold none), priced with the
+    embedding and the loss each in a chunk of its own."""
+    m = map_case(case(PIPELINE_CASE, training={"pp": 32, "vp": 3, "tp": 1}))
+    assert m.skipped is None and m.training.parallel.pipeline_split == "embedding_and_loss"
+    assert predict_step(m.topology, m.training, m.model).step_time_s > 0

@@ -546,8 +546,9 @@ class TrainingSpec(BaseModel):
         description="With activation_checkpointing selective: the submodules each layer re-runs in backward, as "
         "Megatron-Core's --recompute-modules names them (a list or 'moe_act layernorm'): core_attn (the attention "
         "kernel), layernorm (the two norms), moe_act (the routed experts' activation), mlp (a dense block's MLP), "
-        "moe (the whole mixture-of-experts layer: router, experts and its all-to-alls), shared_experts; mla_up_proj "
-        "is not modelled. Default: core_attn (Megatron-Core's default).")
+        "moe (the whole mixture-of-experts layer: router, experts and its all-to-alls), shared_experts, mla_up_proj "
+        "(MLA's query and key-value up projections). A module the block lacks re-runs nothing. Memory is counted as "
+        "for core_attn. Default: core_attn (Megatron-Core's default).")
     optimizer: Optimizer = Field(default="adamw", description="Optimizer (Adam keeps two fp32 moments).")
     flash_attention: bool = Field(
         default=True, description="Fused attention that keeps no seq x seq scores (FlashAttention, PyTorch SDPA).")
@@ -654,8 +655,6 @@ class TrainingSpec(BaseModel):
         if self.recompute_modules == ():
             raise ValueError("recompute_modules is empty: name the submodules to re-run, or use "
                              "activation_checkpointing none")
-        if self.recompute_modules and "mla_up_proj" in self.recompute_modules:
-            raise ValueError("recompute_modules: mla_up_proj (MLA's up projections re-run) is not modelled")
         if self.parallel.pp > 1 and self.strategy.kind in ("zero2", "zero3"):
             raise ValueError(f"strategy {self.strategy.kind} with pipeline parallelism: DeepSpeed shards gradients "
                              "and parameters only without PP (use zero1, ddp or fsdp)")

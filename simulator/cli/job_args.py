@@ -93,8 +93,8 @@ RecomputeLayersOpt = Annotated[int | None, typer.Option(
 RecomputeModulesOpt = Annotated[str | None, typer.Option(
     metavar="NAMES", help="With --recompute selective: the submodules each layer re-runs in backward, as "
     "Megatron-Core's --recompute-modules names them, space- or comma-separated: core_attn, layernorm, moe_act, mlp, "
-    "moe, shared_experts, e.g. 'moe_act layernorm' (the scenario's recompute_modules). Default: core_attn, "
-    "Megatron-Core's.")]
+    "moe, shared_experts, mla_up_proj, e.g. 'moe_act layernorm' (the scenario's recompute_modules). Default: "
+    "core_attn, Megatron-Core's.")]
 PrecisionOpt = Annotated[str | None, typer.Option(help="Compute precision: bf16 (default), fp16, fp8 or fp32.")]
 ShardGroupOpt = Annotated[int | None, typer.Option(
     min=1, help="With --strategy hsdp: how many consecutive data-parallel ranks each shard group spans, a divisor of "

@@ -157,9 +157,10 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   modules name (TrainingSpec.recompute_modules; Megatron-Core's transformer_config.py recompute_modules, default
   core_attn), each as its own forward: core_attn the attention core, layernorm the two norms (their share of the
   element-wise bytes, NORM_SHARE), moe_act the routed experts' activation (MOE_ACTIVATION_BYTES an element of
-  their intermediate), mlp a dense block's MLP (its two matmuls and activation), shared_experts the shared
-  experts' MLP, moe the whole mixture-of-experts layer (router, permutation, routed and shared experts; its
-  all-to-alls go with the re-run's collectives, simulator.training.tasks.module_rerun_calls), op
+  their intermediate), mla_up_proj MLA's query and key-value up projections (from the latents it keeps; the
+  rotary embedding applied with them is not counted), mlp a dense block's MLP (its two matmuls and activation),
+  shared_experts the shared experts' MLP, moe the whole mixture-of-experts layer (router, permutation, routed and
+  shared experts; its all-to-alls go with the re-run's collectives, simulator.training.tasks.module_rerun_calls), op
   (torchtitan's per-op policy, TransformerModel.op_recomputed_gemms) every second weight matmul up to the
   last one backward needs (wk, wo, w3 of a Llama block), and the element-wise work; attention's output is
   kept, so attention is not re-run. Its save list names aten.mm (torchtitan parallelize_llama.py
@@ -495,6 +496,8 @@ class ComputeModel:
             return core_s
         if module == "layernorm":
             return norms_s
+        if module == "mla_up_proj":  # MLA's query and key-value up projections (the rotary part rides along)
+            return recast * sum(each_gemm_s[name] for name in ("q_up", "kv_up")) if spec.mla else 0.0
         if not spec.moe:
             return mlp_s(("mlp_up", "mlp_down"), tokens * model.ffn_hidden) if module == "mlp" else 0.0
         act_s = MOE_ACTIVATION_BYTES * tokens * spec.experts_per_token * self.routed_load * model.expert_ffn_hidden \

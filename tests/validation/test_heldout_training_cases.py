@@ -98,24 +98,22 @@ def test_outside_file_parses_and_every_row_names_its_page_and_revision():
 
 
 def test_outside_rows_expressed_and_the_reason_for_the_others():
-    """239 rows are expressed. The 16 fms-fsdp rows that checkpoint every k-th block without saying k take
+    """240 rows are expressed. The 16 fms-fsdp rows that checkpoint every k-th block without saying k take
     the share their README's HFU over MFU implies (13B on A100, eager: 0.59 / 0.51, 19 of 40 layers);
     torchtitan's 'selective layer' takes its option's default, every 2nd block: 16 of Llama 3 8B's 32 layers, 20
     of Llama 2 13B's 40; InternEvo's 32 throughput rows pack samples it cuts at seq_len, priced at that bound.
     Skipped: the float8 post's eight Table 1 rows give no GPU count, the Hugging Face blog's two rows no
-    vocabulary, and Megatron-LM's DeepSeek-V3 baseline re-runs MLA's up projections (--recompute-modules
-    mla_up_proj, not modelled); Qwen3's pp 32 x 3 virtual stages over 94 layers run with the embedding and the loss
-    counted as layers, as Megatron-Core runs such a split. The ten MaxText
+    vocabulary. Qwen3's pp 32 x 3 virtual stages over 94 layers run with the embedding and the loss counted as
+    layers, as Megatron-Core runs such a split. The ten MaxText
     rows run its save_qkv_proj policy with cuDNN's attention. The DGX Cloud recipes' TP overlap
     (ub_tp_comm_overlap) is read as their configs set it: on in every recipe with TP but Grok 1's, whose
     grok1_314b.yaml sets it false."""
     mapped = [map_case(c) for c in _outside()]
     skipped = [m for m in mapped if m.skipped is not None]
-    assert len(mapped) - len(skipped) == 239
-    reasons = {"pytorchf8fsdp2": "cluster size not stated", "hfblog": "not stated: vocab",
-               "mlm": "mla_up_proj (MLA's up projections re-run) is not modelled"}
+    assert len(mapped) - len(skipped) == 240
+    reasons = {"pytorchf8fsdp2": "cluster size not stated", "hfblog": "not stated: vocab"}
     assert all(reasons[m.case.source] in m.skipped for m in skipped)
-    assert [sum(m.case.source == source for m in skipped) for source in reasons] == [8, 2, 1]
+    assert [sum(m.case.source == source for m in skipped) for source in reasons] == [8, 2]
     blocks = {m.case.id: m.training.recompute_layers for m in mapped if "-blockac-" in m.case.id and m.training}
     assert (len(blocks), blocks["fmsfsdp-a100-128gpu-llama2-13b-fsdp-blockac-eager"]) == (8, 19)
     maxtext = [m.training for m in mapped if "maxtext" in m.case.id and m.training is not None]

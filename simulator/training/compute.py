@@ -215,6 +215,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from simulator.training.recompute import modules_of
 from simulator.training.routing import routed_load
 from topologies.hardware import GpuSpec
 from workloads.model import ACTIVATION_BYTES, TransformerModel
@@ -375,7 +376,7 @@ class ComputeModel:
                    routed_load(training.routing, training.parallel.ep), attention_scale, training.packed_sample_len,
                    training.lora_rank, training.lora_targets, training.elementwise_bytes,
                    training.loss_bytes_per_logit or LOSS_BYTES_BY_CROSS_ENTROPY[training.cross_entropy],
-                   recompute_modules=training.recompute_modules or MEGATRON_RECOMPUTE_DEFAULT
+                   recompute_modules=modules_of(training)
                    ).casting_weights_over(training, micro_steps)
 
     def casting_weights_over(self, training: TrainingSpec, micro_steps: int) -> ComputeModel:
@@ -446,6 +447,7 @@ class ComputeModel:
         attention_s = self._attention_s(model, tokens, seq_len, tp, cp,
                                         tensor_cores=flash_attention or self.heads_aligned(model))
         per_hidden, replicated = self.elementwise_profile()
+        norms_s = tokens * model.spec.hidden * replicated * NORM_SHARE[self.fused_elementwise] / hbm
         replicated = 0.0 if sequence_parallel else replicated
         elementwise_s = tokens * model.spec.hidden * (replicated + (per_hidden - replicated) / tp
                                                       + _moe_elementwise_bytes(model, tp, self.routed_load)) / hbm
@@ -474,10 +476,8 @@ class ComputeModel:
                          + (core if recomputes_attention(checkpointing) else 0.0))
         elif checkpointing == "selective":  # Megatron-Core's recompute modules, each re-run on its own
             recast = 1.0 + (cast_forward_s / gemm_s if gemm_s else 0.0)
-            norms = (tokens * model.spec.hidden * self.elementwise_profile()[1] / hbm
-                     * NORM_SHARE[self.fused_elementwise])
             recompute = sum(self._module_s(module, model, tokens, tp, each_gemm_s, recast, core,
-                                           norms / tp if sequence_parallel else norms)
+                                           norms_s / tp if sequence_parallel else norms_s)
                             for module in self.recompute_modules)
         else:
             recompute = {"none": 0.0, "full": forward}[checkpointing]

@@ -24,7 +24,7 @@ from workloads.presets import resolve_model
 from workloads.spec import ModelSpec, TrainingSpec
 
 PARALLEL_OPTIONS = ("tp", "pp", "cp", "cp_comm", "ep", "etp", "ep_comm_overlap", "ep_dispatcher", "sequence_parallel",
-                    "pipeline_schedule", "virtual_stages", "pipeline_split", "placement")
+                    "pipeline_schedule", "virtual_stages", "pipeline_split", "pipeline_layout", "placement")
 ROUTING_OPTIONS = ("load_imbalance", "capacity_factor", "pad_to_capacity")
 TOPOLOGY_OPTIONS = ("nodes", "gpus_per_node", "gpu", "link_faults")  # fields of the topology replaced in place
 JOB_OPTIONS = ("micro_batch", "global_batch", "seq_len", "packed_sample_len", "lora_rank", "lora_targets",

@@ -12,6 +12,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from simulator.core.units import from_text, parse_bytes, parse_count
 from workloads.frameworks import FRAMEWORKS, Framework, framework_name
+from workloads.pipeline_layout import layout_chunks
 from workloads.remat import policy_name
 
 Precision = Literal["bf16", "fp16", "fp8", "fp32"]
@@ -398,6 +399,11 @@ class ParallelSpec(BaseModel):
         "embedding_and_loss (the input embedding and the output layer with its loss each take a layer's place: "
         "Megatron-Core --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split, Llama "
         "3's one layer fewer on the first and last stage), which allows pp x virtual_stages up to layers + 2.")
+    pipeline_layout: str | None = Field(
+        default=None, description="What each model chunk holds, Megatron-Core's --pipeline-model-parallel-layout: "
+        "E the embedding, t a transformer layer, L the loss, | between chunks, (...)*n and t*n repeats, e.g. "
+        "'Et|(tt|)*30L' for 61 layers on pp 8 x 4 chunks. Its chunks / pp sets virtual_stages (and the interleaved "
+        "schedule when above 1) unless they are given; it replaces pipeline_split.")
     p2p_scatter_gather: bool = Field(
         default=True, description="Each TP rank sends 1/tp of a stage's activation and the next stage all-gathers it "
         "over NVLink (Megatron's scatter-gather, DeepSpeed's partitioned pipeline buffers); false: every TP rank "
@@ -423,8 +429,35 @@ class ParallelSpec(BaseModel):
         """The tensor-parallel degree of the routed experts: etp, else tp."""
         return self.tp if self.etp is None else self.etp
 
+    @model_validator(mode="before")
+    @classmethod
+    def _layout_chunks(cls, data: object) -> object:
+        """A pipeline_layout's chunks / pp as virtual_stages, interleaved above 1, where those are not given."""
+        if not isinstance(data, dict) or not isinstance(data.get("pipeline_layout"), str):
+            return data
+        try:
+            chunks = len(layout_chunks(data["pipeline_layout"]))
+        except ValueError as exc:
+            raise ValueError(f"pipeline_layout {exc}") from None
+        pp = data.get("pp", 1)
+        if not isinstance(pp, int):
+            return data  # the field's own check names it
+        if chunks % pp:
+            raise ValueError(f"pipeline_layout has {chunks} chunks, which do not divide over pp {pp}")
+        filled: dict[str, object] = {"virtual_stages": chunks // pp} if data.get("virtual_stages") is None else {}
+        if chunks // pp > 1 and data.get("pipeline_schedule") is None:
+            filled["pipeline_schedule"] = "interleaved"
+        return {**data, **filled}
+
     @model_validator(mode="after")
     def _check(self) -> ParallelSpec:
+        if self.pipeline_layout is not None:
+            chunks = self.pp * self.virtual_stages
+            if len(layout_chunks(self.pipeline_layout)) != chunks:
+                raise ValueError(f"pipeline_layout has {len(layout_chunks(self.pipeline_layout))} chunks, not pp "
+                                 f"{self.pp} x virtual_stages {self.virtual_stages} = {chunks}")
+            if self.pipeline_split != "layers":
+                raise ValueError("pipeline_layout places the embedding and the loss itself: leave pipeline_split out")
         if self.pipeline_schedule == "interleaved" and self.virtual_stages < 2:
             raise ValueError("pipeline_schedule interleaved needs virtual_stages >= 2")
         if self.pipeline_schedule != "interleaved" and self.virtual_stages != 1:

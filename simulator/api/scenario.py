@@ -52,7 +52,7 @@ class Scenario:
     optimizer group),
     `tp`, `pp`, `cp`, `cp_comm`, `ep`, `etp` (the experts' tensor-parallel degree: 1 or tp),
     `ep_comm_overlap`, `ep_dispatcher` ("alltoall" or "deepep"), `sequence_parallel`, `pipeline_schedule`,
-    `virtual_stages`, `pipeline_split`,
+    `virtual_stages`, `pipeline_split`, `pipeline_layout` (Megatron-Core's custom layout, "Et|(tt|)*30L"),
     `placement`, `micro_batch`, `global_batch`, `seq_len`, `recompute` (activation checkpointing: none,
     selective, full, op, or a JAX policy such as save_qkv_proj), `recompute_modules` (with selective: Megatron-Core's
     --recompute-modules, e.g. ["moe_act", "layernorm"]), `framework` (whose defaults fill what the
@@ -79,7 +79,8 @@ class Scenario:
                  ep_comm_overlap: bool | None = None, ep_dispatcher: str | None = None,
                  sequence_parallel: bool | None = None,
                  pipeline_schedule: str | None = None, virtual_stages: int | None = None,
-                 pipeline_split: str | None = None, placement: str | None = None, micro_batch: int | None = None,
+                 pipeline_split: str | None = None, pipeline_layout: str | None = None, placement: str | None = None,
+                 micro_batch: int | None = None,
                  global_batch: int | None = None, seq_len: int | None = None, recompute: str | None = None,
                  recompute_modules: str | Sequence[str] | None = None, framework: str | None = None,
                  memory_fraction: float | None = None,

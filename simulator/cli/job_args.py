@@ -59,6 +59,10 @@ VirtualStagesOpt = Annotated[int | None, typer.Option(help="Model chunks per sta
 PipelineSplitOpt = Annotated[str | None, typer.Option(
     help="How layers divide among pipeline chunks: layers (default) or embedding_and_loss (the embedding and the "
     "output layer each take a layer's place, Megatron-Core --account-for-embedding/loss-in-pipeline-split).")]
+PipelineLayoutOpt = Annotated[str | None, typer.Option(
+    help="What each pipeline chunk holds, Megatron-Core's --pipeline-model-parallel-layout: E the embedding, t a "
+    "layer, L the loss, | between chunks, (...)*n and t*n repeats; e.g. 'Et|(tt|)*30L' (61 layers, --pp 8: 4 "
+    "chunks a stage, interleaved). Replaces --pipeline-split.")]
 PlacementOpt = Annotated[str | None, typer.Option(
     help="Order of tp/pp/dp over consecutive ranks, innermost first, e.g. tp-pp-dp (default) or tp-dp-pp.")]
 MicroBatchOpt = Annotated[int | None, typer.Option(help="Sequences per GPU per micro-step.")]

@@ -47,6 +47,7 @@ from simulator.cli.job_args import (
     NodesOpt,
     PackedSampleLenOpt,
     PadToCapacityOpt,
+    PipelineLayoutOpt,
     PipelineSplitOpt,
     PlacementOpt,
     PpOpt,
@@ -174,7 +175,8 @@ def _layout_text(training: TrainingSpec) -> str:
     par = training.parallel
     if par.tp == 1 and par.pp == 1 and par.cp == 1 and par.ep == 1:
         return ""
-    schedule = f" ({par.pipeline_schedule}{f' x{par.virtual_stages}' if par.virtual_stages > 1 else ''})" \
+    layout = f", layout {par.pipeline_layout}" if par.pipeline_layout else ""
+    schedule = f" ({par.pipeline_schedule}{f' x{par.virtual_stages}' if par.virtual_stages > 1 else ''}{layout})" \
         if par.pp > 1 else ""
     context = f" CP{par.cp}" if par.cp > 1 else ""
     experts = f" EP{par.ep}" if par.ep > 1 else ""
@@ -295,7 +297,8 @@ def predict(
     capacity_factor: CapacityFactorOpt = None,
     pad_to_capacity: PadToCapacityOpt = None, sequence_parallel: SequenceParallelOpt = None,
     schedule: ScheduleOpt = None, virtual_stages: VirtualStagesOpt = None, pipeline_split: PipelineSplitOpt = None,
-    placement: PlacementOpt = None, micro_batch: MicroBatchOpt = None, global_batch: GlobalBatchOpt = None,
+    pipeline_layout: PipelineLayoutOpt = None, placement: PlacementOpt = None, micro_batch: MicroBatchOpt = None,
+    global_batch: GlobalBatchOpt = None,
     global_batch_tokens: GlobalBatchTokensOpt = None, seq_len: SeqLenOpt = None,
     packed_sample_len: PackedSampleLenOpt = None, lora_rank: LoraRankOpt = None, lora_targets: LoraTargetsOpt = None,
     recompute: RecomputeOpt = None,
@@ -382,7 +385,7 @@ def scale(
     moe_imbalance: MoeImbalanceOpt = None, capacity_factor: CapacityFactorOpt = None,
     pad_to_capacity: PadToCapacityOpt = None, sequence_parallel: SequenceParallelOpt = None,
     schedule: ScheduleOpt = None, virtual_stages: VirtualStagesOpt = None, pipeline_split: PipelineSplitOpt = None,
-    placement: PlacementOpt = None, micro_batch: MicroBatchOpt = None,
+    pipeline_layout: PipelineLayoutOpt = None, placement: PlacementOpt = None, micro_batch: MicroBatchOpt = None,
     global_batch: Annotated[str | None, typer.Option(
         metavar="COUNT", help="Sequences per optimizer step at the first node count (4K: powers of 1000): it fixes "
         "the accumulation the other counts keep.")] = None,

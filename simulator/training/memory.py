@@ -48,12 +48,12 @@ from simulator.training.recompute import runs_recomputing
 from simulator.training.routing import routed_load
 from simulator.training.shards import (
     blocks_params_on_gpu,
+    chunk_layers,
     gathered_blocks,
     layer_params_on_gpu,
     state_shards,
     trainable_blocks_params_on_gpu,
     trainable_layer_params_on_gpu,
-    virtual_stage_layers,
 )
 from simulator.training.tasks import PARAM_BYTES
 from workloads.model import TransformerModel
@@ -106,7 +106,7 @@ def memory_per_gpu(model: TransformerModel, training: TrainingSpec, seq_len: int
     par = training.parallel
     units_in_flight = gathered_blocks(model, training) if units_in_flight is None else units_in_flight
     p, v = par.pp, par.virtual_stages
-    ranges = virtual_stage_layers(model.spec.layers, p * v, par.pipeline_split)
+    ranges = chunk_layers(model.spec.layers, par)
     # a pipeline needs at least p micro-batches in flight to fill; size the schedule for that
     steps = micro_steps if par.pipeline_schedule == "gpipe" else max(micro_steps, p)
     steps += -steps % p if par.pipeline_schedule == "interleaved" else 0

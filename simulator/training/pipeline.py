@@ -6,7 +6,8 @@ stage with the interleaved schedule), the first stage also the embedding, the la
 layer. Layers divide as evenly as possible; extra layers go to the virtual stages after the first,
 which carries the embedding (DeepSpeed's uniform partition; Megatron requires even division). With
 `pipeline_split: embedding_and_loss` the embedding and the output layer each take a layer's place
-(shards.layers_per_virtual_stage), and a chunk left with no layer runs only them.
+(shards.layers_per_virtual_stage); `pipeline_layout` names each chunk's layers (Megatron-Core's custom
+layout, workloads.pipeline_layout). A chunk left with no layer runs only the embedding or the output layer.
 
 Each stage runs its schedule on its compute stream, one task per chunk (a micro-batch's forward or
 backward over the chunk's layers, with its tensor-parallel collectives, see tasks.tp_calls), and
@@ -61,12 +62,12 @@ from simulator.training.recompute import (
 )
 from simulator.training.shards import (
     blocks_params_on_gpu,
+    chunk_layers,
     expert_replicas,
     expert_shard_group,
     owned_params,
     trainable_blocks_params_on_gpu,
     trainable_layer_params_on_gpu,
-    virtual_stage_layers,
 )
 from simulator.training.tasks import (
     PARAM_BYTES,
@@ -225,7 +226,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
         return seconds, calls, rings, budget
 
     recomputes = layer_recomputes(training, model.spec.layers)
-    ranges = virtual_stage_layers(model.spec.layers, p * v, par.pipeline_split)  # (first, past-the-last) layer of each
+    ranges = chunk_layers(model.spec.layers, par)  # (first, past-the-last) layer of each
     embedding = (model.embedding_params + model.final_norm_params) / tp
     output = (model.output_params or model.spec.vocab * model.spec.hidden) / tp  # tied: the last stage's copy
     chunks = {}

@@ -34,6 +34,7 @@ from simulator.training.recompute import runs_recomputing
 from simulator.training.routing import check_routing, kept_share
 from simulator.training.routing import wait_s as routing_wait_s
 from simulator.training.shards import (
+    chunk_layers,
     owned_params,
     trainable_blocks_params_on_gpu,
     trainable_root_params,
@@ -114,7 +115,9 @@ def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> 
                           f"and key/value heads ({model.kv_heads})")
     chunks = layout.pp * training.parallel.virtual_stages
     embedding_and_loss = training.parallel.pipeline_split == "embedding_and_loss" and chunks > 1
-    if chunks > spec.layers + (2 if embedding_and_loss else 0):
+    if training.parallel.pipeline_layout is not None:
+        chunk_layers(spec.layers, training.parallel)  # the layout holds the model's layers
+    elif chunks > spec.layers + (2 if embedding_and_loss else 0):
         places = " + the embedding and the loss (pipeline_split)" if embedding_and_loss else (
             " (pipeline_split: embedding_and_loss allows 2 more)" if chunks <= spec.layers + 2 else "")
         raise ConfigError(f"training.parallel: pp {layout.pp} x virtual_stages {training.parallel.virtual_stages} "

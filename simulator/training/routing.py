@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from simulator.core.errors import ConfigError
 from simulator.training.recompute import runs_recomputing
-from simulator.training.shards import virtual_stage_layers
+from simulator.training.shards import chunk_layers
 from workloads.model import TransformerModel
 from workloads.spec import RoutingSpec, TrainingSpec
 
@@ -107,7 +107,7 @@ def wait_s(model: TransformerModel, training: TrainingSpec, compute: ComputeMode
     mean = compute.with_routed_load(mean_load).layer(*args)
     passes = busiest.forward_s + busiest.backward_s - mean.forward_s - mean.backward_s
     recompute = busiest.recompute_s - mean.recompute_s  # on the layers that recompute (recompute_layers)
-    ranges = virtual_stage_layers(model.spec.layers, par.pp * par.virtual_stages, par.pipeline_split)
+    ranges = chunk_layers(model.spec.layers, par)
     busiest_stage = max(sum(n * passes + r * recompute for c in range(par.virtual_stages)
                             for block, n, r in runs_recomputing(model, training, *ranges[c * par.pp + stage])
                             if block.spec.moe)

@@ -138,7 +138,8 @@ class CandidateLayout:
                             "shard_group_gpus": group}
         data["parallel"] = {**data["parallel"], "tp": self.tp, "pp": self.pp, "cp": self.cp, "ep": self.ep,
                             "sequence_parallel": self.sequence_parallel, "pipeline_schedule": self.schedule,
-                            "virtual_stages": self.virtual_stages, "pipeline_split": self.pipeline_split}
+                            "virtual_stages": self.virtual_stages, "pipeline_split": self.pipeline_split,
+                            "pipeline_layout": None}  # the planner splits the layers itself
         if self.tp == 1:  # the base's TP overlap has nothing to overlap without tensor parallelism
             data["parallel"].update(tp_comm_overlap=False, tp_comm_overlap_backward=True, tp_async_grad_reduce=False)
         if self.ep == 1:  # nor its all-to-all overlap without expert parallelism

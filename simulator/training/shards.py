@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 from simulator.core.errors import ConfigError
 from workloads.model import TransformerModel, sharded_gemms
-from workloads.spec import PipelineSplit, TrainingSpec
+from workloads.pipeline_layout import layout_layer_counts
+from workloads.spec import ParallelSpec, PipelineSplit, TrainingSpec
 
 Degrees = tuple[int, int, int]  # ranks sharing (parameters, gradients, optimizer states)
 
@@ -55,10 +56,18 @@ def layers_per_virtual_stage(layers: int, virtual_stages: int, split: PipelineSp
     return counts
 
 
-def virtual_stage_layers(layers: int, virtual_stages: int, split: PipelineSplit = "layers") -> list[tuple[int, int]]:
-    """The (first, past-the-last) layer of each virtual stage k (pipeline stage k % pp, its chunk k // pp)."""
-    counts = layers_per_virtual_stage(layers, virtual_stages, split)
-    starts = [sum(counts[:k]) for k in range(virtual_stages)]
+def chunk_layers(layers: int, par: ParallelSpec) -> list[tuple[int, int]]:
+    """The (first, past-the-last) layer of each of the pp x virtual_stages model chunks (chunk k: pipeline stage
+    k % pp, its virtual stage k // pp): as par.pipeline_layout names them, else layers_per_virtual_stage with
+    par.pipeline_split. ConfigError when the layout does not hold the model's layers."""
+    if par.pipeline_layout is None:
+        counts = layers_per_virtual_stage(layers, par.pp * par.virtual_stages, par.pipeline_split)
+    else:
+        counts = layout_layer_counts(par.pipeline_layout)
+        if sum(counts) != layers:
+            raise ConfigError(f"training.parallel.pipeline_layout {par.pipeline_layout!r} holds {sum(counts)} "
+                              f"transformer layers (t); the model has {layers}")
+    starts = [sum(counts[:k]) for k in range(len(counts))]
     return [(start, start + n) for start, n in zip(starts, counts, strict=True)]
 
 

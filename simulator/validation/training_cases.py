@@ -96,7 +96,8 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
                  "moe_pad_expert_input_to_capacity": "bool", "pack_sample_into_one": "bool",
                  "zero1_group_size": "int", "torch_compile": "bool", "async_tp": "bool",
                  "sequence_parallel": "bool", "moe_token_dispatcher": "str", "recompute_modules": "str-list",
-                 "pipeline_split": "str", "account_for_embedding_in_pipeline_split": "bool",
+                 "pipeline_split": "str", "pipeline_layout": "str", "num_layers_in_first_pipeline_stage": "int",
+                 "num_layers_in_last_pipeline_stage": "int", "account_for_embedding_in_pipeline_split": "bool",
                  "account_for_loss_in_pipeline_split": "bool"},
     "cluster": {"gpu": "str", "num_gpus": "int", "gpus_per_node": "int", "nodes": "int", "intra_node": "str",
                 "inter_node": "str", "inter_node_bw_per_node": "str", "ib_links": "str"},
@@ -199,6 +200,10 @@ _ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
         "etp": ("expert_tensor_parallel_size",),
         "dp": ("data_parallel_size", "dp_size", "dp_degree"),
         "vp": ("virtual_pipeline_model_parallel_size", "virtual_pipeline_parallel_size", "vpp", "virtual_stages"),
+        "pipeline_layout": ("pp_layout", "pipeline_model_parallel_layout"),
+        # Megatron-Core's TransformerConfig names and Megatron-LM's flags for the uneven first and last stages
+        "num_layers_in_first_pipeline_stage": ("decoder_first_pipeline_num_layers",),
+        "num_layers_in_last_pipeline_stage": ("decoder_last_pipeline_num_layers",),
         "layers_per_virtual_stage": ("num_layers_per_virtual_pipeline_stage", "num_layers_per_virtual_stage",
                                      "layers_per_virtual_pipeline_stage"),
         "micro_batch": ("micro_batch_size", "mbs", "micro_batch_size_per_gpu", "train_micro_batch_size_per_gpu",
@@ -222,11 +227,15 @@ _ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
 }
 # keys that, unread, would change the job silently: a mixture of experts' (the model priced dense) and a
 # parallel degree's (the layout); a case giving one under a name not read is refused, naming it
-_UNREAD_MATTERS = {"model": (re.compile(r"expert|moe|topk|top_k", re.IGNORECASE),
-                             "a mixture of experts states experts, experts_per_token, expert_ffn, shared_experts"),
-                   "training": (re.compile(r"(tensor|pipeline|context|expert|data|sequence)[_ -]?(model[_ -]?)?"
+_UNREAD_MATTERS = (("model", re.compile(r"expert|moe|topk|top_k", re.IGNORECASE),
+                    "a mixture of experts states experts, experts_per_token, expert_ffn, shared_experts"),
+                   ("training", re.compile(r"(tensor|pipeline|context|expert|data|sequence)[_ -]?(model[_ -]?)?"
                                            r"parallel", re.IGNORECASE),
-                                "state the degrees as tp, pp, cp, ep, dp (or etp, vp)")}
+                    "state the degrees as tp, pp, cp, ep, dp (or etp, vp)"),
+                   ("training", re.compile(r"pipeline.*(layout|num[_ -]?layers)|pp[_ -]?layout", re.IGNORECASE),
+                    "state how layers split over the stages as pipeline_layout (Megatron-Core's "
+                    "--pipeline-model-parallel-layout, e.g. Et|(tt|)*30L), pipeline_split, or "
+                    "num_layers_in_first_pipeline_stage / num_layers_in_last_pipeline_stage"))
 # where a case gives its sequence length in the training section, as configs do
 _TRAINING_SEQ_LEN = ("seq_len", "seq_length", "sequence_length", "encoder_seq_length")
 
@@ -242,7 +251,7 @@ def _schema_keys(sections: dict[str, dict[str, Any]], where: str) -> None:
                 value = section.pop(key)
                 if section.get(field) is None:
                     section[field] = value
-    for name, (pattern, hint) in _UNREAD_MATTERS.items():
+    for name, pattern, hint in _UNREAD_MATTERS:
         unread = [key for key, value in sections[name].items()
                   if pattern.search(str(key)) and value is not None and key not in _FIELD_TYPES[name]]
         if unread:

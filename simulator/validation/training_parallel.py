@@ -57,6 +57,7 @@ from typing import Any
 
 from simulator.validation.training_cluster import Unexpressible
 from simulator.validation.training_strategy import unnamed_strategy
+from workloads.pipeline_layout import uneven_layout
 from workloads.spec import ParallelSpec, StrategyKind
 
 
@@ -513,11 +514,21 @@ def _stated_virtual_stages(training: Mapping[str, Any], pp: int) -> dict[str, An
 _MEGATRON_FAMILY = ("megatron-lm", "megatron-core", "nemo")
 
 
-def _pipeline_split(training: Mapping[str, Any], fw: str, layers: int, chunks: int,
+def _pipeline_split(training: Mapping[str, Any], fw: str, layers: int, pp: int, chunks: int,
                     defaults: list[str]) -> dict[str, Any]:
-    """The pipeline split of a case: stated (`pipeline_split`, or Megatron-Core's two account-for flags, which
-    the model takes together only), else, under Megatron's frameworks, embedding_and_loss where the layers do not
+    """The pipeline split of a case: Megatron-Core's custom layout where it states one (`pipeline_layout`), or its
+    uneven first / last stages (num_layers_in_first_pipeline_stage, ..._last_...) as the layout they make, else
+    the split stated (`pipeline_split`, or Megatron-Core's two account-for flags, which the model takes together
+    only), else, under Megatron's frameworks, embedding_and_loss where the layers do not
     divide over the `chunks` but two more do (flagged); else the default, layers."""
+    if training.get("pipeline_layout") is not None:
+        return {"pipeline_layout": training["pipeline_layout"]}
+    first, last = training.get("num_layers_in_first_pipeline_stage"), training.get("num_layers_in_last_pipeline_stage")
+    if first is not None or last is not None:
+        try:
+            return {"pipeline_layout": uneven_layout(layers, pp, chunks // pp, first, last)}
+        except ValueError as exc:
+            raise Unexpressible(f"uneven pipeline stages: {exc}") from None
     if training.get("pipeline_split") is not None:
         return {"pipeline_split": training["pipeline_split"]}
     embedding = training.get("account_for_embedding_in_pipeline_split")
@@ -582,7 +593,8 @@ def lower_parallel(case_id: str, training_in: Mapping[str, Any], model_in: Mappi
     spec = {"placement": "tp-dp-pp", **draft.spec} if draft.layered else draft.spec
     spec.update(_stated_virtual_stages(training, pp))
     if pp > 1:
-        spec.update(_pipeline_split(training, fw, draft.layers, pp * int(spec.get("virtual_stages") or 1), defaults))
+        spec.update(_pipeline_split(training, fw, draft.layers, pp, pp * int(spec.get("virtual_stages") or 1),
+                                    defaults))
     if "sp" in names or training.get("sequence_parallel") is True:  # named or set by the case: Megatron's
         # sequence parallelism, which splits the tp group's work
         if tp == 1:  # Megatron-LM (training/arguments.py) and NeMo turn it off with a warning: nothing to split

@@ -35,7 +35,7 @@ from functools import cached_property
 
 from simulator.core.errors import ConfigError
 from workloads.remat import REMAT_POLICIES, is_remat_policy, recomputed_gemms, recomputes_attention
-from workloads.spec import Checkpointing, ModelSpec
+from workloads.spec import MEGATRON_RECOMPUTE_DEFAULT, Checkpointing, ModelSpec
 
 ACTIVATION_BYTES = 2  # bf16/fp16 activations, as Korthikanti et al. 2022 assume
 LOGIT_BYTES = 4  # logits are kept in fp32 for the cross-entropy loss
@@ -380,7 +380,8 @@ class TransformerModel:
 
     def activation_bytes_per_layer(self, micro_batch: int, seq_len: int, checkpointing: Checkpointing,
                                    tp: int = 1, sequence_parallel: bool = False, routed_load: float = 1.0,
-                                   packed_sample_len: int | None = None) -> float:
+                                   packed_sample_len: int | None = None,
+                                   recompute_modules: tuple[str, ...] = MEGATRON_RECOMPUTE_DEFAULT) -> float:
         """Bytes one block keeps for its backward (Korthikanti et al. 2022, Table 2), 16-bit
         activations and 1-byte dropout masks:
 
@@ -405,6 +406,13 @@ class TransformerModel:
         out) a token where the 34 counts 4 h of them, split over t by heads) and its latents before and after
         their norm (2 x 2 B x (q_lora + kv_lora) and the rotary key's 2 B x rope a token, replicated over t).
         Packed samples of `packed_sample_len` l tokens keep l scores a query, not s: 5 a l / h.
+        selective re-runs Megatron-Core's `recompute_modules` (default core_attn: the scores term) and keeps no
+        output of theirs (CheckpointWithoutOutput; transformer_layer.py, moe_layer.py, multi_latent_attention.py):
+        layernorm drops the two norms' outputs, what the QKV GEMM and the MLP read (2 x 2 s b h); mlp a dense
+        block's MLP intermediates (the 16 s b h / t of the 34); moe_act half the routed experts' (the activation's
+        output, 8 s b h k f_e / (4 h t)); moe the routed and shared experts' intermediates and the routed copies;
+        shared_experts the shared experts'; mla_up_proj MLA's queries, keys and values (2 B x (q + k + v) a
+        token, over t). A module naming no core_attn keeps the scores, as without recomputation.
         """
         s, b, h, a, t = seq_len, micro_batch, self.spec.hidden, self.spec.heads, tp
         sbh = float(s * b * h)
@@ -426,7 +434,8 @@ class TransformerModel:
                       "context": self.out_dim / t}
             kept = h / (t if sequence_parallel else 1) + sum(widths[name] for name in names)
             return float(s * b) * (ACTIVATION_BYTES * kept + (4.0 * a / t if "context" in names else 0.0))
-        scores = 5.0 * a * min(s, packed_sample_len or s) / h if mode == "none" else 0.0
+        keeps_scores = mode == "none" or (mode == "selective" and "core_attn" not in recompute_modules)
+        scores = 5.0 * a * min(s, packed_sample_len or s) / h if keeps_scores else 0.0
         extra = 0.0  # beyond the 34: a mixture's wider MLP and routed copies, MLA's widths and latents
         if self.spec.moe:
             k = self.spec.experts_per_token * routed_load
@@ -438,9 +447,29 @@ class TransformerModel:
             heads = self.q_dim + self.k_dim + self.v_dim + self.out_dim - 4 * h
             latents = 2 * ((mla.q_lora_rank or 0) + mla.kv_lora_rank) + mla.qk_rope_head_dim
             extra += float(s * b) * ACTIVATION_BYTES * (heads / t + latents)
+        dropped = self._recomputed_outputs_bytes(micro_batch, seq_len, tp, sequence_parallel, routed_load,
+                                                 recompute_modules) if mode == "selective" else 0.0
         if sequence_parallel:
-            return sbh / t * (34.0 + scores) + extra
-        return sbh * (10.0 + 24.0 / t + scores / t) + extra
+            return sbh / t * (34.0 + scores) + extra - dropped
+        return sbh * (10.0 + 24.0 / t + scores / t) + extra - dropped
+
+    def _recomputed_outputs_bytes(self, micro_batch: int, seq_len: int, tp: int, sequence_parallel: bool,
+                                  routed_load: float, modules: tuple[str, ...]) -> float:
+        """What selective recomputation's modules drop from a block's kept activations
+        (activation_bytes_per_layer)."""
+        sbh, t = float(seq_len * micro_batch * self.spec.hidden), tp
+        replicated = t if sequence_parallel else 1
+        intermediates = 16.0 * sbh / (4.0 * self.spec.hidden) / t  # a unit of MLP width's two 16-bit tensors
+        k = self.spec.experts_per_token * routed_load if self.spec.moe else 0.0
+        shared = self.spec.shared_experts if self.spec.moe else 0
+        dropped = {"layernorm": 4.0 * sbh / replicated,
+                   "mlp": 0.0 if self.spec.moe else 16.0 * sbh / t,
+                   "moe_act": intermediates * k * self.expert_ffn_hidden / 2.0,
+                   "moe": intermediates * (k + shared) * self.expert_ffn_hidden + 2.0 * k * sbh / replicated,
+                   "shared_experts": intermediates * shared * self.expert_ffn_hidden,
+                   "mla_up_proj": (ACTIVATION_BYTES * seq_len * micro_batch * (self.q_dim + self.k_dim + self.v_dim)
+                                   / t if self.spec.mla else 0.0)}
+        return sum(dropped.get(name, 0.0) for name in set(modules))
 
     def layers_activation_bytes(self, micro_batch: int, seq_len: int, checkpointing: Checkpointing,
                                 tp: int = 1, sequence_parallel: bool = False) -> float:

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from simulator.training.pipeline import peak_in_flight
 from simulator.training.prediction import MemoryBreakdown
-from simulator.training.recompute import runs_recomputing
+from simulator.training.recompute import modules_of, runs_recomputing
 from simulator.training.routing import routed_load
 from simulator.training.shards import (
     blocks_params_on_gpu,
@@ -58,7 +58,7 @@ from simulator.training.shards import (
 from simulator.training.tasks import PARAM_BYTES
 from workloads.model import TransformerModel
 from workloads.remat import is_remat_policy
-from workloads.spec import Checkpointing, TrainingSpec
+from workloads.spec import MEGATRON_RECOMPUTE_DEFAULT, Checkpointing, TrainingSpec
 
 GIB = 1024**3
 RESERVE_BYTES = 1.5 * GIB  # CUDA context (~0.5-1 GiB) + NCCL buffers (~0.5 GiB at 8-16 channels)
@@ -170,12 +170,16 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
     packed = training.packed_sample_len
     sp = par.sequence_parallel
 
-    def kept(block: TransformerModel, checkpointing: Checkpointing) -> float:
-        return block.activation_bytes_per_layer(b, local_seq, checkpointing, tp, sp, load, packed)
+    # selective's modules drop their outputs; a fused attention kernel keeps no scores whichever they are
+    modules = (*modules_of(training), *(("core_attn",) if training.flash_attention else ()))
+
+    def kept(block: TransformerModel, checkpointing: Checkpointing, dropped: tuple[str, ...]) -> float:
+        return block.activation_bytes_per_layer(b, local_seq, checkpointing, tp, sp, load, packed, dropped)
     # one chunk's activations, averaged over the stage's chunks (interleaved: a stage holds several); a layer
     # that recomputes keeps what its checkpointing keeps, the others (recompute_layers) everything
     runs = [run for start, stop in chunks for run in runs_recomputing(model, training, start, stop)]
-    chunk = sum(r * kept(block, stored) + (n - r) * kept(block, plain) for block, n, r in runs) / len(chunks)
+    chunk = sum(r * kept(block, stored, modules) + (n - r) * kept(block, plain, MEGATRON_RECOMPUTE_DEFAULT)
+                for block, n, r in runs) / len(chunks)
     recomputing = [block for block, _, r in runs_recomputing(model, training) if r] \
         if stored in ("full", "op") or is_remat_policy(stored) else []
     # the loss's tensors (the last stage's logits, its eager cross entropy's gradients) live from the end of the
@@ -184,7 +188,8 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
     loss = (model.output_activation_bytes(b, local_seq, tp)
             + (EAGER_LOSS_BYTES * b * local_seq * model.spec.vocab / tp if training.cross_entropy == "eager" else 0.0)
             if last else 0.0)
-    rerun = max((kept(block, plain) - kept(block, stored) for block in recomputing), default=0.0)
+    rerun = max((kept(block, plain, MEGATRON_RECOMPUTE_DEFAULT) - kept(block, stored, modules)
+                 for block in recomputing), default=0.0)
     activations = (in_flight * chunk + (in_flight * model.embedding_activation_bytes(b, local_seq) if first else 0.0)
                    + (max(loss, rerun) if training.allocator == "xla" else loss + rerun))
     buffers = 0.0

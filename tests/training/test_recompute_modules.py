@@ -218,3 +218,52 @@ def test_the_planner_drops_the_modules_with_other_recomputation():
     assert {layout.recompute for layout in found.layouts} == {"none", "full"} and not found.refused
     for layout in found.layouts:
         assert cs.predict(layout.scenario).scenario["training"]["recompute_modules"] is None
+
+
+def _kept(model: Any, modules: tuple[str, ...], tp: int = 1, sp: bool = False) -> float:
+    return model.activation_bytes_per_layer(B, S, "selective", tp, sp, recompute_modules=modules)
+
+
+def test_the_modules_drop_their_outputs_by_hand():
+    """What each module drops from a layer's kept activations (Korthikanti et al.'s terms, workloads.model):
+    layernorm the two norms' outputs, 2 x 2 B x h a token (over tp only under sequence parallelism); mlp a dense
+    MLP's two intermediates, 16 s b h / tp; moe_act the routed experts' activation output, 2 B x k x f_e a token;
+    moe every routed and shared intermediate (4 B x k x f_e) and the k routed copies (2 B x k x h); mla_up_proj
+    MLA's queries, keys and values at their widths."""
+    sbh = TOKENS * 4096
+    default = ("core_attn",)
+    assert _kept(LLAMA, default) - _kept(LLAMA, ("core_attn", "layernorm")) == pytest.approx(4 * sbh, rel=1e-12)
+    assert _kept(LLAMA, default, 4, True) - _kept(LLAMA, ("core_attn", "layernorm"), 4, True) == \
+        pytest.approx(sbh, rel=1e-12)
+    assert _kept(LLAMA, default, 2) - _kept(LLAMA, ("core_attn", "mlp"), 2) == pytest.approx(8 * sbh, rel=1e-12)
+    assert _kept(QWEN, default) - _kept(QWEN, ("core_attn", "moe_act")) == pytest.approx(2 * TOKENS * 8 * 768,
+                                                                                          rel=1e-12)
+    assert _kept(QWEN, default) - _kept(QWEN, ("core_attn", "moe")) == \
+        pytest.approx(4 * TOKENS * 8 * 768 + 2 * 8 * TOKENS * 2048, rel=1e-12)
+    deepseek = transformer(load_model("deepseek-v3"))
+    qkv = 2 * TOKENS * (128 * 192 + 128 * 192 + 128 * 128)
+    assert _kept(deepseek, default) - _kept(deepseek, ("core_attn", "mla_up_proj")) == pytest.approx(qkv, rel=1e-12)
+    assert _kept(LLAMA, ("moe", "moe_act", "shared_experts", "mla_up_proj", "core_attn")) == _kept(LLAMA, default)
+
+
+def test_without_core_attn_the_scores_are_kept():
+    """Modules that leave attention alone keep its score tensors (5 a s / h of s b h) where the kernel stores them."""
+    scores = TOKENS * 4096 * 5 * 32 * S / 4096
+    assert _kept(LLAMA, ("layernorm",)) - _kept(LLAMA, ("core_attn", "layernorm")) == pytest.approx(scores, rel=1e-12)
+
+
+@pytest.mark.parametrize("more", [m for m in itertools.combinations(MODULES, 2)])
+def test_naming_more_modules_never_holds_more(more: tuple[str, str]):
+    """Metamorphic, on the whole job's memory per GPU (flash attention: no scores either way): a superset of modules
+    holds no more, and moe or moe_act holds less than core_attn alone."""
+    topology = load_preset("dgx-h100", nodes=1)
+
+    def memory(modules: tuple[str, ...]) -> float:
+        training = TrainingSpec(model="qwen3-30b-a3b", strategy=StrategySpec(kind="ddp"), micro_batch=1, seq_len=S,
+                                activation_checkpointing="selective", recompute_modules=modules,
+                                parallel=ParallelSpec(ep=8))
+        return predict_step(topology, training, QWEN_SPEC).memory.activations_bytes
+
+    assert memory(more) <= min(memory(more[:1]), memory(more[1:])) + 1e-6
+    if {"moe", "moe_act"} & set(more):
+        assert memory(more) < memory(("core_attn",))

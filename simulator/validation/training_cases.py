@@ -98,10 +98,12 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
                  "sequence_parallel": "bool", "moe_token_dispatcher": "str", "recompute_modules": "str-list",
                  "pipeline_split": "str", "pipeline_layout": "str", "num_layers_in_first_pipeline_stage": "int",
                  "num_layers_in_last_pipeline_stage": "int", "account_for_embedding_in_pipeline_split": "bool",
-                 "account_for_loss_in_pipeline_split": "bool"},
+                 "account_for_loss_in_pipeline_split": "bool", "flops_counting": "str"},
     "cluster": {"gpu": "str", "num_gpus": "int", "gpus_per_node": "int", "nodes": "int", "intra_node": "str",
                 "inter_node": "str", "inter_node_bw_per_node": "str", "ib_links": "str"},
 }
+# training.flops_counting: whether the source's FLOP counter counts causal attention's score FLOPs whole or half
+FLOPS_COUNTING = ("full", "causal")
 _K_NUMBER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kK])?\s*(?:tokens?|sequences?|samples?)?\s*$")
 
 
@@ -284,6 +286,10 @@ def _parse_one(entry: Any, source: str, index: int) -> TrainingCase:
             if not _type_ok(value, kind):
                 raise ConfigError(f"{where}: {name}.{key}: expected {kind.replace('|', ' or ')} or null, "
                                   f"got {value!r}")
+    counting = sections["training"].get("flops_counting")
+    if counting is not None and str(counting).strip().lower() not in FLOPS_COUNTING:
+        raise ConfigError(f"{where}: training.flops_counting: expected {' or '.join(FLOPS_COUNTING)} (how the "
+                          f"source's FLOP counter counts causal attention), got {counting!r}")
     for key in ("seq_len", "vocab"):
         value = sections["model"].get(key)
         if isinstance(value, str) and not _k_match(value):

@@ -16,7 +16,12 @@ two baselines the simulator must beat, and the summaries per source and overall.
   (BLOOM), whose throughput log is that equation with checkpoint_activations_factor 4 when recomputing.
   Where the source publishes its tokens/s per GPU beside the TFLOP/s or MFU it leads with, the prediction
   is put in the source's units through the source's own FLOPs per token (its TFLOP/s over its tokens/s):
-  predicted = published x predicted tokens/s / published tokens/s. A FLOP-counting convention then cannot
+  predicted = published x predicted tokens/s / published tokens/s; with its step time beside them, predicted =
+  published x published step time / predicted step time. Otherwise a source whose FLOP counter counts half of
+  causal attention's score FLOPs is compared in that count (counts_causal_half: Megatron-LM's counter from
+  commit 8873b55, 2025-03-06, released in Megatron-Core 0.12; a case's training.flops_counting): the
+  Megatron-MoE-ModelZoo's Qwen3-235B rows that print step times give 1.478e11 FLOPs a token, Megatron's halved
+  count (1.480e11), not the full one (1.670e11). A FLOP-counting convention then cannot
   read as speed: NeMo's formulas halve causal attention's score FLOPs from August 2025
   (nemo/utils/flops_formulas.py, "Discount FLOPs in dot-product att", NVIDIA/NeMo #14424), and NeMo's
   25.02 Mixtral 8x22B row at 64K tokens and 25.07 Llama 4 Scout row count 27% and 10% fewer FLOPs a
@@ -54,6 +59,7 @@ from simulator.training.prediction import StepPrediction
 from simulator.validation.training_cases import Family, MappedCase, TrainingCase, map_case, published_number
 from simulator.validation.training_parallel import framework_of
 from topologies.spec import TopologySpec
+from workloads.model import transformer
 from workloads.spec import ModelSpec, TrainingSpec
 
 Predictor = Callable[[TopologySpec, TrainingSpec, ModelSpec], StepPrediction]
@@ -138,6 +144,11 @@ _RECOMPUTE_FACTOR = {"none": 1.0, "full": 4.0 / 3.0}  # hardware / model FLOPs (
 # TP 8 row: 96 B s l h^2 (1 + s/6h + V/16lh) / 1.407 s / 8 GPUs = 52.2 TFLOP/s, as published)
 _HARDWARE_FLOPS_IDS = ("megatron-sc21-", "megatron-2020-")
 _HARDWARE_FLOPS_FRAMEWORKS = ("megatron-deepspeed",)  # its log: SC21 eq. 3, checkpoint_activations_factor 4
+# Megatron-LM's num_floating_point_operations counts half of causal attention's score FLOPs from its commit 8873b55
+# (2025-03-06, ADLR/megatron-lm!2789: "Only half of the attention matrix is non-zero"), first released in
+# Megatron-Core 0.12; a Megatron-Core version written in the case's framework text
+_MCORE_VERSION = re.compile(r"(?:mcore|megatron[- ]?core|core_[rv])\W{0,3}v?(\d+)\.(\d+)", re.IGNORECASE)
+_MCORE_CAUSAL_HALF = (0, 12)
 # Training fields the mapping reads; the others (torch_compile, fsdp_mixed_precision_mode, ...) must be
 # equal for two cases to form a change pair.
 _MAPPED_TRAINING_KEYS = frozenset({
@@ -256,6 +267,41 @@ def _recompute_factor(training: TrainingSpec) -> float:
     return 1.0 + (full - 1.0) * min(1.0, training.recompute_layers / training.model.layers)
 
 
+def counts_causal_half(case: TrainingCase) -> bool:
+    """The source's FLOP counter counts half of causal attention's score FLOPs: the case says so
+    (training.flops_counting: causal), or it ran Megatron-Core 0.12 or later (_MCORE_CAUSAL_HALF), whose
+    counter does; MaxText's does from 2025-07-27 (its PR #1988), NeMo's from August 2025 (#14424), which a
+    case states as flops_counting."""
+    stated = case.training.get("flops_counting")
+    if stated is not None:
+        return str(stated).strip().lower() == "causal"
+    if framework_of(case.training) not in ("megatron-core", "megatron-lm"):
+        return False
+    version = _MCORE_VERSION.search(str(case.training.get("framework") or ""))
+    return version is not None and (int(version.group(1)), int(version.group(2))) >= _MCORE_CAUSAL_HALF
+
+
+def counted_share(case: MappedCase) -> float:
+    """The source's FLOPs per token over the model's (model_flops_per_token): 1, or less where the source counts
+    half of causal attention's score FLOPs (counts_causal_half)."""
+    if case.model is None or case.training is None or not counts_causal_half(case.case):
+        return 1.0
+    model = transformer(case.model)
+    seq_len = case.training.seq_len or case.model.max_seq_len
+    attended = min(seq_len, case.training.packed_sample_len or seq_len)
+    flops = model.model_flops_per_token(seq_len, packed_sample_len=case.training.packed_sample_len)
+    scores = 3.0 * sum(n * block.attention_forward_flops(1, attended) for block, n in model.blocks)
+    return (flops - scores / 2.0) / flops
+
+
+def published_step_time_s(case: TrainingCase) -> float | None:
+    """The source's step time, where it publishes one beside its throughput."""
+    for _, kind, value in _named_metrics(case):
+        if kind == "step_time_s" and math.isfinite(value) and value > 0:
+            return value
+    return None
+
+
 def published_tokens_per_s(case: TrainingCase) -> float | None:
     """The source's tokens/s per GPU, where it publishes one (the first tokens/s-per-GPU name it has)."""
     for _, kind, value in _named_metrics(case):
@@ -269,9 +315,10 @@ def predicted_metric(case: MappedCase, prediction: StepPrediction) -> float:
 
     tokens/s/GPU: tokens_per_s_per_gpu; the cluster's tokens/s, samples/s and step time: the step's. TFLOP/s
     per GPU or MFU % with the source's tokens/s beside it: the published figure scaled by predicted /
-    published tokens/s (the source's FLOPs per token). Otherwise TFLOP/s per GPU: tflops_per_gpu (model
-    FLOPs), x 4/3 where the source counts full recomputation; MFU %: 100 x mfu, x 4/3 likewise (then it is
-    the source's HFU).
+    published tokens/s (the source's FLOPs per token); with its step time beside it, by published / predicted
+    step time. Otherwise TFLOP/s per GPU: tflops_per_gpu (model FLOPs), x 4/3 where the source counts full
+    recomputation, x counted_share where it counts half of causal attention; MFU %: 100 x mfu, likewise (then
+    it is the source's HFU).
     """
     metric = choose_metric(case.case)
     problem = _metric_problem(metric, case.case, case.training)
@@ -290,6 +337,10 @@ def predicted_metric(case: MappedCase, prediction: StepPrediction) -> float:
     tokens = published_tokens_per_s(case.case)
     if tokens is not None:
         return metric.published * prediction.tokens_per_s_per_gpu / tokens
+    step_s = published_step_time_s(case.case)
+    if step_s is not None:
+        return metric.published * step_s / prediction.step_time_s
+    factor *= counted_share(case)
     if metric.kind == "tflops_per_gpu":
         return prediction.tflops_per_gpu * factor
     return 100.0 * prediction.mfu * factor

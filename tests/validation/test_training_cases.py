@@ -22,6 +22,7 @@ from simulator.validation.training_cases import map_case, parse_cases
 from simulator.validation.training_cluster import topology_of
 from simulator.validation.training_report import (
     choose_metric,
+    counts_causal_half,
     evaluate,
     find_change_pairs,
     lookup_table_predictions,
@@ -30,6 +31,7 @@ from simulator.validation.training_report import (
     published_memory_bytes,
     report_to_json,
 )
+from workloads.model import transformer
 
 SHARED_CASES = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "training" / "cases.yaml"
 
@@ -1093,6 +1095,37 @@ def test_predicted_metric_conversions_by_hand():
     other_count = fake_prediction(n_gpus=8, tokens_per_step=8 * 4096, tokens_per_s_per_gpu=1000.0,
                                   flops_per_token=9e9)
     assert predicted_metric(mapped(FOUNDRY_70B), other_count) == predicted_metric(mapped(FOUNDRY_70B), prediction)
+
+
+def test_a_step_time_beside_the_tflops_gives_the_sources_own_flops():
+    """A published step time converts like tokens/s: 245 TFLOP/s at 19.7 s a step, predicted at 17.83 s, reads
+    245 x 19.7 / 17.83, whatever the model's own FLOP count."""
+    entry = case(metrics={"throughput_tokens_per_s_per_GPU": None, "MFU_%": None, "step_time_s": 19.7})
+    prediction = fake_prediction(n_gpus=8, tokens_per_step=8 * 4096, tokens_per_s_per_gpu=4096 / 17.83)
+    assert predicted_metric(mapped(entry), prediction) == pytest.approx(408.0 * 19.7 / 17.83)
+
+
+def test_a_source_counting_half_of_causal_attention():
+    """Megatron-LM's FLOP counter halves causal attention's score FLOPs from Megatron-Core 0.12 (commit 8873b55):
+    a case naming such a version, or stating flops_counting: causal, is compared in that count, the model's
+    FLOPs less half of 3 x 2 x 2 s (q + out) a token and layer; older versions and flops_counting: full are not."""
+    prediction = fake_prediction(n_gpus=8, tokens_per_step=8 * 4096, tokens_per_s_per_gpu=1000.0)
+    no_tokens = {"throughput_tokens_per_s_per_GPU": None, "MFU_%": None}
+    model = transformer(mapped(case(metrics=no_tokens)).model)
+    full = model.model_flops_per_token(2048)
+    scores = 80 * 3 * 2 * 2048 * (8192 + 8192)  # MPT-70B: 80 layers, 64 heads of 128
+    share = (full - scores / 2) / full
+    for training, halved in [({"framework": "Megatron-Core 0.13 (Megatron-LM)"}, True),
+                             ({"framework": "Megatron-LM (megatron-core core_v0.6.0)"}, False),
+                             ({"flops_counting": "causal"}, True), ({"framework": "MCore v0.12", "flops_counting":
+                                                                      "full"}, False)]:
+        entry = mapped(case(metrics=no_tokens, training=training))
+        assert counts_causal_half(entry.case) is halved
+        assert predicted_metric(entry, prediction) == pytest.approx(6.0 * (share if halved else 1.0))
+    with_tokens = mapped(case(training={"flops_counting": "causal"}, metrics={"MFU_%": None}))
+    assert predicted_metric(with_tokens, prediction) == pytest.approx(408.0 * 1000.0 / 1007.0)  # its own count
+    bad = parse(case(training={"flops_counting": "half"}))[0]
+    assert "training.flops_counting: expected full or causal" in str(bad.problem)
 
 
 def test_hardware_flops_with_selective_recompute_is_skipped():

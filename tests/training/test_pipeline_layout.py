@@ -8,7 +8,6 @@ import json
 from typing import Any
 
 import pytest
-import yaml
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
@@ -19,7 +18,7 @@ from simulator.training.compute import ComputeModel
 from simulator.training.pipeline import plan_pipeline
 from simulator.training.predict import predict_step
 from simulator.training.timeline import simulate_plan
-from simulator.validation.training_cases import map_case, parse_cases
+from tests.training.test_recompute_modules import mapped_case
 from topologies.hardware import gpu_spec
 from topologies.presets import load_preset
 from workloads.model import transformer
@@ -168,9 +167,7 @@ CASE: dict[str, Any] = {
 
 
 def _mapped(**training: Any) -> Any:
-    entry = json.loads(json.dumps(CASE))
-    entry["training"].update(training)
-    return map_case(parse_cases(yaml.safe_dump([entry]), "test")[0])
+    return mapped_case(CASE, **training)
 
 
 @pytest.mark.parametrize("key", ["pipeline_layout", "pp_layout", "pipeline_model_parallel_layout"])

@@ -168,10 +168,15 @@ CASE: dict[str, Any] = {
 }
 
 
-def _mapped(**training: Any) -> Any:
-    entry = json.loads(json.dumps(CASE))
+def mapped_case(base: dict[str, Any], **training: Any) -> Any:
+    """`base`, a published case's entry, with these training fields, as the case reader maps it."""
+    entry = json.loads(json.dumps(base))
     entry["training"].update(training)
     return map_case(parse_cases(yaml.safe_dump([entry]), "test")[0])
+
+
+def _mapped(**training: Any) -> Any:
+    return mapped_case(CASE, **training)
 
 
 @pytest.mark.parametrize(("training", "modules"), [

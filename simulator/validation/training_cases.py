@@ -1019,6 +1019,21 @@ def _lora_rank(case: TrainingCase, defaults: list[str]) -> int | None:
     return _NEMO_LORA_RANK
 
 
+# multi-token prediction depth: Megatron-Core's --mtp-num-layers, the Hugging Face config's num_nextn_predict_layers
+_MTP_KEYS = ("mtp_num_layers", "mtp_layers", "num_nextn_predict_layers")
+
+
+def _multi_token_prediction(case: TrainingCase, defaults: list[str]) -> None:
+    """Multi-token prediction (DeepSeek-V3's MTP modules) is not modelled: a case stating MTP layers in training is
+    priced without them, flagged (each is one more block of the model's last kind and one more pass through the
+    output layer and loss: about 4% of DeepSeek-V3's FLOPs a token, on the last pipeline stage)."""
+    stated = next((case.training[key] for key in _MTP_KEYS if case.training.get(key) is not None), None)
+    depth = published_number(stated) if stated is not None else None
+    if depth:
+        defaults.append(f"multi-token prediction ({stated!r} MTP layers) not modelled: priced without it (each MTP "
+                        "layer is one more block and one more output layer and loss, on the last stage)")
+
+
 def _check_task(case: TrainingCase, defaults: list[str]) -> None:
     """Packed sequences whose attention spans each packed sample need the samples' length: a note saying the run
     packs sequences, or InternEvo's `pack_sample_into_one: false`, without `packed_sample_len` is skipped, but
@@ -1253,6 +1268,7 @@ def map_case(case: TrainingCase) -> MappedCase:
         return skipped(f"no data-parallel strategy in {names}")
     try:
         _check_task(case, defaults)
+        _multi_token_prediction(case, defaults)
         topology, gpu = topology_of(_corrected_cluster(case, defaults), defaults)
         n_gpus = topology.gpus_per_node * topology.nodes
         layout = lower_parallel(case.id, training, case.model, names, n_gpus, defaults)

@@ -1573,3 +1573,13 @@ def test_the_attention_kernel_under_the_frameworks_names(field: str, stated, fus
     m = mapped(case(training={"framework": "Megatron-LM", field: stated}))
     assert m.skipped is None and m.training is not None, m.skipped
     assert m.training.flash_attention is fused
+
+
+@pytest.mark.parametrize(("training", "flagged"), [({"mtp_num_layers": 1}, True),
+                                                   ({"num_nextn_predict_layers": "1"}, True),
+                                                   ({"mtp_num_layers": 0}, False), ({}, False)])
+def test_multi_token_prediction_is_priced_without_it_and_flagged(training, flagged):
+    """MTP layers a case states are not modelled: the case is expressed without them and says so."""
+    result = mapped(case(training=training))
+    assert result.skipped is None
+    assert any("multi-token prediction" in flag for flag in result.defaults) is flagged

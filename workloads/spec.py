@@ -580,8 +580,8 @@ class TrainingSpec(BaseModel):
         "Megatron-Core's --recompute-modules names them (a list or 'moe_act layernorm'): core_attn (the attention "
         "kernel), layernorm (the two norms), moe_act (the routed experts' activation), mlp (a dense block's MLP), "
         "moe (the whole mixture-of-experts layer: router, experts and its all-to-alls), shared_experts, mla_up_proj "
-        "(MLA's query and key-value up projections). A module the block lacks re-runs nothing. Memory is counted as "
-        "for core_attn. Default: core_attn (Megatron-Core's default).")
+        "(MLA's query and key-value up projections). A module the block lacks re-runs nothing; what a module "
+        "re-runs it keeps no output of. Default: core_attn (Megatron-Core's default).")
     optimizer: Optimizer = Field(default="adamw", description="Optimizer (Adam keeps two fp32 moments).")
     flash_attention: bool = Field(
         default=True, description="Fused attention that keeps no seq x seq scores (FlashAttention, PyTorch SDPA).")

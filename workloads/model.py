@@ -43,11 +43,15 @@ LOGIT_BYTES = 4  # logits are kept in fp32 for the cross-entropy loss
 
 @dataclass(frozen=True)
 class TransformerModel:
-    """A ModelSpec with its defaults resolved (kv_heads, ffn_hidden), and its cost formulas."""
+    """A ModelSpec with its defaults resolved (kv_heads, ffn_hidden), and its cost formulas; with `mtp_layers`
+    multi-token prediction modules after the last block (DeepSeek-V3 report section 2.2; Megatron-Core
+    --mtp-num-layers): each one more block of the last kind and one more pass through the output layer and loss
+    (its 2h x h projection and norms, under 1% of the module, are not counted)."""
 
     spec: ModelSpec
     kv_heads: int
     ffn_hidden: int
+    mtp_layers: int = 0
 
     @property
     def head_dim(self) -> int:
@@ -166,15 +170,20 @@ class TransformerModel:
 
     @property
     def moe_layers(self) -> int:
-        """Blocks whose MLP is a mixture of experts (0 for a dense model)."""
-        return self.spec.layers - self.spec.dense_layers if self.spec.moe else 0
+        """Blocks whose MLP is a mixture of experts, the MTP modules' included (0 for a dense model)."""
+        return self.block_layers - self.spec.dense_layers if self.spec.moe else 0
+
+    @property
+    def block_layers(self) -> int:
+        """The blocks a step runs: the model's layers and its multi-token prediction modules after them."""
+        return self.spec.layers + self.mtp_layers
 
     @cached_property
     def blocks(self) -> tuple[tuple[TransformerModel, int], ...]:
         """The model's kinds of block with how many of each, in order: (dense_block, dense_layers) first when
         a mixture keeps some dense, then (self, the mixture blocks); ((self, L),) when all are alike."""
         if not self.spec.moe or not self.spec.dense_layers:
-            return ((self, self.spec.layers),)
+            return ((self, self.block_layers),)
         return ((self.dense_block, self.spec.dense_layers), (self, self.moe_layers))
 
     def block_counts(self, start: int, stop: int) -> tuple[tuple[TransformerModel, int], ...]:
@@ -348,7 +357,7 @@ class TransformerModel:
         routed = sum(m * n * k for name, m, n, k in self.layer_gemms(1) if self.gemm_experts(name) > 1)
         dropped = 2.0 * (1.0 - routed_share) * routed * self.moe_layers
         attended = min(seq_len, packed_sample_len or seq_len)
-        forward = self.blocks_forward_flops(attended) - dropped + self.head_forward_flops(1)
+        forward = self.blocks_forward_flops(attended) - dropped + (1 + self.mtp_layers) * self.head_forward_flops(1)
         if lora:
             return 2.0 * forward + sum(n * block.attention_forward_flops(1, attended) for block, n in self.blocks)
         return 3.0 * forward
@@ -365,12 +374,12 @@ class TransformerModel:
         JAX's policies the matmuls they re-run (op_recomputed_gemms, remat_recomputed_gemms) and, for a policy
         that does not keep attention's output, attention (dense blocks)."""
         mode = _checked(checkpointing)
-        attention = self.spec.layers * self.attention_forward_flops(1, seq_len)
+        attention = self.block_layers * self.attention_forward_flops(1, seq_len)
         gemms = {name: 2.0 * m * n * k for name, m, n, k in self.layer_gemms(1)}
         if mode == "op":
-            extra = self.spec.layers * sum(gemms[name] * part for name, part, _ in self.op_recomputed_gemms())
+            extra = self.block_layers * sum(gemms[name] * part for name, part, _ in self.op_recomputed_gemms())
         elif is_remat_policy(mode):
-            extra = (self.spec.layers * sum(gemms[name] for name in self.remat_recomputed_gemms(mode))
+            extra = (self.block_layers * sum(gemms[name] for name in self.remat_recomputed_gemms(mode))
                      + (attention if recomputes_attention(mode) else 0.0))
         else:
             extra = {"none": 0.0, "selective": attention, "full": self.blocks_forward_flops(seq_len)}[mode]
@@ -508,7 +517,7 @@ def sharded_gemms(gemms: list[tuple[str, int, int, int]], tp: int) -> list[tuple
             else (name, m, -(-n // tp), k) for name, m, n, k in gemms]
 
 
-def transformer(spec: ModelSpec) -> TransformerModel:
+def transformer(spec: ModelSpec, mtp_layers: int = 0) -> TransformerModel:
     """Resolve defaults: kv_heads = heads (multi-head attention); ffn_hidden = 4 h for plain MLPs
     (Vaswani et al. 2017, GPT-2/3); gated MLPs need ffn_hidden given (Llama's is not 4 h)."""
     if spec.ffn_hidden is None and spec.gated_mlp:
@@ -516,4 +525,4 @@ def transformer(spec: ModelSpec) -> TransformerModel:
                "counted from: Qwen3-30B-A3B's intermediate_size 6144)" if spec.moe else "")
         raise ConfigError(f"model {spec.name}: ffn_hidden is required when gated_mlp is true (llama2-7b: 11008){moe}")
     ffn = spec.ffn_hidden if spec.ffn_hidden is not None else 4 * spec.hidden
-    return TransformerModel(spec=spec, kv_heads=spec.kv_heads or spec.heads, ffn_hidden=ffn)
+    return TransformerModel(spec=spec, kv_heads=spec.kv_heads or spec.heads, ffn_hidden=ffn, mtp_layers=mtp_layers)

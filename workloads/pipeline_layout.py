@@ -4,8 +4,8 @@ pp x virtual_stages model chunks holds, chunk after chunk in layer order (chunk 
 as its virtual stage k // pp, the interleaved schedule's order).
 
 Letters: `E` the input embedding, `t` a transformer layer, `L` the output layer with its loss, `m` a
-multi-token-prediction layer (DeepSeek-V3's MTP, not modelled here); `|` ends a chunk, `(...)*n` and `x*n`
-repeat a group or one letter n times, commas are cosmetic. DeepSeek-V3 on pp 8 x 4 chunks:
+multi-token-prediction module (DeepSeek-V3's MTP, TrainingSpec.mtp_layers; after every `t`); `|` ends a chunk,
+`(...)*n` and `x*n` repeat a group or one letter n times, commas are cosmetic. DeepSeek-V3 on pp 8 x 4 chunks:
 "Et|(tt|)*30L", the embedding and one layer, thirty chunks of two layers, the loss alone. Megatron-Core
 requires the embedding first and the loss last, each once, and as many `t` as the model has layers; a chunk
 may be empty.
@@ -33,8 +33,8 @@ def layout_chunks(layout: str) -> list[str]:
                          + ", ".join(f"{k} ({v})" for k, v in LAYOUT_LETTERS.items())
                          + ", | between chunks, (...)*n and x*n repeats (one level of parentheses)")
     chunks = text.split("|")
-    if "m" in text:
-        raise ValueError(f"{layout!r}: m ({LAYOUT_LETTERS['m']}) is not modelled; give the layout without it")
+    if "m" in text and "t" in text[text.index("m"):]:
+        raise ValueError(f"{layout!r}: the MTP modules m come after every transformer layer t")
     if text.count("E") != 1 or not chunks[0].startswith("E"):
         raise ValueError(f"{layout!r}: the embedding E must open the first chunk, once")
     if text.count("L") != 1 or not chunks[-1].endswith("L"):
@@ -45,6 +45,11 @@ def layout_chunks(layout: str) -> list[str]:
 def layout_layer_counts(layout: str) -> list[int]:
     """Transformer layers in each chunk of `layout` (layout_chunks)."""
     return [chunk.count("t") for chunk in layout_chunks(layout)]
+
+
+def layout_mtp_counts(layout: str) -> list[int]:
+    """Multi-token prediction modules in each chunk of `layout` (layout_chunks)."""
+    return [chunk.count("m") for chunk in layout_chunks(layout)]
 
 
 def uneven_layout(layers: int, pp: int, virtual_stages: int, first: int | None, last: int | None) -> str:

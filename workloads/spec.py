@@ -582,6 +582,10 @@ class TrainingSpec(BaseModel):
         "moe (the whole mixture-of-experts layer: router, experts and its all-to-alls), shared_experts, mla_up_proj "
         "(MLA's query and key-value up projections). A module the block lacks re-runs nothing; what a module "
         "re-runs it keeps no output of. Default: core_attn (Megatron-Core's default).")
+    mtp_layers: int = Field(
+        strict=True, default=0, ge=0, description="Multi-token prediction modules (DeepSeek-V3's MTP, Megatron-Core "
+        "--mtp-num-layers): each is one more block of the model's last kind after its layers and one more pass "
+        "through the output layer and loss, on the last pipeline stage (or the chunk a pipeline_layout's m names).")
     optimizer: Optimizer = Field(default="adamw", description="Optimizer (Adam keeps two fp32 moments).")
     flash_attention: bool = Field(
         default=True, description="Fused attention that keeps no seq x seq scores (FlashAttention, PyTorch SDPA).")

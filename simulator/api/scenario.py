@@ -55,9 +55,9 @@ class Scenario:
     `virtual_stages`, `pipeline_split`, `pipeline_layout` (Megatron-Core's custom layout, "Et|(tt|)*30L"),
     `placement`, `micro_batch`, `global_batch`, `seq_len`, `recompute` (activation checkpointing: none,
     selective, full, op, or a JAX policy such as save_qkv_proj), `recompute_modules` (with selective: Megatron-Core's
-    --recompute-modules, e.g. ["moe_act", "layernorm"]), `framework` (whose defaults fill what the
-    job leaves unstated), `memory_fraction` (the share of each GPU's memory the allocator may take), MoE
-    routing (`load_imbalance`, `capacity_factor`, `pad_to_capacity`) and `training`
+    --recompute-modules, e.g. ["moe_act", "layernorm"]), `mtp_layers` (multi-token prediction modules),
+    `framework` (whose defaults fill what the job leaves unstated), `memory_fraction` (the share of each GPU's
+    memory the allocator may take), MoE routing (`load_imbalance`, `capacity_factor`, `pad_to_capacity`) and `training`
     (any other training fields, e.g. {"precision": "fp8"}; nested mappings merge key by key).
     Scenario fields: `name`, `stragglers` ([{"slowdown": 1.2, "device": "s3/gpu2"}]), `jitter`
     ({"cv": 0.02}), `nccl_env` ({"NCCL_ALGO": "Ring"}), `nccl_version` (the NCCL release the job runs, "2.21"),
@@ -82,7 +82,8 @@ class Scenario:
                  pipeline_split: str | None = None, pipeline_layout: str | None = None, placement: str | None = None,
                  micro_batch: int | None = None,
                  global_batch: int | None = None, seq_len: int | None = None, recompute: str | None = None,
-                 recompute_modules: str | Sequence[str] | None = None, framework: str | None = None,
+                 recompute_modules: str | Sequence[str] | None = None, mtp_layers: int | None = None,
+                 framework: str | None = None,
                  memory_fraction: float | None = None,
                  load_imbalance: float | None = None,
                  capacity_factor: float | None = None, pad_to_capacity: bool | None = None,

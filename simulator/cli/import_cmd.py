@@ -121,7 +121,7 @@ def _check_layout(scenario: ScenarioSpec) -> None:
     """ConfigError for a job `predict` would refuse before simulating: a layout that does not fit the cluster or
     the model, a batch that does not split into micro-batches (the checks predict makes first)."""
     topology, training, model = resolve_scenario(scenario)
-    layout = job_layout(training, transformer(model), comm_view(build_representative(topology)))
+    layout = job_layout(training, transformer(model, training.mtp_layers), comm_view(build_representative(topology)))
     micro_steps_of(training, layout.dp)
 
 

@@ -99,6 +99,10 @@ RecomputeModulesOpt = Annotated[str | None, typer.Option(
     "Megatron-Core's --recompute-modules names them, space- or comma-separated: core_attn, layernorm, moe_act, mlp, "
     "moe, shared_experts, mla_up_proj, e.g. 'moe_act layernorm' (the scenario's recompute_modules). Default: "
     "core_attn, Megatron-Core's.")]
+MtpLayersOpt = Annotated[int | None, typer.Option(
+    min=0, help="Multi-token prediction modules (DeepSeek-V3's MTP, Megatron-Core's --mtp-num-layers): each one more "
+    "block of the model's last kind and one more pass through the output layer and loss, on the last pipeline "
+    "stage (the scenario's mtp_layers). Default: 0.")]
 PrecisionOpt = Annotated[str | None, typer.Option(help="Compute precision: bf16 (default), fp16, fp8 or fp32.")]
 ShardGroupOpt = Annotated[int | None, typer.Option(
     min=1, help="With --strategy hsdp: how many consecutive data-parallel ranks each shard group spans, a divisor of "
@@ -129,7 +133,7 @@ FrameworkOpt = Annotated[str | None, typer.Option(
 FIELD_OF = {"ep_overlap": "ep_comm_overlap", "schedule": "pipeline_schedule", "moe_imbalance": "load_imbalance"}
 JOB_OPTIONS = ("topology", "nodes", "gpus_per_node", "model", "strategy", "shard_group_gpus", "micro_batch", "seq_len",
                "packed_sample_len", "lora_rank", "lora_targets", "recompute", "recompute_layers",
-               "recompute_modules", "precision", "framework", "memory_fraction")
+               "recompute_modules", "mtp_layers", "precision", "framework", "memory_fraction")
 
 
 def with_nccl(scenario: ScenarioSpec, version: str | None, selection: str | None,

@@ -41,6 +41,7 @@ from simulator.cli.job_args import (
     MemoryFractionOpt,
     MicroBatchOpt,
     ModelOpt,
+    MtpLayersOpt,
     NcclEnvOpt,
     NcclSelectionOpt,
     NcclVersionOpt,
@@ -224,6 +225,7 @@ def job_text(training: TrainingSpec, micro_steps: int) -> str:
     packed = f" (packed samples of {training.packed_sample_len:,})" if training.packed_sample_len else ""
     targets = f" on {', '.join(training.lora_targets)}" if training.lora_targets else ""
     lora = f", LoRA rank {training.lora_rank}{targets}" if training.lora_rank is not None else ""
+    lora += f", {training.mtp_layers} MTP" if training.mtp_layers else ""
     recomputing = f" ({training.recompute_layers} layers)" if training.recompute_layers is not None else (
         f" ({', '.join(training.recompute_modules)})" if training.recompute_modules else "")
     return (f"sequence {training.seq_len:,}{packed}, micro-batch {training.micro_batch}{steps}{batch}, "
@@ -303,6 +305,7 @@ def predict(
     packed_sample_len: PackedSampleLenOpt = None, lora_rank: LoraRankOpt = None, lora_targets: LoraTargetsOpt = None,
     recompute: RecomputeOpt = None,
     recompute_layers: RecomputeLayersOpt = None, recompute_modules: RecomputeModulesOpt = None,
+    mtp_layers: MtpLayersOpt = None,
     precision: PrecisionOpt = None, framework: FrameworkOpt = None,
     memory_fraction: MemoryFractionOpt = None, nccl_version: NcclVersionOpt = None,
     nccl_selection: NcclSelectionOpt = None, nccl_env: NcclEnvOpt = None,
@@ -396,7 +399,7 @@ def scale(
     seq_len: SeqLenOpt = None, packed_sample_len: PackedSampleLenOpt = None, lora_rank: LoraRankOpt = None,
     lora_targets: LoraTargetsOpt = None,
     recompute: RecomputeOpt = None, recompute_layers: RecomputeLayersOpt = None,
-    recompute_modules: RecomputeModulesOpt = None, precision: PrecisionOpt = None,
+    recompute_modules: RecomputeModulesOpt = None, mtp_layers: MtpLayersOpt = None, precision: PrecisionOpt = None,
     framework: FrameworkOpt = None,
     memory_fraction: MemoryFractionOpt = None, nccl_version: NcclVersionOpt = None,
     nccl_selection: NcclSelectionOpt = None, nccl_env: NcclEnvOpt = None,

@@ -620,17 +620,25 @@ class ComputeModel:
         frozen = self.lora_rank is not None  # a frozen output layer: its input gradient only
         return (logits + loss) / self.scale, ((1.0 if frozen else 2.0) * logits + loss) / self.scale
 
+    def mtp_heads(self, model: TransformerModel, micro_batch: int, seq_len: int, tp: int = 1,
+                  cp: int = 1) -> tuple[float, float]:
+        """(forward, backward) seconds of the model's multi-token prediction modules' passes through the output
+        layer and loss (head's, once a module; their blocks are priced as blocks)."""
+        forward, backward = self.head(model, micro_batch, seq_len, tp, cp)
+        return model.mtp_layers * forward, model.mtp_layers * backward
+
     def micro_step_s(self, model: TransformerModel, micro_batch: int, seq_len: int, checkpointing: str,
                      recomputing: list[tuple[TransformerModel, int, int]] | None = None) -> float:
         """Compute of one micro-step alone (all layers forward, recompute and backward, the head); `recomputing`:
         (block, layers, how many recompute) where not every layer does (simulator.training.recompute)."""
         head_f, head_b = self.head(model, micro_batch, seq_len)
+        mtp_f, mtp_b = self.mtp_heads(model, micro_batch, seq_len)
         counts = recomputing or [(block, n, n) for block, n in model.blocks]
         total = 0.0
         for block, n, r in counts:
             t = self.layer(block, micro_batch, seq_len, checkpointing)
             total += n * (t.forward_s + t.backward_s) + r * t.recompute_s
-        return total + head_f + head_b
+        return total + head_f + head_b + mtp_f + mtp_b
 
     def grad_accumulation(self, local_params: float, bytes_per_param: float) -> float:
         """Seconds of adding one micro-batch's gradients into the accumulation buffer (see the module

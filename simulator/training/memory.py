@@ -106,7 +106,7 @@ def memory_per_gpu(model: TransformerModel, training: TrainingSpec, seq_len: int
     par = training.parallel
     units_in_flight = gathered_blocks(model, training) if units_in_flight is None else units_in_flight
     p, v = par.pp, par.virtual_stages
-    ranges = chunk_layers(model.spec.layers, par)
+    ranges = chunk_layers(model.spec.layers, par, model.mtp_layers)
     # a pipeline needs at least p micro-batches in flight to fill; size the schedule for that
     steps = micro_steps if par.pipeline_schedule == "gpipe" else max(micro_steps, p)
     steps += -steps % p if par.pipeline_schedule == "interleaved" else 0
@@ -185,9 +185,10 @@ def _stage_memory(model: TransformerModel, training: TrainingSpec, seq_len: int,
     # the loss's tensors (the last stage's logits, its eager cross entropy's gradients) live from the end of the
     # forward until the output layer's backward; the block being recomputed holds all its activations again
     # (on top of what it keeps, the rest of what it would keep without recomputation) only after that
-    loss = (model.output_activation_bytes(b, local_seq, tp)
-            + (EAGER_LOSS_BYTES * b * local_seq * model.spec.vocab / tp if training.cross_entropy == "eager" else 0.0)
-            if last else 0.0)
+    loss = (1 + model.mtp_layers) * (  # the MTP modules' logits and loss beside the model's own
+        model.output_activation_bytes(b, local_seq, tp)
+        + (EAGER_LOSS_BYTES * b * local_seq * model.spec.vocab / tp if training.cross_entropy == "eager" else 0.0)
+    ) if last else 0.0
     rerun = max((kept(block, plain, MEGATRON_RECOMPUTE_DEFAULT) - kept(block, stored, modules)
                  for block in recomputing), default=0.0)
     activations = (in_flight * chunk + (in_flight * model.embedding_activation_bytes(b, local_seq) if first else 0.0)

@@ -163,6 +163,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
     times = {block: compute.layer(block, b, seq_len, training.activation_checkpointing, tp, par.sequence_parallel,
                                   training.flash_attention, cp, par.ep, par.etp) for block, _ in model.blocks}
     head_f, head_b = compute.head(model, b, seq_len, tp, cp)
+    mtp_f, mtp_b = compute.mtp_heads(model, b, seq_len, tp, cp)  # the MTP modules' output layer and loss
     checkpointing = training.activation_checkpointing
     # a backward task's passes of each layer: the forward's too where recomputation re-runs its collectives
     kinds = ("forward", "backward") if reruns_forward_collectives(checkpointing) else ("backward",)
@@ -225,8 +226,8 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 budget += budgets[part, block] or ()
         return seconds, calls, rings, budget
 
-    recomputes = layer_recomputes(training, model.spec.layers)
-    ranges = chunk_layers(model.spec.layers, par)  # (first, past-the-last) layer of each
+    recomputes = layer_recomputes(training, model.block_layers)
+    ranges = chunk_layers(model.spec.layers, par, model.mtp_layers)  # (first, past-the-last) layer of each
     embedding = (model.embedding_params + model.final_norm_params) / tp
     output = (model.output_params or model.spec.vocab * model.spec.hidden) / tp  # tied: the last stage's copy
     chunks = {}
@@ -320,7 +321,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
                 for i, (pass_block, n) in enumerate(passes):
                     seconds, calls, rings, budget = blocks_pass("forward", pass_block, n)
                     duration = seconds + (head_f * 0.05 if chunk.first and i == 0 else 0.0) + (
-                        head_f * 0.95 if chunk.last and i == len(passes) - 1 else 0.0)
+                        head_f * 0.95 + mtp_f if chunk.last and i == len(passes) - 1 else 0.0)
                     part = "" if i == len(passes) - 1 else ".dense"
                     ready = add_pass(tasks, name(work, stage) + part, "forward", duration, deps, calls, budget, stage,
                                      alone(j), rings)
@@ -347,7 +348,7 @@ def plan_pipeline(model: TransformerModel, training: TrainingSpec, compute: Comp
             accumulate = compute.grad_accumulation(chunk.trained, s.grad_accumulation_bytes)
             for piece, piece_block, n, recomputing in pieces:
                 seconds, calls, rings, budget = blocks_pass("backward", piece_block, n, recomputing)
-                duration = seconds + (head_b if chunk.last and piece == pieces[0][0] else 0.0) + (
+                duration = seconds + (head_b + mtp_b if chunk.last and piece == pieces[0][0] else 0.0) + (
                     accumulate if piece == pieces[-1][0] else 0.0)
                 ready = add_pass(tasks, piece, "backward", duration, deps, calls, budget, stage, alone(j), rings)
                 deps = ready

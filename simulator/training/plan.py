@@ -180,7 +180,8 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
     if kind == "fsdp" and sharding == "NO_SHARD":
         kind = "ddp"
     head_f, head_b = compute.head(model, b, seq_len, tp, cp)
-    L = model.spec.layers
+    mtp_f, mtp_b = compute.mtp_heads(model, b, seq_len, tp, cp)  # the MTP modules' output layer and loss
+    L = model.block_layers
     # layer i's kind of block, as it recomputes (a kind's layers with and without recomputation priced once each)
     checkpointing = layer_checkpointing(training, L)
     bundles: dict[tuple[TransformerModel, Checkpointing], _Block] = {}
@@ -327,8 +328,8 @@ def plan_step(model: TransformerModel, training: TrainingSpec, compute: ComputeM
             ready = add_pass(tasks, f"m{m}.fwd{i}", "forward", layer.times.forward_s, ready + deps, layer.forward[0],
                              layer.budgets["forward"], rings=layer.forward[1])
             passed[i] = ready
-        tasks.append(Task(f"m{m}.head_fwd", "compute", "forward", head_f * 0.95, deps=ready))
-        tasks.append(Task(f"m{m}.head_bwd", "compute", "backward", head_b))
+        tasks.append(Task(f"m{m}.head_fwd", "compute", "forward", head_f * 0.95 + mtp_f, deps=ready))
+        tasks.append(Task(f"m{m}.head_bwd", "compute", "backward", head_b + mtp_b))
         ready = ()
         # backward, last layer first; without backward prefetch a block's gather waits for the
         # previous block's backward to finish

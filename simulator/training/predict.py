@@ -116,7 +116,7 @@ def job_layout(training: TrainingSpec, model: TransformerModel, v: CommView) -> 
     chunks = layout.pp * training.parallel.virtual_stages
     embedding_and_loss = training.parallel.pipeline_split == "embedding_and_loss" and chunks > 1
     if training.parallel.pipeline_layout is not None:
-        chunk_layers(spec.layers, training.parallel)  # the layout holds the model's layers
+        chunk_layers(spec.layers, training.parallel, model.mtp_layers)  # the layout holds the model's layers
     elif chunks > spec.layers + (2 if embedding_and_loss else 0):
         places = " + the embedding and the loss (pipeline_split)" if embedding_and_loss else (
             " (pipeline_split: embedding_and_loss allows 2 more)" if chunks <= spec.layers + 2 else "")
@@ -377,7 +377,7 @@ def compute_scale_for(measured_tokens_per_s: float, topology: TopologySpec, trai
     reaches a measured single-GPU throughput (tokens/s)."""
     if not 0 < measured_tokens_per_s < math.inf:  # NaN too
         raise ConfigError(f"measured tokens/s per GPU must be a finite number > 0, got {measured_tokens_per_s}")
-    model = transformer(model_spec)
+    model = transformer(model_spec, training.mtp_layers)
     seq_len = training.seq_len or model_spec.training_context
     gpu = build_representative(topology).gpu
     compute = ComputeModel.for_job(gpu, training, topology.gpu_power_limit_w, gemm_efficiency=gemm_efficiency,
@@ -411,7 +411,7 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
     topology_micro_steps(training, topology)
     cluster = build_representative(topology)
     v = comm_view(cluster)
-    model = transformer(model_spec)
+    model = transformer(model_spec, training.mtp_layers)
     seq_len = training.seq_len or model_spec.training_context
     layout = job_layout(training, model, v)
     micro_steps = micro_steps_of(training, layout.dp)

@@ -68,8 +68,8 @@ def runs_recomputing(model: TransformerModel, training: TrainingSpec, start: int
                      stop: int | None = None) -> list[tuple[TransformerModel, int, int]]:
     """(block, its layers, how many of them recompute) for each run of one kind of block among layers `start` ..
     `stop` - 1 (a pipeline chunk's; default the whole model), in layer order (model.block_counts)."""
-    flags = layer_recomputes(training, model.spec.layers)
-    stop = model.spec.layers if stop is None else stop
+    flags = layer_recomputes(training, model.block_layers)
+    stop = model.block_layers if stop is None else stop
     out = []
     for block, n in model.block_counts(start, stop):
         out.append((block, n, sum(flags[start:start + n])))

@@ -107,7 +107,7 @@ def wait_s(model: TransformerModel, training: TrainingSpec, compute: ComputeMode
     mean = compute.with_routed_load(mean_load).layer(*args)
     passes = busiest.forward_s + busiest.backward_s - mean.forward_s - mean.backward_s
     recompute = busiest.recompute_s - mean.recompute_s  # on the layers that recompute (recompute_layers)
-    ranges = chunk_layers(model.spec.layers, par)
+    ranges = chunk_layers(model.spec.layers, par, model.mtp_layers)
     busiest_stage = max(sum(n * passes + r * recompute for c in range(par.virtual_stages)
                             for block, n, r in runs_recomputing(model, training, *ranges[c * par.pp + stage])
                             if block.spec.moe)

@@ -287,7 +287,8 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
     compute = compute.casting_weights_over(training, m)
     ranks = job_layout(training, model, v)
     views = communicators(v, ranks)
-    head_f, head_b = compute.head(model, b, seq_len, t, c)
+    head_f, head_b = (sum(pair) for pair in zip(compute.head(model, b, seq_len, t, c),
+                                                compute.mtp_heads(model, b, seq_len, t, c), strict=True))
     passes = 3 if reruns_forward_collectives(layout.recompute) else 2  # forward, backward (+ recomputed forward)
     kinds = ("forward", "backward") + (("forward",) if layout.recompute != "none" else ())
     # an average stage: 1 / p of every kind of block's layers (a mixture's dense first blocks too)
@@ -404,7 +405,7 @@ def _candidates(topology: TopologySpec, base: TrainingSpec, model_spec: ModelSpe
         raise ConfigError("--global-batch is required: the layouts divide it")
     cluster = build_representative(topology)
     v = comm_view(cluster)
-    model = transformer(model_spec)
+    model = transformer(model_spec, base.mtp_layers)
     seq_len = base.seq_len or model_spec.training_context
     if base.flash_attention and "none" in space.recompute:  # selective keeps what flash keeps, recomputing more
         space = replace(space, recompute=tuple(r for r in space.recompute if r != "selective"))

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from simulator.core.errors import ConfigError
 from workloads.model import TransformerModel, sharded_gemms
-from workloads.pipeline_layout import layout_layer_counts
+from workloads.pipeline_layout import layout_layer_counts, layout_mtp_counts
 from workloads.spec import ParallelSpec, PipelineSplit, TrainingSpec
 
 Degrees = tuple[int, int, int]  # ranks sharing (parameters, gradients, optimizer states)
@@ -56,17 +56,24 @@ def layers_per_virtual_stage(layers: int, virtual_stages: int, split: PipelineSp
     return counts
 
 
-def chunk_layers(layers: int, par: ParallelSpec) -> list[tuple[int, int]]:
-    """The (first, past-the-last) layer of each of the pp x virtual_stages model chunks (chunk k: pipeline stage
+def chunk_layers(layers: int, par: ParallelSpec, mtp_layers: int = 0) -> list[tuple[int, int]]:
+    """The (first, past-the-last) block of each of the pp x virtual_stages model chunks (chunk k: pipeline stage
     k % pp, its virtual stage k // pp): as par.pipeline_layout names them, else layers_per_virtual_stage with
-    par.pipeline_split. ConfigError when the layout does not hold the model's layers."""
+    par.pipeline_split; `mtp_layers` multi-token prediction modules (blocks `layers` on) go where the layout's m
+    are, else on the last chunk, as Megatron-Core puts them. ConfigError when the layout does not hold the
+    model's layers and the job's MTP modules."""
     if par.pipeline_layout is None:
         counts = layers_per_virtual_stage(layers, par.pp * par.virtual_stages, par.pipeline_split)
+        counts[-1] += mtp_layers
     else:
-        counts = layout_layer_counts(par.pipeline_layout)
-        if sum(counts) != layers:
-            raise ConfigError(f"training.parallel.pipeline_layout {par.pipeline_layout!r} holds {sum(counts)} "
+        decoder, mtp = layout_layer_counts(par.pipeline_layout), layout_mtp_counts(par.pipeline_layout)
+        if sum(decoder) != layers:
+            raise ConfigError(f"training.parallel.pipeline_layout {par.pipeline_layout!r} holds {sum(decoder)} "
                               f"transformer layers (t); the model has {layers}")
+        if sum(mtp) != mtp_layers:
+            raise ConfigError(f"training.parallel.pipeline_layout {par.pipeline_layout!r} holds {sum(mtp)} MTP "
+                              f"modules (m); the job's mtp_layers is {mtp_layers}")
+        counts = [t + m for t, m in zip(decoder, mtp, strict=True)]
     starts = [sum(counts[:k]) for k in range(len(counts))]
     return [(start, start + n) for start, n in zip(starts, counts, strict=True)]
 
@@ -100,7 +107,7 @@ def blocks_params_on_gpu(model: TransformerModel, tp: int, ep: int, start: int =
 def _over_blocks(model: TransformerModel, start: int, stop: int | None,
                  per_layer: Callable[[TransformerModel], tuple[float, float]]) -> tuple[float, float]:
     """(dense, expert) sums of `per_layer` over blocks `start` .. `stop` - 1 (default all)."""
-    counts = model.block_counts(start, model.spec.layers if stop is None else stop)
+    counts = model.block_counts(start, model.block_layers if stop is None else stop)
     split = [(n, per_layer(block)) for block, n in counts]
     return sum(n * dense for n, (dense, _) in split), sum(n * experts for n, (_, experts) in split)
 

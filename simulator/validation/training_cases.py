@@ -62,6 +62,7 @@ from simulator.validation.training_strategy import (
 from topologies.hardware import gpu_spec
 from topologies.spec import TopologySpec
 from workloads.frameworks import FRAMEWORKS, Framework
+from workloads.pipeline_layout import layout_mtp_counts
 from workloads.presets import load_model
 from workloads.remat import is_remat_policy
 from workloads.spec import (
@@ -1023,15 +1024,24 @@ def _lora_rank(case: TrainingCase, defaults: list[str]) -> int | None:
 _MTP_KEYS = ("mtp_num_layers", "mtp_layers", "num_nextn_predict_layers")
 
 
-def _multi_token_prediction(case: TrainingCase, defaults: list[str]) -> None:
-    """Multi-token prediction (DeepSeek-V3's MTP modules) is not modelled: a case stating MTP layers in training is
-    priced without them, flagged (each is one more block of the model's last kind and one more pass through the
-    output layer and loss: about 4% of DeepSeek-V3's FLOPs a token, on the last pipeline stage)."""
+def _multi_token_prediction(case: TrainingCase, defaults: list[str]) -> int:
+    """The multi-token prediction modules a case runs (TrainingSpec.mtp_layers): stated in training (_MTP_KEYS),
+    else the m its pipeline layout holds (flagged), else none. Unexpressible for a count that is no whole
+    number."""
     stated = next((case.training[key] for key in _MTP_KEYS if case.training.get(key) is not None), None)
-    depth = published_number(stated) if stated is not None else None
-    if depth:
-        defaults.append(f"multi-token prediction ({stated!r} MTP layers) not modelled: priced without it (each MTP "
-                        "layer is one more block and one more output layer and loss, on the last stage)")
+    if stated is not None:
+        depth = published_number(stated)
+        if depth is None or depth < 0 or depth != int(depth):
+            raise Unexpressible(f"MTP layers {stated!r}: not a whole number")
+        return int(depth)
+    layout = case.training.get("pipeline_layout")
+    try:
+        in_layout = sum(layout_mtp_counts(str(layout))) if layout is not None else 0
+    except ValueError:  # a malformed layout is refused by name where the job is built
+        in_layout = 0
+    if in_layout:
+        defaults.append(f"MTP layers not stated: the {in_layout} its pipeline layout places (m)")
+    return in_layout
 
 
 def _check_task(case: TrainingCase, defaults: list[str]) -> None:
@@ -1268,7 +1278,7 @@ def map_case(case: TrainingCase) -> MappedCase:
         return skipped(f"no data-parallel strategy in {names}")
     try:
         _check_task(case, defaults)
-        _multi_token_prediction(case, defaults)
+        mtp_layers = _multi_token_prediction(case, defaults)
         topology, gpu = topology_of(_corrected_cluster(case, defaults), defaults)
         n_gpus = topology.gpus_per_node * topology.nodes
         layout = lower_parallel(case.id, training, case.model, names, n_gpus, defaults)
@@ -1282,7 +1292,7 @@ def map_case(case: TrainingCase) -> MappedCase:
         seq_len = _seq_len(case, defaults)
         model = _model_spec(case, layout.model, seq_len, defaults)
         compiled = _fused_elementwise(training, defaults)
-        job = TrainingSpec(model=model, seq_len=seq_len,
+        job = TrainingSpec(model=model, seq_len=seq_len, mtp_layers=mtp_layers,
                            precision=_precision(_precision_text(layout.training),
                                                 gpu, defaults),
                            **_recomputation(layout.training, case.metrics, model.layers, defaults),

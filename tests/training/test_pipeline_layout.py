@@ -42,7 +42,7 @@ def test_letters_repeats_and_commas():
     ("Et|tt", "the loss L must close the last chunk"),
     ("Et|L|tL", "the loss L must close the last chunk, once"),
     ("Et|(tt|*3L", "not understood"),
-    ("Et|tm|L", "m \\(a multi-token-prediction layer\\) is not modelled"),
+    ("Et|mt|L", "the MTP modules m come after every transformer layer t"),
     ("Et|t|L", "3 chunks, which do not divide over pp 2"),
 ])
 def test_a_bad_layout_is_refused_saying_why(layout: str, message: str):

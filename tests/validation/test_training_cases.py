@@ -1575,11 +1575,9 @@ def test_the_attention_kernel_under_the_frameworks_names(field: str, stated, fus
     assert m.training.flash_attention is fused
 
 
-@pytest.mark.parametrize(("training", "flagged"), [({"mtp_num_layers": 1}, True),
-                                                   ({"num_nextn_predict_layers": "1"}, True),
-                                                   ({"mtp_num_layers": 0}, False), ({}, False)])
-def test_multi_token_prediction_is_priced_without_it_and_flagged(training, flagged):
-    """MTP layers a case states are not modelled: the case is expressed without them and says so."""
+@pytest.mark.parametrize(("training", "depth"), [({"mtp_num_layers": 1}, 1), ({"num_nextn_predict_layers": "1"}, 1),
+                                                 ({"mtp_num_layers": 0}, 0), ({}, 0)])
+def test_multi_token_prediction_layers_a_case_states(training, depth):
+    """Megatron-Core's --mtp-num-layers or the Hugging Face config's num_nextn_predict_layers: the job's MTP modules."""
     result = mapped(case(training=training))
-    assert result.skipped is None
-    assert any("multi-token prediction" in flag for flag in result.defaults) is flagged
+    assert result.skipped is None and result.training.mtp_layers == depth

@@ -42,14 +42,10 @@ def layout_chunks(layout: str) -> list[str]:
     return chunks
 
 
-def layout_layer_counts(layout: str) -> list[int]:
-    """Transformer layers in each chunk of `layout` (layout_chunks)."""
-    return [chunk.count("t") for chunk in layout_chunks(layout)]
-
-
-def layout_mtp_counts(layout: str) -> list[int]:
-    """Multi-token prediction modules in each chunk of `layout` (layout_chunks)."""
-    return [chunk.count("m") for chunk in layout_chunks(layout)]
+def layout_counts(layout: str, letter: str = "t") -> list[int]:
+    """How many of `letter` each chunk of `layout` holds (layout_chunks): transformer layers (t) or multi-token
+    prediction modules (m)."""
+    return [chunk.count(letter) for chunk in layout_chunks(layout)]
 
 
 def uneven_layout(layers: int, pp: int, virtual_stages: int, first: int | None, last: int | None) -> str:

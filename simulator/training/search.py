@@ -287,8 +287,8 @@ def estimate_step_s(layout: CandidateLayout, training: TrainingSpec, model: Tran
     compute = compute.casting_weights_over(training, m)
     ranks = job_layout(training, model, v)
     views = communicators(v, ranks)
-    head_f, head_b = (sum(pair) for pair in zip(compute.head(model, b, seq_len, t, c),
-                                                compute.mtp_heads(model, b, seq_len, t, c), strict=True))
+    (head_f, head_b), (mtp_f, mtp_b) = compute.head(model, b, seq_len, t, c), compute.mtp_heads(model, b, seq_len, t, c)
+    head_f, head_b = head_f + mtp_f, head_b + mtp_b  # the planner prices the MTP modules' heads with the model's
     passes = 3 if reruns_forward_collectives(layout.recompute) else 2  # forward, backward (+ recomputed forward)
     kinds = ("forward", "backward") + (("forward",) if layout.recompute != "none" else ())
     # an average stage: 1 / p of every kind of block's layers (a mixture's dense first blocks too)

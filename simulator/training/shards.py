@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from simulator.core.errors import ConfigError
 from workloads.model import TransformerModel, sharded_gemms
-from workloads.pipeline_layout import layout_layer_counts, layout_mtp_counts
+from workloads.pipeline_layout import layout_counts
 from workloads.spec import ParallelSpec, PipelineSplit, TrainingSpec
 
 Degrees = tuple[int, int, int]  # ranks sharing (parameters, gradients, optimizer states)
@@ -66,7 +66,7 @@ def chunk_layers(layers: int, par: ParallelSpec, mtp_layers: int = 0) -> list[tu
         counts = layers_per_virtual_stage(layers, par.pp * par.virtual_stages, par.pipeline_split)
         counts[-1] += mtp_layers
     else:
-        decoder, mtp = layout_layer_counts(par.pipeline_layout), layout_mtp_counts(par.pipeline_layout)
+        decoder, mtp = layout_counts(par.pipeline_layout, "t"), layout_counts(par.pipeline_layout, "m")
         if sum(decoder) != layers:
             raise ConfigError(f"training.parallel.pipeline_layout {par.pipeline_layout!r} holds {sum(decoder)} "
                               f"transformer layers (t); the model has {layers}")

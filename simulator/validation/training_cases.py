@@ -62,7 +62,7 @@ from simulator.validation.training_strategy import (
 from topologies.hardware import gpu_spec
 from topologies.spec import TopologySpec
 from workloads.frameworks import FRAMEWORKS, Framework
-from workloads.pipeline_layout import layout_mtp_counts
+from workloads.pipeline_layout import layout_counts
 from workloads.presets import load_model
 from workloads.remat import is_remat_policy
 from workloads.spec import (
@@ -1036,7 +1036,7 @@ def _multi_token_prediction(case: TrainingCase, defaults: list[str]) -> int:
         return int(depth)
     layout = case.training.get("pipeline_layout")
     try:
-        in_layout = sum(layout_mtp_counts(str(layout))) if layout is not None else 0
+        in_layout = sum(layout_counts(str(layout), "m")) if layout is not None else 0
     except ValueError:  # a malformed layout is refused by name where the job is built
         in_layout = 0
     if in_layout:

@@ -22,7 +22,7 @@ from tests.training.test_recompute_modules import mapped_case
 from topologies.hardware import gpu_spec
 from topologies.presets import load_preset
 from workloads.model import transformer
-from workloads.pipeline_layout import layout_layer_counts
+from workloads.pipeline_layout import layout_counts
 from workloads.presets import load_model
 from workloads.spec import ModelSpec, ParallelSpec, StrategySpec, TrainingSpec
 
@@ -31,9 +31,9 @@ DSV3_LAYOUT = "Et|(tt|)*30L"  # Megatron-LM's DeepSeek-V3 GB200 write-up: pp 8 x
 
 def test_letters_repeats_and_commas():
     """(...)*n repeats a group, t*n a letter, commas are cosmetic; the embedding and the loss hold no layer."""
-    assert layout_layer_counts(DSV3_LAYOUT) == [1] + [2] * 30 + [0]
-    assert layout_layer_counts("Et*3|(tt|)*29,t|L") == [3] + [2] * 29 + [1, 0]
-    assert layout_layer_counts("EtttL") == [3]
+    assert layout_counts(DSV3_LAYOUT) == [1] + [2] * 30 + [0]
+    assert layout_counts("Et*3|(tt|)*29,t|L") == [3] + [2] * 29 + [1, 0]
+    assert layout_counts("EtttL") == [3]
 
 
 @pytest.mark.parametrize(("layout", "message"), [
@@ -187,7 +187,7 @@ def test_a_cases_uneven_first_and_last_stages(fields: dict[str, Any], counts: li
     hold what is stated, the others the rest evenly, each stage's layers split evenly over its chunks."""
     mapped = _mapped(**fields)
     assert mapped.skipped is None, mapped.skipped
-    assert layout_layer_counts(mapped.training.parallel.pipeline_layout) == counts
+    assert layout_counts(mapped.training.parallel.pipeline_layout) == counts
 
 
 def test_uneven_stages_that_do_not_divide_and_unread_split_keys_are_refused():

@@ -62,13 +62,14 @@ _IRRELEVANT = (
     "num-workers", "timing-log-level", "rampup-batch-size", "tensorboard-queue-size", "nproc_per_node",
     "nproc-per-node", "nnodes", "node_rank", "node-rank", "master_addr", "master-addr", "master_port", "master-port",
     "rdzv_id", "rdzv_backend", "rdzv_endpoint", "rdzv-id", "rdzv-backend", "rdzv-endpoint", "standalone",
-    "qk-layernorm", "kv-channels", "moe-aux-loss-coeff", "moe-router-load-balancing-type",
+    "qk-layernorm", "moe-aux-loss-coeff", "moe-router-load-balancing-type",
     "moe-grouped-gemm", "mcore-gpt", "moe-token-dispatcher-type", "manual-gc", "manual-gc-interval",
     "cross-entropy-loss-fusion", "config-path", "config-name")
 
 # The model's shape, which --model replaces.
-_SHAPE_FLAGS = ("num-layers", "hidden-size", "num-attention-heads", "ffn-hidden-size", "num-query-groups",
-                "nemo-query-groups", "group-query-attention", "max-position-embeddings", "position-embedding-type",
+_SHAPE_FLAGS = ("num-layers", "hidden-size", "num-attention-heads", "kv-channels", "ffn-hidden-size",
+                "num-query-groups", "nemo-query-groups", "group-query-attention", "max-position-embeddings",
+                "position-embedding-type",
                 "disable-bias-linear", "nemo-bias", "untie-embeddings-and-output-weights", "nemo-tied-embeddings",
                 "swiglu", "nemo-activation", "num-experts", "moe-router-topk", "moe-ffn-hidden-size", "vocab-size",
                 "vocab-file", "tokenizer-type", "make-vocab-size-divisible-by")
@@ -158,6 +159,8 @@ def _model(s: Settings, tp: int) -> dict[str, Any]:
         "learned_positions": positions == "learned_absolute",
         "bias": not s.boolean("disable-bias-linear") and s.boolean("nemo-bias", True),
         "source": f"{s.source} (Megatron-LM arguments)"}
+    if s.has("kv-channels") and str(s.value("kv-channels")).strip().lower() not in ("null", "none"):
+        spec["head_dim"] = s.integer("kv-channels", 1)  # a head's width; Megatron's default hidden / heads
     experts = s.integer("num-experts", 1)
     if experts > 1:
         spec.update(experts=experts, experts_per_token=s.integer("moe-router-topk", 2))

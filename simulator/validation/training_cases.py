@@ -68,6 +68,7 @@ from workloads.remat import is_remat_policy
 from workloads.spec import (
     AttentionKernel,
     Checkpointing,
+    MlaSpec,
     ModelSpec,
     Precision,
     RoutingSpec,
@@ -82,7 +83,9 @@ _SECTIONS = ("model", "training", "cluster", "metrics")
 _FIELD_TYPES: dict[str, dict[str, str]] = {
     "model": {"name": "str", "layers": "int", "hidden": "int", "heads": "int", "kv_heads": "int", "ffn": "int",
               "vocab": "int|str", "seq_len": "int|str", "experts": "int", "experts_per_token": "int",
-              "expert_ffn": "int", "shared_experts": "int"},
+              "expert_ffn": "int", "shared_experts": "int", "head_dim": "int", "dense_layers": "int",
+              "q_lora_rank": "int", "kv_lora_rank": "int", "qk_nope_head_dim": "int", "qk_rope_head_dim": "int",
+              "v_head_dim": "int", "attention": "str"},
     "training": {"strategy": "str-list", "tp": "int", "pp": "int", "cp": "int", "ep": "int", "etp": "int", "dp": "int",
                  "fsdp": "int", "vp": "int", "layers_per_virtual_stage": "int",
                  "model_parallel_size_tp_x_pp": "int", "micro_batch": "int", "global_batch": "int",
@@ -194,7 +197,11 @@ _ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
                               "moe_router_topk", "moe_topk", "router_topk", "active_experts"),
         "expert_ffn": ("moe_intermediate_size", "moe_ffn_hidden_size", "expert_ffn_hidden",
                        "expert_intermediate_size"),
-        "shared_experts": ("n_shared_experts", "num_shared_experts")},
+        "shared_experts": ("n_shared_experts", "num_shared_experts"),
+        # a head's width where heads x head_dim is not the hidden size (Megatron-LM's --kv-channels), and the
+        # leading dense blocks of a mixture (DeepSeek's first_k_dense_replace)
+        "head_dim": ("kv_channels", "head_size", "attention_head_dim"),
+        "dense_layers": ("first_k_dense_replace", "num_dense_layers")},
     "training": {
         "tp": ("tensor_model_parallel_size", "tensor_parallel_size", "tensor_parallel", "tp_size", "tp_degree"),
         "pp": ("pipeline_model_parallel_size", "pipeline_parallel_size", "pipeline_parallel", "pp_size", "pp_degree"),
@@ -232,6 +239,10 @@ _ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
 # parallel degree's (the layout); a case giving one under a name not read is refused, naming it
 _UNREAD_MATTERS = (("model", re.compile(r"expert|moe|topk|top_k", re.IGNORECASE),
                     "a mixture of experts states experts, experts_per_token, expert_ffn, shared_experts"),
+                   ("model", re.compile(r"head[_ -]?(dim|size)|channels|lora[_ -]?rank|latent|dense", re.IGNORECASE),
+                    "the attention's shape is head_dim (where heads x head_dim is not hidden) or, for multi-head "
+                    "latent attention, q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim; "
+                    "a mixture's leading dense blocks are dense_layers"),
                    ("training", re.compile(r"(tensor|pipeline|context|expert|data|sequence)[_ -]?(model[_ -]?)?"
                                            r"parallel", re.IGNORECASE),
                     "state the degrees as tp, pp, cp, ep, dp (or etp, vp)"),
@@ -544,8 +555,12 @@ def _released_preset(name: str) -> ModelSpec | None:
 _MOE_FIELDS = {"experts": "experts", "experts_per_token": "experts_per_token", "expert_ffn": "expert_ffn_hidden",
                "shared_experts": "shared_experts"}
 # A case's shape fields -> ModelSpec fields: what a case states of a released model over its preset's values.
+# Fields that set a block's attention or a mixture's layout apart from what heads and hidden imply.
+_BLOCK_FIELDS = {"head_dim": "head_dim", "dense_layers": "dense_layers"}
 _PRESET_FIELDS = {"layers": "layers", "hidden": "hidden", "heads": "heads", "kv_heads": "kv_heads", "ffn": "ffn_hidden",
-                  "vocab": "vocab", **_MOE_FIELDS}
+                  "vocab": "vocab", **_MOE_FIELDS, **_BLOCK_FIELDS}
+_MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+_MLA_WORDS = re.compile(r"\bmla\b|latent", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -707,8 +722,8 @@ def _model_spec(case: TrainingCase, model: Mapping[str, Any], seq_len: int, defa
                   and key in (*shape, "ffn", "kv_heads")]
         defaults.append(f"{', '.join(filled)} not stated: the released model's ({preset.source})")
         block = _architecture(str(model.get("name")), str(case.training.get("framework", "")))  # the run's own
-        return ModelSpec(**{**preset.model_dump(), **block, **stated, "max_seq_len": seq_len, "train_seq_len": None,
-                            "source": f"training case {case.id} (model preset {preset.name})"})
+        return ModelSpec(**{**preset.model_dump(), **block, **stated, **_mla(model, defaults), "max_seq_len": seq_len,
+                            "train_seq_len": None, "source": f"training case {case.id} (model preset {preset.name})"})
     for fact in _STATED_ONCE:
         if model.get(fact.field) is None and all(text in case.where for text in fact.where):
             model = {**model, fact.field: fact.value}
@@ -720,8 +735,9 @@ def _model_spec(case: TrainingCase, model: Mapping[str, Any], seq_len: int, defa
     missing = [k for k in shape if model.get(k) is None]
     if missing:
         raise Unexpressible(f"model shape not stated: {', '.join(missing)}")
-    experts = {field: model[key] for key, field in _MOE_FIELDS.items() if model.get(key) is not None}
-    if experts.get("experts", 1) > 1 and "experts_per_token" not in experts:
+    stated = {field: model[key] for key, field in {**_MOE_FIELDS, **_BLOCK_FIELDS}.items()
+              if model.get(key) is not None}
+    if stated.get("experts", 1) > 1 and "experts_per_token" not in stated:
         raise Unexpressible("mixture of experts: experts_per_token (top-k) not stated")
     vocab = model["vocab"]
     if isinstance(vocab, str):
@@ -736,7 +752,30 @@ def _model_spec(case: TrainingCase, model: Mapping[str, Any], seq_len: int, defa
                         f"{model['ffn']} has half again the MLP's GEMM work")
     return ModelSpec(name=name, layers=model["layers"], hidden=model["hidden"], heads=model["heads"],
                      kv_heads=model.get("kv_heads"), ffn_hidden=model.get("ffn"), vocab=vocab,
-                     max_seq_len=seq_len, source=f"training case {case.id}", **experts, **block)
+                     max_seq_len=seq_len, source=f"training case {case.id}", **stated, **block,
+                     **_mla(model, defaults))
+
+
+def _mla(model: Mapping[str, Any], defaults: list[str]) -> dict[str, Any]:
+    """The case's multi-head latent attention as `mla`: its widths as stated (DeepSeek's config.json names), or,
+    where the case only describes its attention as MLA in words, the released model's (its preset, whose layers,
+    hidden size and heads the case must not contradict; flagged); {} for a case without it."""
+    stated = {key: model[key] for key in _MLA_FIELDS if model.get(key) is not None}
+    if stated:
+        missing = [key for key in _MLA_FIELDS if key not in stated and key != "q_lora_rank"]
+        if missing:
+            raise Unexpressible(f"multi-head latent attention: {', '.join(missing)} not stated")
+        return {"mla": MlaSpec(**stated)}
+    words = str(model.get("attention") or "")
+    if not _MLA_WORDS.search(words):
+        return {}
+    preset = _released_preset(str(model.get("name") or ""))
+    if preset is None or preset.mla is None or any(model.get(key) not in (None, getattr(preset, key))
+                                                   for key in ("layers", "hidden", "heads")):
+        raise Unexpressible(f"attention {words!r} described in words: state its widths as "
+                            f"{', '.join(_MLA_FIELDS)}")
+    defaults.append(f"attention {words!r}: the released model's multi-head latent attention ({preset.source})")
+    return {"mla": preset.mla}
 
 
 def _precision_text(training: Mapping[str, Any]) -> str | None:

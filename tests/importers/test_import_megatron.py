@@ -9,6 +9,7 @@ import pytest
 from simulator.core.errors import ConfigError
 from simulator.importers.megatron import import_megatron
 from simulator.importers.megatron_args import parse_arguments
+from workloads.model import transformer
 from workloads.presets import load_model
 from workloads.spec import ModelSpec
 
@@ -57,6 +58,20 @@ def test_swiglu_gqa_rope_llama_shape():
     assert isinstance(spec, dict)
     assert (spec["ffn_hidden"], spec["kv_heads"], spec["gated_mlp"]) == (10880, 8, True)
     assert not (spec["learned_positions"] or spec["bias"] or spec["tied_embeddings"])
+
+
+@pytest.mark.parametrize(("flags", "head_dim"), [
+    ("--kv-channels 128 --num-attention-heads 64 --hidden-size 4096", 128),  # Qwen3-235B-A22B: 64 x 128 over 4096
+    ("--kv-channels 128", 128),  # hidden / heads: the same block as without it
+    ("model.kv_channels=null", None),  # NeMo's default: hidden / heads
+])
+def test_kv_channels_is_the_heads_width(flags: str, head_dim: int | None):
+    """--kv-channels (NeMo's model.kv_channels) sets a head's width apart from hidden / heads (Megatron-Core's
+    TransformerConfig.kv_channels; None there means hidden / heads)."""
+    spec = job(SHAPE + flags).model
+    assert isinstance(spec, dict) and spec.get("head_dim") == head_dim
+    block = transformer(ModelSpec.model_validate(spec)).blocks[0][0]
+    assert block.q_dim == spec["heads"] * (head_dim or spec["hidden"] // spec["heads"])
 
 
 def test_recompute_flags():

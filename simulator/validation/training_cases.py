@@ -219,6 +219,8 @@ _ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
         "micro_batch": ("micro_batch_size", "mbs", "micro_batch_size_per_gpu", "train_micro_batch_size_per_gpu",
                         "per_device_train_batch_size"),
         "global_batch": ("global_batch_size", "gbs", "train_batch_size"),
+        # Megatron-LM's --use-distributed-optimizer (DistributedDataParallelConfig's use_distributed_optimizer)
+        "use_distributed_optimizer": ("distributed_optimizer",),
         "activation_checkpointing": ("recompute_granularity", "gradient_checkpointing", "activation_recomputation"),
         "lora_rank": ("lora_r", "lora_dim", "adapter_dim", "lora_adapter_dim"),
         "lora_targets": ("target_modules", "lora_target_modules", "lora_target"),

@@ -255,7 +255,15 @@ def _megatron_lm(d: _Draft) -> None:
         d.parts.append("full recomputation (--checkpoint-activations in every Megatron-LM README example script)")
     torch_ddp = bool(d.sc21 and d.sc21.torch_ddp)
     d.knobs.update(overlap_grad_reduce=torch_ddp, fp32_grad_copy=True)  # Float16OptimizerWithFloat16Params
-    if d.dp > 1:
+    if _megatron_flag(d.training, "use_distributed_optimizer"):
+        # --use-distributed-optimizer (Megatron-LM's DistributedOptimizer): optimizer state and fp32 master weights
+        # sharded over the data-parallel ranks, gradients reduce-scattered after the backward unless
+        # --overlap-grad-reduce, parameters all-gathered after the step unless --overlap-param-gather
+        d.kind = "zero1"
+        d.knobs.update(overlap_grad_reduce=_megatron_flag(d.training, "overlap_grad_reduce"),
+                       overlap_param_gather=_megatron_flag(d.training, "overlap_param_gather"))
+        d.parts.append("--use-distributed-optimizer: zero1")
+    elif d.dp > 1:
         d.parts.append(f"--DDP-impl {'torch' if torch_ddp else 'local'} "
                        f"({_SC21_SCRIPT if d.sc21 else 'the default before 2023'}): "
                        + ("PyTorch DDP buckets overlap the backward" if torch_ddp

@@ -175,6 +175,17 @@ def test_training_fields_under_their_frameworks_names_are_read(renamed: dict[str
     assert map_case(case(MOE_CASE, training=renamed)).training == map_case(case(MOE_CASE)).training
 
 
+def test_a_distributed_optimizer_stated_under_either_name_is_zero1():
+    """`distributed_optimizer: true` (as FlagPerf's tables write Megatron-LM's --use-distributed-optimizer) shards the
+    optimizer as the flag's own name does; without it the Megatron-LM run is plain data parallelism."""
+    framework = {"framework": "Megatron-LM"}
+    named = map_case(case(MOE_CASE, training={**framework, "use_distributed_optimizer": True})).training
+    aliased = map_case(case(MOE_CASE, training={**framework, "distributed_optimizer": True})).training
+    plain = map_case(case(MOE_CASE, training=framework)).training
+    assert named is not None and aliased is not None and plain is not None
+    assert aliased == named and aliased.strategy.kind == "zero1" and plain.strategy.kind == "ddp"
+
+
 @pytest.mark.parametrize("renamed", [
     {"gpu_type": "H100 80GB", "gpu": None}, {"world_size": 64, "num_gpus": None},
     {"num_nodes": 8, "num_gpus": None}, {"gpus_per_host": 8, "gpus_per_node": None},

@@ -6,7 +6,10 @@ Flag names and defaults are Megatron-LM's (megatron/training/arguments.py):
   (default 4 x hidden; with --swiglu int(4 x hidden x 2/3 / 64) x 64), --group-query-attention with
   --num-query-groups (1), --max-position-embeddings (default --seq-length), --position-embedding-type
   (learned_absolute; rope), --disable-bias-linear, --untie-embeddings-and-output-weights, --num-experts,
-  --moe-router-topk (2), --moe-ffn-hidden-size. The vocabulary is --vocab-size, or GPT-2's 50,257 BPE tokens
+  --moe-router-topk (2), --moe-ffn-hidden-size, --moe-layer-freq (1: every block a mixture; a pattern such as
+  "([0]*3+[1]*58)": its leading dense blocks; other interleavings are refused), --kv-channels (a head's width,
+  default hidden / heads), --multi-latent-attention with --q-lora-rank (None), --kv-lora-rank (32), --qk-head-dim
+  (128), --qk-pos-emb-head-dim (64), --v-head-dim (128). The vocabulary is --vocab-size, or GPT-2's 50,257 BPE tokens
   with --vocab-file / --tokenizer-type GPT2BPETokenizer, padded to a multiple of --make-vocab-size-divisible-by
   (128) x tensor-parallel size (Megatron's _vocab_size_with_padding). --model replaces all of it.
 - Parallelism: --tensor-model-parallel-size, --pipeline-model-parallel-size, --context-parallel-size,
@@ -34,6 +37,8 @@ Flag names and defaults are Megatron-LM's (megatron/training/arguments.py):
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +76,9 @@ _SHAPE_FLAGS = ("num-layers", "hidden-size", "num-attention-heads", "kv-channels
                 "num-query-groups", "nemo-query-groups", "group-query-attention", "max-position-embeddings",
                 "position-embedding-type",
                 "disable-bias-linear", "nemo-bias", "untie-embeddings-and-output-weights", "nemo-tied-embeddings",
-                "swiglu", "nemo-activation", "num-experts", "moe-router-topk", "moe-ffn-hidden-size", "vocab-size",
+                "swiglu", "nemo-activation", "num-experts", "moe-router-topk", "moe-ffn-hidden-size", "moe-layer-freq",
+                "multi-latent-attention", "q-lora-rank", "kv-lora-rank", "qk-head-dim", "qk-pos-emb-head-dim",
+                "v-head-dim", "vocab-size",
                 "vocab-file", "tokenizer-type", "make-vocab-size-divisible-by")
 
 
@@ -161,12 +168,72 @@ def _model(s: Settings, tp: int) -> dict[str, Any]:
         "source": f"{s.source} (Megatron-LM arguments)"}
     if s.has("kv-channels") and str(s.value("kv-channels")).strip().lower() not in ("null", "none"):
         spec["head_dim"] = s.integer("kv-channels", 1)  # a head's width; Megatron's default hidden / heads
+    if s.boolean("multi-latent-attention"):  # every head its own latent keys and values: no query groups
+        if spec["bias"]:
+            raise ConfigError(f"{s.source}: --multi-latent-attention without --disable-bias-linear: biased "
+                              "latent-attention projections are not modelled")
+        for key in ("kv_heads", "head_dim"):
+            spec.pop(key, None)
+        spec["mla"] = {"q_lora_rank": s.integer("q-lora-rank", 1) if s.has("q-lora-rank") else None,
+                       "kv_lora_rank": s.integer("kv-lora-rank", 32), "qk_nope_head_dim": s.integer("qk-head-dim", 128),
+                       "qk_rope_head_dim": s.integer("qk-pos-emb-head-dim", 64, least=0),
+                       "v_head_dim": s.integer("v-head-dim", 128)}
     experts = s.integer("num-experts", 1)
     if experts > 1:
         spec.update(experts=experts, experts_per_token=s.integer("moe-router-topk", 2))
         if s.has("moe-ffn-hidden-size"):
             spec["expert_ffn_hidden"] = s.integer("moe-ffn-hidden-size", 1)
+        if s.has("moe-layer-freq"):
+            spec["dense_layers"] = _leading_dense_layers(s, spec["layers"])
     return spec
+
+
+_LAYER_PATTERN = re.compile(r"[\d\[\]()+*,\s]+")  # what Megatron's _eval_pattern lets through
+
+
+def _layer_pattern(node: ast.AST) -> list[int] | int:
+    """A --moe-layer-freq list expression ("([0]*3+[1]*58)") evaluated without eval: lists of 0 / 1, whole
+    numbers, + and *."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.List):
+        items = [item for item in map(_layer_pattern, node.elts) if isinstance(item, int) and item in (0, 1)]
+        if len(items) != len(node.elts):
+            raise ValueError("list items other than 0 and 1")
+        return items
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
+        left, right = _layer_pattern(node.left), _layer_pattern(node.right)
+        if isinstance(node.op, ast.Add) and isinstance(left, list) and isinstance(right, list):
+            return left + right
+        if isinstance(node.op, ast.Mult) and isinstance(left, list) != isinstance(right, list):
+            return left * right  # type: ignore[operator]
+    raise ValueError("not a list expression of 0 / 1 items, + and *")
+
+
+def _leading_dense_layers(s: Settings, layers: int) -> int:
+    """The dense blocks before the first MoE block that --moe-layer-freq gives (Megatron-LM's moe_freq_type: an
+    integer N puts one MoE block in every N, a list expression marks each block 1 for MoE, 0 for dense); only
+    leading dense blocks are modelled (ModelSpec.dense_layers), another pattern is a ConfigError saying so."""
+    text = str(s.value("moe-layer-freq")).strip().strip("'\"")
+    if text.isdigit():
+        pattern: list[int] | int = [1] * layers if int(text) == 1 else int(text)
+    elif _LAYER_PATTERN.fullmatch(text):
+        try:
+            pattern = _layer_pattern(ast.parse(text, mode="eval").body)
+        except (SyntaxError, ValueError) as exc:
+            raise s.error("moe-layer-freq", "an integer or a list expression such as ([0]*3+[1]*58)", text) from exc
+    else:
+        raise s.error("moe-layer-freq", "an integer or a list expression such as ([0]*3+[1]*58)", text)
+    if not isinstance(pattern, list):
+        raise ConfigError(f"{s.source}: --moe-layer-freq {text}: one MoE block in every {pattern} interleaves dense "
+                          "blocks, which is not modelled (only dense blocks before the first MoE block)")
+    if len(pattern) != layers:
+        raise ConfigError(f"{s.source}: --moe-layer-freq {text}: {len(pattern)} blocks where --num-layers is {layers}")
+    dense = pattern.index(1) if 1 in pattern else layers
+    if 0 in pattern[dense:]:
+        raise ConfigError(f"{s.source}: --moe-layer-freq {text}: dense blocks after the first MoE block are not "
+                          "modelled (only dense blocks before it)")
+    return dense
 
 
 def _vocab(s: Settings, tp: int) -> int:

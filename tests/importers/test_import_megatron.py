@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,47 @@ def test_kv_channels_is_the_heads_width(flags: str, head_dim: int | None):
     assert isinstance(spec, dict) and spec.get("head_dim") == head_dim
     block = transformer(ModelSpec.model_validate(spec)).blocks[0][0]
     assert block.q_dim == spec["heads"] * (head_dim or spec["hidden"] // spec["heads"])
+
+
+DSV3_FLAGS = ("--num-layers 61 --hidden-size 7168 --num-attention-heads 128 --ffn-hidden-size 18432 --swiglu "
+              "--disable-bias-linear --vocab-size 129280 --num-experts 256 --moe-router-topk 8 "
+              "--moe-ffn-hidden-size 2048 "
+              "--multi-latent-attention --q-lora-rank 1536 --kv-lora-rank 512 --qk-head-dim 128 "
+              "--qk-pos-emb-head-dim 64 --v-head-dim 128 ")
+
+
+def test_deepseek_v3_flags_are_its_shape():
+    """DeepSeek-V3 as Megatron-LM's flags give it (its MLA widths, three dense blocks then 58 MoE) is the released
+    model's block structure: the preset's MLA and dense_layers."""
+    spec = job(DSV3_FLAGS + '--moe-layer-freq "([0]*3+[1]*58)"').model
+    assert isinstance(spec, dict)
+    model, preset = ModelSpec.model_validate(spec), load_model("deepseek-v3")
+    assert (model.mla, model.dense_layers) == (preset.mla, preset.dense_layers)
+    assert sorted(n for _, n in transformer(model).blocks) == [3, 58]
+
+
+@pytest.mark.parametrize(("freq", "dense"), [("1", 0), ("'([0]*3+[1]*58)'", 3), ("([0]+[1]*60)", 1),
+                                             ("[0,0]+[1]*59", 2)])
+def test_moe_layer_freq_gives_the_leading_dense_blocks(freq: str, dense: int):
+    spec = job(DSV3_FLAGS + f"--moe-layer-freq {freq}").model
+    assert isinstance(spec, dict) and spec["dense_layers"] == dense
+
+
+@pytest.mark.parametrize(("freq", "needle"), [
+    ("2", "one MoE block in every 2 interleaves dense blocks"),
+    ("'([1]*3+[0]*1)*15+[1]'", "dense blocks after the first MoE block are not modelled"),
+    ("'[0]*3+[1]*50'", "53 blocks where --num-layers is 61"),
+    ("'__import__(1)'", "moe-layer-freq: expected an integer or a list expression"),
+    ("'[2]*61'", "moe-layer-freq: expected an integer or a list expression"),
+])
+def test_moe_layer_freq_the_model_cannot_express_is_refused_saying_why(freq: str, needle: str):
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        job(DSV3_FLAGS + f"--moe-layer-freq {freq}")
+
+
+def test_latent_attention_with_biased_projections_is_refused():
+    with pytest.raises(ConfigError, match="--multi-latent-attention without --disable-bias-linear"):
+        job(DSV3_FLAGS.replace("--disable-bias-linear ", ""))
 
 
 def test_recompute_flags():

@@ -85,7 +85,8 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
               "vocab": "int|str", "seq_len": "int|str", "experts": "int", "experts_per_token": "int",
               "expert_ffn": "int", "shared_experts": "int", "head_dim": "int", "dense_layers": "int",
               "q_lora_rank": "int", "kv_lora_rank": "int", "qk_nope_head_dim": "int", "qk_rope_head_dim": "int",
-              "v_head_dim": "int", "attention": "str"},
+              "v_head_dim": "int", "attention": "str", "gated_mlp": "bool", "tied_embeddings": "bool",
+              "activation": "str"},
     "training": {"strategy": "str-list", "tp": "int", "pp": "int", "cp": "int", "ep": "int", "etp": "int", "dp": "int",
                  "fsdp": "int", "vp": "int", "layers_per_virtual_stage": "int",
                  "model_parallel_size_tp_x_pp": "int", "micro_batch": "int", "global_batch": "int",
@@ -201,7 +202,11 @@ _ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
         # a head's width where heads x head_dim is not the hidden size (Megatron-LM's --kv-channels), and the
         # leading dense blocks of a mixture (DeepSeek's first_k_dense_replace)
         "head_dim": ("kv_channels", "head_size", "attention_head_dim"),
-        "dense_layers": ("first_k_dense_replace", "num_dense_layers")},
+        "dense_layers": ("first_k_dense_replace", "num_dense_layers"),
+        # the output layer's weight shared with the embedding (Hugging Face's tie_word_embeddings, NeMo's
+        # share_embeddings_and_output_weights), and the MLP's activation as configs name it
+        "tied_embeddings": ("tie_word_embeddings", "share_embeddings_and_output_weights", "tie_embeddings"),
+        "activation": ("mlp_activation", "activation_function", "ffn_activation")},
     "training": {
         "tp": ("tensor_model_parallel_size", "tensor_parallel_size", "tensor_parallel", "tp_size", "tp_degree"),
         "pp": ("pipeline_model_parallel_size", "pipeline_parallel_size", "pipeline_parallel", "pp_size", "pp_degree"),
@@ -724,8 +729,9 @@ def _model_spec(case: TrainingCase, model: Mapping[str, Any], seq_len: int, defa
                   and key in (*shape, "ffn", "kv_heads")]
         defaults.append(f"{', '.join(filled)} not stated: the released model's ({preset.source})")
         block = _architecture(str(model.get("name")), str(case.training.get("framework", "")))  # the run's own
-        return ModelSpec(**{**preset.model_dump(), **block, **stated, **_mla(model, defaults), "max_seq_len": seq_len,
-                            "train_seq_len": None, "source": f"training case {case.id} (model preset {preset.name})"})
+        return ModelSpec(**{**preset.model_dump(), **block, **_stated_block(model), **stated, **_mla(model, defaults),
+                            "max_seq_len": seq_len, "train_seq_len": None,
+                            "source": f"training case {case.id} (model preset {preset.name})"})
     for fact in _STATED_ONCE:
         if model.get(fact.field) is None and all(text in case.where for text in fact.where):
             model = {**model, fact.field: fact.value}
@@ -748,14 +754,29 @@ def _model_spec(case: TrainingCase, model: Mapping[str, Any], seq_len: int, defa
     if model.get("ffn") is None:
         defaults.append(f"ffn not stated: 4 x hidden = {4 * model['hidden']}")
     name = str(model.get("name") or case.id)
-    block = _architecture(name, str(case.training.get("framework", "")))
-    if not block and model.get("ffn") not in (None, 4 * model["hidden"]):
+    family, stated_block = _architecture(name, str(case.training.get("framework", ""))), _stated_block(model)
+    block = {**family, **stated_block}
+    if not family and "gated_mlp" not in stated_block and model.get("ffn") not in (None, 4 * model["hidden"]):
         defaults.append(f"MLP not gated: the family of {name!r} is not known, and a gated (SwiGLU, GeGLU) MLP of ffn "
                         f"{model['ffn']} has half again the MLP's GEMM work")
     return ModelSpec(name=name, layers=model["layers"], hidden=model["hidden"], heads=model["heads"],
                      kv_heads=model.get("kv_heads"), ffn_hidden=model.get("ffn"), vocab=vocab,
                      max_seq_len=seq_len, source=f"training case {case.id}", **stated, **block,
                      **_mla(model, defaults))
+
+
+_GATED_ACTIVATION = re.compile(r"glu", re.IGNORECASE)  # SwiGLU, GeGLU, ReGLU: a gate and an up projection
+
+
+def _stated_block(model: Mapping[str, Any]) -> dict[str, bool]:
+    """Block details a case states over what its family implies (_architecture): `gated_mlp`, or an `activation`
+    naming a gated linear unit ("swiglu", "fast-swiglu", "geglu"; an activation alone, such as Hugging Face's
+    hidden_act "silu" of a gated Llama MLP, does not say whether the MLP is gated, so it is not read as either),
+    and `tied_embeddings`."""
+    block = {key: bool(model[key]) for key in ("gated_mlp", "tied_embeddings") if model.get(key) is not None}
+    if "gated_mlp" not in block and _GATED_ACTIVATION.search(str(model.get("activation") or "")):
+        block["gated_mlp"] = True
+    return block
 
 
 def _mla(model: Mapping[str, Any], defaults: list[str]) -> dict[str, Any]:

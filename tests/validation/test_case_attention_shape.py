@@ -104,3 +104,33 @@ def test_an_attention_shape_field_not_read_stops_the_case_naming_it(key: str):
     """Left unread, the attention would be priced at hidden / heads a head, silently."""
     case = mapped({key: 96})
     assert case.skipped is not None and f"model.{key}: not a field this tool reads" in case.skipped
+
+
+UNKNOWN_FAMILY: dict[str, Any] = {"name": "In-house 7B", "layers": 32, "hidden": 4096, "heads": 32, "ffn": 11008,
+                                  "vocab": 32000, "head_dim": None, "kv_heads": None, "num_experts": None,
+                                  "experts_per_token": None}
+
+
+@pytest.mark.parametrize(("stated", "gated", "tied"), [
+    ({}, False, False),  # a family the reader does not know: plain MLP, flagged
+    ({"gated_mlp": True}, True, False),
+    ({"activation": "swiglu"}, True, False),
+    ({"mlp_activation": "fast-geglu"}, True, False),
+    ({"activation": "silu"}, False, False),  # an activation alone does not say whether the MLP is gated
+    ({"tie_word_embeddings": True}, False, True),
+    ({"gated_mlp": True, "share_embeddings_and_output_weights": False}, True, False),
+])
+def test_a_stated_mlp_gate_and_tied_output_are_read(stated: dict[str, Any], gated: bool, tied: bool):
+    """A model of a family the reader does not know takes the MLP gate and the output tie the case states."""
+    case = mapped({**UNKNOWN_FAMILY, **stated})
+    assert case.skipped is None and case.model is not None
+    assert (case.model.gated_mlp, case.model.tied_embeddings) == (gated, tied)
+    # flagged where the case leaves the gate open (no gated_mlp, no GLU named)
+    assert any("MLP not gated" in d for d in case.defaults) == (not gated and "gated_mlp" not in stated)
+
+
+def test_a_stated_gate_overrides_the_family():
+    """A Llama-named model whose case says its MLP is not gated is priced so (the case over the family's default)."""
+    llama = {**UNKNOWN_FAMILY, "name": "Llama 2 7B"}
+    assert mapped(llama).model.gated_mlp is True
+    assert mapped({**llama, "gated_mlp": False}).model.gated_mlp is False

@@ -561,9 +561,9 @@ def _released_preset(name: str) -> ModelSpec | None:
 # A mixture of experts' fields in a case's model section -> ModelSpec fields.
 _MOE_FIELDS = {"experts": "experts", "experts_per_token": "experts_per_token", "expert_ffn": "expert_ffn_hidden",
                "shared_experts": "shared_experts"}
-# A case's shape fields -> ModelSpec fields: what a case states of a released model over its preset's values.
 # Fields that set a block's attention or a mixture's layout apart from what heads and hidden imply.
 _BLOCK_FIELDS = {"head_dim": "head_dim", "dense_layers": "dense_layers"}
+# A case's shape fields -> ModelSpec fields: what a case states of a released model over its preset's values.
 _PRESET_FIELDS = {"layers": "layers", "hidden": "hidden", "heads": "heads", "kv_heads": "kv_heads", "ffn": "ffn_hidden",
                   "vocab": "vocab", **_MOE_FIELDS, **_BLOCK_FIELDS}
 _MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")

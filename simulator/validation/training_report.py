@@ -286,7 +286,7 @@ def counted_share(case: MappedCase) -> float:
     half of causal attention's score FLOPs (counts_causal_half)."""
     if case.model is None or case.training is None or not counts_causal_half(case.case):
         return 1.0
-    model = transformer(case.model)
+    model = transformer(case.model, case.training.mtp_layers)  # the job's blocks, as the prediction counts them
     seq_len = case.training.seq_len or case.model.max_seq_len
     attended = min(seq_len, case.training.packed_sample_len or seq_len)
     flops = model.model_flops_per_token(seq_len, packed_sample_len=case.training.packed_sample_len)

@@ -22,6 +22,7 @@ from simulator.validation.training_cases import map_case, parse_cases
 from simulator.validation.training_cluster import topology_of
 from simulator.validation.training_report import (
     choose_metric,
+    counted_share,
     counts_causal_half,
     evaluate,
     find_change_pairs,
@@ -1126,6 +1127,16 @@ def test_a_source_counting_half_of_causal_attention():
     assert predicted_metric(with_tokens, prediction) == pytest.approx(408.0 * 1000.0 / 1007.0)  # its own count
     bad = parse(case(training={"flops_counting": "half"}))[0]
     assert "training.flops_counting: expected full or causal" in str(bad.problem)
+
+
+def test_a_causal_count_share_holds_the_jobs_mtp_modules():
+    """With a multi-token prediction module the share is of the job's FLOPs (its block's scores halved too), as the
+    prediction's TFLOP/s count them: (full - half of 81 layers' scores) / full, the MTP block being a layer."""
+    entry = mapped(case(metrics={"throughput_tokens_per_s_per_GPU": None, "MFU_%": None},
+                        training={"flops_counting": "causal", "mtp_num_layers": 1}))
+    full = transformer(entry.model, 1).model_flops_per_token(2048)
+    scores = 81 * 3 * 2 * 2048 * (8192 + 8192)
+    assert counted_share(entry) == pytest.approx((full - scores / 2) / full, rel=1e-12)
 
 
 def test_hardware_flops_with_selective_recompute_is_skipped():

@@ -160,6 +160,14 @@ class Topology:
         return stated or ("c2c" if self.gpu.grace else "pxb")
 
     @property
+    def host_cpu(self) -> str:
+        """The servers' CPU vendor (InterNodeSpec.host_cpu): as stated, else arm for a Grace superchip's GPU, else
+        intel."""
+        net = self.spec.inter_node
+        stated = net.host_cpu if net else None
+        return stated or ("arm" if self.gpu.grace else "intel")
+
+    @property
     def gpus_per_nvlink_domain(self) -> int:
         """GPUs that share one NVLink fabric: gpus_per_node, or nvlink_domain_gpus for NVL72."""
         return self.spec.gpus_per_nvlink_domain

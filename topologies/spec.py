@@ -44,6 +44,7 @@ IntraNodeKind = Literal[
 ]
 FabricKind = Literal["single_switch", "leaf_spine", "rail_optimized"]
 GpuNicPath = Literal["pxb", "phb", "c2c"]
+HostCpu = Literal["intel", "amd", "arm"]
 Routing = Literal["adaptive", "ecmp"]
 
 # NIC speed assumed when a spec omits nic_gbps (then nic_gbps_presumed is set): the commonest speed of
@@ -112,6 +113,13 @@ class InterNodeSpec(BaseModel):
         "boards), phb (through the CPU's host bridge: NICs on the CPU's root ports), c2c (through a Grace CPU over "
         "NVLink-C2C). NCCL runs LL128 across nodes only over pxb, and over c2c from 2.27 (tuning.cc). Default: c2c "
         "for Grace superchips' GPUs (GH200, GB200, GB300), else pxb.",
+    )
+    host_cpu: HostCpu | None = Field(
+        default=None,
+        description="The servers' CPUs, whose cores run NCCL's proxy thread (it launches every network send and "
+        "receive): intel, amd (x86) or arm. NCCL prices each such launch at 2 us on AMD hosts and 1 us on the "
+        "others (tuning.cc getNetOverhead), and so does the model. Default: arm for Grace superchips' GPUs "
+        "(GH200, GB200, GB300), else intel.",
     )
 
     @model_validator(mode="before")

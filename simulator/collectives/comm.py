@@ -69,6 +69,8 @@ class CommView:
     # how a GPU reaches its NICs, in NCCL's path classes: pxb (PCIe switches), phb (the CPU's host bridge), c2c
     # (a Grace CPU over NVLink-C2C, as in NVLink domains of many servers)
     gpu_nic_path: str = "pxb"
+    # the host CPU's vendor (intel, amd, arm), whose cores run NCCL's proxy thread (nccl_constants.NET_OVERHEAD_US)
+    host_cpu: str = "intel"
     # static hashing of flows onto a leaf's uplinks (ECMP, simulator.collectives.ecmp): on or off, the
     # uplinks of one leaf and the rate of one, and the flows NCCL opens per connection (QPs or sockets)
     ecmp: bool = False
@@ -314,6 +316,7 @@ def comm_view(topology: Topology) -> CommView:
         # NVLink domains spanning servers are Grace trays (GB200/GB300 NVL72, GH200 NVL32), whose NICs hang
         # off the Grace CPU; NCCL reaches them over NVLink-C2C (paths.cc: NCCL_NET_GDR_C2C)
         gpu_nic_path="c2c" if servers_per_domain > 1 else topology.gpu_nic_path,
+        host_cpu=topology.host_cpu,
         cross_leaf_hop_us=leaf_hop_us,
         cross_pod_hop_us=pod_hop_us,
         leaf_groups_per_pod=groups_per_pod,

@@ -113,3 +113,11 @@ MAX_CHANNELS: Final = 32
 THREADS_PER_CHANNEL: Final = {"ll": 512, "ll128": 640, "simple": 512}
 THREAD_THRESHOLD_BYTES: Final = {"ll": 8, "ll128": 8, "simple": 64}
 
+
+# What the proxy thread's launch of one network operation (a send or a receive) costs, us, by the host's CPU:
+# tuning.cc getNetOverhead (2.18 and later), 1.0 on Intel x86, 2.0 on AMD x86, 1.0 on any other CPU. NCCL's
+# tuner adds it to every step of a multi-node ring (three times for Simple); the model charges it where the
+# proxy launches the operations one after another: a point-to-point operation's peers on other nodes, each
+# a send and a receive (P2P_NET_OPS_PER_PEER; simulator.collectives.params.prior_params).
+NET_OVERHEAD_US: Final = {"intel": 1.0, "amd": 2.0, "arm": 1.0}
+P2P_NET_OPS_PER_PEER: Final = 2

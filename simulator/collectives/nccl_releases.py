@@ -62,7 +62,9 @@ class TunerRelease:
     # 2.17), "per_channel" (bytes per channel and rank >= 64: x1.9 before Ampere, else x1.4)
     plateau: str = "per_channel"
     ring_all_reduce_inter_steps_2n: bool = True  # 2N network steps (2.12-2.22) or 2(N-1)
-    net_overhead_us: float = 0.0  # per intra-node step of a multi-node ring (x3 for Simple); Intel x86
+    # the proxy's launch cost of a network operation charged to every intra-node step of a multi-node ring (x3 for
+    # Simple), at the host CPU's figure (nccl_constants.NET_OVERHEAD_US)
+    ring_net_overhead: bool = False
     nvls: bool = False  # NVLS all_reduce on one NVLink domain
     nvls_tree: bool = False
     nvls_gather: bool = False  # NVLS all_gather / reduce_scatter
@@ -151,7 +153,7 @@ def _build() -> tuple[TunerRelease, ...]:
                                   "per_channel_ring_ll128_gbps": (36.7, 36.7, 36.7),
                                   "per_channel_tree_ll128_gbps": (36.7, 36.7, 36.7)}))
     r218 = _with(r217, (2, 18), nvls_tree=True, nvls_tree_ratio_2_18=True, plateau="per_channel",
-                 net_overhead_us=1.0, ll_intra_multi_node=1.0,
+                 ring_net_overhead=True, ll_intra_multi_node=1.0,
                  base_lat_us={"tree": (6.8, 14.0, 0.0), "ring": (6.6, 14.0, 8.4), "collnet": (6.8, 14.0, 0.0),
                               "nvls": (0.0, 0.0, 23.0), "nvls_tree": (0.0, 0.0, 23.0)},
                  hop_lat_us={

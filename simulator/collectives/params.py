@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from simulator.collectives.comm import INTRA_EFFICIENCY, NVLS_EFFICIENCY, CommView
+from simulator.collectives.nccl_constants import NET_OVERHEAD_US, P2P_NET_OPS_PER_PEER
 from simulator.collectives.transports import TRANSPORTS
 
 
@@ -36,7 +37,7 @@ PARAMS: dict[str, ParamInfo] = {
     "sync_hops": ParamInfo(0.0, 5.0, "hop latencies each chunk handshake costs"),
     "p2p_peer_us": ParamInfo(
         0.0, 500.0, "cost of each point-to-point exchange with a peer on another node, paid one peer after "
-        "another (alltoall, sendrecv), us", network=True),
+        "another (alltoall, sendrecv): the proxy's launch of its send and its receive, us", network=True),
 }
 # Parameters that add microseconds (pulled towards their prior in 50 us units), not scales or fractions.
 ADDITIVE_PARAMS = ("net_extra_latency_us", "p2p_peer_us")
@@ -53,8 +54,8 @@ class ModelParams:
     latency_scale: float = 1.0
     net_latency_scale: float = 1.0
     sync_hops: float = 1.0
-    # NCCL's proxy posts each network peer's sends and receives in turn; nothing published prices that per
-    # peer, so the prior adds nothing and a cluster's multi-node alltoall logs fit it (clustersim calibrate)
+    # NCCL's proxy thread launches each network peer's send and receive in turn; prior_params prices the two
+    # launches at NCCL's own figure for the host's CPU, and a cluster's multi-node alltoall logs refit it
     p2p_peer_us: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
@@ -72,4 +73,5 @@ def prior_params(v: CommView) -> ModelParams:
         nvls_efficiency=NVLS_EFFICIENCY.get(v.arch, NVLS_EFFICIENCY["hopper"]),  # unused without NVLS
         net_efficiency=transport.efficiency if transport else TRANSPORTS["ib"].efficiency,
         net_extra_latency_us=transport.extra_hop_latency_us if transport else 0.0,
+        p2p_peer_us=P2P_NET_OPS_PER_PEER * NET_OVERHEAD_US[v.host_cpu],
     )

@@ -21,7 +21,8 @@ rates its links (topo.h: 20.0 GB/s a link for Volta and Ampere, 20.6 Hopper, 40.
 against 25 / 25 / 25 / 50 GB/s of line rate: 80-82%), PCIe at PCI_BW 12 GB/s of a Gen3 x16 link's
 15.75 (76%), the NICs at their line rate, and a ring's channel count of two per NVLink's worth of
 bandwidth (the search's one channel per link, duplicated), at most NCCL_MAX_NCHANNELS (32). The
-CPU is taken as Intel x86 (multi-node llMaxBws row and network overhead; AMD hosts differ).
+CPU is taken as Intel x86 for the multi-node llMaxBws row; the network overhead is the host CPU's
+(CommView.host_cpu, nccl_constants.NET_OVERHEAD_US).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import math
 from collections.abc import Mapping
 
 from simulator.collectives.comm import CommView
+from simulator.collectives.nccl_constants import NET_OVERHEAD_US
 from simulator.collectives.nccl_releases import TunerRelease, family
 from simulator.core.errors import ConfigError
 
@@ -163,8 +165,8 @@ def _latency_us(op: str, algo: str, proto: str, v: CommView, rel: TunerRelease) 
         if op in ("broadcast", "reduce"):
             return base + rel.hop_lat_us["net" if nodes > 1 else intra_hw]["ring"][p]
         steps = 2 * (n - 1) if op == "all_reduce" else n - 1
-        if nodes > 1:
-            intra = max(intra, rel.net_overhead_us * (3 if proto == "simple" else 1))
+        if nodes > 1 and rel.ring_net_overhead:
+            intra = max(intra, NET_OVERHEAD_US[v.host_cpu] * (3 if proto == "simple" else 1))
         if nodes == 1:
             inter_steps = 0
         elif op == "all_reduce":

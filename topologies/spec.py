@@ -80,6 +80,21 @@ MAX_NODES = 32_768
 _SPEC_CONFIG = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # no field is infinite
 
 
+# words of a CPU's name that say its vendor (host_cpu): the vendor, its server product line, or an architecture
+# that is one vendor's ISA family as the host_cpu values split them
+_HOST_CPU_WORDS = {"intel": "intel", "xeon": "intel", "amd": "amd", "epyc": "amd", "arm": "arm", "grace": "arm",
+                   "aarch64": "arm", "arm64": "arm", "neoverse": "arm"}
+
+
+def _host_cpu_name(value: Any) -> Any:
+    """A CPU written by name ('AMD EPYC 7543P', 'Intel Xeon Platinum 8480C', 'NVIDIA Grace') read as its vendor;
+    anything that names no vendor, or more than one, is left to the field's own check."""
+    if not isinstance(value, str):
+        return value
+    vendors = {_HOST_CPU_WORDS[word] for word in re.findall(r"[a-z0-9]+", value.lower()) if word in _HOST_CPU_WORDS}
+    return vendors.pop() if len(vendors) == 1 else value
+
+
 class InterNodeSpec(BaseModel):
     """The network between servers: transport, NICs per server and their speed."""
 
@@ -114,12 +129,13 @@ class InterNodeSpec(BaseModel):
         "NVLink-C2C). NCCL runs LL128 across nodes only over pxb, and over c2c from 2.27 (tuning.cc). Default: c2c "
         "for Grace superchips' GPUs (GH200, GB200, GB300), else pxb.",
     )
-    host_cpu: HostCpu | None = Field(
+    host_cpu: Annotated[HostCpu | None, BeforeValidator(_host_cpu_name)] = Field(
         default=None,
         description="The servers' CPUs, whose cores run NCCL's proxy thread (it launches every network send and "
-        "receive): intel, amd (x86) or arm. NCCL prices each such launch at 2 us on AMD hosts and 1 us on the "
-        "others (tuning.cc getNetOverhead), and so does the model. Default: arm for Grace superchips' GPUs "
-        "(GH200, GB200, GB300), else intel.",
+        "receive): intel, amd (x86) or arm, or the CPU's name ('AMD EPYC 7543P', 'Intel Xeon Platinum 8480C', "
+        "'Grace'). NCCL prices each such launch at 2 us on AMD hosts and 1 us on the others (tuning.cc "
+        "getNetOverhead), and so does the model. Default: arm for Grace superchips' GPUs (GH200, GB200, GB300), "
+        "else intel.",
     )
 
     @model_validator(mode="before")

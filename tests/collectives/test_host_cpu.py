@@ -97,3 +97,19 @@ def test_two_node_alltoall_small_sizes_against_the_measured_b200_log():
     errors.sort()
     assert len(errors) >= 8
     assert errors[len(errors) // 2] < 0.10
+
+
+@pytest.mark.parametrize(("written", "vendor"), [("AMD", "amd"), ("AMD EPYC 7543P", "amd"), ("epyc", "amd"),
+                                                 ("Intel Xeon Platinum 8480C", "intel"), ("NVIDIA Grace", "arm"),
+                                                 ("aarch64", "arm")])
+def test_a_cpu_written_by_name_is_read_as_its_vendor(written, vendor):
+    spec = load_preset("dgx-h100", nodes=2, inter_node={"transport": "ib", "nics_per_node": 8, "nic_gbps": 400,
+                                                        "host_cpu": written})
+    assert comm_view(build(spec)).host_cpu == vendor
+
+
+@pytest.mark.parametrize("written", ["zen", "AMD or Intel", ""])
+def test_a_cpu_naming_no_vendor_or_two_is_refused(written):
+    with pytest.raises((ConfigError, ValueError), match="host_cpu"):
+        load_preset("dgx-h100", nodes=2, inter_node={"transport": "ib", "nics_per_node": 8, "nic_gbps": 400,
+                                                     "host_cpu": written})

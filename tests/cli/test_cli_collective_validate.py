@@ -72,9 +72,30 @@ def test_collective_from_manifest_flags_and_engine_agree():
     assert [r["time_us"] for r in closed] == pytest.approx([r["time_us"] for r in engine], rel=1e-6)
 
 
+def test_collective_flags_state_the_host_cpu():
+    """--host-cpu: an alltoall of 1 KiB over 8 Polaris-like nodes (32 ranks, 28 peers on other nodes) pays 2 us
+    more a peer on AMD hosts than on Intel ones, the proxy's send and receive launches at 2 us against 1."""
+    flags = ["collective", "--gpu", "A100-SXM4-40GB", "--gpus-per-node", "4", "--nodes", "8", "--intra-node",
+             "nvlink3-full-mesh-4", "--transport", "slingshot", "--nics-per-node", "2", "--nic-gbps", "200",
+             "--op", "alltoall", "-b", "1K", "-e", "1K", "--json"]
+
+    def time_us(*extra: str) -> float:
+        out = run(*flags, *extra)
+        assert out.returncode == 0, out.stderr
+        return float(json.loads(out.stdout)["rows"][0]["time_us"])
+
+    assert time_us("--host-cpu", "AMD EPYC 7543P") - time_us("--host-cpu", "intel") == pytest.approx(28 * 2.0)
+    assert time_us() == time_us("--host-cpu", "intel")
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
+        (["collective", "--host-cpu", "amd"], "--host-cpu describe a cluster by flags and need --gpu"),
+        (["collective", "--gpu", "H100-SXM5-80GB", "--gpus-per-node", "8", "--intra-node", "nvswitch-nvlink4",
+          "--host-cpu", "amd"], "--host-cpu is the CPU that drives the network"),
+        (["collective", "--gpu", "H100-SXM5-80GB", "--gpus-per-node", "8", "--intra-node", "nvswitch-nvlink4",
+          "--nodes", "2", "--transport", "ib", "--nics-per-node", "8", "--host-cpu", "zen"], "host_cpu"),
         (["collective", "--topology", "no-such-cluster"], "no-such-cluster"),
         (["collective", "-b", "-8"], "-b"),
         (["collective", "--nodes", "0"], "nodes"),

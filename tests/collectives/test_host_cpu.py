@@ -16,7 +16,7 @@ from simulator.core.errors import ConfigError
 from simulator.measurements.load import read_measured
 from tests.collectives.test_collective_model import view
 from tests.collectives.test_p2p_channels import b200
-from topologies.build import build
+from topologies.build import build, build_representative
 from topologies.presets import load_preset
 
 SHARED_MANIFEST = Path(__file__).resolve().parents[3] / "shared" / "data" / "nccl-tests" / "manifest.yaml"
@@ -113,3 +113,23 @@ def test_a_cpu_naming_no_vendor_or_two_is_refused(written):
     with pytest.raises((ConfigError, ValueError), match="host_cpu"):
         load_preset("dgx-h100", nodes=2, inter_node={"transport": "ib", "nics_per_node": 8, "nic_gbps": 400,
                                                      "host_cpu": written})
+
+
+def test_the_host_cpu_survives_the_one_server_a_class_shortcut_and_faults():
+    """Metamorphic: a cluster priced from one representative server per class (topologies.build.build_representative),
+    with a NIC degraded on one server, keeps the hosts' CPU, and an alltoall's per-peer launches add the same
+    2 us x peers on other nodes (AMD over Intel) as on the full, healthy cluster: the fault moves bandwidth, not
+    the proxy's launches."""
+    def extra_us(**overrides) -> float:
+        times = []
+        for cpu in ("amd", "intel"):
+            spec = load_preset("dgx-a100", nodes=4, inter_node={"transport": "ib", "nics_per_node": 8,
+                                                                "nic_gbps": 200, "host_cpu": cpu}, **overrides)
+            view = comm_view(build_representative(spec) if overrides else build(spec))
+            assert view.host_cpu == cpu
+            times.append(predict_collective(view, "alltoall", 1024).time_s)
+        return (times[0] - times[1]) * 1e6
+
+    peers = 3 * 8  # 32 ranks, 24 on other nodes
+    assert extra_us() == pytest.approx(peers * 2.0)
+    assert extra_us(link_faults=[{"device": "s2/nic3", "factor": 0.5}]) == pytest.approx(peers * 2.0)

@@ -23,7 +23,8 @@ from simulator.core.errors import ConfigError
 Triple = tuple[float, float, float]
 
 # Trees are modelled slower than they run for mid sizes; tuning.cc scales a tree's bandwidth by this
-# table, one column per power of two of the size from 64 B (log2(size / 64)) up to 256 MiB.
+# table, one column per power of two of the size from 64 B (log2(size / 64)) up to 256 MiB; from 512 MiB
+# on (log2(size / 64) >= 23) it leaves the bandwidth as it is.
 _TREE_CORRECTION_2_8: Final = (
     (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),
     (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .5, .6, .6, .7, .7, .8, .9, .9, .92, .92),
@@ -79,7 +80,7 @@ class TunerRelease:
     ll128_c2c: bool = False
     collnet_arity_us: float = 0.5
     ll_intra_multi_node: float = 1.8  # LL intra-node hop latency x this under a multi-node communicator
-    tree_correction_all_reduce_only: bool = False
+    tree_correction_all_reduce_only: bool = False  # 2.23+: the tree correction for all_reduce only (enqueue.cc)
     # a tree all_reduce's Simple chunks halved for small operations (enqueue.cc, 2.4-2.19; gone from 2.20)
     tree_simple_chunks_shrink: bool = True
 

@@ -12,8 +12,9 @@ ncclTopoTuneModel and ncclTopoGetAlgoTime) and runs the fastest:
 - latency = base + per-hop latencies over the algorithm's steps (ring: 2(n-1) steps for
   all_reduce, of which the network ones pay the network hop; tree: 2 (G-1) intra + 2 log2(N)
   network hops; NVLS, NVLS-tree, CollNet and PAT their own forms);
-- a tree's bandwidth is scaled by the size's tree correction factor; a multi-node Simple ring
-  all_reduce's latency by the "plateau" factor.
+- a tree's bandwidth is scaled by the size's tree correction factor (one column per power of two
+  from 64 B; from 512 MiB on, past the table, none: enqueue.cc / tuning.cc `logSize < 23`); a
+  multi-node Simple ring all_reduce's latency by the "plateau" factor.
 Every constant comes from the release's table (simulator.collectives.nccl_releases).
 
 What NCCL's search would find is approximated from the cluster: a GPU's NVLink bandwidth as NCCL
@@ -214,8 +215,9 @@ def tuner_time_us(op: str, algo: str, proto: str, size_bytes: int, v: CommView, 
     the ring plateau of the release (ncclTopoGetAlgoTime)."""
     bw = _algbw_gbps(op, algo, proto, v, rel, channels)
     lat = _latency_us(op, algo, proto, v, rel)
-    if algo == "tree":
-        column = min(22, max(0, _log2i(size_bytes >> 6)))
+    column = max(0, _log2i(size_bytes >> 6))
+    if algo == "tree" and column < len(rel.tree_correction[0]) and (
+            op == "all_reduce" or not rel.tree_correction_all_reduce_only):
         bw *= rel.tree_correction[PROTO_INDEX[proto]][column]
     if algo == "ring" and proto == "simple" and v.multi_node and op == "all_reduce":
         fam = family(rel, v.arch)

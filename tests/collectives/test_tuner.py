@@ -153,6 +153,18 @@ def test_tree_hop_of_2_19_keeps_trees_off_mid_sizes():
     assert pair(chosen) != ("tree", "simple")
 
 
+def test_the_tree_correction_ends_at_512_mib():
+    """The table's last column (log2(size / 64) = 22) is 256 - 512 MiB, 0.9 for Simple; from 512 MiB on
+    NCCL applies none (`logSize < 23`). Measured on the size term t(S) - latency: doubling S doubles it
+    between columns 21 and 22 (0.9 both), and 512 MiB's is 2 x 0.9 of 256 MiB's (factor 1 there)."""
+    v = h100(nodes=4)
+    rel = tuner_release((2, 19))
+    lat = tuner_time_us("all_reduce", "tree", "simple", 0, v, rel, 16)
+    term = {s: tuner_time_us("all_reduce", "tree", "simple", s, v, rel, 16) - lat for s in (1 << 27, 1 << 28, 1 << 29)}
+    assert term[1 << 28] / term[1 << 27] == pytest.approx(2.0)
+    assert term[1 << 29] / term[1 << 28] == pytest.approx(2.0 * 0.9)
+
+
 def test_channel_limits_from_the_environment():
     """NCCL_MIN/MAX_NCHANNELS (or NCCL_MIN/MAX_CTAS) bound the channels; both are clamped to 32."""
     assert channel_limits({}) == (1, 32)

@@ -83,6 +83,9 @@ class CommView:
     # an NVLink bridge joins the node's GPUs in pairs (2k, 2k + 1) on a PCIe server: its rate, one direction, which a
     # group of one such pair communicates at (simulator.training.groups.group_view); 0 without bridges
     bridge_Bps: float = 0.0
+    # the node's GPUs meet in an NVSwitch fabric (nvswitch and nvl72 layouts): a chain of them, as NCCL's tree
+    # runs inside a node, gets a GPU's whole NVLink rate a hop; in a mesh a hop has one pair's links
+    nvswitch: bool = False
 
     @property
     def multi_node(self) -> bool:
@@ -325,4 +328,5 @@ def comm_view(topology: Topology) -> CommView:
         uplink_Bps=uplink_Bps,
         rails_per_leaf=rails_per_leaf(topology),
         bridge_Bps=min(bridge_Bps(topology, c.example) for c in classes),
+        nvswitch=layout in ("nvswitch", "nvl72"),
     )

@@ -32,7 +32,7 @@ from simulator.collectives.cost import (
 from simulator.collectives.nccl_constants import PROTOCOLS
 from simulator.collectives.nccl_releases import TunerRelease, tuner_release
 from simulator.collectives.params import ModelParams
-from simulator.collectives.tuner import MAX_CHANNELS, enabled, tuner_channels, tuner_time_us
+from simulator.collectives.tuner import MAX_CHANNELS, enabled, nccl_intra_gbps, tuner_channels, tuner_time_us
 from simulator.core.errors import ConfigError
 
 # NCCL_ALGO spellings -> our algorithm names (NVLS covers NVLS and NVLS-tree, CollNet both forms).
@@ -152,15 +152,32 @@ def selection_option(text: str, option: str = "--selection") -> str:
 def selection_time_s(est: CollectiveEstimate, ring: dict[str, CollectiveEstimate], v: CommView) -> float:
     """The time the model's own selection ranks a candidate by. NCCL's tuner models a tree's
     bandwidth as 0.9 x half the channels' bus bandwidth, a ring's as n / 2(n-1) of it (tuning.cc), so
-    for the same channels it never credits a tree with more bandwidth than 0.9 (n-1)/n of the ring's:
-    trees win on latency, rings on bandwidth, whatever a tree could do on two nodes. The prediction
-    itself keeps the tree's own time; only the choice follows the tuner."""
+    for the same bus bandwidth it never credits a tree with more than 0.9 (n-1)/n of the ring's: trees
+    win on latency, rings on bandwidth, except on two nodes of NVSwitch servers, whose tree graph NCCL's
+    search rates above the network (tree_gain). The prediction itself keeps the tree's own time; only the
+    choice follows the tuner."""
     if est.algo != "tree" or est.proto not in ring:
         return est.time_s
     ring_est = ring[est.proto]
     ring_bw_s = ring_est.size_bytes * max(spb for _, spb in ring_est.demand_s_per_byte)
-    credited = max(est.bandwidth_s, ring_bw_s / (0.9 * (v.n_ranks - 1) / v.n_ranks))
+    credited = max(est.bandwidth_s, ring_bw_s / (0.9 * (v.n_ranks - 1) / v.n_ranks * tree_gain(v)))
     return est.latency_s + est.fill_s + credited
+
+
+def tree_gain(v: CommView) -> float:
+    """How much more bus bandwidth NCCL's search gives a tree than a ring of the same channels. On two nodes
+    it raises the tree graph's intra-node bandwidth above the inter-node one, up to twice it, while the chain
+    inside the node carries it (search.cc, pass 2: "increase bwIntra for trees (2 nodes or collnet)", every
+    release 2.8-2.30), and the tuner rates trees on at most two nodes by that intra-node bandwidth (tuning.cc);
+    NCCL's maintainers: "On two nodes, NCCL uses the tree (or nvlstree) algorithm which can indeed go beyond
+    the network bottleneck (provided the intra-node bandwidth can sustain that higher speed)" (nccl-tests #196).
+    A chain sustains it through an NVSwitch (a GPU's whole NVLink rate a hop, as NCCL rates it); in a mesh a
+    hop has one pair's links, and the 2-node logs of 4-GPU mesh nodes (Perlmutter, Polaris, Alps) run at ring
+    speed. Elsewhere 1."""
+    if v.n_nodes != 2 or not v.nvswitch or v.intra_kind != "nvlink" or v.net_Bps <= 0:
+        return 1.0
+    intra, net = nccl_intra_gbps(v), v.net_Bps / 1e9
+    return max(1.0, min(intra, 2 * net) / min(intra, net))
 
 
 def _no_pair(op: str, shapes: list[AlgoShape], protos: set[str] | None, release: TunerRelease) -> ConfigError:

@@ -26,12 +26,13 @@ OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all
 
 
 def view(nodes: int = 1, gpus: int = 8, intra_GBps: float = 300.0, net_gbps: float = 200.0,
-         nics: int = 8, arch: str = "ampere", nvls: bool = False, transport: str = "ib") -> CommView:
+         nics: int = 8, arch: str = "ampere", nvls: bool = False, transport: str = "ib",
+         nvswitch: bool = False) -> CommView:
     return CommView(
         n_ranks=nodes * gpus, n_nodes=nodes, ranks_per_node=gpus, arch=arch, intra_kind="nvlink",
         intra_Bps=intra_GBps * 1e9, net_Bps=nics * net_gbps * 1e9 / 8 if nodes > 1 else 0.0,
         nics_per_node=nics, transport=transport if nodes > 1 else None, nvls=nvls, sharp=False,
-        gpudirect_rdma=True,
+        gpudirect_rdma=True, nvswitch=nvswitch,
     )
 
 
@@ -45,6 +46,7 @@ views = st.builds(
     arch=st.sampled_from(["volta", "ampere", "hopper", "blackwell"]),
     nvls=st.booleans(),
     transport=st.sampled_from(["ib", "roce", "efa", "tcpxo", "sockets"]),
+    nvswitch=st.booleans(),
 )
 sizes = st.integers(min_value=1, max_value=16 * 1024**3)
 

@@ -30,7 +30,8 @@ from simulator.collectives.cost import (
     repeated_time_s,
 )
 from simulator.collectives.nccl_constants import PROTOCOLS
-from simulator.collectives.nccl_releases import TunerRelease, tuner_release
+from simulator.collectives.nccl_releases import TunerRelease, family, tuner_release
+from simulator.collectives.nccl_search import inter_node_graph
 from simulator.collectives.params import ModelParams
 from simulator.collectives.tuner import MAX_CHANNELS, enabled, nccl_intra_gbps, tuner_channels, tuner_time_us
 from simulator.core.errors import ConfigError
@@ -149,7 +150,8 @@ def selection_option(text: str, option: str = "--selection") -> str:
     return text
 
 
-def selection_time_s(est: CollectiveEstimate, ring: dict[str, CollectiveEstimate], v: CommView) -> float:
+def selection_time_s(est: CollectiveEstimate, ring: dict[str, CollectiveEstimate], v: CommView,
+                     rel: TunerRelease) -> float:
     """The time the model's own selection ranks a candidate by. NCCL's tuner models a tree's
     bandwidth as 0.9 x half the channels' bus bandwidth, a ring's as n / 2(n-1) of it (tuning.cc), so
     for the same bus bandwidth it never credits a tree with more than 0.9 (n-1)/n of the ring's: trees
@@ -160,24 +162,33 @@ def selection_time_s(est: CollectiveEstimate, ring: dict[str, CollectiveEstimate
         return est.time_s
     ring_est = ring[est.proto]
     ring_bw_s = ring_est.size_bytes * max(spb for _, spb in ring_est.demand_s_per_byte)
-    credited = max(est.bandwidth_s, ring_bw_s / (0.9 * (v.n_ranks - 1) / v.n_ranks * tree_gain(v)))
+    credited = max(est.bandwidth_s, ring_bw_s / (0.9 * (v.n_ranks - 1) / v.n_ranks * tree_gain(v, rel)))
     return est.latency_s + est.fill_s + credited
 
 
-def tree_gain(v: CommView) -> float:
-    """How much more bus bandwidth NCCL's search gives a tree than a ring of the same channels. On two nodes
-    it raises the tree graph's intra-node bandwidth above the inter-node one, up to twice it, while the chain
-    inside the node carries it (search.cc, pass 2: "increase bwIntra for trees (2 nodes or collnet)", every
-    release 2.8-2.30), and the tuner rates trees on at most two nodes by that intra-node bandwidth (tuning.cc);
-    NCCL's maintainers: "On two nodes, NCCL uses the tree (or nvlstree) algorithm which can indeed go beyond
-    the network bottleneck (provided the intra-node bandwidth can sustain that higher speed)" (nccl-tests #196).
-    A chain sustains it through an NVSwitch (a GPU's whole NVLink rate a hop, as NCCL rates it); in a mesh a
-    hop has one pair's links, and the 2-node logs of 4-GPU mesh nodes (Perlmutter, Polaris, Alps) run at ring
-    speed. Elsewhere 1."""
-    if v.n_nodes != 2 or not v.nvswitch or v.intra_kind != "nvlink" or v.net_Bps <= 0:
+def tree_gain(v: CommView, rel: TunerRelease) -> float:
+    """How much more bus bandwidth NCCL's tuner gives a tree than the ring of the same channels. On two nodes
+    NCCL's search raises the tree graph's intra-node bandwidth above the inter-node one, up to twice it, while
+    the chain inside the node carries it (search.cc, pass 2: "increase bwIntra for trees (2 nodes or collnet)",
+    every release 2.8-2.30), and the tuner rates trees on at most two nodes by that intra-node bandwidth, then
+    caps a tree at perChMaxTreeBw a channel (tuning.cc). NCCL's maintainers: "On two nodes, NCCL uses the tree
+    (or nvlstree) algorithm which can indeed go beyond the network bottleneck (provided the intra-node bandwidth
+    can sustain that higher speed)" (nccl-tests #196). With the ring graph's channels x speed
+    (nccl_search.inter_node_graph) as the ring's: the tree's is min(twice that, a GPU's NVLink as NCCL rates
+    it, channels x the release's cap / 0.92, the tree's own 0.92 being in selection_time_s's 0.9). A DGX A100
+    with 8 x 200 Gb/s: 8 channels of 24 GB/s, the cap (23.6 a channel from 2.10) holds the tree to 1.07x the
+    ring; OCI's A100 with 16 x 100 Gb/s: 16 channels of 12, the NVLink's 240 against the ring's 192, 1.25x;
+    p4de's 4 x 100 Gb/s: 4 of 12, 2x. A chain sustains it through an NVSwitch (a GPU's whole NVLink rate a
+    hop); in a mesh a hop has one pair's links, and the 2-node logs of 4-GPU mesh nodes (Perlmutter,
+    Polaris, Alps) run at ring speed. Elsewhere 1."""
+    if v.n_nodes != 2 or not v.nvswitch or v.intra_kind != "nvlink":
         return 1.0
-    intra, net = nccl_intra_gbps(v), v.net_Bps / 1e9
-    return max(1.0, min(intra, 2 * net) / min(intra, net))
+    channels, speed = inter_node_graph(v)
+    if not channels:
+        return 1.0
+    ring = channels * speed
+    cap = channels * rel.per_channel_tree_gbps[family(rel, v.arch)][1] / 0.92
+    return max(1.0, min(2 * ring, nccl_intra_gbps(v), cap) / ring)
 
 
 def _no_pair(op: str, shapes: list[AlgoShape], protos: set[str] | None, release: TunerRelease) -> ConfigError:
@@ -218,7 +229,7 @@ def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView
         if repeat > 1 and op in CHAINED_OPS:
             return min(candidates, key=lambda est: repeated_time_s(est, repeat))
         ring = {est.proto: est for est in candidates if est.algo == "ring"}
-        return min(candidates, key=lambda est: selection_time_s(est, ring, v))
+        return min(candidates, key=lambda est: selection_time_s(est, ring, v, rel))
     channels = tuner_channels(v, rel, limits)
     ranked = [(tuner_time_us(op, shape.algo, proto, size_bytes, v, rel, channels), shape, proto)
               for shape, proto in pairs]

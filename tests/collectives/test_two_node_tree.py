@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from simulator.collectives.comm import comm_view
+from simulator.collectives.nccl_releases import tuner_release
 from simulator.collectives.predict import predict_collective
 from simulator.collectives.select import tree_gain
 from simulator.measurements.load import read_measured
@@ -21,13 +22,25 @@ SHARED_MANIFEST = Path(__file__).resolve().parents[3] / "shared" / "data" / "ncc
 
 
 def test_the_gain_by_hand():
-    """NCCL rates an A100's twelve NVLinks at 20 GB/s each: 240 GB/s a GPU. Against 8 x 200 Gb/s (200 GB/s a node)
-    the ring is rated 200 and the tree min(240, 2 x 200) = 240: 1.2. Against p4de's 4 x 100 Gb/s (50 GB/s) the
-    tree reaches twice the network, 100: 2. More nodes, or a mesh, none."""
-    assert tree_gain(view(nodes=2, nvswitch=True)) == pytest.approx(1.2)
-    assert tree_gain(view(nodes=2, nics=4, net_gbps=100, nvswitch=True)) == pytest.approx(2.0)
-    assert tree_gain(view(nodes=4, nics=4, net_gbps=100, nvswitch=True)) == 1.0
-    assert tree_gain(view(nodes=2, nics=4, net_gbps=100)) == 1.0
+    """NCCL rates an A100's twelve NVLinks at 20 GB/s each: 240 GB/s a GPU. 8 x 200 Gb/s NICs: the ring graph has
+    8 channels of 24 GB/s (192); the tree could take twice that, but the NVLink holds it to 240 and the tuner's
+    cap, 23.6 GB/s a channel (2.10+; 22.5 in 2.8), to 8 x 23.6 / 0.92 = 205: 1.07. p4de's 4 x 100 Gb/s: 4 channels
+    of 12 GB/s (48), the tree twice that, 96, under both limits: 2. More nodes, or a mesh, none."""
+    newest, old = tuner_release(None), tuner_release((2, 8))
+    assert tree_gain(view(nodes=2, nvswitch=True), newest) == pytest.approx(8 * 23.6 / 0.92 / 192)
+    assert tree_gain(view(nodes=2, nvswitch=True), old) == pytest.approx(8 * 22.5 / 0.92 / 192)
+    assert tree_gain(view(nodes=2, nics=4, net_gbps=100, nvswitch=True), newest) == pytest.approx(2.0)
+    assert tree_gain(view(nodes=4, nics=4, net_gbps=100, nvswitch=True), newest) == 1.0
+    assert tree_gain(view(nodes=2, nics=4, net_gbps=100), newest) == 1.0
+
+
+def test_the_per_channel_cap_keeps_few_fast_nics_on_rings():
+    """ABCI's A100 nodes, 4 x 200 Gb/s: 4 channels of 24 GB/s; twice that is 192, but NCCL 2.8's 22.5 GB/s a
+    channel caps the tree at 4 x 22.5 / 0.92 = 98, about the ring's 96, so a 32 MiB all_reduce stays a ring, as
+    the same busbw at 2 and 4 nodes (33 and 31 GB/s) says it ran."""
+    abci = view(nodes=2, nics=4, nvswitch=True)
+    assert tree_gain(abci, tuner_release((2, 8))) == pytest.approx(4 * 22.5 / 0.92 / 96)
+    assert predict_collective(abci, "all_reduce", 32 << 20, nccl_release=(2, 8)).algo == "ring"
 
 
 def test_two_nvswitch_nodes_run_a_large_all_reduce_as_a_tree():
@@ -73,7 +86,7 @@ def test_a_fault_on_either_node_sets_the_tree_the_same(device):
     def both(dev):
         topology = build(load_preset("dgx-a100", nodes=2, link_faults=[{"device": dev, "factor": 0.5}]))
         v = comm_view(topology)
-        return tree_gain(v), predict_collective(v, "all_reduce", 1 << 30).time_s
+        return tree_gain(v, tuner_release(None)), predict_collective(v, "all_reduce", 1 << 30).time_s
 
     mirrored = device.replace("s1/", "s0/") if device.startswith("s1/") else device.replace("s0/", "s1/")
     assert both(device) == pytest.approx(both(mirrored))

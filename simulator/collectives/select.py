@@ -151,18 +151,18 @@ def selection_option(text: str, option: str = "--selection") -> str:
 
 
 def selection_time_s(est: CollectiveEstimate, ring: dict[str, CollectiveEstimate], v: CommView,
-                     rel: TunerRelease) -> float:
+                     gain: float) -> float:
     """The time the model's own selection ranks a candidate by. NCCL's tuner models a tree's
     bandwidth as 0.9 x half the channels' bus bandwidth, a ring's as n / 2(n-1) of it (tuning.cc), so
     for the same bus bandwidth it never credits a tree with more than 0.9 (n-1)/n of the ring's: trees
     win on latency, rings on bandwidth, except on two nodes of NVSwitch servers, whose tree graph NCCL's
-    search rates above the network (tree_gain). The prediction itself keeps the tree's own time; only the
-    choice follows the tuner."""
+    search rates above the network (`gain`, tree_gain). The prediction itself keeps the tree's own time; only
+    the choice follows the tuner."""
     if est.algo != "tree" or est.proto not in ring:
         return est.time_s
     ring_est = ring[est.proto]
     ring_bw_s = ring_est.size_bytes * max(spb for _, spb in ring_est.demand_s_per_byte)
-    credited = max(est.bandwidth_s, ring_bw_s / (0.9 * (v.n_ranks - 1) / v.n_ranks * tree_gain(v, rel)))
+    credited = max(est.bandwidth_s, ring_bw_s / (0.9 * (v.n_ranks - 1) / v.n_ranks * gain))
     return est.latency_s + est.fill_s + credited
 
 
@@ -231,7 +231,8 @@ def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView
         if repeat > 1 and op in CHAINED_OPS:
             return min(candidates, key=lambda est: repeated_time_s(est, repeat))
         ring = {est.proto: est for est in candidates if est.algo == "ring"}
-        return min(candidates, key=lambda est: selection_time_s(est, ring, v, rel))
+        gain = tree_gain(v, rel)
+        return min(candidates, key=lambda est: selection_time_s(est, ring, v, gain))
     channels = tuner_channels(v, rel, limits)
     ranked = [(tuner_time_us(op, shape.algo, proto, size_bytes, v, rel, channels), shape, proto)
               for shape, proto in pairs]

@@ -14,6 +14,7 @@ from simulator.collectives.nccl_releases import tuner_release
 from simulator.collectives.p2p_channels import p2p_net_channels
 from simulator.collectives.params import ModelParams, prior_params
 from simulator.collectives.select import allowed_sets, best_estimate, candidate_shapes, view_for_env
+from simulator.collectives.transports import plugin_env
 from simulator.collectives.tuner import channel_limits
 from simulator.core.errors import ConfigError
 from simulator.network.engine import FlowEngine
@@ -58,9 +59,12 @@ def predict_collective(v: CommView, op: str, size_bytes: int, algo: str = "auto"
     published-facts prior for the cluster; a calibration profile supplies fitted ones. The algorithm
     and protocol are the fastest the model prices (`selection` 'model') or those NCCL `nccl_release`
     (major, minor; None: the newest) would choose ('nccl'); simulator.collectives.select. `repeat`: one of that
-    many back-to-back calls (the model's selection then ranks the pairs by the series' time)."""
+    many back-to-back calls (the model's selection then ranks the pairs by the series' time). `env` is the
+    user's NCCL environment, over what the cluster's network plugin sets (transports.plugin_env)."""
     if size_bytes < 0:
         raise ConfigError(f"size must not be negative, got {size_bytes}")
+    # the network plugin's settings (transports.plugin_env), then the user's, which win
+    env = {**plugin_env(v.transport, v.arch, v.gpudirect_rdma), **(env or {})}
     algos, protos = allowed_sets(algo, proto, env)
     if v.n_ranks == 1:  # nothing to exchange: NCCL returns after a local copy at most
         return CollectiveEstimate(op, size_bytes, "none", "none", 0.0, 0.0, 0.0, 0.0, "none", 0)

@@ -11,7 +11,8 @@ tuner on cloud fabrics. Each entry is a fact about the transport with its basis:
   MTU), congestion control margin; a microsecond more per hop through Ethernet switches.
 - efa: AWS Elastic Fabric Adapter (SRD over the AWS network) through aws-ofi-nccl: per-message
   latency of ~15-20 us (AWS EFA documentation and re:Invent talks quote ~15 us p50), so an extra
-  ~15 us per network hop; sustained 85-90% of line rate (p4d/p5 nccl-tests published by AWS).
+  ~15 us per network hop; sustained 85-90% of line rate (p4d/p5 nccl-tests published by AWS). The plugin also
+  sets the protocols NCCL may use (plugin_env: Simple alone on the instances of pre-Hopper GPUs).
 - slingshot: HPE Slingshot-11 (Cassini NIC, 200 Gb/s; Rosetta switches) through aws-ofi-nccl and
   libfabric's CXI provider. GPU-to-GPU osu_bw between Alps GH200 nodes reaches 23.99 GB/s of the NIC's 25 GB/s
   at 4 MiB (CSCS user documentation, OpenMPI page), and NCCL's sendrecv_perf 24.2 GB/s per GPU on 8 GH200
@@ -50,3 +51,30 @@ TRANSPORTS: dict[str, TransportModel] = {
     "sockets": TransportModel("sockets", extra_hop_latency_us=25.0, efficiency=0.65),
     "ethernet": TransportModel("ethernet", extra_hop_latency_us=25.0, efficiency=0.65),
 }
+
+
+
+# GPU generations whose EFA instances run aws-ofi-nccl's SENDRECV protocol: p3dn (V100), p4d and p4de (A100), g5
+# (A10G) by the plugin's platform table (platform-aws.cpp); g4dn (T4), g6 (L4) and g6e (L40S) have no entry and one
+# EFA rail a GPU, for which the plugin takes SENDRECV too (nccl_ofi_net.cpp, protocol selection)
+EFA_SENDRECV_ARCHS = frozenset({"volta", "turing", "ampere", "ada"})
+
+
+
+def plugin_env(transport: str | None, arch: str, gpudirect_rdma: bool = True) -> dict[str, str]:
+    """The NCCL environment a cluster's network plugin sets before NCCL reads it; a user's own setting of the
+    same variable wins (the plugin does not overwrite it). aws-ofi-nccl sets NCCL_PROTO=simple where LL and
+    LL128, which write flags beside the data, could read a message before all its bytes landed:
+    - where EFA does not deliver a message's bytes in order in 128-byte units: a fixed rule for p3dn, p4d and
+      p4de from release 1.6.0 (2023, platform-aws.c force_proto_simple), a test of the device's in-order option
+      since (platform_config_endpoint: "force the simple protocol as the LL/LL128 protocols can lead to data
+      corruption without data delivery ordering"), which the devices of its SENDRECV protocol fail: the
+      instances of pre-Hopper GPUs (EFA_SENDRECV_ARCHS). Hopper and later multi-GPU instances (p5, p5e, p5en,
+      p6) run its RDMA protocol and keep LL and LL128;
+    - without GPUDirect RDMA, from release 1.15.0 (2025, "Set NCCL_PROTO to simple when GDR is unsupported":
+      NCCL would poll LL flags in host memory that the provider fills out of order).
+    Not modelled: the one-GPU sizes p5.4xlarge and g7e.8xlarge run SENDRECV too (NCCL_PROTO=simple there is the
+    user's to state)."""
+    if transport == "efa" and (arch in EFA_SENDRECV_ARCHS or not gpudirect_rdma):
+        return {"NCCL_PROTO": "simple"}
+    return {}

@@ -69,12 +69,14 @@ def test_switched_nodes_from_the_platform(preset, switched):
 @pytest.mark.skipif(not SHARED_MANIFEST.exists(), reason="the measured nccl-tests logs are not here")
 def test_the_p4de_log_beyond_its_network():
     """The p4de log measures 78 GB/s of bus bandwidth at 2 GiB over 50 GB/s of EFA a node, which only a tree
-    reaches: its rows from 1 MiB within 16% (median), 28% when priced as rings."""
+    reaches: its rows from 1 MiB within 17% (median), 64% when priced as rings. Both run Simple, the one protocol
+    aws-ofi-nccl leaves NCCL on p4de (transports.plugin_env); the tree's Simple chunks pay their network handshakes
+    unhidden, which puts its rows from 128 MiB 36-53% slow (as LL128 they were within 8%)."""
     loaded = read_measured(SHARED_MANIFEST, ["a100x8-2node-allreduce-awsp4de-efa-awsome.txt"], lambda _: None)
     log = loaded.logs[0]
     errors = [abs(predict_collective(log.view, "all_reduce", row.size_bytes).time_s * 1e6 / row.time_us - 1)
               for row in log.rows if row.size_bytes >= 1 << 20]
-    assert statistics.median(errors) < 0.16
+    assert statistics.median(errors) < 0.18
     large = [row for row in log.rows if row.size_bytes >= 1 << 30]
     assert all(predict_collective(log.view, "all_reduce", row.size_bytes).algo == "tree" for row in large)
 

@@ -86,6 +86,8 @@ class CommView:
     # the node's GPUs meet in an NVSwitch fabric (nvswitch and nvl72 layouts): a chain of them, as NCCL's tree
     # runs inside a node, gets a GPU's whole NVLink rate a hop; in a mesh a hop has one pair's links
     nvswitch: bool = False
+    # the Simple protocol's buffer a channel has per connection (NCCL_BUFFSIZE, 4 MiB by default; nccl_constants)
+    simple_buffer_bytes: int = 4 * 1024**2
 
     @property
     def multi_node(self) -> bool:

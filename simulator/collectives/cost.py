@@ -202,6 +202,12 @@ def fabric_hop_us(shape: AlgoShape, v: CommView) -> float:
             + crossing_fraction(shape.algo, v.n_nodes, v.spanned_pods) * v.cross_pod_hop_us)
 
 
+def buffer_bytes(proto: str, v: CommView) -> float:
+    """A channel's buffer per connection with this protocol: NCCL_BUFFSIZE for Simple, the fixed LL and LL128
+    buffers otherwise (nccl_constants.BUFFER_BYTES)."""
+    return float(v.simple_buffer_bytes) if proto == "simple" else float(C.BUFFER_BYTES[proto])
+
+
 def per_channel_Bps(op: str, shape: AlgoShape, proto: str, v: CommView) -> float:
     """What one channel moves per second with this protocol (tuning.cc per-channel tables)."""
     rate = C.PER_CHANNEL_GBPS[v.arch][_scale_index(v.n_nodes)] * 1e9 * protocol_share(op, shape.algo, proto, v)
@@ -236,7 +242,7 @@ def chunk_bytes(size_bytes: float, shape: AlgoShape, channels: float, v: CommVie
         per_step = size_bytes / (channels * v.ranks_per_node)
     else:
         per_step = size_bytes / channels
-    slot = C.BUFFER_BYTES[proto] / C.NCCL_STEPS
+    slot = buffer_bytes(proto, v) / C.NCCL_STEPS
     if shape.algo == "tree" and tree_chunk is not None:
         cap = tree_chunk
     else:
@@ -252,7 +258,7 @@ def tree_chunk_bytes(size_bytes: float, channels: float, v: CommView, proto: str
     32 KiB, depth being NCCL's ranks per node - 1 + log2(nodes) (connect.cc). LL128 (every release with it):
     fewer than 64 x s / ppn chunks down to 128 KiB, 16 x s / ppn down to 32 KiB, s = 1 + log2(nodes) + ppn / 10.
     LL's slot is small already and stays."""
-    chunk = C.BUFFER_BYTES[proto] / C.NCCL_STEPS
+    chunk = buffer_bytes(proto, v) / C.NCCL_STEPS
     nodes_log2 = int(math.log2(v.n_nodes)) if v.n_nodes > 1 else 0
     ppn = v.n_ranks / v.n_nodes
     rules: tuple[tuple[float, float], ...]  # (chunks a channel should have, the chunk's floor), in order
@@ -357,7 +363,7 @@ def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView
         step_bytes = concurrent * nvls_tree_chunk_bytes(size_bytes, concurrent, v.n_nodes)
         fill_s = (shape.chain_depth - 1) * min(step_bytes, size_bytes) * seconds_per_byte
     elif shape.chain_depth > 1:
-        slot = C.BUFFER_BYTES[proto] / C.NCCL_STEPS if tree_chunk is None else tree_chunk
+        slot = buffer_bytes(proto, v) / C.NCCL_STEPS if tree_chunk is None else tree_chunk
         slice_bytes = min(slot, size_bytes / channels)
         fill_s = (shape.chain_depth - 1) * slice_bytes / per_channel
     return CollectiveEstimate(op, size_bytes, shape.algo, proto, latency_s + fill_s + bandwidth_s,

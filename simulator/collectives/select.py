@@ -132,7 +132,20 @@ def view_for_env(v: CommView, env: Mapping[str, str] | None) -> CommView:
     flows = flows_per_connection(v.transport, env)
     if flows != v.flows_per_connection:
         v = replace(v, flows_per_connection=flows)
+    if "NCCL_BUFFSIZE" in env:
+        v = replace(v, simple_buffer_bytes=_buffer_size(env["NCCL_BUFFSIZE"]))
     return v
+
+
+def _buffer_size(text: str) -> int:
+    """NCCL_BUFFSIZE's bytes (decimal or 0x hex, as NCCL reads it); ConfigError unless a positive whole number."""
+    try:
+        value = int(text.strip(), 0)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ConfigError(f"NCCL_BUFFSIZE: expected a positive number of bytes (e.g. 8388608), got {text!r}")
+    return value
 
 
 def candidate_shapes(op: str, v: CommView, algos: set[str] | None) -> list[AlgoShape]:

@@ -18,6 +18,7 @@ from simulator.collectives.harness import host_issue_s
 from simulator.collectives.nccl_releases import NCCL_VERSION_HELP, release_option
 from simulator.collectives.predict import collective_table, size_sweep
 from simulator.collectives.select import ALGO_CHOICES, PROTO_CHOICES, SELECTION_HELP, selection_option
+from simulator.collectives.transports import plugin_env
 from simulator.core.errors import ConfigError
 from simulator.measurements.nccl_tests import NcclRow
 from simulator.measurements.nccl_tests_format import format_nccl_tests_table
@@ -111,12 +112,15 @@ def collective(
     params, fitted_on = calibration_for(load_profile(calibration), spec.gpu, spec.intra_node, view,
                                         force_calibration)
     release = release_option(nccl_version) or fitted_on  # a profile's logs tell the release where none is given
-    rows = collective_table(view, op, sizes, algo, proto, parse_env(env), dtype, use_engine=engine, params=params,
+    user_env = parse_env(env)
+    plugin = {name: value for name, value in plugin_env(view.transport, view.arch, view.gpudirect_rdma).items()
+              if name not in user_env and not (name == "NCCL_PROTO" and proto != "auto")}
+    rows = collective_table(view, op, sizes, algo, proto, user_env, dtype, use_engine=engine, params=params,
                             nccl_release=release, selection=selection_option(selection),
                             gpus_per_thread=gpus_per_thread)
     if as_json:
         payload = {"topology": spec.name, "nodes": spec.nodes, "ranks": view.n_ranks, "op": op,
-                   "gpus_per_thread": gpus_per_thread,
+                   "gpus_per_thread": gpus_per_thread, "plugin_env": plugin,
                    "rows": [{"size_bytes": r.size_bytes, "time_us": round(r.time_us, 3),
                              "algbw_GBps": round(r.algbw_GBps, 3), "busbw_GBps": round(r.busbw_GBps, 3),
                              "algo": r.algo, "proto": r.proto} for r in rows]}
@@ -130,6 +134,9 @@ def collective(
     ]
     typer.echo(f"# clustersim prediction: {op} on {printable(spec.name or 'cluster')}: {spec.nodes} node(s) x "
                f"{spec.gpus_per_node} {spec.gpu} ({view.n_ranks} ranks)")
+    if plugin:
+        settings = " ".join(f"{name}={value}" for name, value in plugin.items())
+        typer.echo(f"# {settings}: set by aws-ofi-nccl, the EFA network plugin, on this cluster; --env overrides it")
     if gpus_per_thread > 1:
         typer.echo(f"# one thread issues {gpus_per_thread} GPUs' launches an iteration: no size below "
                    f"{host_issue_s(gpus_per_thread) * 1e6:.0f} us")

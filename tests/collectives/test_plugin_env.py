@@ -3,11 +3,14 @@ pre-Hopper GPUs (p3dn, p4d, p4de), and a user's own NCCL_PROTO wins (transports.
 
 from __future__ import annotations
 
+import json
 import statistics
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from simulator.cli.app import app
 from simulator.collectives.comm import comm_view
 from simulator.collectives.predict import predict_collective
 from simulator.collectives.transports import plugin_env
@@ -75,3 +78,18 @@ def test_the_p4d_logs_small_sizes():
         errors = [abs(predict_collective(log.view, "all_reduce", row.size_bytes, env=log.entry.env).time_s * 1e6
                       / row.time_us - 1) for row in log.rows if 0 < row.size_bytes < 1 << 20]
         assert statistics.median(errors) < 0.40
+
+
+def test_the_collective_command_says_what_the_plugin_set():
+    """`clustersim collective` names the plugin's setting in its header and JSON, and drops it where the user's
+    --env or --proto replaces it."""
+    base = ["collective", "--op", "all_reduce", "--topology", "aws-p4d", "--nodes", "2", "-b", "8", "-e", "8"]
+    runner = CliRunner()
+    text = runner.invoke(app, base).stdout
+    assert "# NCCL_PROTO=simple: set by aws-ofi-nccl" in text and text.rstrip().endswith("simple")
+    assert json.loads(runner.invoke(app, [*base, "--json"]).stdout)["plugin_env"] == {"NCCL_PROTO": "simple"}
+    for override in (["--env", "NCCL_PROTO=LL"], ["--proto", "ll"]):
+        result = runner.invoke(app, [*base, *override])
+        assert "aws-ofi-nccl" not in result.stdout and result.stdout.rstrip().endswith("ll")
+    p5 = runner.invoke(app, ["collective", "--op", "all_reduce", "--topology", "aws-p5", "--nodes", "2", "--json"])
+    assert json.loads(p5.stdout)["plugin_env"] == {}

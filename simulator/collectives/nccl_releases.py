@@ -83,6 +83,10 @@ class TunerRelease:
     tree_correction_all_reduce_only: bool = False  # 2.23+: the tree correction for all_reduce only (enqueue.cc)
     # a tree all_reduce's Simple chunks halved for small operations (enqueue.cc, 2.4-2.19; gone from 2.20)
     tree_simple_chunks_shrink: bool = True
+    # how the tuner takes the network plugin's reported latency (ncclNetProperties latency: graph latencyInter,
+    # tuning.cc): not at all (up to 2.11), in place of the network hop latency when non-zero (2.12-2.17), or added to
+    # it, and once more for Simple's flush (2.18+)
+    plugin_latency: str = "none"
 
 
 _BASE_2_8 = TunerRelease(
@@ -141,7 +145,7 @@ def _build() -> tuple[TunerRelease, ...]:
     r210 = _with(r28, (2, 10), per_channel_tree_gbps={"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8)},
                  per_channel_ring_ll128_gbps=_LL128_20, per_channel_tree_ll128_gbps=_LL128_20,
                  tree_correction=_TREE_CORRECTION_2_10)
-    r212 = _with(r210, (2, 12), ring_all_reduce_inter_steps_2n=True,
+    r212 = _with(r210, (2, 12), plugin_latency="replace", ring_all_reduce_inter_steps_2n=True,
                  hop_lat_us={**r210.hop_lat_us, "net": {**r210.hop_lat_us["net"], "ring": (2.7, 4.0, 28.0)}})
     r214 = _with(r212, (2, 14), hop_lat_us=r210.hop_lat_us)
     r215 = _with(r214, (2, 15), ampere_bus_cap_gbps=None, families=("volta", "ampere", "hopper"),
@@ -153,7 +157,7 @@ def _build() -> tuple[TunerRelease, ...]:
                  **_hopper(r215, {"per_channel_tree_gbps": (38.7, 41.4, 33.0),
                                   "per_channel_ring_ll128_gbps": (36.7, 36.7, 36.7),
                                   "per_channel_tree_ll128_gbps": (36.7, 36.7, 36.7)}))
-    r218 = _with(r217, (2, 18), nvls_tree=True, nvls_tree_ratio_2_18=True, plateau="per_channel",
+    r218 = _with(r217, (2, 18), plugin_latency="add", nvls_tree=True, nvls_tree_ratio_2_18=True, plateau="per_channel",
                  ring_net_overhead=True, ll_intra_multi_node=1.0,
                  base_lat_us={"tree": (6.8, 14.0, 0.0), "ring": (6.6, 14.0, 8.4), "collnet": (6.8, 14.0, 0.0),
                               "nvls": (0.0, 0.0, 23.0), "nvls_tree": (0.0, 0.0, 23.0)},

@@ -78,3 +78,15 @@ def plugin_env(transport: str | None, arch: str, gpudirect_rdma: bool = True) ->
     if transport == "efa" and (arch in EFA_SENDRECV_ARCHS or not gpudirect_rdma):
         return {"NCCL_PROTO": "simple"}
     return {}
+
+
+# The network latency aws-ofi-nccl reports to NCCL (ncclNetProperties latency, us; platform-aws.cpp's table, from
+# release 1.7.0): p3dn 150, p4d / p4de / p5 / p5e 75, p5en / p6 / g7e 35. NCCL's tuner adds it to every network
+# hop (tuner.py); it is a setting for the tuner's choice, not a measured latency (TRANSPORTS has that). H200
+# instances are taken as p5e (75; p5en reports 35).
+EFA_REPORTED_LATENCY_US = {"volta": 150.0, "ampere": 75.0, "hopper": 75.0, "blackwell": 35.0}
+
+
+def plugin_net_latency_us(transport: str | None, arch: str) -> float:
+    """The network latency the cluster's network plugin reports to NCCL (0: none, as NCCL's own transports)."""
+    return EFA_REPORTED_LATENCY_US.get(arch, 0.0) if transport == "efa" else 0.0

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from simulator.collectives.comm import CommView
 from simulator.collectives.nccl_constants import NET_OVERHEAD_US
 from simulator.collectives.nccl_releases import TunerRelease, family
+from simulator.collectives.transports import plugin_net_latency_us
 from simulator.core.errors import ConfigError
 
 PROTO_INDEX = {"ll": 0, "ll128": 1, "simple": 2}
@@ -160,6 +161,11 @@ def _latency_us(op: str, algo: str, proto: str, v: CommView, rel: TunerRelease) 
     base = rel.base_lat_us[algo][p]
     intra = rel.hop_lat_us[intra_hw][algo][p]
     inter = rel.hop_lat_us["net"]["tree" if rel.ppn1_tree_net_lat and ppn == 1 else algo][p]
+    reported = plugin_net_latency_us(v.transport, v.arch) if nodes > 1 else 0.0
+    if reported and rel.plugin_latency == "replace":
+        inter = reported
+    elif rel.plugin_latency == "add":
+        inter += reported * (2 if proto == "simple" else 1)  # tuning.cc: "Also add the flush extra latency"
     if nodes > 1 and proto == "ll":
         intra *= rel.ll_intra_multi_node
     if algo == "ring":

@@ -12,8 +12,10 @@ from typer.testing import CliRunner
 
 from simulator.cli.app import app
 from simulator.collectives.comm import comm_view
+from simulator.collectives.nccl_releases import tuner_release
 from simulator.collectives.predict import predict_collective
-from simulator.collectives.transports import plugin_env
+from simulator.collectives.transports import plugin_env, plugin_net_latency_us
+from simulator.collectives.tuner import tuner_time_us
 from simulator.measurements.load import read_measured
 from tests.collectives.test_collective_model import view
 from topologies.build import build
@@ -93,3 +95,30 @@ def test_the_collective_command_says_what_the_plugin_set():
         assert "aws-ofi-nccl" not in result.stdout and result.stdout.rstrip().endswith("ll")
     p5 = runner.invoke(app, ["collective", "--op", "all_reduce", "--topology", "aws-p5", "--nodes", "2", "--json"])
     assert json.loads(p5.stdout)["plugin_env"] == {}
+
+
+@pytest.mark.parametrize(("arch", "reported"), [("volta", 150.0), ("ampere", 75.0), ("hopper", 75.0),
+                                                ("blackwell", 35.0), ("ada", 0.0)])
+def test_the_latency_aws_ofi_nccl_reports(arch, reported):
+    assert plugin_net_latency_us("efa", arch) == reported
+    assert plugin_net_latency_us("ib", arch) == 0.0
+
+
+def test_nccls_tuner_takes_the_reported_latency_as_its_release_did():
+    """tuning.cc: a 2-node tree's network hops cost the plugin's latency on top of NCCL's own from 2.18 (twice for
+    Simple, its flush), instead of it in 2.12-2.17, and nothing before 2.12. A tree on two nodes crosses the
+    network twice (up and down), so an 8-byte all_reduce over EFA A100s ranks 2 x 75 us slower than the same
+    cluster on InfiniBand under 2.18+ (Simple: 2 x 150), 2 x (75 - NCCL's hop) under 2.14, the same under 2.10."""
+    efa = view(nodes=2, nics=4, net_gbps=100, transport="efa")
+    ib = view(nodes=2, nics=4, net_gbps=100, transport="ib")
+
+    def gap(release, proto):
+        rel = tuner_release(release)
+        return (tuner_time_us("all_reduce", "tree", proto, 8, efa, rel, 4)
+                - tuner_time_us("all_reduce", "tree", proto, 8, ib, rel, 4))
+
+    assert gap((2, 27), "ll") == pytest.approx(2 * 75.0)
+    assert gap((2, 18), "simple") == pytest.approx(2 * 150.0)
+    own = tuner_release((2, 14)).hop_lat_us["net"]["tree"][0]
+    assert gap((2, 14), "ll") == pytest.approx(2 * (75.0 - own))
+    assert gap((2, 10), "ll") == pytest.approx(0.0)

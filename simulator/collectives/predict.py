@@ -15,7 +15,7 @@ from simulator.collectives.p2p_channels import p2p_net_channels
 from simulator.collectives.params import ModelParams, prior_params
 from simulator.collectives.select import allowed_sets, best_estimate, candidate_shapes, view_for_env
 from simulator.collectives.transports import plugin_env
-from simulator.collectives.tuner import channel_limits
+from simulator.collectives.tuner import channel_limits, env_channels
 from simulator.core.errors import ConfigError
 from simulator.network.engine import FlowEngine
 
@@ -73,6 +73,22 @@ def predict_collective(v: CommView, op: str, size_bytes: int, algo: str = "auto"
     release, limits = tuner_release(nccl_release), channel_limits(env)
     return best_estimate(op, size_bytes, candidate_shapes(op, view, algos), view, protos, chosen, release, limits,
                          selection, repeat, p2p_net_channels(op, view, release, env, limits, nccl_release))
+
+
+# NCCL variables read as channel counts where they are used (p2p_channels); checked up front by check_env
+P2P_CHANNEL_VARIABLES = ("NCCL_NCHANNELS_PER_NET_PEER", "NCCL_MIN_P2P_NCHANNELS", "NCCL_MAX_P2P_NCHANNELS")
+
+
+def check_env(v: CommView, env: Mapping[str, str] | None) -> None:
+    """Read every NCCL variable of `env` that the predictions use, as they will (ConfigError naming the first one
+    whose value they cannot take), so that a bad value is reported where the environment is given rather than
+    at the first collective priced with it."""
+    env = env or {}
+    allowed_sets("auto", "auto", env)
+    view_for_env(v, env)
+    channel_limits(env)
+    for name in P2P_CHANNEL_VARIABLES:
+        env_channels(env, name)
 
 
 def simulate_alone(est: CollectiveEstimate, v: CommView) -> float:

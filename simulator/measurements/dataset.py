@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from simulator.collectives.busbw import busbw_factor
 from simulator.collectives.comm import CommView, comm_view
 from simulator.collectives.nccl_releases import parse_release
+from simulator.collectives.predict import check_env
 from simulator.core.errors import ConfigError
 from simulator.measurements.manifest import ManifestEntry
 from simulator.measurements.nccl_tests import NcclLog, NcclRow, parse_log
@@ -107,5 +108,10 @@ def measured_log(entry: ManifestEntry, log: NcclLog) -> MeasuredLog:
     if not rows:
         raise ConfigError(f"{entry.file}: no rows with a size above 0 to compare with")
     stated = entry.nccl if parse_release(entry.nccl) is not None else None
-    return MeasuredLog(entry, comm_view(build_representative(spec)), rows, stated or log.nccl_version,
+    view = comm_view(build_representative(spec))
+    try:
+        check_env(view, entry.env)
+    except ConfigError as exc:
+        raise ConfigError(f"field 'env': {exc}") from None
+    return MeasuredLog(entry, view, rows, stated or log.nccl_version,
                        gpus_per_thread=entry.gpus_per_thread or log.gpus_per_thread or 1)

@@ -114,3 +114,21 @@ def test_calibrate_fits_on_the_usable_entries_and_strict_writes_nothing(tmp_path
     assert "skipped" in out.stderr and "Hypothetical-X1" in out.stderr and (tmp_path / "p.yaml").is_file()
     strict = _run("calibrate", "--manifest", str(manifest), "-o", str(tmp_path / "q.yaml"), "--strict")
     assert strict.returncode == 2 and "Hypothetical-X1" in strict.stderr and not (tmp_path / "q.yaml").exists()
+
+
+@pytest.mark.parametrize(("env", "named"), [
+    ("NCCL_ALGO=bogus", "NCCL_ALGO"),
+    ("NCCL_PROTO=LL256", "NCCL_PROTO"),
+    ("NCCL_BUFFSIZE=8M", "NCCL_BUFFSIZE"),
+    ("NCCL_MAX_NCHANNELS=zero", "NCCL_MAX_NCHANNELS"),
+    ("NCCL_NCHANNELS_PER_NET_PEER=-2", "NCCL_NCHANNELS_PER_NET_PEER"),
+    ("NCCL_IB_QPS_PER_CONNECTION=999", "NCCL_IB_QPS_PER_CONNECTION"),
+])
+def test_an_nccl_variable_it_cannot_take_sets_the_entry_aside(tmp_path: Path, env: str, named: str):
+    """A value a prediction could not read skips its entry when the logs load, naming the field and the variable;
+    the manifest's other logs are predicted, as with any other bad field."""
+    bad = GOOD.replace("nccl_tests_abridged_devices_2x8.txt", "copy.txt") + f"  env: {env}\n"
+    loaded = read_measured(_folder(tmp_path, GOOD + bad), None, lambda _: None)
+    assert [log.entry.file for log in loaded.logs] == ["nccl_tests_abridged_devices_2x8.txt"]
+    (skipped,) = loaded.skipped
+    assert skipped.file == "copy.txt" and "field 'env'" in skipped.reason and named in skipped.reason

@@ -53,12 +53,10 @@ TRANSPORTS: dict[str, TransportModel] = {
 }
 
 
-
 # GPU generations whose EFA instances run aws-ofi-nccl's SENDRECV protocol: p3dn (V100), p4d and p4de (A100), g5
 # (A10G) by the plugin's platform table (platform-aws.cpp); g4dn (T4), g6 (L4) and g6e (L40S) have no entry and one
 # EFA rail a GPU, for which the plugin takes SENDRECV too (nccl_ofi_net.cpp, protocol selection)
 EFA_SENDRECV_ARCHS = frozenset({"volta", "turing", "ampere", "ada"})
-
 
 
 def plugin_env(transport: str | None, arch: str, gpudirect_rdma: bool = True) -> dict[str, str]:

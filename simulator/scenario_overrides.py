@@ -28,7 +28,7 @@ PARALLEL_OPTIONS = ("tp", "pp", "cp", "cp_comm", "ep", "etp", "ep_comm_overlap",
 ROUTING_OPTIONS = ("load_imbalance", "capacity_factor", "pad_to_capacity")
 TOPOLOGY_OPTIONS = ("nodes", "gpus_per_node", "gpu", "link_faults")  # fields of the topology replaced in place
 JOB_OPTIONS = ("micro_batch", "global_batch", "seq_len", "packed_sample_len", "lora_rank", "lora_targets",
-               "recompute_layers", "recompute_modules", "mtp_layers", "precision", "memory_fraction")
+               "recompute_layers", "recompute_modules", "mtp_layers", "precision", "fp8_recipe", "memory_fraction")
 
 
 def topology_of(value: str | Mapping[str, Any] | TopologySpec, nodes: int | None) -> TopologySpec:

@@ -205,6 +205,9 @@ FRAMEWORKS: dict[str, Conventions] = {
         Default("parallel.overlap_p2p", True, "torch.distributed.pipelining: asynchronous isend/irecv", _pp),
         Default("parallel.cp_merge", "eager", "torch/distributed/tensor/experimental/_attention.py: the ring "
                 "merges its steps' outputs in fp32 eager ops"),
+        Default("fp8_recipe", "tensorwise", "torchao/float8/config.py: Float8LinearConfig's input, weight and "
+                "gradient casts default to ScalingType.DYNAMIC, a per-tensor scale from the tensor's current amax "
+                "(torchtitan's float8 converter: recipe 'tensorwise' unless another is named)", _fp8),
     )),
     "deepspeed": Conventions("DeepSpeed ZeRO", ("zero1", "zero2", "zero3", "ddp"), (
         Default("strategy.overlap_grad_reduce", lambda job: job.kind == "zero3", "deepspeed/runtime/zero/config.py "

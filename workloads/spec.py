@@ -16,6 +16,8 @@ from workloads.pipeline_layout import layout_chunks
 from workloads.remat import policy_name
 
 Precision = Literal["bf16", "fp16", "fp8", "fp32"]
+# Transformer Engine's fp8 scaling recipes as Megatron-Core's --fp8-recipe names them (transformer_config.py)
+Fp8Recipe = Literal["delayed", "tensorwise", "mxfp8", "blockwise"]
 # none, selective, full and op, then JAX's policies as MaxText names them (workloads.remat.REMAT_POLICIES)
 Checkpointing = Literal["none", "selective", "full", "op", "nothing_saveable", "save_out_proj", "save_qkv_proj",
                         "save_dot_except_mlp", "save_dot_except_mlpwi", "save_dot_with_context_except_mlp", "minimal",
@@ -507,6 +509,23 @@ class RoutingSpec(BaseModel):
         return self
 
 
+# other names for the fp8 recipes: NeMo's performance scripts' --fp8_recipe (ds, cs, mxfp8, ss) and Transformer
+# Engine's recipe classes (DelayedScaling, Float8CurrentScaling, MXFP8BlockScaling, Float8BlockScaling)
+FP8_RECIPE_ALIASES = {"ds": "delayed", "delayedscaling": "delayed", "cs": "tensorwise", "current": "tensorwise",
+                      "currentscaling": "tensorwise", "pertensorcurrentscaling": "tensorwise",
+                      "float8currentscaling": "tensorwise", "mxfp8blockscaling": "mxfp8", "ss": "blockwise",
+                      "float8blockscaling": "blockwise", "subchannel": "blockwise"}
+
+
+def fp8_recipe_of(value: object) -> object:
+    """An fp8 recipe as written ('cs', 'current scaling', 'Float8CurrentScaling') -> its Fp8Recipe name; anything
+    else as given (pydantic names the choices)."""
+    if not isinstance(value, str):
+        return value
+    key = "".join(ch for ch in value.lower() if ch.isalnum())
+    return FP8_RECIPE_ALIASES.get(key, key if key in get_args(Fp8Recipe) else value)
+
+
 def checkpointing_of(value: object) -> object:
     """A Megatron flag name (MEGATRON_CHECKPOINTING; with or without its dashes, 'recompute-granularity full'
     or '=full') or a MaxText remat_policy ('remat_policy=full', 'minimal_flash': workloads.remat.policy_name) as
@@ -624,6 +643,13 @@ class TrainingSpec(BaseModel):
         "whose cached blocks leave about 5% of the live tensors' size unusable) or xla (XLA's buffer assignment "
         "packs a step's temporaries into one block when the program is compiled: no such slack). The maxtext "
         "framework sets xla.")
+    fp8_recipe: Fp8Recipe = Field(
+        default="delayed", description="How fp8 scaling factors are found (Transformer Engine's recipes by Megatron-"
+        "Core's --fp8-recipe names): delayed (from the amax history, computed inside the cast; Megatron-Core's "
+        "default), tensorwise (per-tensor current scaling, NeMo's 'fp8 current scaling': an amax pass over each "
+        "tensor before its cast, fused into the norm and activation kernels that produce some of them), mxfp8 "
+        "(Blackwell's 32-element block scales) or blockwise (128-element blocks), both scaled inside the cast. "
+        "Read only under precision fp8.")
     fp8_weight_cache: bool = Field(
         default=False, description="Under fp8, each weight is cast to fp8 once a step, on its first micro-batch, "
         "and the later micro-batches reuse the cast (Transformer Engine's weight cache, which Megatron-Core and NeMo "
@@ -644,6 +670,11 @@ class TrainingSpec(BaseModel):
     @classmethod
     def _megatron_names(cls, value: object) -> object:
         return checkpointing_of(value)
+
+    @field_validator("fp8_recipe", mode="before")
+    @classmethod
+    def _fp8_recipe_alias(cls, value: object) -> object:
+        return fp8_recipe_of(value)
 
     @field_validator("framework", mode="before")
     @classmethod

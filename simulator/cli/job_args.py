@@ -104,6 +104,10 @@ MtpLayersOpt = Annotated[int | None, typer.Option(
     "block of the model's last kind and one more pass through the output layer and loss, on the last pipeline "
     "stage (the scenario's mtp_layers). Default: 0.")]
 PrecisionOpt = Annotated[str | None, typer.Option(help="Compute precision: bf16 (default), fp16, fp8 or fp32.")]
+Fp8RecipeOpt = Annotated[str | None, typer.Option(
+    help="With --precision fp8, how its scales are found (Megatron-Core's --fp8-recipe names): delayed, tensorwise "
+    "(per-tensor current scaling: NeMo's 'cs'), mxfp8 or blockwise (the scenario's fp8_recipe). Default: the "
+    "framework's (tensorwise under fsdp2, torchao's dynamic scaling), else delayed.")]
 ShardGroupOpt = Annotated[int | None, typer.Option(
     min=1, help="With --strategy hsdp: how many consecutive data-parallel ranks each shard group spans, a divisor of "
     "a node's or whole nodes (torchtitan's data_parallel_shard_degree; the scenario's "
@@ -133,7 +137,7 @@ FrameworkOpt = Annotated[str | None, typer.Option(
 FIELD_OF = {"ep_overlap": "ep_comm_overlap", "schedule": "pipeline_schedule", "moe_imbalance": "load_imbalance"}
 JOB_OPTIONS = ("topology", "nodes", "gpus_per_node", "model", "strategy", "shard_group_gpus", "micro_batch", "seq_len",
                "packed_sample_len", "lora_rank", "lora_targets", "recompute", "recompute_layers",
-               "recompute_modules", "mtp_layers", "precision", "framework", "memory_fraction")
+               "recompute_modules", "mtp_layers", "precision", "fp8_recipe", "framework", "memory_fraction")
 
 
 def with_nccl(scenario: ScenarioSpec, version: str | None, selection: str | None,

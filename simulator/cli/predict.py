@@ -32,6 +32,7 @@ from simulator.cli.job_args import (
     EpOpt,
     EpOverlapOpt,
     EtpOpt,
+    Fp8RecipeOpt,
     FrameworkOpt,
     GlobalBatchOpt,
     GlobalBatchTokensOpt,
@@ -228,8 +229,9 @@ def job_text(training: TrainingSpec, micro_steps: int) -> str:
     lora += f", {training.mtp_layers} MTP" if training.mtp_layers else ""
     recomputing = f" ({training.recompute_layers} layers)" if training.recompute_layers is not None else (
         f" ({', '.join(training.recompute_modules)})" if training.recompute_modules else "")
+    recipe = f" ({training.fp8_recipe} scaling)" if training.precision == "fp8" else ""
     return (f"sequence {training.seq_len:,}{packed}, micro-batch {training.micro_batch}{steps}{batch}, "
-            f"recompute {training.activation_checkpointing}{recomputing}, {training.precision}{lora}")
+            f"recompute {training.activation_checkpointing}{recomputing}, {training.precision}{recipe}{lora}")
 
 
 def _table(title: str, p: StepPrediction, train_tokens: float, usd_per_gpu_hour: float | None,
@@ -306,7 +308,7 @@ def predict(
     recompute: RecomputeOpt = None,
     recompute_layers: RecomputeLayersOpt = None, recompute_modules: RecomputeModulesOpt = None,
     mtp_layers: MtpLayersOpt = None,
-    precision: PrecisionOpt = None, framework: FrameworkOpt = None,
+    precision: PrecisionOpt = None, fp8_recipe: Fp8RecipeOpt = None, framework: FrameworkOpt = None,
     memory_fraction: MemoryFractionOpt = None, nccl_version: NcclVersionOpt = None,
     nccl_selection: NcclSelectionOpt = None, nccl_env: NcclEnvOpt = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
@@ -400,7 +402,7 @@ def scale(
     lora_targets: LoraTargetsOpt = None,
     recompute: RecomputeOpt = None, recompute_layers: RecomputeLayersOpt = None,
     recompute_modules: RecomputeModulesOpt = None, mtp_layers: MtpLayersOpt = None, precision: PrecisionOpt = None,
-    framework: FrameworkOpt = None,
+    fp8_recipe: Fp8RecipeOpt = None, framework: FrameworkOpt = None,
     memory_fraction: MemoryFractionOpt = None, nccl_version: NcclVersionOpt = None,
     nccl_selection: NcclSelectionOpt = None, nccl_env: NcclEnvOpt = None,
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,

@@ -24,7 +24,8 @@ Flag names and defaults are Megatron-LM's (megatron/training/arguments.py):
   --overlap-param-gather (the latter needs the distributed optimizer); gradients reduced in 16 bits unless
   --accumulate-allreduce-grads-in-fp32; fp32 master weights and gradient copies for the step.
 - --micro-batch-size (1 here when absent), --global-batch-size (default micro-batch x data-parallel GPUs),
-  --seq-length, --bf16 / --fp16 (else fp32), --fp8-format (fp8).
+  --seq-length, --bf16 / --fp16 (else fp32), --fp8-format (fp8) with --fp8-recipe (delayed, tensorwise, mxfp8,
+  blockwise; default delayed).
 - Recomputation: --recompute-activations (selective), --recompute-granularity full|selective,
   --checkpoint-activations (full; its name before 2022); --recompute-method block with --recompute-num-layers N
   recomputes N blocks of each model chunk: recompute_layers N x the chunks (pipeline stages x virtual stages).
@@ -40,12 +41,12 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from simulator.core.errors import ConfigError
 from simulator.importers.megatron_args import parse_arguments
 from simulator.importers.result import ImportedJob, Settings
-from workloads.spec import ModelSpec
+from workloads.spec import Fp8Recipe, ModelSpec
 
 GPT2_VOCAB = 50257  # GPT-2 BPE vocabulary (Radford et al. 2019), Megatron's GPT2BPETokenizer
 VOCAB_MULTIPLE = 128  # --make-vocab-size-divisible-by default
@@ -117,6 +118,8 @@ def import_megatron(text: str, source: str, gpus: int, model: ModelSpec | None) 
     nemo = any(key.startswith("nemo-") for key in s.data)
     training: dict[str, Any] = {"precision": _precision(s), "micro_batch": s.integer("micro-batch-size", 1),
                                 "framework": "nemo" if nemo else "megatron-core"}
+    if training["precision"] == "fp8":  # Megatron-Core's --fp8-recipe (transformer_config.py; default delayed)
+        training["fp8_recipe"] = s.text("fp8-recipe", "delayed", get_args(Fp8Recipe))
     if not s.has("micro-batch-size"):
         notes.append("--micro-batch-size not given: 1")
     if s.has("global-batch-size"):

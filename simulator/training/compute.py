@@ -63,6 +63,13 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   tensor cores take K-major operands; TE's fused cast_transpose): FP8_CAST_BYTES = 2 + 1 + 1. A weight is cast
   on every micro-batch unless the framework caches the cast for the step's later micro-batches
   (TrainingSpec.fp8_weight_cache: Transformer Engine's weight cache, which Megatron-Core drives; weight_cast_share).
+  Delayed scaling (Megatron-Core's default recipe) takes a tensor's scale from its amax history and computes the
+  new amax inside the cast; so do the block-scaled recipes (mxfp8, blockwise) for their blocks. Per-tensor current
+  scaling (TrainingSpec.fp8_recipe tensorwise; torchao's dynamic scaling too) needs the amax before the cast, a pass
+  of its own that reads the tensor once more (FP8_AMAX_BYTES: Transformer Engine's
+  Float8CurrentScalingQuantizer::quantize_impl runs compute_amax, then quantize), except where the kernel that
+  writes the tensor computes it: TE's norm before qkv and mlp_up and its activation before mlp_down, forward and
+  backward (normalization.cpp and activation.cpp, FUSED_NORM_AMAX_FP8 / FUSED_ACTIVATION_AMAX_FP8).
   The GEMMs themselves reach a smaller share of the fp8 peak than bf16 GEMMs of the bf16 peak: measured point for
   point over the weight GEMMs the Hopper validation runs price (benchmarks/data/h100_compute.yaml and
   h200_compute.yaml, torch._scaled_mm against torch.matmul), forward GEMMs at 0.945 (H100 and H200 alike) and
@@ -286,6 +293,14 @@ LORA_ELEMENTWISE_BYTES = {"forward": 10.0, "backward": 10.0}
 ELEMENTWISE_BYTES_PER_TOKEN_HIDDEN = 40.0
 ELEMENTWISE_EAGER_BYTES_PER_TOKEN_HIDDEN = 145.0
 FP8_CAST_BYTES = 4.0  # read bf16 (2 B), write fp8 (1 B) and its transpose (1 B)
+# per-tensor current scaling: the amax pass reads the tensor once more before its cast (module docstring)
+FP8_AMAX_BYTES = 2.0
+# GEMM inputs (forward) and output gradients (backward) whose producer computes the amax as it writes them under
+# current scaling: TE's norm kernels before qkv and mlp_up (normalization.cpp FUSED_NORM_AMAX_FP8) and its
+# activation and activation-gradient kernels before mlp_down and after mlp_up (activation.cpp
+# FUSED_ACTIVATION_AMAX_FP8)
+AMAX_FUSED_INPUTS = frozenset({"qkv", "mlp_up", "mlp_down", "shared_up", "shared_down"})
+AMAX_FUSED_GRADIENTS = frozenset({"mlp_up", "shared_up"})
 # an fp8 weight GEMM's share of the fp8 peak over the same bf16 GEMM's share of the bf16 peak, by GPU generation
 # (module docstring): measured on Hopper, Blackwell's from the one same-method comparison of the two
 FP8_GEMM_EFFICIENCY = {"hopper": {"forward": 0.945, "backward": 0.90}, "blackwell": {"forward": 1.0, "backward": 1.0}}
@@ -352,6 +367,7 @@ class ComputeModel:
     weight_cast_share: float = 1.0  # of a step's micro-batches, the share that cast the weights to fp8 (for_job)
     # what selective recomputation re-runs (TrainingSpec.recompute_modules; Megatron-Core's default core_attn)
     recompute_modules: tuple[str, ...] = MEGATRON_RECOMPUTE_DEFAULT
+    fp8_recipe: str = "delayed"  # TrainingSpec.fp8_recipe
 
     def elementwise_profile(self) -> tuple[float, float]:
         """(bytes, of which those of the norms and residual adds) the block's element-wise work moves per token per
@@ -376,7 +392,7 @@ class ComputeModel:
                    routed_load(training.routing, training.parallel.ep), attention_scale, training.packed_sample_len,
                    training.lora_rank, training.lora_targets, training.elementwise_bytes,
                    training.loss_bytes_per_logit or LOSS_BYTES_BY_CROSS_ENTROPY[training.cross_entropy],
-                   recompute_modules=modules_of(training)
+                   recompute_modules=modules_of(training), fp8_recipe=training.fp8_recipe
                    ).casting_weights_over(training, micro_steps)
 
     def casting_weights_over(self, training: TrainingSpec, micro_steps: int) -> ComputeModel:
@@ -441,9 +457,7 @@ class ComputeModel:
         each_gemm_s = self._gemms_s(gemms, model, ep)
         gemm_s = sum(each_gemm_s.values())
         gemm_backward_s = sum(self._gemms_s(gemms, model, ep, "backward").values()) if fp8 else gemm_s
-        share = self.weight_cast_share
-        cast_forward_s = sum(m * k + share * k * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
-        cast_backward_s = sum(m * n for _, m, n, k in gemms) * FP8_CAST_BYTES / hbm if fp8 else 0.0
+        cast_forward_s, cast_backward_s = (b / hbm for b in self._cast_bytes(gemms)) if fp8 else (0.0, 0.0)
         attention_s = self._attention_s(model, tokens, seq_len, tp, cp,
                                         tensor_cores=flash_attention or self.heads_aligned(model))
         per_hidden, replicated = self.elementwise_profile()
@@ -540,6 +554,18 @@ class ComputeModel:
         b = CP_EAGER_MERGE_BYTES
         steps = (cp - 1) / self.hbm_Bps
         return steps * (b["q"] * out + b["kv"] * kv), steps * (b["q_grad"] * out + b["kv_grad"] * kv)
+
+    def _cast_bytes(self, gemms: list[tuple[str, int, int, int]]) -> tuple[float, float]:
+        """Bytes the fp8 casts of a layer's GEMMs move, (forward, backward): forward each GEMM's input and its
+        weight (weight_cast_share of it), backward each output gradient, FP8_CAST_BYTES an element; under
+        tensorwise (current) scaling FP8_AMAX_BYTES more for each tensor whose producer does not compute its amax
+        (AMAX_FUSED_INPUTS, AMAX_FUSED_GRADIENTS) and for every weight (module docstring)."""
+        amax = FP8_AMAX_BYTES if self.fp8_recipe == "tensorwise" else 0.0
+        forward = sum(m * k * (FP8_CAST_BYTES + (0.0 if name in AMAX_FUSED_INPUTS else amax))
+                      + self.weight_cast_share * k * n * (FP8_CAST_BYTES + amax) for name, m, n, k in gemms)
+        backward = sum(m * n * (FP8_CAST_BYTES + (0.0 if name in AMAX_FUSED_GRADIENTS else amax))
+                       for name, m, n, k in gemms)
+        return forward, backward
 
     def _gemms_s(self, gemms: list[tuple[str, int, int, int]], model: TransformerModel,
                  ep: int, role: str = "forward") -> dict[str, float]:

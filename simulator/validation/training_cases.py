@@ -39,7 +39,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, cast, get_args
 
 from pydantic import ValidationError
 
@@ -68,6 +68,7 @@ from workloads.remat import is_remat_policy
 from workloads.spec import (
     AttentionKernel,
     Checkpointing,
+    Fp8Recipe,
     MlaSpec,
     ModelSpec,
     Precision,
@@ -76,6 +77,7 @@ from workloads.spec import (
     StrategySpec,
     TrainingSpec,
     checkpointing_of,
+    fp8_recipe_of,
 )
 
 _SECTIONS = ("model", "training", "cluster", "metrics")
@@ -94,7 +96,7 @@ _FIELD_TYPES: dict[str, dict[str, str]] = {
                  "num_microbatches": "int", "zero_stage": "int|str", "zeropp": "bool", "precision": "str",
                  "activation_checkpointing": "bool|str", "fsdp_sharding_strategy": "str", "offload": "bool|str",
                  "fsdp_mixed_precision_mode": "str", "packed_sample_len": "int", "lora_rank": "int",
-                 "lora_targets": "str-list", "fp8": "bool|str", "overlap_grad_reduce": "bool",
+                 "lora_targets": "str-list", "fp8": "bool|str", "fp8_recipe": "str", "overlap_grad_reduce": "bool",
                  "overlap_param_gather": "bool", "use_distributed_optimizer": "bool",
                  "recompute_layers": "int", "recompute_num_layers": "int", "tp_comm_overlap": "bool",
                  "capacity_factor": "number", "moe_expert_capacity_factor": "number", "pad_to_capacity": "bool",
@@ -229,7 +231,7 @@ _ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
         "activation_checkpointing": ("recompute_granularity", "gradient_checkpointing", "activation_recomputation"),
         "lora_rank": ("lora_r", "lora_dim", "adapter_dim", "lora_adapter_dim"),
         "lora_targets": ("target_modules", "lora_target_modules", "lora_target"),
-        "fp8": ("fp8_format", "fp8_recipe", "use_fp8", "fp8_training", "float8", "enable_fp8"),
+        "fp8": ("fp8_format", "use_fp8", "fp8_training", "float8", "enable_fp8"),
         # Megatron-LM's --use-flash-attn, Hugging Face's attn_implementation, Megatron-Core's attention_backend
         "flash_attention": ("use_flash_attn", "use_flash_attention", "flash_attn", "attn_implementation",
                             "attention_implementation", "attention_backend"),
@@ -812,6 +814,24 @@ def _precision_text(training: Mapping[str, Any]) -> str | None:
     return f"{text or ''} fp8".strip()
 
 
+# an fp8 recipe named in a case's precision text (TrainingSpec.fp8_recipe), in the order tried
+_FP8_RECIPE_WORDS = (("mxfp8", "mxfp8"), ("current scaling", "tensorwise"), ("tensorwise", "tensorwise"),
+                     ("tensor-wise", "tensorwise"), ("blockwise", "blockwise"), ("delayed", "delayed"))
+
+
+def _fp8_recipe(training: Mapping[str, Any], text: str | None) -> dict[str, Any]:
+    """The fp8 recipe a case states: its fp8_recipe field (Megatron-Core's --fp8-recipe and NeMo's names) or words
+    of its precision text ('FP8, per-tensor current scaling', 'mxfp8'); none stated: the framework's default."""
+    stated = training.get("fp8_recipe")
+    if stated is not None:
+        recipe = fp8_recipe_of(str(stated))
+        if recipe not in get_args(Fp8Recipe):
+            raise Unexpressible(f"fp8_recipe {stated!r}: give {', '.join(get_args(Fp8Recipe))} (or cs, ds, ss)")
+        return {"fp8_recipe": str(recipe)}
+    low = (text or "").lower()
+    return next(({"fp8_recipe": recipe} for words, recipe in _FP8_RECIPE_WORDS if words in low), {})
+
+
 def _precision(text: str | None, gpu: str, defaults: list[str]) -> Precision:
     """The compute precision named in free text ('amp_bf16', 'bf16 + float8 linear' -> fp8, 'mixed (fp16)')."""
     low = (text or "").lower()
@@ -1357,6 +1377,7 @@ def map_case(case: TrainingCase) -> MappedCase:
         job = TrainingSpec(model=model, seq_len=seq_len, mtp_layers=mtp_layers,
                            precision=_precision(_precision_text(layout.training),
                                                 gpu, defaults),
+                           **_fp8_recipe(layout.training, _precision_text(layout.training)),
                            **_recomputation(layout.training, case.metrics, model.layers, defaults),
                            flash_attention=_flash_attention(training),
                            **({} if compiled is None else {"fused_elementwise": compiled}),

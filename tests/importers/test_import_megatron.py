@@ -239,3 +239,16 @@ def test_nemo_example_is_llama3_8b():
     assert isinstance(imported.model, dict) and imported.unknown == [] and imported.warnings == []
     shape = ModelSpec.model_validate(imported.model).model_dump(exclude={"name", "source"})
     assert shape == load_model("llama3-8b").model_dump(exclude={"name", "source"})
+
+
+@pytest.mark.parametrize(("flags", "recipe"), [("", "delayed"), ("--fp8-recipe tensorwise ", "tensorwise"),
+                                               ("--fp8-recipe MXFP8 ", "mxfp8")])
+def test_fp8_recipe_flag(flags: str, recipe: str):
+    """--fp8-format turns fp8 on; --fp8-recipe names its scaling (Megatron-Core's default delayed)."""
+    t = job(SHAPE + "--bf16 --fp8-format hybrid " + flags).training
+    assert (t["precision"], t["fp8_recipe"]) == ("fp8", recipe)
+
+
+def test_an_fp8_recipe_outside_the_modelled_ones_is_refused_naming_it():
+    with pytest.raises(ConfigError, match="fp8-recipe.*custom"):
+        job(SHAPE + "--bf16 --fp8-format hybrid --fp8-recipe custom")

@@ -31,7 +31,8 @@ not fit the layout raises LogParseError naming its line. Skipped: blank lines, `
 noise (NCCL INFO/WARN, UCX/MPI warnings, footers, prompts, `...`); colour codes, a Markdown quote's `> `, a log
 collector's time stamp
 (`2024-05-22T07:36:17.123Z `, `[2024-05-22 07:36:17] `) and launcher prefixes (`0:`,
-`[1,0]<stdout>:`, a host label `node01: `, `[0] `, `[default0]:`, Ray's `(head, rank=0, pid=3808) `) are stripped
+`[1,0]<stdout>:`, a host label `node01: `, `[0] `, `[default0]:`, kubectl's `[pod/launcher/mpi] `, Ray's
+`(head, rank=0, pid=3808) `) are stripped
 first, and Open MPI's tags inside a line too (it tags each write, and nccl-tests 2.13+ writes a row in parts).
 Other text between rows is an error; between a header and the first row (a debug print) it is passed over, unless
 no row follows; after the last row it is trailing junk and ignored. A row its publisher cut short (`... 33.53 ...`)
@@ -112,6 +113,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _QUOTE = re.compile(r"^\s*(?:>\s?)+")
 _PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\d+:(?=\s|#|$)|[A-Za-z0-9][\w.-]*:(?=\s)"
                      r"|\[\d+\](?=\s)|\[(?:default|rank)\d+\]:)")
+# kubectl logs --prefix names the pod and container before the time stamp of --timestamps
+_KUBECTL_PREFIX = re.compile(r"^\s*\[pod/[^\]\s]+\]\s")
 # Open MPI's --tag-output tags every write, not every line: nccl-tests 2.13+ prints a row in several writes (the
 # sizes, then each column group), so a row can carry a tag before each part ("-1[1,0]<stdout>:    85.70 ...").
 _WRITE_TAG = re.compile(r"\[\d+,\d+\]<(?:stdout|stderr)>:")
@@ -420,7 +423,8 @@ class _LogReader:
         self.part: tuple[int, list[str]] | None = None  # (line, words) of a row written in parts, so far
 
     def read_line(self, line_no: int, raw: str) -> None:
-        line = _RAY_PREFIX.sub("", _QUOTE.sub("", _ANSI.sub("", raw), count=1), count=1)
+        line = _KUBECTL_PREFIX.sub("", _RAY_PREFIX.sub("", _QUOTE.sub("", _ANSI.sub("", raw), count=1), count=1),
+                                   count=1)
         body = _WRITE_TAG.sub(" ", _PREFIX.sub("", _TIMESTAMP.sub("", line, count=1), count=1)).strip()
         if glued := _GLUED_NCCL_LOG.match(body):
             body = glued.group(1)

@@ -313,6 +313,9 @@ def test_open_mpi_tags_inside_a_row_are_stripped() -> None:
 
 @pytest.mark.parametrize("prefix", ["0: ", "12: ", "x3005c0s13b0n0: ", "node-01.cluster: ", "10.0.1.2: ", "[0] ",
                                     "[3]   ", "[default0]:", "[rank1]:", "[1,0]<stdout>: ",
+                                    # kubectl logs --prefix (an MPI operator's launcher pod)
+                                    "[pod/nccl-tests-launcher-x7k2q/mpi-launcher] ",
+                                    "[pod/launcher/mpi] 2024-05-22T07:36:17.5Z ",
                                     # a log collector's time stamp, alone or before the launcher's label
                                     "2024-05-22T07:36:17.123456789Z ", "2024-05-22 07:36:17,123 ",
                                     "[2024-05-22 07:36:17] ", "Wed May 22 07:36:17 2024: ", "07:36:17.5 ",
@@ -321,7 +324,7 @@ def test_open_mpi_tags_inside_a_row_are_stripped() -> None:
                                     "> ", "> > "])
 def test_launcher_and_host_labels_are_stripped(prefix: str) -> None:
     """Every line labelled by its launcher (srun --label, pdsh / clush / Cray PALS host labels, MPICH and Intel MPI
-    rank labels, torchrun --tee) reads as the bare log; a host label needs the space after its colon, so an NCCL
+    rank labels, torchrun --tee, kubectl logs --prefix) reads as the bare log; a host label needs the space after its colon, so an NCCL
     INFO line's host:pid:tid is noise, not a label; a labelled shell warning between rows is noise too."""
     info = "x3005c0s13b0n0:12345:12400 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] via P2P/IPC"
     warning = "Warning: Permanently added 'node02' (ED25519) to the list of known hosts."

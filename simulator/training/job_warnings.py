@@ -1,6 +1,6 @@
 """Warnings about a training job that can run but was probably not meant: a global batch that reads
 as a count of tokens, a sequence longer than the model's context, more recomputing layers than the model
-has, a model whose matrix dimensions
+has, an fp8 recipe on a job not in fp8, a model whose matrix dimensions
 miss the tensor cores' alignment, a GB200 NVL72 job whose tray count splits over racks only into small
 NVLink domains (TopologySpec.uneven_nvlink_note). The job is predicted all the same.
 
@@ -55,6 +55,9 @@ def job_warnings(training: TrainingSpec, model: ModelSpec, topology: TopologySpe
     if training.recompute_layers is not None and training.recompute_layers > model.layers:
         warnings.append(f"training.recompute_layers {training.recompute_layers:,} is more than model {model.name}'s "
                         f"{model.layers:,} layers: every layer recomputes, as with activation_checkpointing full alone")
+    if training.fp8_recipe != "delayed" and training.precision != "fp8":
+        warnings.append(f"training.fp8_recipe {training.fp8_recipe} is read only under precision fp8; the job runs "
+                        f"{training.precision}, which it leaves as it is")
     warnings.extend(_alignment_warnings(training, model))
     return warnings
 

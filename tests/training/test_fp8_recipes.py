@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from simulator.scenario import with_framework
 from simulator.training.compute import FP8_AMAX_BYTES, ComputeModel
+from simulator.training.job_warnings import job_warnings
 from simulator.validation.training_cases import map_case, parse_cases
 from topologies.hardware import gpu_spec
 from workloads.model import transformer
@@ -113,3 +114,10 @@ def test_a_case_states_its_recipe_by_field_or_in_its_precision(training, recipe)
 def test_a_case_with_an_unknown_recipe_is_set_aside_naming_it():
     m = _mapped(fp8_recipe="hybrid-e5m2")
     assert m.training is None and "fp8_recipe 'hybrid-e5m2'" in m.skipped
+
+
+def test_a_recipe_on_a_job_not_in_fp8_is_flagged_and_changes_nothing():
+    job = TrainingSpec(model=MODEL, precision="bf16", fp8_recipe="tensorwise")
+    assert any("fp8_recipe tensorwise" in w and "bf16" in w for w in job_warnings(job, MODEL))
+    assert not any("fp8_recipe" in w for w in job_warnings(_job("tensorwise"), MODEL))
+    assert _layer("tensorwise", "bf16") == _layer("delayed", "bf16")

@@ -324,8 +324,9 @@ def test_open_mpi_tags_inside_a_row_are_stripped() -> None:
                                     "> ", "> > "])
 def test_launcher_and_host_labels_are_stripped(prefix: str) -> None:
     """Every line labelled by its launcher (srun --label, pdsh / clush / Cray PALS host labels, MPICH and Intel MPI
-    rank labels, torchrun --tee, kubectl logs --prefix) reads as the bare log; a host label needs the space after its colon, so an NCCL
-    INFO line's host:pid:tid is noise, not a label; a labelled shell warning between rows is noise too."""
+    rank labels, torchrun --tee, kubectl logs --prefix) reads as the bare log; a host label needs the space after
+    its colon, so an NCCL INFO line's host:pid:tid is noise, not a label; a labelled shell warning between rows is
+    noise too."""
     info = "x3005c0s13b0n0:12345:12400 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] via P2P/IPC"
     warning = "Warning: Permanently added 'node02' (ED25519) to the list of known hosts."
     body = HEADER + ROW_8 + "\n" + info + "\n" + warning + "\n" + ROW_16 + "\n" + FOOTER

@@ -69,7 +69,8 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   of its own that reads the tensor once more (FP8_AMAX_BYTES: Transformer Engine's
   Float8CurrentScalingQuantizer::quantize_impl runs compute_amax, then quantize), except where the kernel that
   writes the tensor computes it: TE's norm before qkv and mlp_up and its activation before mlp_down, forward and
-  backward (normalization.cpp and activation.cpp, FUSED_NORM_AMAX_FP8 / FUSED_ACTIVATION_AMAX_FP8).
+  backward (normalization.cpp and activation.cpp, FUSED_NORM_AMAX_FP8 / FUSED_ACTIVATION_AMAX_FP8); a mixture of
+  experts' MLPs run outside those fused modules, so there only qkv's input is spared.
   The GEMMs themselves reach a smaller share of the fp8 peak than bf16 GEMMs of the bf16 peak: measured point for
   point over the weight GEMMs the Hopper validation runs price (benchmarks/data/h100_compute.yaml and
   h200_compute.yaml, torch._scaled_mm against torch.matmul), forward GEMMs at 0.945 (H100 and H200 alike) and
@@ -298,9 +299,11 @@ FP8_AMAX_BYTES = 2.0
 # GEMM inputs (forward) and output gradients (backward) whose producer computes the amax as it writes them under
 # current scaling: TE's norm kernels before qkv and mlp_up (normalization.cpp FUSED_NORM_AMAX_FP8) and its
 # activation and activation-gradient kernels before mlp_down and after mlp_up (activation.cpp
-# FUSED_ACTIVATION_AMAX_FP8)
-AMAX_FUSED_INPUTS = frozenset({"qkv", "mlp_up", "mlp_down", "shared_up", "shared_down"})
-AMAX_FUSED_GRADIENTS = frozenset({"mlp_up", "shared_up"})
+# FUSED_ACTIVATION_AMAX_FP8), inside TE's LayerNormLinear and LayerNormMLP. A mixture of experts' MLPs are not
+# LayerNormMLP (Megatron-Core's GroupedMLP and shared experts take the router's normed input and run their own
+# activation): there only qkv's input is fused
+AMAX_FUSED_INPUTS = {"dense": frozenset({"qkv", "mlp_up", "mlp_down"}), "moe": frozenset({"qkv"})}
+AMAX_FUSED_GRADIENTS = {"dense": frozenset({"mlp_up"}), "moe": frozenset()}
 # an fp8 weight GEMM's share of the fp8 peak over the same bf16 GEMM's share of the bf16 peak, by GPU generation
 # (module docstring): measured on Hopper, Blackwell's from the one same-method comparison of the two
 FP8_GEMM_EFFICIENCY = {"hopper": {"forward": 0.945, "backward": 0.90}, "blackwell": {"forward": 1.0, "backward": 1.0}}
@@ -561,10 +564,11 @@ class ComputeModel:
         tensorwise (current) scaling FP8_AMAX_BYTES more for each tensor whose producer does not compute its amax
         (AMAX_FUSED_INPUTS, AMAX_FUSED_GRADIENTS) and for every weight (module docstring)."""
         amax = FP8_AMAX_BYTES if self.fp8_recipe == "tensorwise" else 0.0
-        forward = sum(m * k * (FP8_CAST_BYTES + (0.0 if name in AMAX_FUSED_INPUTS else amax))
+        block = "moe" if any(name == "router" for name, *_ in gemms) else "dense"
+        inputs, gradients = AMAX_FUSED_INPUTS[block], AMAX_FUSED_GRADIENTS[block]
+        forward = sum(m * k * (FP8_CAST_BYTES + (0.0 if name in inputs else amax))
                       + self.weight_cast_share * k * n * (FP8_CAST_BYTES + amax) for name, m, n, k in gemms)
-        backward = sum(m * n * (FP8_CAST_BYTES + (0.0 if name in AMAX_FUSED_GRADIENTS else amax))
-                       for name, m, n, k in gemms)
+        backward = sum(m * n * (FP8_CAST_BYTES + (0.0 if name in gradients else amax)) for name, m, n, k in gemms)
         return forward, backward
 
     def _gemms_s(self, gemms: list[tuple[str, int, int, int]], model: TransformerModel,

@@ -51,6 +51,23 @@ def test_current_scaling_reads_the_unfused_tensors_once_more_by_hand():
     assert current.backward_s - delayed.backward_s == pytest.approx(backward_bytes / hbm, rel=1e-9)
 
 
+def test_a_mixture_of_experts_pays_the_amax_pass_on_its_expert_inputs_and_gradients():
+    """Hand-computed for a block of 16 experts, 2 routed a token (h 1,024, gated experts 1,024 wide, 4,096 tokens):
+    the experts run outside TE's LayerNormMLP, so only qkv's input is spared: forward the attention output, the
+    router's, both expert GEMMs' inputs (8,192 routed rows) and every weight; backward every output gradient."""
+    moe = ModelSpec(name="moe", layers=1, hidden=1024, heads=8, kv_heads=8, vocab=8000, experts=16,
+                    experts_per_token=2, expert_ffn_hidden=1024, ffn_hidden=4096, gated_mlp=True)
+    block = transformer(moe).blocks[0][0]
+    gemms = block.sharded_layer_gemms(4096, 1)
+    assert [name for name, *_ in gemms] == ["qkv", "attn_out", "router", "mlp_up", "mlp_down"]
+    expected_forward = sum(m * k for name, m, n, k in gemms if name != "qkv") + sum(k * n for _, m, n, k in gemms)
+    expected_backward = sum(m * n for _, m, n, k in gemms)
+    delayed = ComputeModel.for_job(H100, _job())._cast_bytes(gemms)
+    current = ComputeModel.for_job(H100, _job("tensorwise"))._cast_bytes(gemms)
+    assert current[0] - delayed[0] == pytest.approx(expected_forward * FP8_AMAX_BYTES, rel=1e-12)
+    assert current[1] - delayed[1] == pytest.approx(expected_backward * FP8_AMAX_BYTES, rel=1e-12)
+
+
 @pytest.mark.parametrize("recipe", ["mxfp8", "blockwise"])
 def test_block_scaled_recipes_cost_what_delayed_scaling_does(recipe):
     """MXFP8 and blockwise scales are found inside the cast kernel, as delayed scaling's amax is."""

@@ -509,9 +509,11 @@ class RoutingSpec(BaseModel):
         return self
 
 
-# other names for the fp8 recipes: NeMo's performance scripts' --fp8_recipe (ds, cs, mxfp8, ss) and Transformer
-# Engine's recipe classes (DelayedScaling, Float8CurrentScaling, MXFP8BlockScaling, Float8BlockScaling)
-FP8_RECIPE_ALIASES = {"ds": "delayed", "delayedscaling": "delayed", "cs": "tensorwise", "current": "tensorwise",
+# other names for the fp8 recipes: NeMo's performance scripts' --fp8_recipe (ds, cs, mxfp8, ss), Megatron-Bridge's
+# recipe names (fp8cs, fp8mx) and Transformer Engine's recipe classes (DelayedScaling, Float8CurrentScaling,
+# MXFP8BlockScaling, Float8BlockScaling)
+FP8_RECIPE_ALIASES = {"ds": "delayed", "delayedscaling": "delayed", "fp8ds": "delayed", "fp8cs": "tensorwise",
+                      "fp8mx": "mxfp8", "cs": "tensorwise", "current": "tensorwise",
                       "currentscaling": "tensorwise", "pertensorcurrentscaling": "tensorwise",
                       "float8currentscaling": "tensorwise", "mxfp8blockscaling": "mxfp8", "ss": "blockwise",
                       "float8blockscaling": "blockwise", "subchannel": "blockwise"}

@@ -814,9 +814,13 @@ def _precision_text(training: Mapping[str, Any]) -> str | None:
     return f"{text or ''} fp8".strip()
 
 
-# an fp8 recipe named in a case's precision text (TrainingSpec.fp8_recipe), in the order tried
-_FP8_RECIPE_WORDS = (("mxfp8", "mxfp8"), ("current scaling", "tensorwise"), ("tensorwise", "tensorwise"),
-                     ("tensor-wise", "tensorwise"), ("blockwise", "blockwise"), ("delayed", "delayed"))
+# an fp8 recipe named in a case's precision text (TrainingSpec.fp8_recipe), in the order tried, on the text with
+# hyphens and underscores read as spaces: Megatron-Core's names, NeMo's words, Megatron-Bridge's recipe names
+# (fp8cs, fp8mx: "FP8 current-scaling", "MXFP8")
+_FP8_RECIPE_WORDS = ((re.compile(r"\bmxfp8\b|\bfp8 ?mx\b"), "mxfp8"),
+                     (re.compile(r"current scaling|\btensor ?wise\b|\bfp8 ?cs\b"), "tensorwise"),
+                     (re.compile(r"\bblock ?wise\b|\bsub ?channel\b"), "blockwise"),
+                     (re.compile(r"\bdelayed\b|\bfp8 ?ds\b"), "delayed"))
 
 
 def _fp8_recipe(training: Mapping[str, Any], text: str | None) -> dict[str, Any]:
@@ -828,8 +832,8 @@ def _fp8_recipe(training: Mapping[str, Any], text: str | None) -> dict[str, Any]
         if recipe not in get_args(Fp8Recipe):
             raise Unexpressible(f"fp8_recipe {stated!r}: give {', '.join(get_args(Fp8Recipe))} (or cs, ds, ss)")
         return {"fp8_recipe": str(recipe)}
-    low = (text or "").lower()
-    return next(({"fp8_recipe": recipe} for words, recipe in _FP8_RECIPE_WORDS if words in low), {})
+    low = (text or "").lower().replace("-", " ").replace("_", " ")
+    return next(({"fp8_recipe": recipe} for words, recipe in _FP8_RECIPE_WORDS if words.search(low)), {})
 
 
 def _precision(text: str | None, gpu: str, defaults: list[str]) -> Precision:

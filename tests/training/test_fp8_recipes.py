@@ -86,7 +86,7 @@ def test_the_recipe_moves_only_fp8_jobs_and_current_scaling_is_never_faster(reci
 @pytest.mark.parametrize(("written", "read"), [
     ("delayed", "delayed"), ("tensorwise", "tensorwise"), ("cs", "tensorwise"), ("ds", "delayed"),
     ("Float8CurrentScaling", "tensorwise"), ("per-tensor current scaling", "tensorwise"), ("MXFP8", "mxfp8"),
-    ("ss", "blockwise"), ("Float8BlockScaling", "blockwise")])
+    ("ss", "blockwise"), ("Float8BlockScaling", "blockwise"), ("fp8cs", "tensorwise"), ("fp8mx", "mxfp8")])
 def test_recipe_names_of_megatron_nemo_and_transformer_engine_are_read(written, read):
     assert _job(written).fp8_recipe == read
 
@@ -122,7 +122,10 @@ def _mapped(**training: object):
 
 @pytest.mark.parametrize(("training", "recipe"), [
     ({}, "delayed"), ({"fp8_recipe": "current scaling"}, "tensorwise"), ({"fp8_recipe": "cs"}, "tensorwise"),
-    ({"precision": "FP8, per-tensor current scaling"}, "tensorwise"), ({"precision": "mxfp8"}, "mxfp8")])
+    ({"precision": "FP8, per-tensor current scaling"}, "tensorwise"), ({"precision": "mxfp8"}, "mxfp8"),
+    ({"precision": "FP8 current-scaling"}, "tensorwise"), ({"precision": "fp8_cs"}, "tensorwise"),
+    ({"precision": "FP8-MX"}, "mxfp8"), ({"precision": "fp8 (blockwise)"}, "blockwise"),
+    ({"fp8_recipe": "fp8cs"}, "tensorwise")])
 def test_a_case_states_its_recipe_by_field_or_in_its_precision(training, recipe):
     m = _mapped(**training)
     assert m.training.precision == "fp8" and m.training.fp8_recipe == recipe

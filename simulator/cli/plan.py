@@ -25,6 +25,7 @@ from simulator.cli.common import (
 )
 from simulator.cli.deadline import node_counts, show_deadline
 from simulator.cli.job_args import (
+    Fp8RecipeOpt,
     GlobalBatchOpt,
     GlobalBatchTokensOpt,
     ModelOpt,
@@ -172,7 +173,7 @@ def _space(tp: str | None, pp: str | None, micro_batch: str, strategies: str, re
 def _job(scenario: Path | None, model: str | None, topology: str | None, nodes: int | None,
          batch: tuple[str | None, str | None], seq_len: int | None, precision: str | None,
          routing: dict[str, float | None] | None = None,
-         nccl: tuple[str | None, str | None, str | None] = (None, None, None),
+         nccl: tuple[str | None, str | None, str | None] = (None, None, None), fp8_recipe: str | None = None,
          ) -> tuple[TopologySpec, TrainingSpec, ModelSpec, NcclSetup]:
     """The job to lay out and its NCCL: the scenario's (if given) with the options applied, as `predict`
     applies them (another --topology brings its own node count unless --nodes is given; `nccl`: --nccl-version,
@@ -199,7 +200,7 @@ def _job(scenario: Path | None, model: str | None, topology: str | None, nodes: 
         raise ConfigError(f"--topology/--nodes: {exc}") from None
     model_spec, topo = _required(model_spec, "--model"), _required(topo, "--topology")
     global_batch = global_batch_of(*batch, seq_len or base.seq_len or model_spec.training_context)
-    options = {"global_batch": global_batch, "seq_len": seq_len, "precision": precision}
+    options = {"global_batch": global_batch, "seq_len": seq_len, "precision": precision, "fp8_recipe": fp8_recipe}
     data = {**base.model_dump(exclude_unset=True), "model": model_spec.name, "grad_accum": None,
             **{key: value for key, value in options.items() if value is not None}}
     routing_options = {key: value for key, value in (routing or {}).items() if value is not None}
@@ -248,8 +249,8 @@ def plan(
         "placement are kept); the options below override it.")] = None,
     model: ModelOpt = None, topology: TopologyOpt = None, global_batch: GlobalBatchOpt = None,
     global_batch_tokens: GlobalBatchTokensOpt = None, nodes: NodesOpt = None, seq_len: SeqLenOpt = None,
-    precision: PrecisionOpt = None, nccl_version: NcclVersionOpt = None, nccl_selection: NcclSelectionOpt = None,
-    nccl_env: NcclEnvOpt = None,
+    precision: PrecisionOpt = None, fp8_recipe: Fp8RecipeOpt = None, nccl_version: NcclVersionOpt = None,
+    nccl_selection: NcclSelectionOpt = None, nccl_env: NcclEnvOpt = None,
     top: Annotated[int, typer.Option(help="Layouts to show.")] = 10,
     tp: Annotated[str | None, typer.Option(help="Tensor-parallel sizes to try, e.g. 4,8 (default: all valid).")]
     = None,
@@ -297,7 +298,7 @@ def plan(
     topo, training, model_spec, nccl = _job(scenario, model, topology, nodes, (global_batch, global_batch_tokens),
                                             seq_len, precision,
                                             {"load_imbalance": moe_imbalance, "capacity_factor": capacity_factor},
-                                            (nccl_version, nccl_selection, nccl_env))
+                                            (nccl_version, nccl_selection, nccl_env), fp8_recipe)
     for warning in job_warnings(training, model_spec, topo):
         print_message(Console(stderr=True), "warning", "yellow", warning)
     if (train_tokens is None) != (deadline_days is None):

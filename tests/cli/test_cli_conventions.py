@@ -87,6 +87,23 @@ def test_predict_takes_precision():
     assert json.loads(result.output)["scenario"]["training"]["precision"] == "fp16"
 
 
+def test_predict_takes_an_fp8_recipe_and_names_it():
+    """--fp8-recipe (NeMo's cs read as tensorwise) reaches the echoed scenario and slows an fp8 step; a bad one is
+    refused naming the field and the choices (the entry point turns the ConfigError into exit code 2)."""
+    flags = ["predict", "--model", "llama3-8b", "--topology", "dgx-h100", "--nodes", "1", "--precision", "fp8",
+             "--json"]
+    delayed = CliRunner().invoke(app, flags)
+    current = CliRunner().invoke(app, [*flags, "--fp8-recipe", "cs"])
+    assert delayed.exit_code == 0 and current.exit_code == 0, current.output
+    a, b = json.loads(delayed.output), json.loads(current.output)
+    assert (a["scenario"]["training"]["fp8_recipe"], b["scenario"]["training"]["fp8_recipe"]) == ("delayed",
+                                                                                                "tensorwise")
+    assert b["step_time_s"] > a["step_time_s"]
+    bad = CliRunner().invoke(app, [*flags, "--fp8-recipe", "hybrid"])
+    assert isinstance(bad.exception, ConfigError)
+    assert "fp8_recipe" in str(bad.exception) and "tensorwise" in str(bad.exception)
+
+
 def test_scale_runs_a_3d_job_from_flags():
     """scale takes predict's layout flags: TP 2 x PP 2 with full recomputation at 1 and 2 nodes."""
     result = CliRunner().invoke(app, ["scale", "--model", "llama2-7b", "--nodes", "1,2", "--tp", "2", "--pp", "2",
@@ -101,7 +118,8 @@ def test_predict_and_scale_share_every_job_flag():
     """Every job flag defined in job_args is on predict and on scale, with the same help text."""
     predict, scale = _params("predict"), _params("scale")
     for flag in ("--tp", "--pp", "--cp", "--ep", "--micro-batch", "--global-batch", "--global-batch-tokens",
-                 "--recompute", "--seq-len", "--precision", "--strategy", "--sequence-parallel", "--schedule",
+                 "--recompute", "--seq-len", "--precision", "--fp8-recipe", "--strategy", "--sequence-parallel",
+                 "--schedule",
                  "--virtual-stages", "--placement", "--model", "--topology", "--gpus-per-node"):
         assert flag in predict and flag in scale, flag
         if flag != "--global-batch":  # scale's global batch is the first node count's
@@ -112,7 +130,8 @@ def test_plan_takes_strategy_repeated_and_strategies():
     """plan --strategy is repeatable; --strategies is the same flag (and a comma list works in either)."""
     plan = _params("plan")
     assert plan["--strategy"] is plan["--strategies"] and plan["--strategy"].multiple
-    shared = ("--model", "--topology", "--nodes", "--seq-len", "--precision", "--global-batch", "--global-batch-tokens")
+    shared = ("--model", "--topology", "--nodes", "--seq-len", "--precision", "--fp8-recipe", "--global-batch",
+              "--global-batch-tokens")
     predict = _params("predict")
     for flag in shared:
         assert flag in plan and flag in predict, flag

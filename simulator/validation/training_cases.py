@@ -823,9 +823,11 @@ _FP8_RECIPE_WORDS = ((re.compile(r"\bmxfp8\b|\bfp8 ?mx\b"), "mxfp8"),
                      (re.compile(r"\bdelayed\b|\bfp8 ?ds\b"), "delayed"))
 
 
-def _fp8_recipe(training: Mapping[str, Any], text: str | None) -> dict[str, Any]:
+def _fp8_recipe(training: Mapping[str, Any], text: str | None, precision: Precision,
+                defaults: list[str]) -> dict[str, Any]:
     """The fp8 recipe a case states: its fp8_recipe field (Megatron-Core's --fp8-recipe and NeMo's names) or words
-    of its precision text ('FP8, per-tensor current scaling', 'mxfp8'); none stated: the framework's default."""
+    of its precision text ('FP8, per-tensor current scaling', 'mxfp8'); none stated: the framework's default,
+    flagged for an fp8 case."""
     stated = training.get("fp8_recipe")
     if stated is not None:
         recipe = fp8_recipe_of(str(stated))
@@ -833,7 +835,11 @@ def _fp8_recipe(training: Mapping[str, Any], text: str | None) -> dict[str, Any]
             raise Unexpressible(f"fp8_recipe {stated!r}: give {', '.join(get_args(Fp8Recipe))} (or cs, ds, ss)")
         return {"fp8_recipe": str(recipe)}
     low = (text or "").lower().replace("-", " ").replace("_", " ")
-    return next(({"fp8_recipe": recipe} for words, recipe in _FP8_RECIPE_WORDS if words.search(low)), {})
+    named = next(({"fp8_recipe": recipe} for words, recipe in _FP8_RECIPE_WORDS if words.search(low)), {})
+    if not named and precision == "fp8":
+        defaults.append("fp8 recipe not stated: the framework's (tensorwise under torchtitan's torchao, else "
+                        "delayed, Megatron-Core's default)")
+    return named
 
 
 def _precision(text: str | None, gpu: str, defaults: list[str]) -> Precision:
@@ -1378,10 +1384,10 @@ def map_case(case: TrainingCase) -> MappedCase:
         seq_len = _seq_len(case, defaults)
         model = _model_spec(case, layout.model, seq_len, defaults)
         compiled = _fused_elementwise(training, defaults)
+        precision = _precision(_precision_text(layout.training), gpu, defaults)
         job = TrainingSpec(model=model, seq_len=seq_len, mtp_layers=mtp_layers,
-                           precision=_precision(_precision_text(layout.training),
-                                                gpu, defaults),
-                           **_fp8_recipe(layout.training, _precision_text(layout.training)),
+                           precision=precision,
+                           **_fp8_recipe(layout.training, _precision_text(layout.training), precision, defaults),
                            **_recomputation(layout.training, case.metrics, model.layers, defaults),
                            flash_attention=_flash_attention(training),
                            **({} if compiled is None else {"fused_elementwise": compiled}),

@@ -131,6 +131,12 @@ def test_a_case_states_its_recipe_by_field_or_in_its_precision(training, recipe)
     assert m.training.precision == "fp8" and m.training.fp8_recipe == recipe
 
 
+def test_an_fp8_case_without_a_recipe_says_which_it_takes():
+    assert any(d.startswith("fp8 recipe not stated") for d in _mapped().defaults)
+    assert not any(d.startswith("fp8 recipe") for d in _mapped(fp8_recipe="cs").defaults)
+    assert not any(d.startswith("fp8 recipe") for d in _mapped(precision="bf16").defaults)
+
+
 def test_a_case_with_an_unknown_recipe_is_set_aside_naming_it():
     m = _mapped(fp8_recipe="hybrid-e5m2")
     assert m.training is None and "fp8_recipe 'hybrid-e5m2'" in m.skipped

@@ -460,7 +460,8 @@ class ComputeModel:
         each_gemm_s = self._gemms_s(gemms, model, ep)
         gemm_s = sum(each_gemm_s.values())
         gemm_backward_s = sum(self._gemms_s(gemms, model, ep, "backward").values()) if fp8 else gemm_s
-        cast_forward_s, cast_backward_s = (b / hbm for b in self._cast_bytes(gemms)) if fp8 else (0.0, 0.0)
+        cast_forward_s, cast_backward_s = (b / hbm for b in self._cast_bytes(gemms, model.spec.moe)) if fp8 \
+            else (0.0, 0.0)
         attention_s = self._attention_s(model, tokens, seq_len, tp, cp,
                                         tensor_cores=flash_attention or self.heads_aligned(model))
         per_hidden, replicated = self.elementwise_profile()
@@ -558,13 +559,14 @@ class ComputeModel:
         steps = (cp - 1) / self.hbm_Bps
         return steps * (b["q"] * out + b["kv"] * kv), steps * (b["q_grad"] * out + b["kv_grad"] * kv)
 
-    def _cast_bytes(self, gemms: list[tuple[str, int, int, int]]) -> tuple[float, float]:
+    def _cast_bytes(self, gemms: list[tuple[str, int, int, int]], moe: bool) -> tuple[float, float]:
         """Bytes the fp8 casts of a layer's GEMMs move, (forward, backward): forward each GEMM's input and its
         weight (weight_cast_share of it), backward each output gradient, FP8_CAST_BYTES an element; under
         tensorwise (current) scaling FP8_AMAX_BYTES more for each tensor whose producer does not compute its amax
-        (AMAX_FUSED_INPUTS, AMAX_FUSED_GRADIENTS) and for every weight (module docstring)."""
+        (AMAX_FUSED_INPUTS, AMAX_FUSED_GRADIENTS, by whether the block is a mixture of experts, `moe`) and for every
+        weight (module docstring)."""
         amax = FP8_AMAX_BYTES if self.fp8_recipe == "tensorwise" else 0.0
-        block = "moe" if any(name == "router" for name, *_ in gemms) else "dense"
+        block = "moe" if moe else "dense"
         inputs, gradients = AMAX_FUSED_INPUTS[block], AMAX_FUSED_GRADIENTS[block]
         forward = sum(m * k * (FP8_CAST_BYTES + (0.0 if name in inputs else amax))
                       + self.weight_cast_share * k * n * (FP8_CAST_BYTES + amax) for name, m, n, k in gemms)

@@ -62,8 +62,9 @@ def test_a_mixture_of_experts_pays_the_amax_pass_on_its_expert_inputs_and_gradie
     assert [name for name, *_ in gemms] == ["qkv", "attn_out", "router", "mlp_up", "mlp_down"]
     expected_forward = sum(m * k for name, m, n, k in gemms if name != "qkv") + sum(k * n for _, m, n, k in gemms)
     expected_backward = sum(m * n for _, m, n, k in gemms)
-    delayed = ComputeModel.for_job(H100, _job())._cast_bytes(gemms)
-    current = ComputeModel.for_job(H100, _job("tensorwise"))._cast_bytes(gemms)
+    assert block.spec.moe
+    delayed = ComputeModel.for_job(H100, _job())._cast_bytes(gemms, block.spec.moe)
+    current = ComputeModel.for_job(H100, _job("tensorwise"))._cast_bytes(gemms, block.spec.moe)
     assert current[0] - delayed[0] == pytest.approx(expected_forward * FP8_AMAX_BYTES, rel=1e-12)
     assert current[1] - delayed[1] == pytest.approx(expected_backward * FP8_AMAX_BYTES, rel=1e-12)
 

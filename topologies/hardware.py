@@ -61,6 +61,9 @@ class GpuSpec:
     # a Grace superchip's GPU (GH200, GB200, GB300): its node's NICs hang off the Grace CPU, which the GPU reaches
     # over NVLink-C2C
     grace: bool = False
+    # the measured maximum achievable bf16 matmul rate, TFLOP/s (the best shape of a torch.matmul sweep), where
+    # one is published; None elsewhere (simulator.training.compute.gemm_rate_factor)
+    mamf_bf16_tflops: float | None = None
 
     def peak_tflops(self, precision: Precision) -> float:
         """Dense peak TFLOP/s at `precision`; ConfigError if this GPU has no such path."""

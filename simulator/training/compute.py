@@ -7,7 +7,18 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   (d + GEMM_HALF_DIM). The asymptote is what cuBLAS reaches on large bf16/fp16 GEMMs: ~80% of
   dense peak on V100 and A100 (NVIDIA cuBLAS/Megatron reports: A100 ~250 of 312 TFLOP/s), ~67% on
   H100 SXM (public cuBLAS bf16 benchmarks reach ~650-700 of 989 TFLOP/s on transformer shapes) and
-  ~62% on B200 (new, less mature kernels; an assumption until measured).
+  ~62% on B200 (new, less mature kernels; an assumption until measured). Those are each generation's reference
+  part (GEMM_REFERENCE_GPU); another part of the generation whose peak a matmul reaches a different share of
+  (its clocks under load, its power limit) scales the asymptote by its measured maximum achievable matmul
+  rate's share of its peak over the reference part's (gemm_rate_factor; the same sweep on both, topologies/data/
+  gpus.yaml [MAMF]): GB200 reaches 72.9% of its 2,500 TFLOP/s where B200 reaches 77.6% of 2,250 (0.94: 4% more
+  TFLOP/s than B200, not the 11% the datasheets' peaks say), GH200 at 900 W 83.8% where H100 SXM reaches 80.3%
+  (1.04), A100 PCIe 81.1% of A100 SXM's 86.9% (0.93), B300 78.6% (1.01); rows of one table, though not all under
+  the same torch and CUDA release (the table's own caveat). The table is read within a generation only: across
+  generations its best shapes would move the asymptotes above (A100 1.08 x H100's share, B200 0.97 x), which come
+  from each generation's own kernels on transformer shapes. A part without a measured rate
+  keeps its generation's share (GB300, whose rate is not published). Looked for because NeMo's GB200 runs (held out)
+  were fast; the figures are the table's, nothing fitted: those runs 9.9% -> 7.4% median.
 - Attention runs as a fused (flash) kernel at ATTENTION_EFFICIENCY of dense peak, forward and
   backward together: FlashAttention-2 reaches 50-73% of A100 peak forward and less backward
   (Dao 2023), and only ~35% of H100 peak (Shah et al. 2024, FlashAttention-3, section 1); Volta
@@ -220,17 +231,20 @@ measured median; a user's measured single-GPU tokens/s for the job scales all co
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cache
 
 import numpy as np
 
 from simulator.training.recompute import modules_of
 from simulator.training.routing import routed_load
-from topologies.hardware import GpuSpec
+from topologies.hardware import GpuSpec, gpu_spec
 from workloads.model import ACTIVATION_BYTES, TransformerModel
 from workloads.remat import is_remat_policy, recomputes_attention
 from workloads.spec import MEGATRON_RECOMPUTE_DEFAULT, TrainingSpec
 
 GEMM_EFFICIENCY = {"volta": 0.80, "turing": 0.75, "ampere": 0.80, "ada": 0.70, "hopper": 0.67, "blackwell": 0.62}
+# the part of each generation whose figures GEMM_EFFICIENCY states (module docstring)
+GEMM_REFERENCE_GPU = {"ampere": "A100-SXM4-80GB", "hopper": "H100-SXM5-80GB", "blackwell": "B200-180GB"}
 GEMM_HALF_DIM = 512.0
 NONCAUSAL_SPEEDUP = 1.13  # non-causal over causal attention per unit of useful work (module docstring)
 # bytes a step of PyTorch's eager ring merge moves per element (module docstring)
@@ -325,6 +339,19 @@ NORM_SHARE = {True: 8.0 / 20.0, False: 72.0 / 84.0}
 KERNEL_LAUNCH_S = 5e-6  # per layer and pass: a dozen kernels of a few microseconds' launch gap
 LAYER_KERNELS = {"forward": 20, "backward": 45, "attention": 4}  # launches per layer (CUDA_LAUNCH_BLOCKING)
 BLOCKING_LAUNCH_GAP_S = 43e-6  # GPU idle after each blocking launch (BigScience's A/B, module docstring)
+
+
+@cache
+def gemm_rate_factor(gpu: GpuSpec) -> float:
+    """A part's measured matmul share of its bf16 peak over its generation's reference part's (module docstring);
+    1 where either has no measured rate."""
+    reference = GEMM_REFERENCE_GPU.get(gpu.arch)
+    if reference is None or gpu.mamf_bf16_tflops is None or gpu.bf16_tflops is None:
+        return 1.0
+    ref = gpu_spec(reference)
+    if ref.mamf_bf16_tflops is None or ref.bf16_tflops is None:
+        return 1.0
+    return (gpu.mamf_bf16_tflops / gpu.bf16_tflops) / (ref.mamf_bf16_tflops / ref.bf16_tflops)
 
 
 def fp8_gemm_ratio(arch: str, role: str) -> float:
@@ -437,7 +464,7 @@ class ComputeModel:
 
     def gemm_efficiency(self, m: int, n: int, k: int) -> float:
         smallest = float(min(m, n, k))
-        asymptote = self.gemm_efficiency_asymptote or GEMM_EFFICIENCY[self.gpu.arch]
+        asymptote = self.gemm_efficiency_asymptote or GEMM_EFFICIENCY[self.gpu.arch] * gemm_rate_factor(self.gpu)
         return asymptote * smallest / (smallest + GEMM_HALF_DIM)
 
     def _roofline(self, flops: float, efficiency: float, bytes_moved: float, peak: float | None = None) -> float:

@@ -151,7 +151,9 @@ def test_fp8_casts_are_kernels_of_their_own():
     gradient (m n). With an unbounded tensor rate every GEMM is memory-bound, so by hand:
     forward(fp8) - forward(bf16) = [(1 - 2) + 4] sum(m k + k n) / HBM and
     backward(fp8) - backward(bf16) = 2 (1 - 2) sum(m k + k n) / HBM + 4 sum(m n) / HBM."""
-    gpu = dataclasses.replace(gpu_spec("H100-SXM5-80GB"), bf16_tflops=1e9, fp16_tflops=1e9, fp8_tflops=1e9)
+    # an idealised part: no measured matmul rate ties its GEMMs to the real H100's (compute.gemm_rate_factor)
+    gpu = dataclasses.replace(gpu_spec("H100-SXM5-80GB"), bf16_tflops=1e9, fp16_tflops=1e9, fp8_tflops=1e9,
+                              mamf_bf16_tflops=None)
     model = transformer(SMALL)
     gemms = model.layer_gemms(2 * 1024)  # tp 1: the layer's own shapes
     inputs = sum(m * k + k * n for _, m, n, k in gemms)
@@ -190,7 +192,8 @@ def test_eager_elementwise_moves_its_own_bytes(tp: int, sp: bool) -> None:
     """PyTorch eager element-wise ops (torchtitan without compile) move 145 B per token per hidden unit
     a layer forward against 40 fused; without sequence parallelism the norms and residual adds (84 of
     them eager, 20 fused) are replicated on every TP rank. Backward moves twice the forward's."""
-    gpu = dataclasses.replace(gpu_spec("H100-SXM5-80GB"), bf16_tflops=1e9)  # GEMMs and attention ~free
+    # GEMMs and attention ~free (no measured matmul rate: compute.gemm_rate_factor)
+    gpu = dataclasses.replace(gpu_spec("H100-SXM5-80GB"), bf16_tflops=1e9, mamf_bf16_tflops=None)
     model = transformer(SMALL)
     fused = ComputeModel(gpu, "bf16").layer(model, 2, 1024, "none", tp, sp)
     eager = ComputeModel(gpu, "bf16", fused_elementwise=False).layer(model, 2, 1024, "none", tp, sp)

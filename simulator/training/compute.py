@@ -16,9 +16,10 @@ time(op) = max(flops / (peak x efficiency), bytes / (hbm x MEMORY_EFFICIENCY)) +
   (1.04), A100 PCIe 81.1% of A100 SXM's 86.9% (0.93), B300 78.6% (1.01); rows of one table, though not all under
   the same torch and CUDA release (the table's own caveat). The table is read within a generation only: across
   generations its best shapes would move the asymptotes above (A100 1.08 x H100's share, B200 0.97 x), which come
-  from each generation's own kernels on transformer shapes. A part without a measured rate
-  keeps its generation's share (GB300, whose rate is not published). Looked for because NeMo's GB200 runs (held out)
-  were fast; the figures are the table's, nothing fitted: those runs 9.9% -> 7.4% median.
+  from each generation's own kernels on transformer shapes. A part without a measured rate keeps its generation's
+  share; GB300, whose rate is not published, is presumed to stand to B300 as GB200 to B200 (gpus.yaml). Looked
+  for because NeMo's GB200 runs (held out) were fast; the figures are the table's, nothing fitted: those runs 9.9%
+  -> 7.4% median.
 - Attention runs as a fused (flash) kernel at ATTENTION_EFFICIENCY of dense peak, forward and
   backward together: FlashAttention-2 reaches 50-73% of A100 peak forward and less backward
   (Dao 2023), and only ~35% of H100 peak (Shah et al. 2024, FlashAttention-3, section 1); Volta

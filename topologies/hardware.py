@@ -64,6 +64,7 @@ class GpuSpec:
     # the measured maximum achievable bf16 matmul rate, TFLOP/s (the best shape of a torch.matmul sweep), where
     # one is published; None elsewhere (simulator.training.compute.gemm_rate_factor)
     mamf_bf16_tflops: float | None = None
+    mamf_presumed: bool = False  # the rate is presumed from other parts' (gpus.yaml says from which), not measured
 
     def peak_tflops(self, precision: Precision) -> float:
         """Dense peak TFLOP/s at `precision`; ConfigError if this GPU has no such path."""

@@ -6,6 +6,7 @@ one line and exit code 2.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Annotated
 
@@ -14,8 +15,10 @@ from rich.console import Console
 from rich.table import Table
 
 from simulator.cli.common import plain, print_message, table_console
+from simulator.core.errors import ConfigError
 from simulator.core.units import Bps_to_GBps
 from topologies.build import build
+from topologies.hardware import gpu_spec, known_gpus
 from topologies.presets import list_presets, load_preset, resolve_topology
 from topologies.spec import TopologySpec
 from topologies.summary import TopologySummary, summarize
@@ -30,10 +33,34 @@ def _network(spec: TopologySpec) -> str:
     return f"{net.nics_per_node}x {net.nic_gbps:g}G {net.transport}{presumed}"
 
 
+def _tflops(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _gpu_table() -> None:
+    """The GPU table as a terminal table: what a topology's `gpu` takes and the figures a step is priced on."""
+    table = Table(title="GPUs (a topology's gpu)")
+    table.add_column("name", no_wrap=True)
+    for header in ("generation", "memory GiB", "HBM GB/s", "bf16 TFLOP/s", "fp8 TFLOP/s", "bf16 matmul TFLOP/s",
+                   "NVLink GB/s", "TDP W"):
+        table.add_column(header, justify="right")
+    for name in known_gpus():
+        gpu = gpu_spec(name)
+        table.add_row(name, gpu.arch, f"{gpu.memory_gib:g}", f"{gpu.hbm_GBps:,.0f}", _tflops(gpu.bf16_tflops),
+                      _tflops(gpu.fp8_tflops),
+                      _tflops(gpu.mamf_bf16_tflops) + (" (presumed)" if gpu.mamf_presumed else ""),
+                      f"{gpu.nvlink_GBps_per_direction:g}" if gpu.nvlinks else "-", f"{gpu.tdp_w:g}")
+    table_console().print(table)
+
+
 def presets(
     models: Annotated[bool, typer.Option(
         "--models", help="List the model presets instead: parameters (active ones for a mixture of experts) "
         "and shape.")] = False,
+    gpus: Annotated[bool, typer.Option(
+        "--gpus", help="List the GPU table instead: generation, memory, HBM bandwidth, dense bf16 and fp8 peaks, "
+        "the best-shape bf16 matmul rate measured where one is published (presumed where marked; it scales the "
+        "part's GEMM rate against its generation's reference part), NVLink bandwidth per direction and TDP.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the presets as a JSON list.")] = False,
 ) -> None:
     """List the topology presets: GPUs per node, GPU, intra-node link, network and description.
@@ -43,7 +70,17 @@ def presets(
       clustersim presets
 
       clustersim presets --models --json
+
+      clustersim presets --gpus            # the GPUs a topology's gpu field takes, with their figures
     """
+    if models and gpus:
+        raise ConfigError("presets: --models and --gpus list different tables; give one")
+    if gpus and as_json:
+        typer.echo(json.dumps([dataclasses.asdict(gpu_spec(name)) for name in known_gpus()], indent=2))
+        return
+    if gpus:
+        _gpu_table()
+        return
     if models and as_json:
         typer.echo(json.dumps([{"name": name, "summary": summary} for name, summary in list_models()], indent=2))
         return

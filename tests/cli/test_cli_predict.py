@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from topologies.hardware import known_gpus
+
 METRICS = {"step_time_s", "compute_s", "gpu_idle_s", "gpu_idle_fraction", "exposed_comm_s", "tokens_per_s",
            "tflops_per_gpu", "mfu", "memory_per_gpu_bytes", "fits_in_memory"}
 
@@ -223,6 +225,25 @@ def test_presets_lists_topologies_and_models():
     assert "dgx-h100" in run("presets").stdout
     models = run("presets", "--models").stdout
     assert "llama3-8b" in models and "46.70B params (12.9B active)" in models
+
+
+def test_presets_lists_the_gpu_table():
+    """`presets --gpus` lists every GPU a topology takes with its peaks and, where published, its measured
+    best-shape matmul rate (GB300's marked presumed); --json gives every field; with --models it is refused."""
+    table = run("presets", "--gpus")
+    assert table.returncode == 0
+    lines = table.stdout.splitlines()
+    for name in known_gpus():
+        assert any(f" {name} " in line for line in lines), name
+    gb200 = next(line for line in lines if " GB200 " in line)
+    assert "2,500" in gb200 and "1,822" in gb200 and "presumed" not in gb200
+    assert "1,847 (presumed)" in next(line for line in lines if " GB300 " in line)
+    listed = {gpu["name"]: gpu for gpu in json.loads(run("presets", "--gpus", "--json").stdout)}
+    assert list(listed) == known_gpus()
+    assert (listed["B200-180GB"]["mamf_bf16_tflops"], listed["B200-180GB"]["mamf_presumed"]) == (1745.0, False)
+    assert listed["GB300"]["mamf_presumed"] is True and listed["L40S"]["mamf_bf16_tflops"] is None
+    both = run("presets", "--gpus", "--models")
+    assert both.returncode == 2 and "--models and --gpus" in both.stderr
 
 
 def test_trace_gpus_refused_with_pipeline():

@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from simulator.training.compute import GEMM_EFFICIENCY, GEMM_REFERENCE_GPU, ComputeModel, gemm_rate_factor
 from topologies.hardware import gpu_spec, known_gpus
@@ -63,3 +67,16 @@ def test_a_measured_asymptote_replaces_the_table_and_the_factor():
     uncalibrated = ComputeModel(gpu_spec("GB200"), "bf16").gemm_efficiency(8192, 8192, 8192)
     assert uncalibrated == pytest.approx(GEMM_EFFICIENCY["blackwell"] * gemm_rate_factor(gpu_spec("GB200"))
                                          * 8192 / (8192 + 512))
+
+
+@given(st.floats(min_value=1000.0, max_value=2400.0), st.floats(min_value=1.0, max_value=1.3))
+def test_a_faster_measured_rate_never_slows_a_gemm(rate: float, gain: float):
+    """Property: of two GB200-like parts differing only in their measured matmul rate, the faster one's GEMMs
+    take no longer (and, compute-bound, exactly rate / (gain x rate) of the time)."""
+    slow = dataclasses.replace(gpu_spec("GB200"), mamf_bf16_tflops=rate)
+    fast = dataclasses.replace(gpu_spec("GB200"), mamf_bf16_tflops=rate * gain)
+    slow_s = ComputeModel(slow, "bf16").gemms_s(BLOCK, 1, 8192)
+    fast_s = ComputeModel(fast, "bf16").gemms_s(BLOCK, 1, 8192)
+    for name, seconds in slow_s.items():
+        assert fast_s[name] <= seconds
+        assert fast_s[name] / seconds == pytest.approx(1.0 / gain, rel=1e-9)

@@ -33,7 +33,16 @@ For an algorithm shape (simulator.collectives.algorithms) run with a protocol on
 - fill: a pipelined chain (tree, broadcast/reduce) streams slices of up to a buffer slot hop by
   hop; the last hop starts only after the first slice crossed the (depth - 1) hops before it.
   NVLS-tree runs NVLS channels x heads operations at once, each streaming NCCL's NVLS-tree chunk
-  (nvls_tree_chunk_bytes), so its fill is (depth - 1) steps of all of them at the bottleneck's rate.
+  (nvls_chunk_bytes), so its fill is (depth - 1) steps of all of them at the bottleneck's rate.
+  NVLS all_reduce inside one NVLink domain is a pipeline of its own, three warp groups a channel
+  (all_reduce.h, the one-node NVLS path): scatter copies the input into each head's slot of the NVLS
+  buffer, the head reduces its chunk from every GPU through the switch and multicasts the sum, and
+  gather copies the result out. A step of all channels x heads operations moves NCCL's NVLS chunk each
+  (128 KiB, cut to 64, 32 and 16 KiB as the operation shrinks against them; enqueue.cc), and the first
+  step crosses the two stages before the last one: a fill of 2 such steps, the whole operation below
+  one step (no overlap of the three). From 1 MiB to 64 MiB that is 15-50% of the time on an 8-GPU
+  NVSwitch node; with registered user buffers (regUsed) scatter and gather do nothing, which nccl-tests
+  and the frameworks' default allocations do not use.
 - NCCL's tree chunks (`nccl_tree_chunks`, used when NCCL's tuner chooses the pair, as the overlapped
   handshakes are): NCCL halves a tree's chunk while a small operation would give each channel too few of
   them (Simple in 2.4-2.19, LL128 in every release; tree_chunk_bytes), so a 1-4 MiB tree all_reduce on a
@@ -277,12 +286,14 @@ def tree_chunk_bytes(size_bytes: float, channels: float, v: CommView, proto: str
     return chunk
 
 
-def nvls_tree_chunk_bytes(size_bytes: float, concurrent: int, n_nodes: int) -> float:
-    """The chunk each of NVLS-tree's `concurrent` operations moves a step (enqueue.cc, nccl_constants)."""
+def nvls_chunk_bytes(size_bytes: float, concurrent: int, n_nodes: int, tree: bool) -> float:
+    """The chunk each of NVLS's or NVLS-tree's `concurrent` operations (channels x heads) moves a step
+    (enqueue.cc): NCCL_NVLS_CHUNKSIZE, NVLS-tree's at most 64 KiB on 4 nodes or more, then cut while the operation
+    is small against concurrent x chunk (nccl_constants.NVLS_CHUNK_STEPS, NVLS_TREE_CHUNK_STEPS)."""
     chunk = float(C.NVLS_CHUNK_BYTES)
-    if n_nodes >= 4:
+    if tree and n_nodes >= 4:
         chunk = min(chunk, C.NVLS_TREE_MAX_CHUNK_BYTES_4_NODES)
-    for factor, cap in C.NVLS_TREE_CHUNK_STEPS:
+    for factor, cap in C.NVLS_TREE_CHUNK_STEPS if tree else C.NVLS_CHUNK_STEPS:
         if size_bytes < factor * concurrent * chunk and chunk > cap:
             chunk = cap
     return chunk
@@ -358,10 +369,11 @@ def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView
     bandwidth_s = size_bytes * seconds_per_byte + chunks * exposed_s
 
     fill_s = 0.0
-    if shape.algo == "nvls_tree":  # every concurrent operation's first chunk crosses the chain first
-        concurrent = C.NVLS_CHANNELS.get(v.arch, C.NVLS_CHANNELS["hopper"]) * nvls_heads(v)
-        step_bytes = concurrent * nvls_tree_chunk_bytes(size_bytes, concurrent, v.n_nodes)
-        fill_s = (shape.chain_depth - 1) * min(step_bytes, size_bytes) * seconds_per_byte
+    nvls_stages = C.NVLS_ALLREDUCE_STAGES if shape.algo == "nvls" and op == "all_reduce" else shape.chain_depth
+    if shape.algo in ("nvls", "nvls_tree") and nvls_stages > 1:  # each concurrent operation's first chunk
+        concurrent = C.NVLS_CHANNELS.get(v.arch, C.NVLS_CHANNELS["hopper"]) * nvls_heads(v)  # crosses the stages
+        step_bytes = concurrent * nvls_chunk_bytes(size_bytes, concurrent, v.n_nodes, shape.algo == "nvls_tree")
+        fill_s = (nvls_stages - 1) * min(step_bytes, size_bytes) * seconds_per_byte
     elif shape.chain_depth > 1:
         slot = buffer_bytes(proto, v) / C.NCCL_STEPS if tree_chunk is None else tree_chunk
         slice_bytes = min(slot, size_bytes / channels)

@@ -6,7 +6,7 @@ public logs (../shared/data/nccl-tests: ABCI A100 and V100 nodes, a DGX-1, an Az
 A100 node of unstated NCCL version) are 27-55% slower than predicted there (median of each log's rows), while
 the same sizes on B200 NVSwitch nodes are within 8-24% either way and multi-node runs of the same GPUs
 within ~10% (the network, not NVLink, then sets the time); the one H200 log, a torch.distributed benchmark
-timed around one call, is 25% slow there too. No
+timed around one call, is 7% slow there (its LL rows at 256-512 KiB 12-25%). No
 sourced physical cause has been found that a model change could carry without worsening the other
 logs (docs/collectives.md, "Known error band"), so `validate` states the band instead.
 """

@@ -1,13 +1,14 @@
-"""NVLS-tree's pipeline fill: its channels x heads concurrent operations each stream NCCL's NVLS-tree chunk
-through the chain (NVLS reduction, the tree's network hops, the multicast), so the first step of all of
-them, concurrentOps x chunk bytes, crosses chain_depth - 1 stages before the chain is full (enqueue.cc)."""
+"""NVLS's and NVLS-tree's pipeline fill: their channels x heads concurrent operations each stream NCCL's NVLS
+chunk through a chain (NVLS-tree: NVLS reduction, the tree's network hops, the multicast; NVLS all_reduce in one
+NVLink domain: scatter, reduce and multicast, gather), so the first step of all of them, concurrentOps x chunk
+bytes, crosses the stages before the last one before the chain is full (enqueue.cc, device/all_reduce.h)."""
 
 from __future__ import annotations
 
 import pytest
 
 from simulator.collectives.comm import comm_view
-from simulator.collectives.cost import nvls_tree_chunk_bytes
+from simulator.collectives.cost import nvls_chunk_bytes
 from simulator.collectives.predict import predict_collective
 from topologies.build import build
 from topologies.presets import load_preset
@@ -23,7 +24,7 @@ KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 ])
 def test_nccl_nvls_tree_chunk(size: int, nodes: int, chunk: int):
     """enqueue.cc's NVLS_TREE branch (2.19-2.29) with 16 channels x 8 heads = 128 concurrent operations."""
-    assert nvls_tree_chunk_bytes(size, 128, nodes) == chunk
+    assert nvls_chunk_bytes(size, 128, nodes, tree=True) == chunk
 
 
 def test_two_dgx_h100_fill_three_steps_of_all_operations():
@@ -45,3 +46,37 @@ def test_fill_never_exceeds_the_message():
     est = predict_collective(view, "all_reduce", MIB, algo="nvls")
     seconds_per_byte = dict(est.demand_s_per_byte)[est.bottleneck]
     assert est.fill_s <= 3 * MIB * seconds_per_byte * (1 + 1e-9)
+
+
+@pytest.mark.parametrize(("size", "chunk"), [
+    (2 * GIB, 128 * KIB),  # NCCL_NVLS_CHUNKSIZE from 64 x 128 ops x 128 KiB = 1 GiB
+    (512 * MIB, 64 * KIB),  # under 1 GiB, and not under 8 x 128 x 64 KiB = 64 MiB
+    (32 * MIB, 32 * KIB),  # under 64 MiB, and not under 2 x 128 x 32 KiB = 8 MiB
+    (4 * MIB, 16 * KIB),
+])
+def test_nccl_nvls_chunk(size: int, chunk: int):
+    """enqueue.cc's NCCL_ALGO_NVLS branch (2.19-2.30) with 16 channels x 8 heads = 128 concurrent operations."""
+    assert nvls_chunk_bytes(size, 128, 1, tree=False) == chunk
+
+
+@pytest.mark.parametrize(("size", "step"), [
+    (16 * MIB, 4 * MIB),  # 128 operations of 32 KiB
+    (2 * GIB, 16 * MIB),  # of 128 KiB
+    (MIB, MIB),  # under one step: the whole operation crosses scatter and reduce before gather starts
+])
+def test_one_dgx_h100_nvls_all_reduce_fills_two_steps(size: int, step: int):
+    """One DGX H100: 16 NVLS channels x 8 heads; scatter -> reduce and multicast -> gather is 3 deep, so the fill
+    is 2 steps of all operations at the bottleneck's rate: 8 MiB x 3.62 ps = 30 us at 16 MiB, where the published
+    H200 node measures 134 us against 94 us priced without it (docs/collectives.md)."""
+    view = comm_view(build(load_preset("dgx-h100", nodes=1)))
+    est = predict_collective(view, "all_reduce", size, algo="nvls")
+    assert est.algo == "nvls"
+    seconds_per_byte = dict(est.demand_s_per_byte)[est.bottleneck]
+    assert est.fill_s == pytest.approx(2 * step * seconds_per_byte, rel=1e-9)
+
+
+def test_nvls_all_gather_has_no_fill():
+    """NVLS all_gather and reduce_scatter are not the all_reduce's three-stage pipeline: no fill is charged."""
+    view = comm_view(build(load_preset("dgx-h100", nodes=1)))
+    for op in ("all_gather", "reduce_scatter"):
+        assert predict_collective(view, op, 64 * MIB, algo="nvls").fill_s == 0.0

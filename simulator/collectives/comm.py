@@ -27,12 +27,13 @@ INTRA_EFFICIENCY = {"nvlink": 0.80, "pcie": 0.78, "shm": 0.55}
 # NVLink SHARP (NVLS) reduces in the NVSwitch: its copy engine reaches less of the NVLink rate
 # than a ring, per NVSwitch generation. With NVLS' per-GPU traffic of (1 + 1/G) x S, 8 GPUs, and the
 # all_reduce pipeline's fill of two steps of all channels x heads operations at the 4 GiB these reports
-# quote (simulator.collectives.cost: 16 MiB steps on Hopper's 16 channels, 32 MiB on Blackwell's 32):
+# quote (simulator.collectives.cost: 16 MiB steps on Hopper's 16 channels, 24 MiB on the 24 that NCCL 2.27+
+# gives one Blackwell domain):
 # - Hopper (NVLink4): 480 GB/s busbw with NVLS against 369 ring (nccl-tests issue #309), algbw 275,
 #   309 GB/s a GPU of 450, x (1 + 32 MiB / 4 GiB): 0.69. The same rate a GPU holds at 5-8 GPUs
 #   (NVIDIA/nccl #1455: busbw 420, 440, 460, 480) and on H800's 200 GB/s (#1374: 215 busbw).
 # - Blackwell (NVLink5, B300, NCCL 2.30.4; NVIDIA/nccl #2140): 845 GB/s busbw with NVLS against 695
-#   ring, algbw 483, 543 GB/s a GPU of 900, x (1 + 64 MiB / 4 GiB): 0.61.
+#   ring, algbw 483, 543 GB/s a GPU of 900, x (1 + 48 MiB / 4 GiB): 0.61.
 NVLS_EFFICIENCY = {"hopper": 0.69, "blackwell": 0.61}
 
 # Ports of a spine switch: the 64-port switch whose half the fabric's leaves give their servers

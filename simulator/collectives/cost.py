@@ -34,15 +34,17 @@ For an algorithm shape (simulator.collectives.algorithms) run with a protocol on
   hop; the last hop starts only after the first slice crossed the (depth - 1) hops before it.
   NVLS-tree runs NVLS channels x heads operations at once, each streaming NCCL's NVLS-tree chunk
   (nvls_chunk_bytes), so its fill is (depth - 1) steps of all of them at the bottleneck's rate.
-  NVLS all_reduce inside one NVLink domain is a pipeline of its own, three warp groups a channel
-  (all_reduce.h, the one-node NVLS path): scatter copies the input into each head's slot of the NVLS
+  NVLS inside one NVLink domain is a pipeline of its own, warp groups a channel (device/*.h, the
+  one-node NVLS paths): for all_reduce scatter copies the input into each head's slot of the NVLS
   buffer, the head reduces its chunk from every GPU through the switch and multicasts the sum, and
-  gather copies the result out. A step of all channels x heads operations moves NCCL's NVLS chunk each
-  (128 KiB, cut to 64, 32 and 16 KiB as the operation shrinks against them; enqueue.cc), and the first
-  step crosses the two stages before the last one: a fill of 2 such steps, the whole operation below
-  one step (no overlap of the three). From 1 MiB to 64 MiB that is 15-50% of the time on an 8-GPU
-  NVSwitch node; with registered user buffers (regUsed) scatter and gather do nothing, which nccl-tests
-  and the frameworks' default allocations do not use.
+  gather copies the result out; reduce_scatter is scatter then the reduction into the output,
+  all_gather the multicast of each GPU's input then gather. A step of all channels x heads operations
+  moves NCCL's NVLS chunk each (128 KiB, cut to 64, 32 and 16 KiB as the operation shrinks against
+  them; enqueue.cc), and the first step crosses the stages before the last one: a fill of 2 such steps
+  for all_reduce, 1 for the other two, the whole operation that many times below one step (no overlap).
+  From 1 MiB to 64 MiB that is 15-50% of an all_reduce's time on an 8-GPU NVSwitch node; with
+  registered user buffers (regUsed) the copies do nothing, which nccl-tests and the frameworks' default
+  allocations do not use.
 - NCCL's tree chunks (`nccl_tree_chunks`, used when NCCL's tuner chooses the pair, as the overlapped
   handshakes are): NCCL halves a tree's chunk while a small operation would give each channel too few of
   them (Simple in 2.4-2.19, LL128 in every release; tree_chunk_bytes), so a 1-4 MiB tree all_reduce on a
@@ -369,7 +371,7 @@ def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView
     bandwidth_s = size_bytes * seconds_per_byte + chunks * exposed_s
 
     fill_s = 0.0
-    nvls_stages = C.NVLS_ALLREDUCE_STAGES if shape.algo == "nvls" and op == "all_reduce" else shape.chain_depth
+    nvls_stages = C.NVLS_STAGES.get(op, 0) if shape.algo == "nvls" else shape.chain_depth
     if shape.algo in ("nvls", "nvls_tree") and nvls_stages > 1:  # each concurrent operation's first chunk
         concurrent = C.NVLS_CHANNELS.get(v.arch, C.NVLS_CHANNELS["hopper"]) * nvls_heads(v)  # crosses the stages
         step_bytes = concurrent * nvls_chunk_bytes(size_bytes, concurrent, v.n_nodes, shape.algo == "nvls_tree")

@@ -75,8 +75,13 @@ def test_one_dgx_h100_nvls_all_reduce_fills_two_steps(size: int, step: int):
     assert est.fill_s == pytest.approx(2 * step * seconds_per_byte, rel=1e-9)
 
 
-def test_nvls_all_gather_has_no_fill():
-    """NVLS all_gather and reduce_scatter are not the all_reduce's three-stage pipeline: no fill is charged."""
+@pytest.mark.parametrize("op", ["all_gather", "reduce_scatter"])
+def test_nvls_gather_and_scatter_fill_one_step(op: str):
+    """NVLS all_gather (multicast, then gather) and reduce_scatter (scatter, then the reduction) are two warp
+    groups deep: one step of all 128 operations, 64 KiB each at 64 MiB (under 64 x 128 x 128 KiB, not under
+    8 x 128 x 64 KiB = 64 MiB), 8 MiB."""
     view = comm_view(build(load_preset("dgx-h100", nodes=1)))
-    for op in ("all_gather", "reduce_scatter"):
-        assert predict_collective(view, op, 64 * MIB, algo="nvls").fill_s == 0.0
+    est = predict_collective(view, op, 64 * MIB, algo="nvls")
+    assert est.algo == "nvls"
+    seconds_per_byte = dict(est.demand_s_per_byte)[est.bottleneck]
+    assert est.fill_s == pytest.approx(8 * MIB * seconds_per_byte, rel=1e-9)

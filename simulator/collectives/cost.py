@@ -332,12 +332,13 @@ def p2p_channel_s_per_byte(op: str, shape: AlgoShape, proto: str, v: CommView, n
 def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView,
              p: ModelParams, limits: tuple[int, int] = (1, C.MAX_CHANNELS),
              overlap: bool = False, p2p_net_channels: int = 0,
-             nccl_tree_chunks: bool | None = None) -> CollectiveEstimate:
+             nccl_tree_chunks: bool | None = None, nvls_channels: int | None = None) -> CollectiveEstimate:
     """Predict the time of `op` on `size_bytes` with this algorithm shape, protocol and parameters,
     on at least / at most `limits` channels; `overlap`: the overlapped handshakes (module docstring);
     `p2p_net_channels`: the channels a GPU's point-to-point traffic to other nodes runs on (0: unlimited);
     `nccl_tree_chunks`: a tree's chunks as NCCL sizes them, with (True) or without the Simple loop of
-    releases before 2.20, or None for whole buffer slots (module docstring)."""
+    releases before 2.20, or None for whole buffer slots (module docstring); `nvls_channels`: the NVLS channels
+    the release runs (None: nccl_constants.NVLS_CHANNELS for the GPU generation)."""
     demands = resource_demands(op, shape, proto, v, p)
     bottleneck = max(demands, key=lambda k: demands[k])
     seconds_per_byte = demands[bottleneck]
@@ -373,7 +374,8 @@ def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView
     fill_s = 0.0
     nvls_stages = C.NVLS_STAGES.get(op, 0) if shape.algo == "nvls" else shape.chain_depth
     if shape.algo in ("nvls", "nvls_tree") and nvls_stages > 1:  # each concurrent operation's first chunk
-        concurrent = C.NVLS_CHANNELS.get(v.arch, C.NVLS_CHANNELS["hopper"]) * nvls_heads(v)  # crosses the stages
+        channels_nvls = nvls_channels or C.NVLS_CHANNELS.get(v.arch, C.NVLS_CHANNELS["hopper"])
+        concurrent = channels_nvls * nvls_heads(v)  # crosses the stages
         step_bytes = concurrent * nvls_chunk_bytes(size_bytes, concurrent, v.n_nodes, shape.algo == "nvls_tree")
         fill_s = (nvls_stages - 1) * min(step_bytes, size_bytes) * seconds_per_byte
     elif shape.chain_depth > 1:

@@ -105,9 +105,8 @@ NVLS_TREE_CHUNK_STEPS: Final = ((32, 256 * 1024), (16, 128 * 1024), (4, 64 * 102
 # NVLS in one NVLink domain: the chunk cut to 64, 32, 16 KiB below 64, 8, 2 x concurrentOps x chunk bytes
 # (enqueue.cc's NCCL_ALGO_NVLS branch, unchanged 2.19-2.30), and the pipelined warp groups a channel runs
 # (device/*.h, one-node NVLS): all_reduce scatter, reduce-and-multicast, gather (all_reduce.h); reduce_scatter
-# scatter, reduce (reduce_scatter.h); all_gather multicast, gather (all_gather.h). Blackwell's concurrentOps are
-# taken at 32 channels, as in 2.25-2.26 (2.27+ runs one domain on 24, a 25% smaller step: not release-dependent
-# here).
+# scatter, reduce (reduce_scatter.h); all_gather multicast, gather (all_gather.h). One Blackwell domain's channel
+# count comes from the release (TunerRelease.blackwell_one_domain_nvls_channels: 24 from 2.27).
 NVLS_CHUNK_STEPS: Final = ((64, 64 * 1024), (8, 32 * 1024), (2, 16 * 1024))
 NVLS_STAGES: Final = {"all_reduce": 3, "reduce_scatter": 2, "all_gather": 2}
 

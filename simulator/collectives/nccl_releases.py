@@ -78,6 +78,9 @@ class TunerRelease:
     # LL128 across nodes when a GPU reaches its NIC through its CPU over NVLink-C2C (Grace: GH200/GB200/GB300):
     # 2.27 rates that path P2C, within PXN (LL128 on); before it was PHB, beyond PXN (LL128 off)
     ll128_c2c: bool = False
+    # NVLS channels on one Blackwell NVLink domain (transport/nvls.cc): NVLS_NCHANNELS_SM100, 32, from 2.25;
+    # NVLS_NCHANNELS_SM100_NVL, 24, from 2.27 (several domains keep 32)
+    blackwell_one_domain_nvls_channels: int = 32
     collnet_arity_us: float = 0.5
     ll_intra_multi_node: float = 1.8  # LL intra-node hop latency x this under a multi-node communicator
     tree_correction_all_reduce_only: bool = False  # 2.23+: the tree correction for all_reduce only (enqueue.cc)
@@ -190,7 +193,7 @@ def _build() -> tuple[TunerRelease, ...]:
                              "net": {**r221.hop_lat_us["net"], "tree": (5.0, 8.5, 14.0)}})
     r224 = _with(r223, (2, 24), pat_share=0.75)
     r225 = _with(r224, (2, 25), **_blackwell(r224))
-    r227 = _with(r225, (2, 27), nvls_gather_bw_2_27=True, ll128_c2c=True)
+    r227 = _with(r225, (2, 27), nvls_gather_bw_2_27=True, ll128_c2c=True, blackwell_one_domain_nvls_channels=24)
     return (r28, r210, r212, r214, r215, r217, r218, r219, r220, r221, r223, r224, r225, r227)
 
 

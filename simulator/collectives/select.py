@@ -239,7 +239,8 @@ def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView
             raise _no_pair(op, shapes, protos, rel)
         candidates = [estimate(op, size_bytes, shape, proto, v, params, limits, overlap=selection == "nccl",
                                p2p_net_channels=p2p_net_channels,
-                               nccl_tree_chunks=rel.tree_simple_chunks_shrink if selection == "nccl" else None)
+                               nccl_tree_chunks=rel.tree_simple_chunks_shrink if selection == "nccl" else None,
+                               nvls_channels=release_nvls_channels(v, rel))
                       for shape, proto in pairs]
         if repeat > 1 and op in CHAINED_OPS:
             return min(candidates, key=lambda est: repeated_time_s(est, repeat))
@@ -254,4 +255,10 @@ def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView
         raise _no_pair(op, shapes, protos, rel)
     _, shape, proto = min(ranked, key=lambda item: item[0])
     return estimate(op, size_bytes, shape, proto, v, params, limits, overlap=True, p2p_net_channels=p2p_net_channels,
-                    nccl_tree_chunks=rel.tree_simple_chunks_shrink)
+                    nccl_tree_chunks=rel.tree_simple_chunks_shrink, nvls_channels=release_nvls_channels(v, rel))
+
+
+def release_nvls_channels(v: CommView, rel: TunerRelease) -> int | None:
+    """The NVLS channels `rel` runs on this communicator where they differ from nccl_constants.NVLS_CHANNELS: one
+    Blackwell NVLink domain (TunerRelease.blackwell_one_domain_nvls_channels); None elsewhere."""
+    return rel.blackwell_one_domain_nvls_channels if v.arch == "blackwell" and not v.multi_node else None

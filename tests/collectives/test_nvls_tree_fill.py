@@ -85,3 +85,14 @@ def test_nvls_gather_and_scatter_fill_one_step(op: str):
     assert est.algo == "nvls"
     seconds_per_byte = dict(est.demand_s_per_byte)[est.bottleneck]
     assert est.fill_s == pytest.approx(8 * MIB * seconds_per_byte, rel=1e-9)
+
+
+@pytest.mark.parametrize(("release", "channels"), [((2, 26), 32), ((2, 27), 24)])
+def test_blackwell_one_domain_nvls_channels_by_release(release: tuple[int, int], channels: int):
+    """One B200 node: NCCL 2.25-2.26 run NVLS on 32 channels (NVLS_NCHANNELS_SM100), 2.27+ on 24 in one NVLink
+    domain (NVLS_NCHANNELS_SM100_NVL; transport/nvls.cc). At 16 MiB both cut the chunk to 32 KiB, so the fill is
+    two steps of channels x 8 heads x 32 KiB: 8 MiB on 32 channels, 6 MiB on 24."""
+    view = comm_view(build(load_preset("dgx-b200", nodes=1)))
+    est = predict_collective(view, "all_reduce", 16 * MIB, algo="nvls", nccl_release=release)
+    seconds_per_byte = dict(est.demand_s_per_byte)[est.bottleneck]
+    assert est.fill_s == pytest.approx(2 * channels * 8 * 32 * KIB * seconds_per_byte, rel=1e-9)

@@ -372,10 +372,11 @@ def estimate(op: str, size_bytes: int, shape: AlgoShape, proto: str, v: CommView
     bandwidth_s = size_bytes * seconds_per_byte + chunks * exposed_s
 
     fill_s = 0.0
+    # NVLS and NVLS-tree: every concurrent operation's first chunk crosses the stages before the last
     nvls_stages = C.NVLS_STAGES.get(op, 0) if shape.algo == "nvls" else shape.chain_depth
-    if shape.algo in ("nvls", "nvls_tree") and nvls_stages > 1:  # each concurrent operation's first chunk
+    if shape.algo in ("nvls", "nvls_tree") and nvls_stages > 1:
         channels_nvls = nvls_channels or C.NVLS_CHANNELS.get(v.arch, C.NVLS_CHANNELS["hopper"])
-        concurrent = channels_nvls * nvls_heads(v)  # crosses the stages
+        concurrent = channels_nvls * nvls_heads(v)
         step_bytes = concurrent * nvls_chunk_bytes(size_bytes, concurrent, v.n_nodes, shape.algo == "nvls_tree")
         fill_s = (nvls_stages - 1) * min(step_bytes, size_bytes) * seconds_per_byte
     elif shape.chain_depth > 1:

@@ -231,6 +231,7 @@ def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView
     Point-to-point operations (alltoall, sendrecv) are not tuned by NCCL (LL for small per-channel
     sizes, Simple otherwise): the faster of the two as priced is taken in both."""
     rel = release or tuner_release(None)
+    nvls_channels = release_nvls_channels(v, rel)
     pairs = [(shape, proto) for shape in shapes for proto in PROTOCOLS
              if (protos is None or proto in protos) and protocol_allowed(shape, proto, v)
              and (shape.algo == "direct" or enabled(op, shape.algo, proto, v, rel))]
@@ -240,7 +241,7 @@ def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView
         candidates = [estimate(op, size_bytes, shape, proto, v, params, limits, overlap=selection == "nccl",
                                p2p_net_channels=p2p_net_channels,
                                nccl_tree_chunks=rel.tree_simple_chunks_shrink if selection == "nccl" else None,
-                               nvls_channels=release_nvls_channels(v, rel))
+                               nvls_channels=nvls_channels)
                       for shape, proto in pairs]
         if repeat > 1 and op in CHAINED_OPS:
             return min(candidates, key=lambda est: repeated_time_s(est, repeat))
@@ -255,7 +256,7 @@ def best_estimate(op: str, size_bytes: int, shapes: list[AlgoShape], v: CommView
         raise _no_pair(op, shapes, protos, rel)
     _, shape, proto = min(ranked, key=lambda item: item[0])
     return estimate(op, size_bytes, shape, proto, v, params, limits, overlap=True, p2p_net_channels=p2p_net_channels,
-                    nccl_tree_chunks=rel.tree_simple_chunks_shrink, nvls_channels=release_nvls_channels(v, rel))
+                    nccl_tree_chunks=rel.tree_simple_chunks_shrink, nvls_channels=nvls_channels)
 
 
 def release_nvls_channels(v: CommView, rel: TunerRelease) -> int | None:

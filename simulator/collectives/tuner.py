@@ -22,8 +22,8 @@ rates its links (topo.h: 20.0 GB/s a link for Volta and Ampere, 20.6 Hopper, 40.
 against 25 / 25 / 25 / 50 GB/s of line rate: 80-82%), PCIe at PCI_BW 12 GB/s of a Gen3 x16 link's
 15.75 (76%), the NICs at their line rate, and a ring's channel count of two per NVLink's worth of
 bandwidth (the search's one channel per link, duplicated), at most NCCL_MAX_NCHANNELS (32). The
-CPU is taken as Intel x86 for the multi-node llMaxBws row; the network overhead is the host CPU's
-(CommView.host_cpu, nccl_constants.NET_OVERHEAD_US).
+host CPU (CommView.host_cpu) picks the multi-node llMaxBws row (multi_node_ll_row) and the network
+overhead (nccl_constants.NET_OVERHEAD_US), as NCCL's own detection of the CPU does.
 """
 
 from __future__ import annotations
@@ -110,11 +110,19 @@ def tuner_channels(v: CommView, rel: TunerRelease, limits: tuple[int, int]) -> i
     return max(low, min(high, wanted))
 
 
+def multi_node_ll_row(v: CommView) -> str:
+    """The llMaxBws row NCCL caps LL with across nodes: the host CPU's vendor picks it, AMD hosts the second row
+    (the release table's "ampere" row: 22.5 / 19.0 GB/s on 2 / 4+ nodes), every other host the first ("volta":
+    39.0 / 20.4). tuning.cc ncclTopoTuneModel, `index1`, the same in 2.8-2.27 (2.27 adds mixed-vendor hosts to
+    AMD's row, which CommView does not describe)."""
+    return "ampere" if v.host_cpu == "amd" else "volta"
+
+
 def _algbw_gbps(op: str, algo: str, proto: str, v: CommView, rel: TunerRelease, channels: int) -> float:
     n, nodes, ppn = v.n_ranks, v.n_nodes, v.n_ranks / v.n_nodes
     scale = 0 if nodes == 1 else (1 if nodes == 2 else 2)
     fam = family(rel, v.arch)
-    ll_max = rel.ll_max_gbps[fam][0] if nodes == 1 else rel.ll_max_gbps["volta"][scale]
+    ll_max = rel.ll_max_gbps[fam][0] if nodes == 1 else rel.ll_max_gbps[multi_node_ll_row(v)][scale]
     bus = bus_gbps(algo, op, v, rel)
     if algo == "ring" and proto == "ll":
         share = rel.ring_ll_share

@@ -90,9 +90,10 @@ class ScenarioSpec(BaseModel):
         "algorithms it offers (NVLS from 2.17, PAT from 2.23, ...) and, with nccl_selection nccl, its tuner's "
         "choice. Default: the newest of a calibration profile's logs (predicting with one), else the newest "
         "modelled.")
-    nccl_selection: Literal["model", "nccl"] = Field(
-        default="model", description="Each collective's algorithm and protocol: 'model', the pair the cost model "
-        "prices fastest, or 'nccl', the pair the release's tuner ranks first (NCCL's own constants).")
+    nccl_selection: Literal["model", "nccl"] | None = Field(
+        default=None, description="Each collective's algorithm and protocol: 'model', the pair the cost model "
+        "prices fastest, or 'nccl', the pair the release's tuner ranks first (NCCL's own constants). Default: "
+        "the one a calibration profile's fit priced its logs with (predicting with one), else 'model'.")
     run: RunSpec | None = Field(default=None, description="Training to a token count through failures, checkpoints "
                                 "and restarts (time to train, goodput).")
 
@@ -272,14 +273,15 @@ def resolve_scenario(scenario: ScenarioSpec) -> tuple[TopologySpec, TrainingSpec
 
 
 def scenario_echo(scenario: ScenarioSpec, topology: TopologySpec, training: TrainingSpec,
-                  model: ModelSpec) -> dict[str, object]:
+                  model: ModelSpec, selection: str | None = None) -> dict[str, object]:
     """The scenario as predicted, every field given (presets expanded, defaults filled in): itself a
-    valid scenario that predicts the same step."""
+    valid scenario that predicts the same step. `selection`: the one the prediction ran (StepPrediction
+    .nccl_selection: a calibration profile's where the scenario states none), else the scenario's, else 'model'."""
     return {
         "name": scenario.name, "topology": topology.model_dump(mode="json"), "nodes": topology.nodes,
         "training": {**training.model_dump(mode="json"), "model": model.model_dump(mode="json")},
         "stragglers": [straggler.model_dump(mode="json") for straggler in stragglers_of(scenario)] or None,
         "jitter": scenario.jitter and scenario.jitter.model_dump(mode="json"), "nccl_env": dict(scenario.nccl_env),
-        "nccl_version": scenario.nccl_version, "nccl_selection": scenario.nccl_selection,
+        "nccl_version": scenario.nccl_version, "nccl_selection": selection or scenario.nccl_selection or "model",
         "run": scenario.run and scenario.run.model_dump(mode="json"),
     }

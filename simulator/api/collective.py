@@ -62,7 +62,7 @@ def collective(topology: str | Mapping[str, Any] | TopologySpec = "dgx-h100", no
                calibration: str | Path | None = None, force_calibration: bool = False,
                link_faults: Sequence[Mapping[str, Any]] | None = None,
                gpus_per_thread: int = 1, nccl_version: str | None = None,
-               selection: str = "model") -> CollectivePrediction:
+               selection: str | None = None) -> CollectivePrediction:
     """Predict `op` (all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv) over all
     the GPUs of `topology` (a preset name, topology YAML path, TopologySpec or its fields) with `nodes`
     nodes (default: the topology's), for sizes from `min_bytes` to `max_bytes` times `factor` each step
@@ -72,7 +72,8 @@ def collective(topology: str | Mapping[str, Any] | TopologySpec = "dgx-h100", no
     thread issuing that many GPUs' launches; simulator.collectives.harness). `nccl_version` is the NCCL release
     (the algorithms it offers; default: that of the calibration profile's logs, else the newest) and
     `selection` whose choice of algorithm and protocol: 'model' (the fastest the model prices) or 'nccl' (the
-    release's tuner's), as `clustersim collective --nccl-version --selection`."""
+    release's tuner's); default: the one the calibration profile's fit priced with, else 'model'; as
+    `clustersim collective --nccl-version --selection`."""
     if op not in COLLECTIVES:
         raise ConfigError(f"collective op: unknown collective {op!r} (valid: {', '.join(COLLECTIVES)})")
     spec = topology_of(topology, nodes)
@@ -83,10 +84,11 @@ def collective(topology: str | Mapping[str, Any] | TopologySpec = "dgx-h100", no
     if not walked or min(walked) < 1:
         raise ConfigError(f"collective sizes: expected sizes >= 1 byte, got {walked}")
     view = comm_view(build_representative(spec))
-    params, fitted_on = calibration_for(load_profile(None if calibration is None else Path(calibration)), spec.gpu,
-                                        spec.intra_node, view, force_calibration)
-    release = release_option(nccl_version, "collective nccl_version") or fitted_on
-    rows = collective_table(view, op, walked, algo, proto, dict(env or {}), dtype, use_engine=engine, params=params,
-                            nccl_release=release, selection=selection_option(selection, "collective selection"),
+    fitted = calibration_for(load_profile(None if calibration is None else Path(calibration)), spec.gpu,
+                             spec.intra_node, view, force_calibration)
+    release = release_option(nccl_version, "collective nccl_version") or fitted.release
+    stated = None if selection is None else selection_option(selection, "collective selection")
+    rows = collective_table(view, op, walked, algo, proto, dict(env or {}), dtype, use_engine=engine,
+                            params=fitted.params, nccl_release=release, selection=fitted.selection_or(stated),
                             gpus_per_thread=gpus_per_thread)
     return CollectivePrediction(spec.name, spec.nodes, view.n_ranks, op, tuple(rows), gpus_per_thread)

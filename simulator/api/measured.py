@@ -14,18 +14,18 @@ from typing import Any
 import yaml
 
 from simulator.api.results import Result, records
-from simulator.calibration.apply import calibrated_params, load_profile
+from simulator.calibration.apply import load_profile, predict_measured
 from simulator.calibration.crossval import GROUP_BY, CrossvalReport, crossval_to_json, splits
 from simulator.calibration.crossval import crossval as run_crossval
-from simulator.calibration.fit import FitOptions, fit_hardware, group_by_hardware
+from simulator.calibration.fit import FIT_SELECTION, FitOptions, fit_hardware, group_by_hardware, with_selection
 from simulator.calibration.profile import CalibrationProfile, profile_to_dict
 from simulator.collectives.busbw import busbw_factor
+from simulator.collectives.select import selection_option
 from simulator.core.errors import ConfigError
 from simulator.measurements.dataset import MeasuredLog
 from simulator.measurements.load import LoadedLogs, SkippedEntry, read_measured
 from simulator.sweep.run import clustersim_version
 from simulator.validation.accuracy import LogReport, ValidationReport, report_to_json
-from simulator.validation.run import predict_log
 
 
 def _loaded(manifest: str | Path, only: Iterable[str] | None, strict: bool) -> LoadedLogs:
@@ -141,22 +141,24 @@ def validate(manifest: str | Path, calibration: Calibration | str | Path | None 
         None if calibration is None else Path(calibration))
     loaded = _loaded(manifest, only, strict)
     logs = loaded.logs
-    reports = [predict_log(m, calibrated_params(profile, m.entry.gpu, m.entry.intra_node, m.view, force_calibration))
-               for m in logs]
+    reports = [predict_measured(m, profile, force_calibration) for m in logs]
     rows = tuple(row for log, report in zip(logs, reports, strict=True) for row in _rows(log, report))
     return Validation(rows, loaded.skipped, ValidationReport(tuple(reports), loaded.skipped))
 
 
 def calibrate(manifest: str | Path, *, only: Iterable[str] | None = None, max_nfev: int = 40,
-              strict: bool = False) -> Calibration:
+              strict: bool = False, selection: str = FIT_SELECTION) -> Calibration:
     """Fit the collective model's parameters to the manifest's logs (or those in `only`), one fit per hardware,
     as `clustersim calibrate` (robust least squares on log time with a ridge towards the prior; only
-    parameters the data identify are fitted). `max_nfev`: model evaluations per fit, at most (x parameters)."""
+    parameters the data identify are fitted). `max_nfev`: model evaluations per fit, at most (x parameters);
+    `selection`: whose choice of algorithm and protocol prices each row, 'nccl' (the log's release's tuner's: what
+    ran) or 'model' (the cost model's fastest), recorded in the profile for the predictions made with it."""
     if max_nfev < 1:
         raise ConfigError(f"calibrate max_nfev must be >= 1, got {max_nfev}")
     options = FitOptions(max_nfev=max_nfev)
-    sections = tuple(fit_hardware(hardware, logs, options)
-                     for hardware, logs in group_by_hardware(_measured(manifest, only, strict)).items())
+    chosen = selection_option(selection, "calibrate selection")
+    logs = with_selection(_measured(manifest, only, strict), chosen)
+    sections = tuple(fit_hardware(hardware, group, options) for hardware, group in group_by_hardware(logs).items())
     profile = CalibrationProfile(clustersim_version(), datetime.now(UTC).isoformat(timespec="seconds"), sections)
     parameters = tuple(FittedParameter(s.hardware.label(), p.name, p.value, p.prior, p.lower, p.upper, p.fitted,
                                        p.sensitivity_pct, p.at_bound) for s in sections for p in s.params)
@@ -195,15 +197,17 @@ class CrossValidation(Result):
 
 
 def crossval(manifest: str | Path, group_by: str = "cluster", *, train_max_nodes: int = 2,
-             only: Iterable[str] | None = None, max_nfev: int = 40, strict: bool = False) -> CrossValidation:
+             only: Iterable[str] | None = None, max_nfev: int = 40, strict: bool = False,
+             selection: str = FIT_SELECTION) -> CrossValidation:
     """Fit on some logs of each cluster and predict the others, as `clustersim crossval`: `group_by` cluster
     (leave one log out), nodes (fit on runs of at most `train_max_nodes` nodes, predict the larger) or size
-    (fit on every other size, predict the rest)."""
+    (fit on every other size, predict the rest); prior and fits price the rows with `selection` (as calibrate)."""
     if group_by not in GROUP_BY:
         raise ConfigError(f"crossval group_by: {group_by!r} is not one of {', '.join(GROUP_BY)}")
     if max_nfev < 1:
         raise ConfigError(f"crossval max_nfev must be >= 1, got {max_nfev}")
-    logs = _measured(manifest, only, strict)
+    chosen = selection_option(selection, "crossval selection")
+    logs = with_selection(_measured(manifest, only, strict), chosen)
     if not splits(logs, group_by, train_max_nodes):
         raise ConfigError(f"crossval group_by {group_by}: no cluster has logs to fit on and logs to predict")
     report = run_crossval(logs, group_by, train_max_nodes, FitOptions(max_nfev=max_nfev))

@@ -112,7 +112,8 @@ def predict(scenario: ScenarioLike | None = None, *, train_tokens: float | None 
     run = predict_run(spec.run, topology, training, model, step) if spec.run is not None else None
     tokens = train_tokens if train_tokens is not None else (
         spec.run.train_tokens if spec.run is not None else DEFAULT_TRAIN_TOKENS)
-    data = prediction_json(step, tokens, usd_per_gpu_hour, scenario.to_dict())
+    echo = {**scenario.to_dict(), "nccl_selection": step.nccl_selection}  # a calibration profile's, if it chose
+    data = prediction_json(step, tokens, usd_per_gpu_hour, echo)
     return Prediction(**data, run=run.to_json(usd_per_gpu_hour) if run is not None else None, _step=step)
 
 
@@ -161,6 +162,7 @@ def scale(scenario: ScenarioLike | None = None, nodes: Iterable[int] = (1, 2, 4,
     rows = weak_scaling(jobs, grad_accum, None if calibration is None else Path(calibration), force_calibration)
     base = rows[0][1]
     predictions = tuple(
-        Prediction(**prediction_json(step, scenario=scenario_echo(spec, topo, training, model)), _step=step)
+        Prediction(**prediction_json(step, scenario=scenario_echo(spec, topo, training, model, step.nccl_selection)),
+                   _step=step)
         for (_, spec, topo, training, model), step in rows)
     return Scaling(tuple(ScalingRow(**scale_row_json(count, step, base)) for (count, *_), step in rows), predictions)

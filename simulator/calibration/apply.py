@@ -3,7 +3,7 @@ step with what the user measured (a profile, a single-GPU throughput). Shared by
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from simulator.calibration.profile import CalibrationProfile, profile_from_dict
@@ -12,11 +12,13 @@ from simulator.collectives.nccl_setup import DEFAULT_NCCL, NcclSetup
 from simulator.collectives.params import ModelParams, prior_params
 from simulator.core.input_file import read_input_text
 from simulator.core.yaml_text import load_yaml_text
-from simulator.measurements.dataset import HardwareKey
+from simulator.measurements.dataset import HardwareKey, MeasuredLog
 from simulator.training.compute import fp8_gemm_ratio
 from simulator.training.pace import NOMINAL, Pace
 from simulator.training.predict import compute_scale_for, predict_step
 from simulator.training.prediction import StepPrediction
+from simulator.validation.accuracy import LogReport
+from simulator.validation.run import predict_log
 from topologies.build import build_representative
 from topologies.spec import TopologySpec
 from workloads.spec import ModelSpec, TrainingSpec
@@ -29,20 +31,36 @@ def load_profile(path: Path | None) -> CalibrationProfile | None:
     return profile_from_dict(load_yaml_text(read_input_text(path, "calibration profile"), str(path)), str(path))
 
 
-def calibrated_params(profile: CalibrationProfile | None, gpu: str, intra_node: str, view: CommView,
-                      force: bool) -> ModelParams | None:
-    """The parameters a profile gives this cluster (None: use the prior)."""
-    return calibration_for(profile, gpu, intra_node, view, force)[0]
+@dataclass(frozen=True)
+class ClusterCalibration:
+    """What a profile gives one cluster: the fitted parameters, the newest NCCL release of the logs they were
+    fitted on and the selection the fit priced those logs with, which a prediction with the profile takes
+    where it states none of its own (all None: no profile)."""
+
+    params: ModelParams | None = None
+    release: tuple[int, int] | None = None
+    selection: str | None = None
+
+    def selection_or(self, stated: str | None) -> str:
+        """The selection a prediction runs: the one it states, else the fit's, else the model's own choice."""
+        return stated or self.selection or "model"
 
 
 def calibration_for(profile: CalibrationProfile | None, gpu: str, intra_node: str, view: CommView,
-                    force: bool) -> tuple[ModelParams | None, tuple[int, int] | None]:
-    """The parameters a profile gives this cluster and the newest NCCL release of the logs they were fitted on,
-    which a prediction with the profile runs unless it states its own (None, None: no profile)."""
+                    force: bool) -> ClusterCalibration:
+    """What `profile` gives this cluster (ClusterCalibration; empty without a profile)."""
     if profile is None:
-        return None, None
+        return ClusterCalibration()
     section = profile.section_for(HardwareKey.of(gpu, intra_node, view), force)
-    return section.apply(prior_params(view)), section.nccl_release
+    return ClusterCalibration(section.apply(prior_params(view)), section.nccl_release, section.selection)
+
+
+def predict_measured(log: MeasuredLog, profile: CalibrationProfile | None, force: bool,
+                     release: tuple[int, int] | None = None, selection: str | None = None) -> LogReport:
+    """Every row of a measured log predicted with what `profile` gives its cluster (the prior without one), in
+    the selection stated, else the one the profile's fit priced its logs with, else the log's own."""
+    fitted = calibration_for(profile, log.entry.gpu, log.entry.intra_node, log.view, force)
+    return predict_log(log, fitted.params, release, selection or fitted.selection)
 
 
 def predict_calibrated(topology: TopologySpec, training: TrainingSpec, model: ModelSpec, calibration: Path | None,
@@ -50,17 +68,23 @@ def predict_calibrated(topology: TopologySpec, training: TrainingSpec, model: Mo
                        nccl: NcclSetup = DEFAULT_NCCL) -> StepPrediction:
     """Predict with what the user measured: a calibration profile (collective parameters, and the
     GEMM efficiency of its compute section) and/or a single-GPU tokens/s for this job. A job that states no
-    NCCL release runs the one of the profile's logs (calibration_for)."""
+    NCCL release runs the one of the profile's logs, and one that states no selection takes the one its fit priced
+    them with (calibration_for)."""
     profile = load_profile(calibration)
     params, gemm, source = None, None, []
     if profile is not None:
         cluster = build_representative(topology)
         source.append(str(calibration))
         if profile.sections:  # a compute-only profile (benchmarks/gpu_calibration.py) leaves collectives at the prior
-            params, release = calibration_for(profile, topology.gpu, topology.intra_node, comm_view(cluster), force)
-            if nccl.release is None and release is not None:
-                nccl = replace(nccl, release=release)
-                source.append(f"NCCL {release[0]}.{release[1]}, its logs' release")
+            fitted = calibration_for(profile, topology.gpu, topology.intra_node, comm_view(cluster), force)
+            params = fitted.params
+            if nccl.release is None and fitted.release is not None:
+                nccl = replace(nccl, release=fitted.release)
+                source.append(f"NCCL {fitted.release[0]}.{fitted.release[1]}, its logs' release")
+            if nccl.selection is None:
+                nccl = replace(nccl, selection=fitted.selection)
+                if fitted.selection == "nccl":
+                    source.append("NCCL's tuner's choices, as its fit")
         if profile.compute is not None:  # the job's precision where measured; fp8 jobs else take bf16's share
             measured = {g.dtype for g in profile.compute.gemms}
             precision = "bf16" if training.precision == "fp8" and "fp8" not in measured else training.precision

@@ -20,6 +20,7 @@ from simulator.calibration.compute_profile import (
 )
 from simulator.collectives.nccl_releases import parse_release
 from simulator.collectives.params import PARAMS, ModelParams
+from simulator.collectives.select import SELECTIONS
 from simulator.core.errors import CalibrationError
 from simulator.measurements.dataset import HardwareKey
 
@@ -55,6 +56,10 @@ class HardwareCalibration:
     params: tuple[FittedParam, ...]
     residuals: tuple[LogResidual, ...]
     loss: str
+    # whose choice of algorithm and protocol the fit priced each measured row with (simulator.collectives.select);
+    # predictions with the section take the same unless told otherwise. Profiles written before the field were
+    # fitted with the model's own choice.
+    selection: str = "model"
 
     def apply(self, prior: ModelParams) -> ModelParams:
         """The prior with this section's fitted values in place."""
@@ -112,6 +117,7 @@ def profile_to_dict(profile: CalibrationProfile) -> dict[str, Any]:
                 "hardware": {"gpu": s.hardware.gpu, "intra_node": s.hardware.intra_node,
                              "transport": s.hardware.transport},
                 "loss": s.loss,
+                "selection": s.selection,
                 "parameters": {p.name: _param_to_dict(p) for p in s.params},
                 "sources": [
                     {"file": r.file, "rows": r.rows, "nccl": r.nccl,
@@ -166,7 +172,10 @@ def _section(data: Any, where: str, source: str) -> HardwareCalibration:
                     None if r.get("nccl") is None else str(r["nccl"]))
         for r in data.get("sources", [])
     )
-    return HardwareCalibration(hardware, tuple(params), residuals, str(data.get("loss", "")))
+    selection = data.get("selection", "model")
+    if selection not in SELECTIONS:
+        raise CalibrationError(f"{source}: {where}.selection: {selection!r}; expected {' or '.join(SELECTIONS)}")
+    return HardwareCalibration(hardware, tuple(params), residuals, str(data.get("loss", "")), selection)
 
 
 def profile_from_dict(data: Any, source: str) -> CalibrationProfile:

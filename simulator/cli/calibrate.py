@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -16,11 +15,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from simulator.calibration.crossval import GROUP_BY, crossval, crossval_to_json, splits
-from simulator.calibration.fit import FitOptions, fit_hardware, free_parameters, group_by_hardware
+from simulator.calibration.fit import (
+    FIT_SELECTION,
+    FitOptions,
+    fit_hardware,
+    free_parameters,
+    group_by_hardware,
+    with_selection,
+)
 from simulator.calibration.profile import CalibrationProfile, HardwareCalibration, profile_to_dict
 from simulator.cli.common import check_writable, reflowed, table_console, write_text
 from simulator.cli.measured import STRICT_HELP, load_measured
-from simulator.collectives.select import SELECTION_HELP, selection_option
+from simulator.collectives.select import selection_option
 from simulator.core.errors import ConfigError
 from simulator.validation.accuracy import ErrorSummary
 
@@ -29,12 +35,15 @@ CALIBRATE_HELP = """Fit the collective model's parameters to measured nccl-tests
 For each hardware (GPU, intra-node fabric, network transport) among the manifest's logs, fits the
 intra-node and network efficiencies, the latency scales, the transport latency floor and the
 chunk handshake cost by robust least squares on log time (soft-L1, bounds that keep every value
-physical, a ridge towards the published prior). Only parameters the data identify are fitted:
-each one's sensitivity (rms change of predicted time for a 10% change) is shown, and one below
-0.5% stays at its prior; a value that lands on a bound is flagged. Single-node logs of the same GPU
+physical, a ridge towards the published prior), each row priced with the algorithm and protocol the
+log's NCCL release's tuner chooses for it, which is what ran (--selection nccl, the default). Only
+parameters the data identify are fitted: each one's sensitivity (rms change of predicted time for a
+10% change) is shown, and one below 0.5% stays at its prior; a value that lands on a bound is
+flagged. Single-node logs of the same GPU
 and fabric pin the intra-node parameters. Prints fitted values against priors and in-sample error, and
 writes a profile (YAML) that `collective`, `validate`, `predict`, `scale` and `compare` accept with
---calibration. Nothing is written unless every fit succeeds.
+--calibration; they price collectives as the fit did unless they state a selection. Nothing is written unless
+every fit succeeds.
 
 Examples:
 
@@ -44,12 +53,18 @@ Examples:
       --only a100x8-2node-allreduce-abci-hdr.txt -o abci-a100.yaml
 """
 
+FIT_SELECTION_HELP = ("Whose choice of algorithm and protocol the fit prices each measured row with: 'nccl' (the "
+                      "pair the log's NCCL release's tuner ranks first, which is what ran; default) or 'model' (the "
+                      "pair the cost model prices fastest). The profile records it, and predictions with the profile "
+                      "take it unless they state a selection.")
+
 CROSSVAL_HELP = """Fit on some logs of a cluster and report the error on the others.
 
 --group-by cluster: leave one log out within each cluster (same hardware, NCCL version and libfabric FI_* settings);
 --group-by nodes: fit on logs of at most --train-max-nodes nodes, predict the larger runs;
 --group-by size: fit on every other size, predict the rest (and swap).
-Prints uncalibrated (prior) and calibrated error side by side for every held-out log.
+Prints uncalibrated (prior) and calibrated error side by side for every held-out log, both with the
+selection the fits use (--selection; default nccl, as `calibrate`).
 
 Example:
 
@@ -80,7 +95,8 @@ def _clustersim_version() -> str:
 
 
 def _section_table(section: HardwareCalibration) -> Table:
-    table = Table(title=f"{section.hardware.label()}", title_justify="left")
+    chooser = "NCCL's tuner's" if section.selection == "nccl" else "the model's"
+    table = Table(title=f"{section.hardware.label()} (rows priced with {chooser} choice)", title_justify="left")
     for col in ("parameter", "prior", "fitted", "bounds", "sensitivity"):
         table.add_column(col, justify="left" if col == "parameter" else "right")
     for p in section.params:
@@ -99,6 +115,7 @@ def calibrate(
     output: Annotated[Path, typer.Option("-o", "--output", help="Profile YAML to write.")],
     only: Annotated[list[str] | None, typer.Option(help="Fit on these manifest files only (repeatable).")] = None,
     max_nfev: Annotated[int, typer.Option(help="Model evaluations per fit, at most (x parameters).")] = 40,
+    selection: Annotated[str, typer.Option(help=FIT_SELECTION_HELP)] = FIT_SELECTION,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print the fitted profile as JSON (the YAML's fields and the file written).")] = False,
     strict: Annotated[bool, typer.Option(help=STRICT_HELP)] = False,
@@ -107,8 +124,9 @@ def calibrate(
         raise ConfigError(f"--max-nfev must be >= 1, got {max_nfev}")
     if output.exists() and output.resolve() == manifest.resolve():
         raise ConfigError(f"-o {output}: that is the manifest; write the profile to another file")
+    chosen = selection_option(selection)
     check_writable(output, "profile")
-    groups = group_by_hardware(list(load_measured(manifest, only, strict).logs))
+    groups = group_by_hardware(with_selection(load_measured(manifest, only, strict).logs, chosen))
     options = FitOptions(max_nfev=max_nfev)
     sections = []
     with _progress() as progress:
@@ -139,7 +157,7 @@ def crossval_command(
     train_max_nodes: Annotated[int, typer.Option(help="With --group-by nodes: fit on runs up to this size.")] = 2,
     only: Annotated[list[str] | None, typer.Option(help="Use these manifest files only (repeatable).")] = None,
     max_nfev: Annotated[int, typer.Option(help="Model evaluations per fit, at most (x parameters).")] = 40,
-    selection: Annotated[str, typer.Option(help=SELECTION_HELP)] = "model",
+    selection: Annotated[str, typer.Option(help=FIT_SELECTION_HELP)] = FIT_SELECTION,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     strict: Annotated[bool, typer.Option(help=STRICT_HELP)] = False,
 ) -> None:
@@ -148,7 +166,7 @@ def crossval_command(
     if max_nfev < 1:
         raise ConfigError(f"--max-nfev must be >= 1, got {max_nfev}")
     chosen = selection_option(selection)
-    logs = [replace(log, selection=chosen) for log in load_measured(manifest, only, strict).logs]
+    logs = with_selection(load_measured(manifest, only, strict).logs, chosen)
     plan = splits(logs, group_by, train_max_nodes)
     if not plan:
         raise ConfigError(f"--group-by {group_by}: no cluster has logs to fit on and logs to predict")

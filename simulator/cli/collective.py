@@ -33,7 +33,9 @@ Columns: time is one collective's time; algbw = size / time; busbw = algbw x the
 factor (all_reduce 2(n-1)/n; all_gather, reduce_scatter, alltoall (n-1)/n; others 1).
 The algorithm and protocol are the pair the model prices fastest (--selection model, the
 default) or those NCCL's tuner would choose (--selection nccl, of the release given by
---nccl-version, default the newest), unless pinned; the time is the physical model's.
+--nccl-version, default the newest), unless pinned; the time is the physical model's. With
+--calibration the selection defaults to the one the profile's fit used (nccl unless fitted
+otherwise), and the release to that of its logs.
 
 Examples:
 
@@ -78,7 +80,7 @@ def collective(
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     nccl_version: Annotated[str | None, typer.Option(help=NCCL_VERSION_HELP)] = None,
-    selection: Annotated[str, typer.Option(help=SELECTION_HELP)] = "model",
+    selection: Annotated[str | None, typer.Option(help=SELECTION_HELP)] = None,
     gpus_per_thread: Annotated[int, typer.Option(
         "-g", "--gpus-per-thread", min=1,
         help="GPUs one nccl-tests thread drives (its -g): small sizes take at least this many host launches.")] = 1,
@@ -109,14 +111,14 @@ def collective(
                            gbps_option(nic_gbps, "--nic-gbps"), host_cpu)
     spec = with_link_faults(spec, link_fault)
     view = comm_view(build_representative(spec))
-    params, fitted_on = calibration_for(load_profile(calibration), spec.gpu, spec.intra_node, view,
-                                        force_calibration)
-    release = release_option(nccl_version) or fitted_on  # a profile's logs tell the release where none is given
+    fitted = calibration_for(load_profile(calibration), spec.gpu, spec.intra_node, view, force_calibration)
+    release = release_option(nccl_version) or fitted.release  # a profile's logs tell the release where none is given
     user_env = parse_env(env)
     plugin = {name: value for name, value in plugin_env(view.transport, view.arch, view.gpudirect_rdma).items()
               if name not in user_env and not (name == "NCCL_PROTO" and proto != "auto")}
-    rows = collective_table(view, op, sizes, algo, proto, user_env, dtype, use_engine=engine, params=params,
-                            nccl_release=release, selection=selection_option(selection),
+    stated = None if selection is None else selection_option(selection)
+    rows = collective_table(view, op, sizes, algo, proto, user_env, dtype, use_engine=engine, params=fitted.params,
+                            nccl_release=release, selection=fitted.selection_or(stated),
                             gpus_per_thread=gpus_per_thread)
     if as_json:
         payload = {"topology": spec.name, "nodes": spec.nodes, "ranks": view.n_ranks, "op": op,

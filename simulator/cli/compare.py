@@ -151,7 +151,7 @@ def compare(
             raise CalibrationError(f"{path}: {exc}") from None
         predictions.append((path, spec, step))
         runs.append(predict_run(spec.run, topology, training, model, predictions[-1][2]) if spec.run else None)
-        echoes.append(scenario_echo(spec, topology, training, model))
+        echoes.append(scenario_echo(spec, topology, training, model, step.nccl_selection))
         resolved.append(resolved_view(spec, topology, training, model))
     labels = _labels([(path, spec.name) for path, spec, _ in predictions])
     changes = [differences(resolved[0], other) for other in resolved]

@@ -126,8 +126,9 @@ NcclEnvOpt = Annotated[str | None, typer.Option(
     help="NCCL environment for every collective, e.g. 'NCCL_NVLS_ENABLE=0 NCCL_ALGO=Ring', over the scenario's "
     "nccl_env (a variable given here replaces the scenario's).")]
 NcclSelectionOpt = Annotated[str | None, typer.Option(
-    help="Each collective's algorithm and protocol: model (the pair the cost model prices fastest; default) or nccl "
-    "(the pair the release's tuner ranks first, with NCCL's own constants) (the scenario's nccl_selection).")]
+    help="Each collective's algorithm and protocol: model (the pair the cost model prices fastest) or nccl (the pair "
+    "the release's tuner ranks first, with NCCL's own constants) (the scenario's nccl_selection). Default: model, "
+    "or where a calibration profile is given the one its fit priced its logs with (nccl unless fitted otherwise).")]
 FrameworkOpt = Annotated[str | None, typer.Option(
     help="The framework that runs the job: pytorch-ddp, pytorch-fsdp, fsdp2 (torchtitan), deepspeed, megatron-core, "
     "nemo, megatron-deepspeed, llm-foundry, maxtext or internevo. What the job leaves unstated takes that framework's "

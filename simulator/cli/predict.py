@@ -372,7 +372,8 @@ def predict(
                 trace.unlink(missing_ok=True)
             raise
     if as_json:
-        out = prediction_json(p, tokens, usd_per_gpu_hour, scenario_echo(spec, topo, training, model_spec))
+        echo = scenario_echo(spec, topo, training, model_spec, p.nccl_selection)
+        out = prediction_json(p, tokens, usd_per_gpu_hour, echo)
         if outcome is not None:
             out["run"] = outcome.to_json(usd_per_gpu_hour)
         typer.echo(json.dumps(out, indent=2))

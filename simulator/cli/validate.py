@@ -9,14 +9,13 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, calibrated_params, load_profile
+from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, load_profile, predict_measured
 from simulator.cli.common import plain, reflowed, table_console
 from simulator.cli.measured import STRICT_HELP, load_measured
 from simulator.collectives.nccl_releases import release_option
 from simulator.collectives.select import SELECTION_HELP, selection_option
 from simulator.validation.accuracy import ErrorSummary, ValidationReport, report_to_json
 from simulator.validation.known_gaps import gap_notes
-from simulator.validation.run import predict_log
 
 HELP = """Predict every row of every log listed in a manifest and report the error on time.
 
@@ -31,7 +30,8 @@ description and the published-facts prior, or the parameters a calibration profi
 that hardware (--calibration). The algorithm and protocol of each row are the pair the model
 prices fastest (--selection model, the default) or those the log's NCCL release would choose
 (--selection nccl: the manifest's `nccl`, else the version the log prints, else the newest;
---nccl-version sets one release for every log).
+--nccl-version sets one release for every log); with --calibration the default is the selection
+the profile's fit used (nccl unless fitted otherwise).
 
 Example:
 
@@ -69,20 +69,16 @@ def validate(
     calibration: Annotated[Path | None, typer.Option(help=CALIBRATION_HELP)] = None,
     force_calibration: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
     nccl_version: Annotated[str | None, typer.Option(help=NCCL_VERSION_HELP_VALIDATE)] = None,
-    selection: Annotated[str, typer.Option(help=SELECTION_HELP)] = "model",
+    selection: Annotated[str | None, typer.Option(help=SELECTION_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     strict: Annotated[bool, typer.Option(help=STRICT_HELP)] = False,
 ) -> None:
     release = release_option(nccl_version)
-    chosen = selection_option(selection)
+    chosen = None if selection is None else selection_option(selection)
     profile = load_profile(calibration)
     loaded = load_measured(manifest, strict=strict)
     measured = loaded.logs
-    reports = [
-        predict_log(m, calibrated_params(profile, m.entry.gpu, m.entry.intra_node, m.view, force_calibration),
-                    release, chosen)
-        for m in measured
-    ]
+    reports = [predict_measured(m, profile, force_calibration, release, chosen) for m in measured]
     report = ValidationReport(tuple(reports), loaded.skipped)
     if as_json:
         typer.echo(json.dumps(report_to_json(report), indent=2))

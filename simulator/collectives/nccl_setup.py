@@ -17,15 +17,16 @@ from simulator.collectives.predict import predict_collective
 
 @dataclass(frozen=True)
 class NcclSetup:
-    """A job's NCCL: environment variables, release (major, minor; None: the newest modelled) and selection."""
+    """A job's NCCL: environment variables, release (major, minor; None: the newest modelled) and selection
+    (None: not stated, the model's own choice, or with a calibration profile the choice its fit priced)."""
 
     env: tuple[tuple[str, str], ...] = ()
     release: tuple[int, int] | None = None
-    selection: str = "model"
+    selection: str | None = None
 
     @classmethod
     def of(cls, env: Mapping[str, str] | None = None, release: tuple[int, int] | None = None,
-           selection: str = "model") -> NcclSetup:
+           selection: str | None = None) -> NcclSetup:
         """A setup from an environment mapping (None: empty), a release and a selection."""
         return cls(tuple(sorted((env or {}).items())), release, selection)
 
@@ -38,7 +39,7 @@ class NcclSetup:
                 repeat: int = 1) -> CollectiveEstimate:
         """One collective on `view` as this NCCL runs it (predict_collective), one of `repeat` back-to-back."""
         return predict_collective(view, op, size_bytes, env=self.env_map, params=params, nccl_release=self.release,
-                                  selection=self.selection, repeat=repeat)
+                                  selection=self.selection or "model", repeat=repeat)
 
     def predict_deepep(self, view: CommView, size_bytes: int, top_k: int,
                        params: ModelParams | None = None) -> CollectiveEstimate:

@@ -2,12 +2,15 @@
 (simulator.collectives.cost) prices the pair chosen.
 
 Two selections (SELECTIONS):
-- model (the default): the pair the physical model prices fastest, ranking a tree's bandwidth as
-  NCCL's tuner credits it (selection_time_s), among the pairs the NCCL release offers; for a series of
+- model (the default without a calibration profile): the pair the physical model prices fastest,
+  ranking a tree's bandwidth as NCCL's tuner credits it (selection_time_s), among the pairs the NCCL
+  release offers; for a series of
   back-to-back chained calls (reduces or broadcasts per rank), the pair whose series is fastest
   (cost.repeated_time_s: the series pays its fill once, so its bandwidth decides);
 - nccl: the pair the tuner of the NCCL release in use ranks first (simulator.collectives.tuner,
-  with the constants of simulator.collectives.nccl_releases), whatever the model thinks of it.
+  with the constants of simulator.collectives.nccl_releases), whatever the model thinks of it. A
+  calibration fits the measured rows with it by default, and predictions with its profile take it
+  (simulator.calibration.fit.FIT_SELECTION).
 
 Pins follow NCCL's environment: NCCL_ALGO and NCCL_PROTO take comma-separated lists (case does
 not matter; a leading '^' excludes the listed ones), NCCL_NVLS_ENABLE=0 turns NVLink SHARP off,
@@ -50,7 +53,9 @@ _ALGO_ALIASES = {
 }
 SELECTIONS = ("model", "nccl")
 SELECTION_HELP = ("Where the algorithm and protocol come from: 'model' (the pair the cost model prices "
-                  "fastest; default) or 'nccl' (the pair NCCL's tuner of the release ranks first).")
+                  "fastest) or 'nccl' (the pair NCCL's tuner of the release ranks first). Default: 'model'; with "
+                  "--calibration, the selection the profile's fit priced its logs with ('nccl' unless it was "
+                  "fitted with --selection model).")
 ALGO_CHOICES = ("auto", "ring", "tree", "nvls", "collnet", "pat")
 PROTO_CHOICES = ("auto", "ll", "ll128", "simple")
 

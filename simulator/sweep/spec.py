@@ -174,7 +174,7 @@ def _resolve(base: dict[str, Any], overrides: dict[str, Any]) -> Scenario:
                 "straggler_slowdown": pace.slowdown, "nccl_env": dict(sorted(spec.nccl_env.items()))}
     if pace.slow_ranks:  # placed stragglers (scenarios without keep their hash)
         resolved["slow_ranks"] = [list(item) for item in pace.slow_ranks]
-    if spec.nccl_version is not None or spec.nccl_selection != "model":  # (scenarios without keep their hash)
+    if spec.nccl_version is not None or spec.nccl_selection not in (None, "model"):  # (those without keep theirs)
         resolved["nccl"] = {"version": spec.nccl_version, "selection": spec.nccl_selection}
     return Scenario(_digest(resolved), overrides, topology, training, model, pace, nccl=nccl_setup(spec))
 

@@ -451,6 +451,7 @@ def predict_step(topology: TopologySpec, training: TrainingSpec, model_spec: Mod
         memory_capacity_bytes=usable_bytes(cluster.gpu.memory_gib * 1024**3, training),
         comm_by_collective_s=by_collective,
         calibration=calibration,
+        nccl_selection=nccl.selection or "model",
         spans=timeline.spans,
         gpu_tdp_w=topology.gpu_power_limit_w or cluster.gpu.tdp_w,
         idle_classes=pace_classes(pace, v.n_ranks, nominal_compute_s, faulty),

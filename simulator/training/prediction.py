@@ -63,6 +63,7 @@ class StepPrediction:
     comm_by_collective_s: dict[str, float] = field(default_factory=dict)
     model: str = "clustersim collective model + compute roofline"
     calibration: str | None = None
+    nccl_selection: str = "model"  # whose choice of algorithm and protocol priced the collectives (nccl_setup)
     spans: tuple[Span, ...] = field(default=(), repr=False)  # the representative GPU's timeline
     gpu_tdp_w: float = 0.0
     # the job's GPUs by compute pace (slow ones, the others; simulator.training.pace); empty: all like the

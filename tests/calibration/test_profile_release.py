@@ -30,17 +30,23 @@ H100 = HardwareKey("H100-SXM5-80GB", "nvswitch-nvlink4", "ib")
 JOB = {"model": "llama3-70b", "topology": "dgx-h100", "nodes": 2, "tp": 8, "global_batch": 16}
 
 
-def _profile(tmp_path: Path, *releases: str | None) -> Path:
-    """An H100 / InfiniBand section at the prior (nothing fitted), its logs run on `releases`."""
-    prior = prior_params(comm_view(build_representative(load_preset("dgx-h100", nodes=2))))
+def profile_at_prior(path: Path, hardware: HardwareKey, preset: str, releases: tuple[str | None, ...] = (),
+                     selection: str = "model") -> Path:
+    """A profile of one section at the prior of `preset` on 2 nodes (nothing fitted), its logs run on `releases`
+    and fitted with `selection`, written to `path`."""
+    prior = prior_params(comm_view(build_representative(load_preset(preset, nodes=2))))
     params = tuple(FittedParam(name, getattr(prior, name), getattr(prior, name), PARAMS[name].lower,
                                PARAMS[name].upper, fitted=False) for name in PARAMS)
     residuals = tuple(LogResidual(f"log{i}.txt", 10, 5.0, 5.0, release) for i, release in enumerate(releases))
-    profile = CalibrationProfile("0.1.0", "2026-12-05T00:00:00+00:00", (HardwareCalibration(H100, params, residuals,
-                                                                                            "test"),))
-    path = tmp_path / f"profile-{'-'.join(map(str, releases))}.yaml"
+    profile = CalibrationProfile("0.1.0", "2026-12-05T00:00:00+00:00",
+                                 (HardwareCalibration(hardware, params, residuals, "test", selection),))
     path.write_text(yaml.safe_dump(profile_to_dict(profile), sort_keys=False))
     return path
+
+
+def _profile(tmp_path: Path, *releases: str | None) -> Path:
+    """An H100 / InfiniBand section at the prior (nothing fitted), its logs run on `releases`."""
+    return profile_at_prior(tmp_path / f"profile-{'-'.join(map(str, releases))}.yaml", H100, "dgx-h100", releases)
 
 
 def test_a_calibrated_step_runs_the_profile_release_unless_the_job_states_one(tmp_path: Path):

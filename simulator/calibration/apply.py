@@ -55,6 +55,18 @@ def calibration_for(profile: CalibrationProfile | None, gpu: str, intra_node: st
     return ClusterCalibration(section.apply(prior_params(view)), section.nccl_release, section.selection)
 
 
+def selection_mismatch(profile: CalibrationProfile | None, stated: str | None, option: str) -> str | None:
+    """A warning for a stated selection other than the one a profile's fits priced their logs with: its fitted
+    parameters then price pairs they were not fitted on (None: no profile, nothing stated, or the same)."""
+    if profile is None or stated is None:
+        return None
+    others = sorted({section.selection for section in profile.sections if section.selection != stated})
+    if not others:
+        return None
+    return (f"{option} {stated}: the calibration profile was fitted with selection {' and '.join(others)}, so its "
+            "fitted parameters price pairs they were not fitted on")
+
+
 def predict_measured(log: MeasuredLog, profile: CalibrationProfile | None, force: bool,
                      release: tuple[int, int] | None = None, selection: str | None = None) -> LogReport:
     """Every row of a measured log predicted with what `profile` gives its cluster (the prior without one), in

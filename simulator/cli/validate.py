@@ -7,10 +7,17 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
-from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, load_profile, predict_measured
-from simulator.cli.common import plain, reflowed, table_console
+from simulator.cli.calibration_args import (
+    CALIBRATION_HELP,
+    FORCE_HELP,
+    load_profile,
+    predict_measured,
+    selection_mismatch,
+)
+from simulator.cli.common import plain, print_message, reflowed, table_console
 from simulator.cli.measured import STRICT_HELP, load_measured
 from simulator.collectives.nccl_releases import release_option
 from simulator.collectives.select import SELECTION_HELP, selection_option
@@ -76,6 +83,9 @@ def validate(
     release = release_option(nccl_version)
     chosen = None if selection is None else selection_option(selection)
     profile = load_profile(calibration)
+    mismatch = selection_mismatch(profile, chosen, "--selection")
+    if mismatch:
+        print_message(Console(stderr=True), "warning", "yellow", mismatch)
     loaded = load_measured(manifest, strict=strict)
     measured = loaded.logs
     reports = [predict_measured(m, profile, force_calibration, release, chosen) for m in measured]

@@ -31,7 +31,7 @@ def _rows(*flags: str) -> list[tuple[str, str, float]]:
     result = CliRunner().invoke(app, ["collective", "--topology", "dgx-a100", "--nodes", "4", "-b", "64K", "-e", "64M",
                                       "-f", "4", "--json", *flags])
     assert result.exit_code == 0, result.output
-    return [(r["algo"], r["proto"], r["time_us"]) for r in json.loads(result.output)["rows"]]
+    return [(r["algo"], r["proto"], r["time_us"]) for r in json.loads(result.stdout)["rows"]]
 
 
 def test_the_collective_command_takes_the_profiles_selection_unless_told(tmp_path: Path):
@@ -74,3 +74,22 @@ def test_a_profile_without_the_field_was_fitted_on_the_models_choices_and_a_bad_
     data["sections"][0]["selection"] = "fastest"
     with pytest.raises(CalibrationError, match=r"sections\[0\]\.selection: 'fastest'"):
         profile_from_dict(data, "p.yaml")
+
+
+def test_a_stated_selection_other_than_the_fits_is_warned_of(tmp_path: Path):
+    """Stating the selection the fit did not use is allowed, with a warning on stderr naming both (its parameters
+    then price pairs they were not fitted on); stating the fit's own, or nothing, warns of nothing."""
+    nccl = str(_profile(tmp_path, "nccl"))
+    runner = CliRunner()
+    base = ["collective", "--topology", "dgx-a100", "--nodes", "4", "-b", "1M", "-e", "1M", "--calibration", nccl]
+    other = runner.invoke(app, [*base, "--selection", "model"])
+    assert other.exit_code == 0, other.output
+    assert "--selection model: the calibration profile was fitted with selection nccl" in other.stderr
+    for flags in ([], ["--selection", "nccl"]):
+        same = runner.invoke(app, [*base, *flags])
+        assert same.exit_code == 0 and "warning" not in same.stderr, same.output
+    job = runner.invoke(app, ["predict", "--model", "llama3-8b", "--topology", "dgx-a100", "--nodes", "4",
+                              "--calibration", nccl, "--nccl-selection", "model"])
+    assert job.exit_code == 0, job.output
+    assert "the job's nccl_selection model: the calibration profile was fitted with selection nccl" in \
+        " ".join(job.stderr.split())

@@ -6,7 +6,12 @@ only what the data identify, and only as far as they insist:
    latency by max(10%, 5 us)) and the rms change of log predicted time over the rows is its
    sensitivity (in %; a Jacobian column norm per row). Below MIN_SENSITIVITY_PCT the data do not
    identify it and it stays at its prior, marked not fitted. Network parameters need multi-node
-   rows, NVLS efficiency NVLS-capable all_reduce rows.
+   rows, NVLS efficiency NVLS-capable all_reduce rows. The network hop latencies (HOP_LATENCY_PARAMS)
+   need multi-node logs of two node counts or more: at one node count every row crosses the same
+   number of network hops, so a hop's latency and the base latency move the same rows the same way,
+   and how the time splits between them, which is all a prediction at another node count takes from
+   them, is not identified (fitted so on 2-node runs, the ABCI V100 latencies went to a bound and its
+   4- and 8-node runs' small sizes from 5.8-8.1% to 19-23% off).
 2. Loss: least squares on log(predicted / measured) time, with scipy's soft-L1 robust loss (f_scale
    0.1: errors beyond ~10% count linearly, so an outlier row cannot drag the fit), plus a penalty
    PRIOR_WEIGHT x rows x log(value / prior)^2 per parameter (the additive latency: its difference
@@ -41,6 +46,8 @@ from simulator.validation.run import predict_log
 # bound and the 16-node run came out 66% off at >= 1 MiB, 6% with the fit on NCCL's choices (docs/collectives.md,
 # "Calibrated on NCCL's choices").
 FIT_SELECTION = "nccl"
+# identified only by multi-node logs of two node counts or more (module docstring, 1)
+HOP_LATENCY_PARAMS = ("net_latency_scale", "net_extra_latency_us")
 PRIOR_WEIGHT = 0.002
 MIN_SENSITIVITY_PCT = 0.5
 SENSITIVITY_STEP = 0.10
@@ -72,8 +79,10 @@ def free_parameters(logs: Sequence[MeasuredLog]) -> list[str]:
     """The parameters these logs can constrain at all (before the sensitivity screen)."""
     multi = any(log.view.multi_node for log in logs)
     nvls = any(log.view.nvls and log.entry.collective == "all_reduce" for log in logs)
+    node_counts = {log.entry.nodes for log in logs if log.view.multi_node}
     return [name for name, info in PARAMS.items()
-            if (multi or not info.network) and (nvls or name != "nvls_efficiency")]
+            if (multi or not info.network) and (nvls or name != "nvls_efficiency")
+            and (len(node_counts) > 1 or name not in HOP_LATENCY_PARAMS)]
 
 
 def _pull(name: str, value: float, prior: float) -> float:

@@ -38,8 +38,9 @@ chunk handshake cost by robust least squares on log time (soft-L1, bounds that k
 physical, a ridge towards the published prior), each row priced with the algorithm and protocol the
 log's NCCL release's tuner chooses for it, which is what ran (--selection nccl, the default). Only
 parameters the data identify are fitted: each one's sensitivity (rms change of predicted time for a
-10% change) is shown, and one below 0.5% stays at its prior; a value that lands on a bound is
-flagged. Single-node logs of the same GPU
+10% change) is shown, and one below 0.5% stays at its prior (so do the network hop latencies unless
+the multi-node logs span two node counts); a value that lands on a bound is flagged. Single-node logs
+of the same GPU
 and fabric pin the intra-node parameters. Prints fitted values against priors and in-sample error, and
 writes a profile (YAML) that `collective`, `validate`, `predict`, `scale` and `compare` accept with
 --calibration; they price collectives as the fit did unless they state a selection. Nothing is written unless

@@ -87,6 +87,25 @@ def test_single_node_logs_do_not_fit_network_parameters():
     assert "intra_efficiency" in names
 
 
+def test_network_hop_latencies_need_two_multi_node_counts():
+    """At one multi-node count every row crosses the same network hops, so a hop's latency cannot be told from
+    the base latency: the hop latency scale and the transport's extra latency stay at their prior, not fitted,
+    while the network efficiency is. With runs of 2 and 4 nodes both are candidates, and a 4-node truth of a
+    slower network hop is recovered within 20%."""
+    one_count = free_parameters([synthetic_log(1), synthetic_log(2), synthetic_log(2, op="all_gather")])
+    assert "net_efficiency" in one_count
+    assert "net_latency_scale" not in one_count and "net_extra_latency_us" not in one_count
+    truth = {"net_latency_scale": 2.0}
+    logs = [synthetic_log(1, **truth), synthetic_log(2, **truth), synthetic_log(4, **truth)]
+    assert {"net_latency_scale", "net_extra_latency_us"} <= set(free_parameters(logs))
+    section = fit_hardware(HardwareKey("A100-SXM4-40GB", "nvswitch-nvlink3", "ib"), logs)
+    fitted = {p.name: p for p in section.params}
+    assert fitted["net_latency_scale"].fitted
+    assert fitted["net_latency_scale"].value == pytest.approx(2.0, rel=0.20)
+    pinned = fit_hardware(HardwareKey("A100-SXM4-40GB", "nvswitch-nvlink3", "ib"), logs[:2])
+    assert {p.name: (p.fitted, p.value) for p in pinned.params}["net_latency_scale"] == (False, 1.0)
+
+
 def test_single_node_logs_join_their_hardware_group():
     """Single-node logs of the same GPU and fabric join the networked group (they pin intra-node)."""
     groups = group_by_hardware([synthetic_log(1), synthetic_log(2)])

@@ -7,16 +7,15 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from simulator.cli.calibration_args import (
     CALIBRATION_HELP,
     FORCE_HELP,
     calibration_for,
     load_profile,
-    selection_mismatch,
+    warn_of_other_selection,
 )
-from simulator.cli.common import gbps_option, parse_env, print_message, printable, reflowed, size_option
+from simulator.cli.common import gbps_option, parse_env, printable, reflowed, size_option
 from simulator.cli.fault_args import LinkFaultOpt, with_link_faults
 from simulator.cli.topology_args import resolve_cluster
 from simulator.collectives.busbw import COLLECTIVES
@@ -125,9 +124,7 @@ def collective(
     plugin = {name: value for name, value in plugin_env(view.transport, view.arch, view.gpudirect_rdma).items()
               if name not in user_env and not (name == "NCCL_PROTO" and proto != "auto")}
     stated = None if selection is None else selection_option(selection)
-    mismatch = selection_mismatch(profile, stated, "--selection")
-    if mismatch:
-        print_message(Console(stderr=True), "warning", "yellow", mismatch)
+    warn_of_other_selection(profile, stated, "--selection")
     rows = collective_table(view, op, sizes, algo, proto, user_env, dtype, use_engine=engine, params=fitted.params,
                             nccl_release=release, selection=fitted.selection_or(stated),
                             gpus_per_thread=gpus_per_thread)

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from simulator.calibration.apply import predict_calibrated as _run
-from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, load_profile, selection_mismatch
+from simulator.cli.calibration_args import CALIBRATION_HELP, FORCE_HELP, load_profile, warn_of_other_selection
 from simulator.cli.common import (
     CapacityFactorOpt,
     MoeImbalanceOpt,
@@ -338,9 +338,7 @@ def predict(
     topo = with_link_faults(topo, link_fault)
     for warning in job_warnings(training, model_spec, topo):
         print_message(Console(stderr=True), "warning", "yellow", warning)
-    mismatch = selection_mismatch(load_profile(calibration), spec.nccl_selection, "the job's nccl_selection")
-    if mismatch:
-        print_message(Console(stderr=True), "warning", "yellow", mismatch)
+    warn_of_other_selection(load_profile(calibration), spec.nccl_selection, "the job's nccl_selection")
     run = run_spec(spec.run, train_tokens, failures, checkpoint_interval)
     if run is not None:
         check_run(run, topo, training, model_spec)

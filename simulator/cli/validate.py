@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from simulator.cli.calibration_args import (
@@ -15,9 +14,9 @@ from simulator.cli.calibration_args import (
     FORCE_HELP,
     load_profile,
     predict_measured,
-    selection_mismatch,
+    warn_of_other_selection,
 )
-from simulator.cli.common import plain, print_message, reflowed, table_console
+from simulator.cli.common import plain, reflowed, table_console
 from simulator.cli.measured import STRICT_HELP, load_measured
 from simulator.collectives.nccl_releases import release_option
 from simulator.collectives.select import SELECTION_HELP, selection_option
@@ -83,9 +82,7 @@ def validate(
     release = release_option(nccl_version)
     chosen = None if selection is None else selection_option(selection)
     profile = load_profile(calibration)
-    mismatch = selection_mismatch(profile, chosen, "--selection")
-    if mismatch:
-        print_message(Console(stderr=True), "warning", "yellow", mismatch)
+    warn_of_other_selection(profile, chosen, "--selection")
     loaded = load_measured(manifest, strict=strict)
     measured = loaded.logs
     reports = [predict_measured(m, profile, force_calibration, release, chosen) for m in measured]

@@ -63,7 +63,8 @@ def compare(*scenarios: ScenarioLike, labels: Sequence[str] | None = None, calib
     if labels is not None and len(labels) != len(resolved):
         raise ConfigError(f"compare: {len(labels)} labels for {len(resolved)} scenarios")
     names = list(labels) if labels is not None else [s.name or f"scenario {i}" for i, s in enumerate(resolved, 1)]
-    views = [resolved_view(*s._resolved) for s in resolved]
+    predictions = tuple(predict(s, calibration=calibration, force_calibration=force_calibration) for s in resolved)
+    views = [resolved_view(*s._resolved, p.scenario["nccl_selection"]) for s, p in zip(resolved, predictions,
+                                                                                          strict=True)]
     changes = tuple(tuple(differences(views[0], view)) for view in views)
-    return Comparison(tuple(names), tuple(predict(s, calibration=calibration, force_calibration=force_calibration)
-                                          for s in resolved), changes)
+    return Comparison(tuple(names), predictions, changes)

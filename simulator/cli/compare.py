@@ -152,7 +152,7 @@ def compare(
         predictions.append((path, spec, step))
         runs.append(predict_run(spec.run, topology, training, model, predictions[-1][2]) if spec.run else None)
         echoes.append(scenario_echo(spec, topology, training, model, step.nccl_selection))
-        resolved.append(resolved_view(spec, topology, training, model))
+        resolved.append(resolved_view(spec, topology, training, model, step.nccl_selection))
     labels = _labels([(path, spec.name) for path, spec, _ in predictions])
     changes = [differences(resolved[0], other) for other in resolved]
     rows = _rows([p for _, _, p in predictions], changes, runs)

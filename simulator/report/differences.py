@@ -9,13 +9,13 @@ from workloads.spec import ModelSpec, TrainingSpec
 
 
 def resolved_view(spec: ScenarioSpec, topology: TopologySpec, training: TrainingSpec,
-                  model: ModelSpec) -> dict[str, object]:
+                  model: ModelSpec, selection: str | None = None) -> dict[str, object]:
     """The scenario as predicted, as compared: topology, training, model, stragglers, jitter, NCCL environment,
-    release and selection, and run."""
+    release and selection (`selection`: the one the prediction ran, else the scenario's, else 'model'), and run."""
     return {"topology": topology.model_dump(), "training": training.model_dump(exclude={"model"}),
             "model": model.model_dump(), "stragglers": _stragglers_dump(spec),
             "jitter": spec.jitter and spec.jitter.model_dump(), "nccl_env": spec.nccl_env,
-            "nccl_version": spec.nccl_version, "nccl_selection": spec.nccl_selection,
+            "nccl_version": spec.nccl_version, "nccl_selection": selection or spec.nccl_selection or "model",
             "run": spec.run and spec.run.model_dump()}
 
 

@@ -93,3 +93,15 @@ def test_a_stated_selection_other_than_the_fits_is_warned_of(tmp_path: Path):
     assert job.exit_code == 0, job.output
     assert "the job's nccl_selection model: the calibration profile was fitted with selection nccl" in \
         " ".join(job.stderr.split())
+
+
+def test_compare_lists_the_selection_each_scenario_ran(tmp_path: Path):
+    """compare with a profile fitted on NCCL's choices: a scenario stating nccl_selection nccl changes nothing of
+    one stating none (both ran NCCL's choices), one stating 'model' changes the selection, as it changes the step."""
+    nccl = _profile(tmp_path, "nccl")
+    base, same, other = (cs.Scenario(**JOB, **extra) for extra in ({}, {"nccl_selection": "nccl"},
+                                                                    {"nccl_selection": "model"}))
+    comparison = cs.compare(base, same, other, calibration=nccl)
+    assert comparison.differences[1] == ()
+    assert comparison.differences[2] == ("nccl_selection: nccl -> model",)
+    assert comparison.predictions[2].step_time_s != comparison.predictions[0].step_time_s

@@ -10,7 +10,7 @@ from typing import Any
 
 from simulator.api.results import Result, records
 from simulator.calibration.apply import calibration_for, load_profile
-from simulator.collectives.busbw import COLLECTIVES
+from simulator.collectives.busbw import COLLECTIVES, collective_name
 from simulator.collectives.comm import comm_view
 from simulator.collectives.nccl_releases import release_option
 from simulator.collectives.predict import CollectiveRow, collective_table, size_sweep
@@ -73,7 +73,9 @@ def collective(topology: str | Mapping[str, Any] | TopologySpec = "dgx-h100", no
     (the algorithms it offers; default: that of the calibration profile's logs, else the newest) and
     `selection` whose choice of algorithm and protocol: 'model' (the fastest the model prices) or 'nccl' (the
     release's tuner's); default: the one the calibration profile's fit priced with, else 'model'; as
-    `clustersim collective --nccl-version --selection`."""
+    `clustersim collective --nccl-version --selection`. `op` may be spelled as nccl-tests names its tools
+    (allreduce, AllReduce, all_reduce_perf)."""
+    op = collective_name(op)
     if op not in COLLECTIVES:
         raise ConfigError(f"collective op: unknown collective {op!r} (valid: {', '.join(COLLECTIVES)})")
     spec = topology_of(topology, nodes)

@@ -18,7 +18,7 @@ from simulator.cli.calibration_args import (
 from simulator.cli.common import gbps_option, parse_env, printable, reflowed, size_option
 from simulator.cli.fault_args import LinkFaultOpt, with_link_faults
 from simulator.cli.topology_args import resolve_cluster
-from simulator.collectives.busbw import COLLECTIVES
+from simulator.collectives.busbw import COLLECTIVES, collective_name
 from simulator.collectives.comm import comm_view
 from simulator.collectives.harness import host_issue_s
 from simulator.collectives.nccl_releases import NCCL_VERSION_HELP, release_option
@@ -74,7 +74,8 @@ def register(app: typer.Typer) -> None:
 def collective(
     topology: Annotated[str, typer.Option(help="Preset name or topology YAML file.")] = "dgx-h100",
     nodes: Annotated[int | None, typer.Option(help="Number of nodes (servers). Default: the preset's.")] = None,
-    op: Annotated[str, typer.Option(help=f"Collective: {', '.join(COLLECTIVES)}.")] = "all_reduce",
+    op: Annotated[str, typer.Option(help=f"Collective: {', '.join(COLLECTIVES)} (or as nccl-tests names its "
+                                    "tools: allreduce, all_reduce_perf).")] = "all_reduce",
     min_bytes: Annotated[str, typer.Option("-b", "--minbytes", help="Smallest size (8, 64K, 1M, 8G).")] = "8",
     max_bytes: Annotated[str, typer.Option("-e", "--maxbytes", help="Largest size.")] = "8G",
     factor: Annotated[int, typer.Option("-f", "--stepfactor", help="Size multiplier between rows.")] = 2,
@@ -107,6 +108,7 @@ def collective(
     ] = None,
     link_fault: LinkFaultOpt = None,
 ) -> None:
+    op = collective_name(op)
     if op not in COLLECTIVES:
         raise ConfigError(f"--op: unknown collective {op!r} (valid: {', '.join(COLLECTIVES)})")
     if op in ("alltoall", "sendrecv") and algo != "auto":

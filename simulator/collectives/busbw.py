@@ -7,6 +7,7 @@ comparable with the hardware link bandwidth whatever the rank count (nccl-tests 
 from __future__ import annotations
 
 from simulator.core.errors import ConfigError
+from topologies.gpu_names import squeezed
 
 COLLECTIVES: tuple[str, ...] = (
     "all_reduce",
@@ -17,6 +18,14 @@ COLLECTIVES: tuple[str, ...] = (
     "alltoall",
     "sendrecv",
 )
+
+
+def collective_name(value: str) -> str:
+    """The collective `value` names, as clustersim spells it: nccl-tests' tool names the way sources and users
+    write them ('AllReduce', 'all-reduce', 'allreduce', 'all_reduce_perf' -> all_reduce); `value` itself when it
+    names none (the caller says what is valid)."""
+    key = squeezed(value).removesuffix("perf")
+    return next((name for name in COLLECTIVES if squeezed(name) == key), value)
 
 
 def busbw_factor(collective: str, nranks: int) -> float:

@@ -18,7 +18,7 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from simulator.collectives.busbw import COLLECTIVES
+from simulator.collectives.busbw import COLLECTIVES, collective_name
 from simulator.core.errors import ConfigError
 from simulator.core.yaml_text import load_yaml_text
 from simulator.measurements.nccl_tests import LOG_FORMATS
@@ -147,10 +147,7 @@ class ManifestEntry(BaseModel):
     @classmethod
     def _collective_spelling(cls, value: Any) -> Any:
         """'AllReduce', 'all-reduce', 'allreduce' -> all_reduce (nccl-tests' tool names, as sources write them)."""
-        if not isinstance(value, str):
-            return value
-        key = squeezed(value).removesuffix("perf")
-        return next((name for name in COLLECTIVES if squeezed(name) == key), value)
+        return collective_name(value) if isinstance(value, str) else value
 
     @field_validator("gpu", mode="before")
     @classmethod

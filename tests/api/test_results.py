@@ -94,8 +94,15 @@ def test_collective_busbw_is_the_nccl_tests_factor():
         assert row.busbw_GBps == pytest.approx(row.algbw_GBps * 2 * 15 / 16)
 
 
+def test_collective_takes_nccl_tests_tool_names():
+    """op spelled as nccl-tests names its tools (allreduce, all_gather_perf) is that collective."""
+    assert collective(op="allreduce", min_bytes="1M", max_bytes="1M").rows == collective(
+        op="all_reduce", min_bytes="1M", max_bytes="1M").rows
+    assert collective(op="all_gather_perf", min_bytes="1M", max_bytes="1M").op == "all_gather"
+
+
 @pytest.mark.parametrize(("options", "needle"), [
-    ({"op": "allreduce"}, "all_reduce"), ({"sizes": [0, 8]}, "sizes"), ({"min_bytes": "1Q"}, "min_bytes"),
+    ({"op": "allredux"}, "all_reduce"), ({"sizes": [0, 8]}, "sizes"), ({"min_bytes": "1Q"}, "min_bytes"),
 ])
 def test_collective_refuses_bad_input(options, needle):
     """An unknown collective, a size of 0, a size that does not parse: one-line ConfigError naming it."""

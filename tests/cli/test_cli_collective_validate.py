@@ -38,6 +38,16 @@ def test_collective_count_column_follows_nccl_tests(op, count):
     assert row.split()[:2] == ["1048576", str(count)]
 
 
+@pytest.mark.parametrize("spelling", ["allreduce", "AllReduce", "all-reduce", "all_reduce_perf"])
+def test_collective_op_takes_nccl_tests_tool_names(spelling):
+    """--op as nccl-tests names its tools (all_reduce_perf) and as users write it: the same table as all_reduce."""
+    canonical = run("collective", "--op", "all_reduce", "-b", "1M", "-e", "4M", "--json")
+    spelled = run("collective", "--op", spelling, "-b", "1M", "-e", "4M", "--json")
+    assert spelled.returncode == 0, spelled.stderr
+    assert json.loads(spelled.stdout) == json.loads(canonical.stdout)
+    assert json.loads(spelled.stdout)["op"] == "all_reduce"
+
+
 def test_collective_json_contract():
     """--json: {"rows": [{size_bytes, time_us, algbw_GBps, busbw_GBps, algo, proto}]}; busbw per nccl-tests."""
     out = run("collective", "--topology", "dgx-a100", "--nodes", "2", "--op", "all_gather",
@@ -99,7 +109,7 @@ def test_collective_flags_state_the_host_cpu():
         (["collective", "--topology", "no-such-cluster"], "no-such-cluster"),
         (["collective", "-b", "-8"], "-b"),
         (["collective", "--nodes", "0"], "nodes"),
-        (["collective", "--op", "allreduce"], "--op"),
+        (["collective", "--op", "allredux"], "--op: unknown collective 'allredux'"),
         (["collective", "--algo", "butterfly"], "--algo"),
         (["collective", "--op", "alltoall", "--algo", "tree"], "point-to-point sends"),  # was silently ignored
         (["collective", "--gpu", "H100-SXM5-80GB"], "--gpus-per-node"),

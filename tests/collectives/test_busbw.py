@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.collectives.busbw import COLLECTIVES, busbw_factor
+from simulator.collectives.busbw import COLLECTIVES, busbw_factor, collective_name
 from simulator.core.errors import ConfigError
 
 # collective -> (factor at n=8, factor at n=16), computed by hand from the nccl-tests definitions.
@@ -52,3 +52,20 @@ def test_unknown_collective_and_bad_rank_count() -> None:
         busbw_factor("allreduce", 8)
     with pytest.raises(ConfigError, match="nranks must be an integer >= 1, got 0"):
         busbw_factor("all_reduce", 0)
+
+
+@pytest.mark.parametrize(("spelling", "name"), [
+    ("allreduce", "all_reduce"), ("AllGather", "all_gather"), ("reduce-scatter", "reduce_scatter"),
+    ("all_reduce_perf", "all_reduce"), ("alltoall_perf", "alltoall"), ("SendRecv", "sendrecv"),
+    ("all_reduce", "all_reduce"),
+])
+def test_collective_name_reads_nccl_tests_tool_names(spelling: str, name: str) -> None:
+    """nccl-tests' tool names as sources and users write them map to the collective's name."""
+    assert collective_name(spelling) == name
+
+
+def test_collective_name_leaves_an_unknown_name_to_the_caller() -> None:
+    """A name of no collective comes back as given; the caller's check then names what is valid."""
+    assert collective_name("hypercube") == "hypercube"
+    with pytest.raises(ConfigError, match="unknown collective 'hypercube'"):
+        busbw_factor(collective_name("hypercube"), 8)

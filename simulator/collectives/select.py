@@ -197,10 +197,11 @@ def tree_gain(v: CommView, rel: TunerRelease) -> float:
     with 8 x 200 Gb/s: 8 channels of 24 GB/s, the cap (23.6 a channel from 2.10) holds the tree to 1.07x the
     ring; OCI's A100 with 16 x 100 Gb/s: 16 channels of 12, the NVLink's 240 against the ring's 192, 1.25x;
     p4de's 4 x 100 Gb/s: 4 of 12, 2x. A chain sustains it through an NVSwitch (a GPU's whole NVLink rate a
-    hop); in a mesh a hop has one pair's links, and the 2-node logs of 4-GPU mesh nodes (Perlmutter,
-    Polaris, Alps) run at ring speed. Elsewhere 1. NCCL up to 2.18 duplicates the channels after raising the
-    tree (doubling its cap); the ring graph's count is kept here, as ABCI's NCCL 2.8.4 logs measure ring-bound
-    runs (docs/collectives.md, "Trees on two nodes of NVSwitch servers")."""
+    hop); in a mesh a hop has one pair's links. Meshes keep 1: A100 meshes' 2-node logs (Perlmutter,
+    Polaris) run under a ring's network bound, GH200 quads' (Alps, Olivia) above it, and ranking either by
+    the gain made those logs worse at >= 1 MiB (docs/collectives.md). Elsewhere 1. NCCL up to 2.18 duplicates
+    the channels after raising the tree (doubling its cap); the ring graph's count is kept here, as ABCI's NCCL
+    2.8.4 logs measure ring-bound runs (docs/collectives.md, "Trees on two nodes of NVSwitch servers")."""
     if v.n_nodes != 2 or not v.nvswitch or v.intra_kind != "nvlink":
         return 1.0
     channels, speed = inter_node_graph(v)

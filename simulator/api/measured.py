@@ -5,7 +5,7 @@ validate`), `calibrate` (fit the collective model per hardware, as `clustersim c
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,13 +19,15 @@ from simulator.calibration.crossval import GROUP_BY, CrossvalReport, crossval_to
 from simulator.calibration.crossval import crossval as run_crossval
 from simulator.calibration.fit import FIT_SELECTION, FitOptions, fit_hardware, group_by_hardware, with_selection
 from simulator.calibration.profile import CalibrationProfile, profile_to_dict
-from simulator.collectives.busbw import busbw_factor
+from simulator.collectives.busbw import COLLECTIVES, busbw_factor, collective_name
 from simulator.collectives.select import selection_option
 from simulator.core.errors import ConfigError
 from simulator.measurements.dataset import MeasuredLog
-from simulator.measurements.load import LoadedLogs, SkippedEntry, read_measured
+from simulator.measurements.load import LoadedLogs, SkippedEntry, read_log, read_measured
+from simulator.scenario_overrides import topology_of
 from simulator.sweep.run import clustersim_version
 from simulator.validation.accuracy import LogReport, ValidationReport, report_to_json
+from topologies.spec import TopologySpec
 
 
 def _loaded(manifest: str | Path, only: Iterable[str] | None, strict: bool) -> LoadedLogs:
@@ -132,17 +134,47 @@ class Calibration(Result):
         return records(self.parameters)
 
 
-def validate(manifest: str | Path, calibration: Calibration | str | Path | None = None, *,
-             force_calibration: bool = False, only: Iterable[str] | None = None, strict: bool = False) -> Validation:
+def _one_log(log: str | Path, topology: str | Mapping[str, Any] | TopologySpec | None, nodes: int | None,
+             op: str | None, env: Mapping[str, str] | None, run: int | None) -> LoadedLogs:
+    if topology is None:
+        raise ConfigError("validate log: give the cluster it ran on (topology: a preset name, topology YAML, "
+                          "TopologySpec or its fields)")
+    collective = None if op is None else collective_name(op)
+    if collective is not None and collective not in COLLECTIVES:
+        raise ConfigError(f"validate op: unknown collective {op!r} (valid: {', '.join(COLLECTIVES)})")
+    if run is not None and run < 1:
+        raise ConfigError(f"validate run: runs are counted from 1, got {run}")
+    return read_log(Path(log), topology_of(topology, nodes),
+                    lambda message: warnings.warn(message, UserWarning, stacklevel=4), collective, env, run)
+
+
+def validate(manifest: str | Path | None = None, calibration: Calibration | str | Path | None = None, *,
+             force_calibration: bool = False, only: Iterable[str] | None = None, strict: bool = False,
+             log: str | Path | None = None, topology: str | Mapping[str, Any] | TopologySpec | None = None,
+             nodes: int | None = None, op: str | None = None, env: Mapping[str, str] | None = None,
+             run: int | None = None) -> Validation:
     """Predict every row of every log the manifest lists (or those in `only`) and its error on time, with the
     published-facts prior or `calibration` (a Calibration, or a profile YAML path); as `clustersim validate`.
-    An entry that cannot be used is skipped with a warning and listed in `skipped` (`strict`: an error)."""
+    An entry that cannot be used is skipped with a warning and listed in `skipped` (`strict`: an error).
+    Or one `log` without a manifest, on the cluster `topology` (a preset name, topology YAML, TopologySpec or its
+    fields) with `nodes`; `op` the collective where the log does not name it, `env` the NCCL environment it ran
+    with, `run` which run of a file holding several; as `clustersim validate --log`."""
     profile = calibration._profile if isinstance(calibration, Calibration) else load_profile(
         None if calibration is None else Path(calibration))
-    loaded = _loaded(manifest, only, strict)
+    if log is not None:
+        if manifest is not None:
+            raise ConfigError("validate: give a manifest or one log, not both")
+        loaded = _one_log(log, topology, nodes, op, env, run)
+    elif manifest is not None:
+        if any(value is not None for value in (topology, nodes, op, env, run)):
+            raise ConfigError("validate: topology, nodes, op, env and run describe one log; a manifest's entries "
+                              "state their own")
+        loaded = _loaded(manifest, only, strict)
+    else:
+        raise ConfigError("validate: give a manifest (logs listed with their clusters) or a log and its topology")
     logs = loaded.logs
     reports = [predict_measured(m, profile, force_calibration) for m in logs]
-    rows = tuple(row for log, report in zip(logs, reports, strict=True) for row in _rows(log, report))
+    rows = tuple(row for m, report in zip(logs, reports, strict=True) for row in _rows(m, report))
     return Validation(rows, loaded.skipped, ValidationReport(tuple(reports), loaded.skipped))
 
 

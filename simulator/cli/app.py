@@ -23,7 +23,7 @@ COMMANDS = {
     "collective": LazyCommand("simulator.cli.collective",
                               "Predict an NCCL collective over a size sweep, printed like nccl-tests."),
     "validate": LazyCommand("simulator.cli.validate", "Predict every row of every log listed in a manifest "
-                            "and report the error on time."),
+                            "(or of one log) and report the error on time."),
     "calibrate": LazyCommand("simulator.cli.calibrate",
                              "Fit the collective model's parameters to measured nccl-tests logs."),
     "crossval": LazyCommand("simulator.cli.calibrate",

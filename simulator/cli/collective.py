@@ -17,7 +17,16 @@ from simulator.cli.calibration_args import (
 )
 from simulator.cli.common import gbps_option, parse_env, printable, reflowed, size_option
 from simulator.cli.fault_args import LinkFaultOpt, with_link_faults
-from simulator.cli.topology_args import resolve_cluster
+from simulator.cli.topology_args import (
+    GpuOpt,
+    GpusPerNodeOpt,
+    HostCpuOpt,
+    IntraNodeOpt,
+    NicGbpsOpt,
+    NicsPerNodeOpt,
+    TransportOpt,
+    resolve_cluster,
+)
 from simulator.collectives.busbw import COLLECTIVES, collective_name
 from simulator.collectives.comm import comm_view
 from simulator.collectives.harness import host_issue_s
@@ -92,20 +101,13 @@ def collective(
         "-g", "--gpus-per-thread", min=1,
         help="GPUs one nccl-tests thread drives (its -g): small sizes take at least this many host launches.")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows instead of a table.")] = False,
-    gpu: Annotated[str | None, typer.Option(help="Cluster as flags: GPU model (e.g. H100-SXM5-80GB).")] = None,
-    gpus_per_node: Annotated[int | None, typer.Option(help="Cluster as flags: GPUs per node.")] = None,
-    intra_node: Annotated[str | None, typer.Option(help="Cluster as flags: e.g. nvswitch-nvlink4, pcie4.")] = None,
-    transport: Annotated[
-        str | None, typer.Option(help="Cluster as flags: ib, roce, efa, slingshot, tcpxo, tcpx, sockets, ethernet.")
-    ] = None,
-    nics_per_node: Annotated[int | None, typer.Option(help="Cluster as flags: NICs per node.")] = None,
-    nic_gbps: Annotated[str | None, typer.Option(
-        metavar="SPEED", help="Cluster as flags: speed of one NIC, in Gbit/s (400, 400G, 400Gbps) or bytes "
-        "(50GB/s).")] = None,
-    host_cpu: Annotated[str | None, typer.Option(
-        help="Cluster as flags: the hosts' CPU, intel, amd or arm (or its name, e.g. 'AMD EPYC 7763'); NCCL's "
-        "proxy pays 2 us a network launch on AMD, 1 us on the others. Default: arm for Grace GPUs, else intel.")
-    ] = None,
+    gpu: GpuOpt = None,
+    gpus_per_node: GpusPerNodeOpt = None,
+    intra_node: IntraNodeOpt = None,
+    transport: TransportOpt = None,
+    nics_per_node: NicsPerNodeOpt = None,
+    nic_gbps: NicGbpsOpt = None,
+    host_cpu: HostCpuOpt = None,
     link_fault: LinkFaultOpt = None,
 ) -> None:
     op = collective_name(op)

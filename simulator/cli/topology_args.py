@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
+from typing import Annotated
+
+import typer
+
+from simulator.cli.common import gbps_option
 from simulator.core.errors import ConfigError
 from topologies.presets import resolve_topology
 from topologies.spec import TopologySpec, topology_spec_from_fields
+
+# The cluster as flags, the fields of a manifest entry (resolve_cluster); the commands that take a cluster share them.
+GpuOpt = Annotated[str | None, typer.Option(help="Cluster as flags: GPU model (e.g. H100-SXM5-80GB).")]
+GpusPerNodeOpt = Annotated[int | None, typer.Option(help="Cluster as flags: GPUs per node.")]
+IntraNodeOpt = Annotated[str | None, typer.Option(help="Cluster as flags: e.g. nvswitch-nvlink4, pcie4.")]
+TransportOpt = Annotated[
+    str | None, typer.Option(help="Cluster as flags: ib, roce, efa, slingshot, tcpxo, tcpx, sockets, ethernet.")]
+NicsPerNodeOpt = Annotated[int | None, typer.Option(help="Cluster as flags: NICs per node.")]
+NicGbpsOpt = Annotated[str | None, typer.Option(
+    metavar="SPEED", help="Cluster as flags: speed of one NIC, in Gbit/s (400, 400G, 400Gbps) or bytes (50GB/s).")]
+HostCpuOpt = Annotated[str | None, typer.Option(
+    help="Cluster as flags: the hosts' CPU, intel, amd or arm (or its name, e.g. 'AMD EPYC 7763'); NCCL's proxy "
+    "pays 2 us a network launch on AMD, 1 us on the others. Default: arm for Grace GPUs, else intel.")]
 
 
 def resolve_cluster(topology: str, nodes: int | None, gpu: str | None, gpus_per_node: int | None,
@@ -30,3 +49,25 @@ def resolve_cluster(topology: str, nodes: int | None, gpu: str | None, gpus_per_
         inter = {"transport": transport, "nics_per_node": nics, "nic_gbps": nic_gbps, "host_cpu": host_cpu}
     return topology_spec_from_fields(gpu=gpu, gpus_per_node=gpus_per_node, nodes=1 if nodes is None else nodes,
                                      intra_node=intra_node, inter_node=inter, name="cluster from flags")
+
+
+@dataclass(frozen=True)
+class ClusterFlags:
+    """The cluster as flags, as a command received them (the Opt aliases above)."""
+
+    gpu: str | None = None
+    gpus_per_node: int | None = None
+    intra_node: str | None = None
+    transport: str | None = None
+    nics_per_node: int | None = None
+    nic_gbps: str | None = None
+    host_cpu: str | None = None
+
+    def given(self) -> list[str]:
+        """The flags given, as typed (--gpu, --nic-gbps, ...)."""
+        return ["--" + f.name.replace("_", "-") for f in fields(self) if getattr(self, f.name) is not None]
+
+    def resolve(self, topology: str, nodes: int | None) -> TopologySpec:
+        """The cluster: from these flags with --gpu, else the preset or YAML `topology` (resolve_cluster)."""
+        return resolve_cluster(topology, nodes, self.gpu, self.gpus_per_node, self.intra_node, self.transport,
+                               self.nics_per_node, gbps_option(self.nic_gbps, "--nic-gbps"), self.host_cpu)

@@ -18,7 +18,7 @@ from simulator.core.errors import ConfigError
 from simulator.measurements.manifest import ManifestEntry
 from simulator.measurements.nccl_tests import NcclLog, NcclRow, parse_log
 from topologies.build import build_representative
-from topologies.spec import topology_spec_from_fields
+from topologies.spec import TopologySpec, topology_spec_from_fields
 
 
 @dataclass(frozen=True, order=True)
@@ -74,19 +74,20 @@ def check_log_matches(entry: ManifestEntry, log: NcclLog) -> None:
     the entry's ranks count), one with more is an error."""
     if log.collective is not None and log.collective != entry.collective:
         raise ConfigError(
-            f"{entry.file}: the log ran {log.collective} but its manifest entry says {entry.collective}"
+            f"{entry.file}: the log ran {log.collective} but {entry.collective} is stated for it (its manifest entry's "
+            "collective, or --op)"
         )
     ranks = entry.gpus_per_node * entry.nodes
     if log.nranks is not None and log.nranks < ranks:
         warnings.warn(
-            f"{entry.file}: the log's device list names {log.nranks} ranks, its manifest entry "
+            f"{entry.file}: the log's device list names {log.nranks} ranks, the cluster stated for it "
             f"{entry.nodes} node(s) x {entry.gpus_per_node} GPU(s) = {ranks}; taken as an abridged list, "
             f"predicting {ranks} ranks",
             stacklevel=2,
         )
     elif log.nranks is not None and log.nranks != ranks:
         raise ConfigError(
-            f"{entry.file}: the log lists {log.nranks} ranks but its manifest entry describes "
+            f"{entry.file}: the log lists {log.nranks} ranks but the cluster stated for it has "
             f"{entry.nodes} node(s) x {entry.gpus_per_node} GPU(s) = {ranks}"
         )
     if entry.gpus_per_thread is not None and log.gpus_per_thread not in (None, entry.gpus_per_thread):
@@ -96,10 +97,11 @@ def check_log_matches(entry: ManifestEntry, log: NcclLog) -> None:
         )
 
 
-def measured_log(entry: ManifestEntry, log: NcclLog) -> MeasuredLog:
-    """Check a parsed log against its entry and build the entry's cluster."""
+def measured_log(entry: ManifestEntry, log: NcclLog, spec: TopologySpec | None = None) -> MeasuredLog:
+    """Check a parsed log against its entry and build the entry's cluster (or take `spec`, a cluster the entry was
+    written from: a preset keeps its fabric and faults)."""
     check_log_matches(entry, log)
-    spec = topology_spec_from_fields(
+    spec = spec or topology_spec_from_fields(
         gpu=entry.gpu, gpus_per_node=entry.gpus_per_node, nodes=entry.nodes,
         intra_node=entry.intra_node, inter_node=entry.inter_node,
         nvlink_domain_gpus=entry.nvlink_domain_gpus, name=entry.file,

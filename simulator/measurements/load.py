@@ -10,14 +10,18 @@ used is an error either way."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from simulator.core.errors import ClusterSimError, ConfigError
+from pydantic import ValidationError
+
+from simulator.core.errors import ClusterSimError, ConfigError, config_error_from
 from simulator.core.input_file import read_input_text
 from simulator.measurements.dataset import MeasuredLog, measured_log, parse_entry_log
 from simulator.measurements.manifest import Manifest, ManifestEntry, log_path, parse_manifest
+from simulator.measurements.nccl_tests import parse_log, sniffed_format
+from topologies.spec import TopologySpec
 
 
 @dataclass(frozen=True)
@@ -36,19 +40,53 @@ class LoadedLogs:
     skipped: tuple[SkippedEntry, ...]
 
 
-def _load_entry(manifest: Path, parsed: Manifest, entry: ManifestEntry, warn: Callable[[str], None]) -> MeasuredLog:
-    path = log_path(parsed, entry)
-    text = read_input_text(path, f"log of manifest entry {entry.file!r}")
+def _measure(entry: ManifestEntry, text: str, source: str, where: str | None, warn: Callable[[str], None],
+             spec: TopologySpec | None = None) -> MeasuredLog:
+    """Parse an entry's log text and build its cluster; the parser's warnings (a failed check, several data
+    types, an abridged device list) go to `warn`, a cluster that cannot be built is an error naming `where`
+    (None: the error's own words, which name the log)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        log = parse_entry_log(entry, text, str(path))  # its warnings (a failed check, several data types) too
+        log = parse_entry_log(entry, text, source)
         try:
-            measured = measured_log(entry, log)
+            measured = measured_log(entry, log, spec)
         except ClusterSimError as exc:
-            raise ConfigError(f"{manifest}: entry {entry.file}: {exc}") from None
+            if where is None:
+                raise
+            raise ConfigError(f"{where}: {exc}") from None
     for record in caught:
         warn(str(record.message))
     return measured
+
+
+def _load_entry(manifest: Path, parsed: Manifest, entry: ManifestEntry, warn: Callable[[str], None]) -> MeasuredLog:
+    path = log_path(parsed, entry)
+    text = read_input_text(path, f"log of manifest entry {entry.file!r}")
+    return _measure(entry, text, str(path), f"{manifest}: entry {entry.file}", warn)
+
+
+def read_log(path: Path, spec: TopologySpec, warn: Callable[[str], None], collective: str | None = None,
+             env: Mapping[str, str] | None = None, run: int | None = None) -> LoadedLogs:
+    """One log measured on the cluster `spec`, without a manifest: the entry a manifest would hold for it, written
+    from the cluster (`collective`: the one the log ran, else the one it names; `env`: the NCCL environment it ran
+    with; `run`: which of several runs in the file), then as read_measured."""
+    text = read_input_text(path, "log")
+    if collective is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            collective = parse_log(text, str(path)).collective
+        if collective is None:
+            raise ConfigError(f"{path}: the log does not say which collective it ran; give it (--op all_reduce, ...)")
+    inter = None if spec.inter_node is None else spec.inter_node.model_dump(exclude_none=True, mode="json")
+    fields = {"file": path.name, "collective": collective, "gpu": spec.gpu, "gpus_per_node": spec.gpus_per_node,
+              "nodes": spec.nodes, "intra_node": spec.intra_node, "inter_node": inter,
+              "nvlink_domain_gpus": spec.nvlink_domain_gpus, "env": dict(env or {}), "run": run,
+              "format": sniffed_format(text)}
+    try:
+        entry = ManifestEntry.model_validate(fields)
+    except ValidationError as exc:
+        raise config_error_from(exc, str(path)) from None
+    return LoadedLogs((_measure(entry, text, str(path), None, warn, spec),), ())
 
 
 def read_measured(manifest: Path, only: list[str] | None, warn: Callable[[str], None],

@@ -734,6 +734,13 @@ def parse_nccl_tests_json(text: str, source: str = "<string>") -> NcclLog:
     )
 
 
+def sniffed_format(text: str) -> str:
+    """The layout a log's text is in when nobody says: JSON when it starts with `{` or `[{`/`[]` (nccl-tests -J),
+    else nccl-tests' text (whose reader tells its text layouts apart itself). A bare `[` is not enough:
+    `[1,0]<stdout>:` launcher prefixes and `[time] UCX` lines start so."""
+    return "nccl-tests-json" if re.match(r"\s*(?:\{|\[\s*[{\]])", text) else "nccl-tests"
+
+
 def parse_log(
     text: str,
     source: str,
@@ -743,14 +750,13 @@ def parse_log(
     run: int | None = None,
     collective: str | None = None,
 ) -> NcclLog:
-    """Parse a log in the manifest's `format`, or sniff: JSON when it starts with `{` or `[{`/`[]`.
+    """Parse a log in the manifest's `format`, or sniff it (sniffed_format).
 
-    (A bare `[` is not enough: `[1,0]<stdout>:` launcher prefixes and `[time] UCX` lines start so.)
     `busbw_factor`, `run` and `collective` as in parse_nccl_tests (a JSON document holds one run). Raises
     ConfigError for a format name not in LOG_FORMATS.
     """
     if fmt is None:
-        fmt = "nccl-tests-json" if re.match(r"\s*(?:\{|\[\s*[{\]])", text) else "nccl-tests"
+        fmt = sniffed_format(text)
     if fmt in JSON_FORMATS:
         if run not in (None, 1):
             raise LogParseError(source, 1, f"run {run} asked for, but a JSON log holds one run")

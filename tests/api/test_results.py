@@ -120,6 +120,32 @@ def test_validate_reports_every_row():
         assert row.error_pct == pytest.approx(100 * (row.predicted_time_us / row.measured_time_us - 1))
 
 
+def test_validate_one_log_is_its_manifest_entry():
+    """One log and its cluster's fields, without a manifest, give the rows its manifest entry gives."""
+    file = "nccl_tests_abridged_devices_2x8.txt"
+    cluster = {"gpu": "H100-SXM5-80GB", "gpus_per_node": 8, "intra_node": "nvswitch-nvlink4",
+               "inter_node": {"transport": "ib", "nics_per_node": 8, "nic_gbps": 400}}
+    with pytest.warns(UserWarning, match="abridged"):
+        alone = validate(log=FIXTURES / file, topology=cluster, nodes=2, op="allreduce")
+    listed = [row for row in validate(FIXTURES / "published_manifest.yaml").rows if row.file == file]
+    assert alone.rows == tuple(listed) and len(listed) == 5
+
+
+@pytest.mark.parametrize(("options", "needle"), [
+    ({}, "give a manifest"),
+    ({"manifest": FIXTURES / "published_manifest.yaml", "log": FIXTURES / "nccl_tests_all_reduce_2x8.json"},
+     "not both"),
+    ({"log": FIXTURES / "nccl_tests_all_reduce_2x8.json"}, "topology"),
+    ({"manifest": FIXTURES / "published_manifest.yaml", "nodes": 2}, "describe one log"),
+    ({"log": FIXTURES / "nccl_tests_all_reduce_2x8.json", "topology": "dgx-h100", "nodes": 2, "run": 0},
+     "runs are counted from 1"),
+])
+def test_validate_refuses_a_log_without_its_cluster(options, needle):
+    """A manifest or a log (with its cluster), one at a time: one-line ConfigError naming what is missing."""
+    with pytest.raises(ConfigError, match=needle):
+        validate(**options)
+
+
 def test_sweep_rows_in_the_sweep_order():
     """A two-point sweep gives one row per point, in its axis order, with the metrics filled in."""
     spec = {"base": {"topology": "dgx-h100", "nodes": 1,

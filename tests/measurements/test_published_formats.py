@@ -55,7 +55,7 @@ def test_abridged_device_list_is_a_warning():
 def test_more_ranks_listed_than_the_entry_is_an_error():
     """A device list longer than the entry's ranks is a real mismatch, not an abridgement."""
     entry, log = _parsed("nccl_tests_abridged_devices_2x8.txt", nodes=1, gpus_per_node=2)
-    with pytest.raises(ConfigError, match="lists 4 ranks but its manifest entry describes 1 node"):
+    with pytest.raises(ConfigError, match="lists 4 ranks but the cluster stated for it has 1 node"):
         measured_log(entry, log)
 
 

@@ -19,7 +19,7 @@ from simulator.calibration.crossval import GROUP_BY, CrossvalReport, crossval_to
 from simulator.calibration.crossval import crossval as run_crossval
 from simulator.calibration.fit import FIT_SELECTION, FitOptions, fit_hardware, group_by_hardware, with_selection
 from simulator.calibration.profile import CalibrationProfile, profile_to_dict
-from simulator.collectives.busbw import COLLECTIVES, busbw_factor, collective_name
+from simulator.collectives.busbw import busbw_factor
 from simulator.collectives.select import selection_option
 from simulator.core.errors import ConfigError
 from simulator.measurements.dataset import MeasuredLog
@@ -139,13 +139,8 @@ def _one_log(log: str | Path, topology: str | Mapping[str, Any] | TopologySpec |
     if topology is None:
         raise ConfigError("validate log: give the cluster it ran on (topology: a preset name, topology YAML, "
                           "TopologySpec or its fields)")
-    collective = None if op is None else collective_name(op)
-    if collective is not None and collective not in COLLECTIVES:
-        raise ConfigError(f"validate op: unknown collective {op!r} (valid: {', '.join(COLLECTIVES)})")
-    if run is not None and run < 1:
-        raise ConfigError(f"validate run: runs are counted from 1, got {run}")
     return read_log(Path(log), topology_of(topology, nodes),
-                    lambda message: warnings.warn(message, UserWarning, stacklevel=4), collective, env, run)
+                    lambda message: warnings.warn(message, UserWarning, stacklevel=4), op, env, run)
 
 
 def validate(manifest: str | Path | None = None, calibration: Calibration | str | Path | None = None, *,

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from simulator.cli import topology_args as cluster
 from simulator.cli.calibration_args import (
     CALIBRATION_HELP,
     FORCE_HELP,
@@ -15,18 +16,8 @@ from simulator.cli.calibration_args import (
     load_profile,
     warn_of_other_selection,
 )
-from simulator.cli.common import gbps_option, parse_env, printable, reflowed, size_option
+from simulator.cli.common import parse_env, printable, reflowed, size_option
 from simulator.cli.fault_args import LinkFaultOpt, with_link_faults
-from simulator.cli.topology_args import (
-    GpuOpt,
-    GpusPerNodeOpt,
-    HostCpuOpt,
-    IntraNodeOpt,
-    NicGbpsOpt,
-    NicsPerNodeOpt,
-    TransportOpt,
-    resolve_cluster,
-)
 from simulator.collectives.busbw import COLLECTIVES, collective_name
 from simulator.collectives.comm import comm_view
 from simulator.collectives.harness import host_issue_s
@@ -101,13 +92,13 @@ def collective(
         "-g", "--gpus-per-thread", min=1,
         help="GPUs one nccl-tests thread drives (its -g): small sizes take at least this many host launches.")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows instead of a table.")] = False,
-    gpu: GpuOpt = None,
-    gpus_per_node: GpusPerNodeOpt = None,
-    intra_node: IntraNodeOpt = None,
-    transport: TransportOpt = None,
-    nics_per_node: NicsPerNodeOpt = None,
-    nic_gbps: NicGbpsOpt = None,
-    host_cpu: HostCpuOpt = None,
+    gpu: cluster.GpuOpt = None,
+    gpus_per_node: cluster.GpusPerNodeOpt = None,
+    intra_node: cluster.IntraNodeOpt = None,
+    transport: cluster.TransportOpt = None,
+    nics_per_node: cluster.NicsPerNodeOpt = None,
+    nic_gbps: cluster.NicGbpsOpt = None,
+    host_cpu: cluster.HostCpuOpt = None,
     link_fault: LinkFaultOpt = None,
 ) -> None:
     op = collective_name(op)
@@ -117,8 +108,8 @@ def collective(
         raise ConfigError(f"--algo {algo}: {op} is point-to-point sends, with no algorithm to choose (NCCL ignores "
                           "NCCL_ALGO for it); leave --algo auto")
     sizes = size_sweep(size_option(min_bytes, "-b"), size_option(max_bytes, "-e"), factor)
-    spec = resolve_cluster(topology, nodes, gpu, gpus_per_node, intra_node, transport, nics_per_node,
-                           gbps_option(nic_gbps, "--nic-gbps"), host_cpu)
+    spec = cluster.ClusterFlags(gpu, gpus_per_node, intra_node, transport, nics_per_node, nic_gbps,
+                                host_cpu).resolve(topology, nodes)
     spec = with_link_faults(spec, link_fault)
     view = comm_view(build_representative(spec))
     profile = load_profile(calibration)

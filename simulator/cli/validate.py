@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from simulator.cli import topology_args as cluster
 from simulator.cli.calibration_args import (
     CALIBRATION_HELP,
     FORCE_HELP,
@@ -18,17 +19,7 @@ from simulator.cli.calibration_args import (
 )
 from simulator.cli.common import parse_env, plain, reflowed, table_console
 from simulator.cli.measured import STRICT_HELP, load_log, load_measured
-from simulator.cli.topology_args import (
-    ClusterFlags,
-    GpuOpt,
-    GpusPerNodeOpt,
-    HostCpuOpt,
-    IntraNodeOpt,
-    NicGbpsOpt,
-    NicsPerNodeOpt,
-    TransportOpt,
-)
-from simulator.collectives.busbw import COLLECTIVES, collective_name
+from simulator.collectives.busbw import COLLECTIVES
 from simulator.collectives.nccl_releases import release_option
 from simulator.collectives.select import SELECTION_HELP, selection_option
 from simulator.core.errors import ConfigError
@@ -93,18 +84,13 @@ def _summary_cells(s: ErrorSummary) -> list[str]:
     return [_pct(s.median_abs_pct_error), _pct(s.p90_abs_pct_error)]
 
 
-def _one_log(log: Path, topology: str | None, nodes: int | None, flags: ClusterFlags, op: str | None,
+def _one_log(log: Path, topology: str | None, nodes: int | None, flags: cluster.ClusterFlags, op: str | None,
              env: str | None, run: int | None) -> LoadedLogs:
     """--log: the log on the cluster its options describe (see HELP)."""
     if topology is None and flags.gpu is None:
         raise ConfigError("--log needs the cluster the log ran on: --topology PRESET (and --nodes), or the manifest's "
                           "fields as flags (--gpu, --gpus-per-node, --intra-node, --nodes, --transport, ...)")
-    collective = None if op is None else collective_name(op)
-    if collective is not None and collective not in COLLECTIVES:
-        raise ConfigError(f"--op: unknown collective {op!r} (valid: {', '.join(COLLECTIVES)})")
-    if run is not None and run < 1:
-        raise ConfigError(f"--run: runs are counted from 1, got {run}")
-    return load_log(log, flags.resolve(topology or "", nodes), collective, parse_env(env), run)
+    return load_log(log, flags.resolve(topology or "", nodes), op, parse_env(env), run)
 
 
 def validate(
@@ -129,15 +115,15 @@ def validate(
                                             "'NCCL_ALGO=ring NCCL_NVLS_ENABLE=0'.")] = None,
     run: Annotated[int | None, typer.Option(help="With --log: which run of a file holding several (from 1).")
                    ] = None,
-    gpu: GpuOpt = None,
-    gpus_per_node: GpusPerNodeOpt = None,
-    intra_node: IntraNodeOpt = None,
-    transport: TransportOpt = None,
-    nics_per_node: NicsPerNodeOpt = None,
-    nic_gbps: NicGbpsOpt = None,
-    host_cpu: HostCpuOpt = None,
+    gpu: cluster.GpuOpt = None,
+    gpus_per_node: cluster.GpusPerNodeOpt = None,
+    intra_node: cluster.IntraNodeOpt = None,
+    transport: cluster.TransportOpt = None,
+    nics_per_node: cluster.NicsPerNodeOpt = None,
+    nic_gbps: cluster.NicGbpsOpt = None,
+    host_cpu: cluster.HostCpuOpt = None,
 ) -> None:
-    flags = ClusterFlags(gpu, gpus_per_node, intra_node, transport, nics_per_node, nic_gbps, host_cpu)
+    flags = cluster.ClusterFlags(gpu, gpus_per_node, intra_node, transport, nics_per_node, nic_gbps, host_cpu)
     release = release_option(nccl_version)
     chosen = None if selection is None else selection_option(selection)
     profile = load_profile(calibration)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from simulator.collectives.busbw import COLLECTIVES, collective_name
 from simulator.core.errors import ClusterSimError, ConfigError, config_error_from
 from simulator.core.input_file import read_input_text
 from simulator.measurements.dataset import MeasuredLog, measured_log, parse_entry_log
@@ -68,8 +69,16 @@ def _load_entry(manifest: Path, parsed: Manifest, entry: ManifestEntry, warn: Ca
 def read_log(path: Path, spec: TopologySpec, warn: Callable[[str], None], collective: str | None = None,
              env: Mapping[str, str] | None = None, run: int | None = None) -> LoadedLogs:
     """One log measured on the cluster `spec`, without a manifest: the entry a manifest would hold for it, written
-    from the cluster (`collective`: the one the log ran, else the one it names; `env`: the NCCL environment it ran
-    with; `run`: which of several runs in the file), then as read_measured."""
+    from the cluster (`collective`: the one the log ran, in any spelling collective_name reads, else the one the log
+    names; `env`: the NCCL environment it ran with; `run`: which of several runs in the file, from 1), then as
+    read_measured."""
+    if collective is not None:
+        named = collective_name(collective)
+        if named not in COLLECTIVES:
+            raise ConfigError(f"op: unknown collective {collective!r} (valid: {', '.join(COLLECTIVES)})")
+        collective = named
+    if run is not None and run < 1:
+        raise ConfigError(f"run: runs are counted from 1, got {run}")
     text = read_input_text(path, "log")
     if collective is None:
         with warnings.catch_warnings():
